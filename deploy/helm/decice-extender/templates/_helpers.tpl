@@ -1,0 +1,114 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "decice-extender.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: release-chart, or the release name when it contains the chart name. */}}
+{{- define "decice-extender.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "decice-extender.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "decice-extender.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "decice-extender.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "decice-extender.labels" -}}
+helm.sh/chart: {{ include "decice-extender.chart" . }}
+{{ include "decice-extender.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: scheduler
+app.kubernetes.io/part-of: decice
+{{- end }}
+
+{{- define "decice-extender.serviceAccountName" -}}
+{{- default (include "decice-extender.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
+{{/* The Service (and so a pod-IP listener) exists for metrics.service or metrics.serviceMonitor. */}}
+{{- define "decice-extender.serviceEnabled" -}}
+{{- if or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled }}true{{ end }}
+{{- end }}
+
+{{/* Where the extender listens: loopback unless /metrics must be reachable on the pod IP. */}}
+{{- define "decice-extender.listenHost" -}}
+{{- if .Values.extender.listenAddress }}
+{{- .Values.extender.listenAddress }}
+{{- else if include "decice-extender.serviceEnabled" . }}
+{{- "0.0.0.0" }}
+{{- else }}
+{{- "127.0.0.1" }}
+{{- end }}
+{{- end }}
+
+{{/* The policy's urlPrefix, normalised to "" or "/path" without a trailing slash. */}}
+{{- define "decice-extender.urlPrefix" -}}
+{{- $server := (.Values.policy.server | default dict) }}
+{{- $prefix := (get $server "urlPrefix" | default "" | trimSuffix "/") }}
+{{- $prefix }}
+{{- end }}
+
+{{/* Whether the extender answers /bind: policy.bind.enabled, default true (docs/configuration.md). */}}
+{{- define "decice-extender.bindEnabled" -}}
+{{- $bind := (.Values.policy.bind | default dict) }}
+{{- if or (not (hasKey $bind "enabled")) (eq (toString (get $bind "enabled")) "true") }}true{{ end }}
+{{- end }}
+
+{{/* The extender policy file: values.policy plus the keys the chart owns. */}}
+{{- define "decice-extender.policy" -}}
+{{- $policy := deepCopy (.Values.policy | default dict) }}
+{{- $server := deepCopy (get $policy "server" | default dict) }}
+{{- $_ := set $server "host" (include "decice-extender.listenHost" .) }}
+{{- $_ := set $server "port" (int .Values.extender.port) }}
+{{- $_ := set $policy "server" $server }}
+{{- $_ := set $policy "schedulerNames" (list .Values.scheduler.name) }}
+{{- toYaml $policy }}
+{{- end }}
+
+{{/* The KubeSchedulerConfiguration of the dedicated scheduler. */}}
+{{- define "decice-extender.schedulerConfig" -}}
+{{- $ext := .Values.scheduler.extender -}}
+{{- $le := .Values.scheduler.leaderElection -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: {{ $le.enabled }}
+  resourceLock: leases
+  resourceName: {{ $le.resourceName }}
+  resourceNamespace: {{ .Release.Namespace }}
+  leaseDuration: {{ $le.leaseDuration }}
+  renewDeadline: {{ $le.renewDeadline }}
+  retryPeriod: {{ $le.retryPeriod }}
+percentageOfNodesToScore: {{ int .Values.scheduler.percentageOfNodesToScore }}
+profiles:
+  - schedulerName: {{ .Values.scheduler.name }}
+extenders:
+  - urlPrefix: {{ printf "http://127.0.0.1:%d%s" (int .Values.extender.port) (include "decice-extender.urlPrefix" .) | quote }}
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    {{- if include "decice-extender.bindEnabled" . }}
+    bindVerb: bind
+    {{- end }}
+    {{- if $ext.preempt }}
+    preemptVerb: preempt
+    {{- end }}
+    weight: {{ int $ext.weight }}
+    enableHTTPS: false
+    nodeCacheCapable: {{ $ext.nodeCacheCapable }}
+    ignorable: {{ $ext.ignorable }}
+    httpTimeout: {{ $ext.httpTimeout }}
+{{- end }}

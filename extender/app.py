@@ -1,0 +1,183 @@
+"""HTTP routes: the extender verbs, health, readiness and the service's own metrics.
+
+Routes only: parsing lives in wire.py, decisions in engine.py, binding in binding.py.
+Every verb response carries `Server-Timing: app;dur=<ms>` measured from the start of
+the body read to the response built, so the scheduler-side cost can be told apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from extender.binding import Binder
+from extender.config import Settings
+from extender.engine import Engine
+from extender.metrics import Refresher
+from extender.openapi import openapi_document
+from extender.telemetry import Telemetry
+from extender.wire import (
+    WireError,
+    encode_binding_result,
+    parse_binding_args,
+    parse_extender_args,
+    parse_preemption_args,
+)
+
+log = logging.getLogger("decice.app")
+
+JSON_TYPE = "application/json"
+VERBS = ("filter", "prioritize", "bind", "preempt")
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def verb_paths(settings: Settings) -> dict[str, str]:
+    """verb -> the path we serve it on (the scheduler calls <urlPrefix>/<verb>)."""
+    return {verb: f"{settings.server.url_prefix}/{verb}" for verb in VERBS}
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than `limit` bytes before reading them all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error(status: int, message: str) -> Response:
+    return Response(orjson.dumps({"Error": message}), status, media_type=JSON_TYPE)
+
+
+Handler = Callable[[bytes, float], Awaitable[bytes]]
+
+
+def create_app(
+    settings: Settings,
+    engine: Engine,
+    binder: Binder,
+    telemetry: Telemetry,
+    refresher: Refresher | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    limit = settings.server.max_body_bytes
+    state: dict[str, Any] = {"refreshed": refresher is None}
+
+    def verb_route(verb: str, handler: Handler) -> Route:
+        async def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
+            ctype = request.headers.get("content-type")
+            if ctype is not None and ctype.split(";", 1)[0].strip().lower() != JSON_TYPE:
+                response = _error(415, f"Content-Type must be {JSON_TYPE}, got {ctype!r:.80}")
+            else:
+                try:
+                    body = await read_body(request, limit)
+                    response = Response(await handler(body, clock()), media_type=JSON_TYPE)
+                except WireError as exc:
+                    response = _error(400, f"bad {verb} request: {exc}")
+                except BodyTooLarge:
+                    response = _error(413, f"request body exceeds server.maxBodyBytes ({limit})")
+                except ClientDisconnect:
+                    response = _error(400, "client disconnected before sending the whole body")
+            elapsed = time.perf_counter() - started
+            response.headers["Server-Timing"] = f"app;dur={elapsed * 1000:.3f}"
+            telemetry.observe(verb, response.status_code, elapsed)
+            return response
+
+        return Route(f"{settings.server.url_prefix}/{verb}", endpoint, methods=["POST"], name=verb)
+
+    async def do_filter(body: bytes, now: float) -> bytes:
+        outcome = engine.filter(parse_extender_args(body), now)
+        telemetry.filtered(outcome.passed, outcome.failed)
+        return outcome.body
+
+    async def do_prioritize(body: bytes, now: float) -> bytes:
+        return engine.prioritize(parse_extender_args(body), now)
+
+    async def do_preempt(body: bytes, now: float) -> bytes:
+        return engine.preempt(parse_preemption_args(body), now)
+
+    async def do_bind(body: bytes, now: float) -> bytes:
+        return encode_binding_result(await binder.bind(parse_binding_args(body)))
+
+    async def healthz(request: Request) -> Response:
+        return Response(b"ok\n", media_type="text/plain")
+
+    async def readyz(request: Request) -> Response:
+        ready, detail = engine.readiness(clock())
+        ready = ready and state["refreshed"]
+        body = {"ready": ready, "refreshed": state["refreshed"], "metrics": detail}
+        return Response(orjson.dumps(body), 200 if ready else 503, media_type=JSON_TYPE)
+
+    async def metrics(request: Request) -> Response:
+        return Response(telemetry.exposition(), media_type="text/plain; version=0.0.4")
+
+    async def openapi(request: Request) -> Response:
+        return Response(orjson.dumps(openapi_document(settings)), media_type=JSON_TYPE)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task: asyncio.Task[None] | None = None
+        if refresher is not None:
+            await _first_refresh(refresher)
+            state["refreshed"] = True
+            task = asyncio.create_task(_loop_after_first(refresher), name="refresher")
+        try:
+            yield
+        finally:
+            if not await binder.drain(settings.server.grace_period):
+                log.warning("shutdown: binds still running after the grace period")
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    prefix = settings.server.url_prefix
+    routes = [
+        verb_route("filter", do_filter),
+        verb_route("prioritize", do_prioritize),
+        verb_route("bind", do_bind),
+        verb_route("preempt", do_preempt),
+    ]
+    for base in sorted({"", prefix}):
+        routes += [
+            Route(f"{base}/healthz", healthz, methods=["GET"]),
+            Route(f"{base}/readyz", readyz, methods=["GET"]),
+            Route(f"{base}/metrics", metrics, methods=["GET"]),
+            Route(f"{base}/openapi.json", openapi, methods=["GET"]),
+        ]
+    telemetry.watch(lambda: engine.snapshot, clock)
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _first_refresh(refresher: Refresher) -> None:
+    """Refresh once before serving, so the first answers use data when there is some."""
+    try:
+        await refresher.refresh_once()
+    except Exception:
+        refresher.failures += 1
+        log.exception("first refresh failed")
+
+
+async def _loop_after_first(refresher: Refresher) -> None:
+    await asyncio.sleep(refresher.delay())
+    await refresher.run()

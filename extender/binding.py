@@ -1,0 +1,165 @@
+"""The bind verb: guard, de-duplicate, and create the Binding through the Kubernetes API.
+
+A bind endpoint can place any pod on any node, and the scheduler retries binds, so:
+- one API call per pod UID at a time (a concurrent retry waits for the first call);
+- a pod we already bound to the same node is reported bound without a second call;
+- a pod that is not ours, or a node our filter rejected for it, is refused with an
+  `Error` that tells the operator what to change.
+Blocking client calls run in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
+
+from extender.config import Settings
+from extender.engine import Engine
+from extender.model import PodInfo
+from extender.pods import PodMemo
+from extender.wire import BindingArgs
+
+log = logging.getLogger("decice.bind")
+
+
+class KubeBinder(Protocol):
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
+    def get_pod(self, namespace: str, name: str) -> PodInfo: ...
+
+
+class BindRefused(Exception):
+    """Our own guard said no; the message goes to the scheduler as the bind Error."""
+
+
+class Binder:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        kube: KubeBinder | None,
+        clock: Callable[[], float] = time.time,
+        on_outcome: Callable[[str], None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._engine = engine
+        self._kube = kube
+        self._clock = clock
+        self._on_outcome = on_outcome or (lambda outcome: None)
+        self._inflight: dict[str, asyncio.Future[str]] = {}
+        self._bound: OrderedDict[str, str] = OrderedDict()  # uid -> node, bounded
+        self._bound_capacity = 10_000
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    async def bind(self, args: BindingArgs) -> str:
+        """Bind and return the ExtenderBindingResult Error string ("" on success)."""
+        uid = args.pod_uid
+        running = self._inflight.get(uid)
+        if running is not None:  # the scheduler retried while the first call runs
+            return await asyncio.shield(running)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._inflight[uid] = future
+        try:
+            error = await self._bind(args)
+        except Exception as exc:  # never a 500 on the scheduler's bind path
+            log.exception("bind of %s/%s failed unexpectedly", args.pod_namespace, args.pod_name)
+            error = f"decice: bind failed unexpectedly: {type(exc).__name__}: {exc}"
+        finally:
+            del self._inflight[uid]
+        future.set_result(error)
+        return error
+
+    async def _bind(self, args: BindingArgs) -> str:
+        who = f"{args.pod_namespace}/{args.pod_name} ({args.pod_uid}) -> {args.node}"
+        try:
+            outcome = await self._guarded_bind(args)
+        except BindRefused as refused:
+            log.warning("bind refused: %s: %s", who, refused)
+            self._on_outcome("refused")
+            return f"decice: {refused}"
+        except Exception as exc:
+            log.warning("bind failed: %s: %s", who, exc)
+            self._on_outcome("error")
+            return (
+                f"decice: bind of {args.pod_namespace}/{args.pod_name} to {args.node} failed: {exc}"
+            )
+        log.info("bind %s: %s", outcome, who)
+        self._on_outcome(outcome)
+        return ""
+
+    async def _guarded_bind(self, args: BindingArgs) -> str:
+        if not self._settings.bind.enabled:
+            raise BindRefused(
+                "binding is disabled in this extender's policy (bind.enabled: false); "
+                "remove bindVerb from the scheduler's extender entry"
+            )
+        done = self._bound.get(args.pod_uid)
+        if done is not None:
+            if done == args.node:
+                return "already-bound"
+            raise BindRefused(f"pod {args.pod_name} is already bound to node {done!r}")
+        if self._kube is None:
+            raise BindRefused(
+                "no Kubernetes client is configured (set KUBECONFIG or run in-cluster)"
+            )
+        kube = self._kube
+        memo = self._engine.pods.get(args.pod_uid)
+        cores: float | None
+        if memo is not None:
+            ours = self._engine.is_ours(memo.facts)
+            scheduler, cores = memo.facts.scheduler_name, memo.cpu_request
+            self._check_node(args, memo)
+        else:  # no filter call seen for this UID (restart, or no filterVerb): ask the API
+            pod = await asyncio.to_thread(kube.get_pod, args.pod_namespace, args.pod_name)
+            if pod.uid != args.pod_uid:
+                raise BindRefused(
+                    f"pod {args.pod_namespace}/{args.pod_name} has UID {pod.uid}, "
+                    f"not {args.pod_uid}: it was deleted and re-created"
+                )
+            if pod.node_name:
+                if pod.node_name == args.node:
+                    self._remember(args)
+                    return "already-bound"
+                raise BindRefused(f"pod {args.pod_name} is already bound to node {pod.node_name!r}")
+            ours = pod.scheduler_name in self._settings.scheduler_names
+            scheduler, cores = pod.scheduler_name, pod.cpu_request_cores
+        if not ours and self._settings.bind.foreign_pods == "refuse":
+            raise BindRefused(
+                f"pod {args.pod_namespace}/{args.pod_name} has schedulerName {scheduler!r}, "
+                f"not one of {sorted(self._settings.scheduler_names)}; this extender owns bindVerb "
+                "for every profile of its scheduler: run a dedicated scheduler whose only profile "
+                "is ours, drop bindVerb, or set bind.foreignPods: bind"
+            )
+        outcome = await asyncio.to_thread(
+            kube.bind, args.pod_namespace, args.pod_name, args.pod_uid, args.node
+        )
+        self._remember(args)
+        if ours:
+            self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
+        return outcome
+
+    def _check_node(self, args: BindingArgs, memo: PodMemo) -> None:
+        if args.node in memo.rejected:
+            raise BindRefused(
+                f"node {args.node!r} was rejected by this extender's filter for pod "
+                f"{args.pod_namespace}/{args.pod_name} in its latest filter call"
+            )
+
+    def _remember(self, args: BindingArgs) -> None:
+        self._bound[args.pod_uid] = args.node
+        while len(self._bound) > self._bound_capacity:
+            self._bound.popitem(last=False)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait for in-flight binds (graceful shutdown); True when none is left."""
+        pending = list(self._inflight.values())
+        if not pending:
+            return True
+        _, not_done = await asyncio.wait(pending, timeout=timeout)
+        return not not_done

@@ -1,0 +1,193 @@
+"""Decisions for the verbs: filter, prioritize, preempt, from the current table.
+
+The engine owns the mutable state of the request path (snapshot, table, herd
+reservations, pod memory). It does no I/O and runs on the event loop only, so it
+needs no locks: the refresher builds tables in a thread and installs them here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import filterfalse
+
+from extender.config import Settings
+from extender.model import NodeName, Snapshot
+from extender.pods import PodMemo, PodMemory, pod_cpu_request
+from extender.scoring import (
+    Reservation,
+    has_candidates_metric,
+    herd_load,
+    live_reservations,
+    score_candidates,
+    stale_metrics,
+    top_hosts,
+)
+from extender.table import Table, build_table, patch_table
+from extender.wire import (
+    ExtenderArgs,
+    PodFacts,
+    PreemptionArgs,
+    WireError,
+    check_names,
+    encode_filter_names,
+    encode_filter_nodes,
+    encode_preemption_result,
+    host_priority,
+    join_priorities,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    body: bytes
+    passed: int
+    failed: int
+
+
+class Engine:
+    def __init__(self, settings: Settings, snapshot: Snapshot, now: float) -> None:
+        self.settings = settings
+        self.pods = PodMemory()
+        self._snapshot = snapshot
+        self._reservations: dict[str, Reservation] = {}
+        self._node_cores: Mapping[NodeName, float] = {}
+        self._candidates = has_candidates_metric(settings)
+        self._table = build_table(
+            settings, snapshot, stale_metrics(settings, snapshot, now), {}, now
+        )
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def herd(self) -> dict[NodeName, float]:
+        guard = self.settings.herd_guard
+        if not guard.enabled:
+            return {}
+        return herd_load(self._reservations.values(), self._node_cores, guard.default_node_cores)
+
+    def install(self, snapshot: Snapshot, table: Table | None, now: float) -> None:
+        """Swap in a snapshot (and its table, built off the loop); expire covered reservations."""
+        guard = self.settings.herd_guard
+        live = live_reservations(self._reservations.values(), snapshot, guard.metric, guard.settle)
+        self._reservations = {r.uid: r for r in live}
+        self._snapshot = snapshot
+        stale = stale_metrics(self.settings, snapshot, now)
+        if table is None or table.stale != stale:
+            table = build_table(self.settings, snapshot, stale, self.herd(), now)
+        self._table = patch_table(table, self.settings, snapshot, self.herd(), now)
+
+    def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
+        self._node_cores = cores
+
+    def table(self, now: float) -> Table:
+        """The current table; rebuilt only when a metric crosses its maxAge."""
+        stale = stale_metrics(self.settings, self._snapshot, now)
+        if stale != self._table.stale:
+            self._table = build_table(self.settings, self._snapshot, stale, self.herd(), now)
+        return self._table
+
+    def reserve(self, uid: str, node: NodeName, cores: float | None, now: float) -> bool:
+        """Herd guard: count a bound pod on its node until fresh metrics include it."""
+        guard = self.settings.herd_guard
+        if not guard.enabled or uid in self._reservations:
+            return False
+        amount = cores if cores is not None else guard.default_cpu_request
+        self._reservations[uid] = Reservation(uid, node, amount, now)
+        self._table = patch_table(self.table(now), self.settings, self._snapshot, self.herd(), now)
+        return True
+
+    @property
+    def reservations(self) -> Mapping[str, Reservation]:
+        return self._reservations
+
+    def is_ours(self, pod: PodFacts) -> bool:
+        return pod.scheduler_name in self.settings.scheduler_names
+
+    # -- verbs ---------------------------------------------------------------------------------
+
+    def filter(self, args: ExtenderArgs, now: float) -> FilterOutcome:
+        names = args.names
+        failed: dict[str, str] = {}
+        if not self.is_ours(args.pod):
+            check_names(names)
+        else:
+            table = self.table(now)
+            # Fast path: every node known and passing, one C-level set check (5,000 names ~30 us).
+            if not table.ok.issuperset(names):
+                for n in filterfalse(table.ok.__contains__, names):
+                    if not isinstance(n, str) or not n:
+                        check_names(names)  # raises with the index of the bad entry
+                    reason = table.reasons.get(n) if n in table.evals else table.unknown.reason
+                    if reason is not None:
+                        failed[n] = reason
+            memo = PodMemo(args.pod, pod_cpu_request(args.pod), frozenset(failed))
+            self.pods.remember(memo)
+        if args.node_list is None:
+            passed = names if not failed else [n for n in names if n not in failed]
+            return FilterOutcome(encode_filter_names(passed, failed), len(passed), len(failed))
+        kept = None
+        if failed:
+            items = args.node_list["items"]
+            kept = [item for item, n in zip(items, names, strict=True) if n not in failed]
+        body = encode_filter_nodes(args.node_list, kept, failed)
+        return FilterOutcome(body, len(names) - len(failed), len(failed))
+
+    def prioritize(self, args: ExtenderArgs, now: float) -> bytes:
+        names = args.names
+        table = self.table(now)
+        if not self.is_ours(args.pod):
+            return _join(table.passthrough, names)
+        max_hosts = self.settings.prioritize.max_hosts
+        if not self._candidates and (max_hosts is None or len(names) <= max_hosts):
+            return _join(table.fragments, names)
+        check_names(names)
+        if self._candidates:
+            scores = score_candidates(self.settings, [table.eval_of(n) for n in names])
+        else:
+            scores = [table.scores.get(n, table.unknown_score) for n in names]
+        keep = top_hosts(names, scores, max_hosts) if max_hosts else range(len(names))
+        return join_priorities(host_priority(names[i], scores[i]) for i in keep)
+
+    def preempt(self, args: PreemptionArgs, now: float) -> bytes:
+        """Keep the scheduler's victims exactly, for the nodes our filter would pass."""
+        if not self.is_ours(args.pod):
+            return encode_preemption_result(args.victims)
+        table = self.table(now)
+        keep = {
+            n: v
+            for n, v in args.victims.items()
+            if n in table.ok or (n not in table.evals and table.unknown.reason is None)
+        }
+        return encode_preemption_result(keep)
+
+    def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
+        """Ready when every fail-closed metric has fresh data (fail-open ones always serve)."""
+        table = self.table(now)
+        detail: dict[str, object] = {}
+        ready = True
+        for m in self.settings.metrics:
+            series = self._snapshot.metrics.get(m.name)
+            fetched = series.fetched_at if series else None
+            fresh = m.name not in table.stale
+            if not fresh and m.on_missing == "fail-closed":
+                ready = False
+            detail[m.name] = {
+                "fresh": fresh,
+                "ageSeconds": None if fetched is None else round(now - fetched, 3),
+                "nodes": len(series.values) if series else 0,
+                "onMissing": m.on_missing,
+                "error": series.error if series else None,
+            }
+        return ready, detail
+
+
+def _join(fragments: Mapping[str, bytes], names: list[str]) -> bytes:
+    try:
+        return join_priorities(map(fragments.__getitem__, names))
+    except TypeError:  # an unhashable entry (list, object) in NodeNames
+        check_names(names)
+        raise WireError("NodeNames: must be a list of node names") from None

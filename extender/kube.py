@@ -1,0 +1,405 @@
+"""The Kubernetes API edge: client setup, pod binding, pod and node reads.
+
+This is the only module that imports the `kubernetes` client. Every API or transport
+failure leaves it as a `KubeError`; callers never see `ApiException` or urllib3 errors.
+The methods block: run them in a thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import time
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from http import HTTPStatus
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import orjson
+import urllib3.exceptions
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.utils import parse_quantity
+
+from extender.model import NodeInfo, PodInfo
+
+# The `kubernetes` package leaves these unannotated.
+_new_client_from_config: Callable[..., kubernetes.client.ApiClient] = (
+    kubernetes.config.new_client_from_config
+)
+_load_incluster_config: Callable[..., None] = kubernetes.config.load_incluster_config
+_parse_quantity: Callable[[Any], Decimal] = parse_quantity
+
+__all__ = [
+    "KubeAlreadyBound",
+    "KubeClient",
+    "KubeConfigError",
+    "KubeConflict",
+    "KubeError",
+    "KubeForbidden",
+    "KubeNotFound",
+    "KubeUnauthorized",
+    "KubeUnavailable",
+    "load_api_client",
+]
+
+BIND_BOUND = "bound"
+BIND_ALREADY_BOUND = "already-bound"
+
+_RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+_ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
+_SECRET = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",]+")
+_MAX_MESSAGE = 500
+_LIST_PAGE = 500
+
+
+# --- errors -------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed; `str()` is a one-line message for the operator."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        self.message = _clean(message)
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        reason = self.reason or _phrase(self.status) or "error"
+        if self.status is None:
+            return f"Kubernetes API {reason}: {self.message}"
+        return f"Kubernetes API {self.status} {reason}: {self.message}"
+
+
+class KubeConfigError(KubeError):
+    """No usable kubeconfig or in-cluster service account."""
+
+
+class KubeUnauthorized(KubeError):
+    """401: the credentials were rejected (expired or wrong token, bad client cert)."""
+
+
+class KubeForbidden(KubeError):
+    """403: authenticated, but RBAC does not allow the verb on the resource."""
+
+
+class KubeNotFound(KubeError):
+    """404: the object (pod) does not exist."""
+
+
+class KubeConflict(KubeError):
+    """409 other than already-bound, e.g. the pod UID precondition failed."""
+
+
+class KubeAlreadyBound(KubeError):
+    """409: the pod is already assigned to `node`."""
+
+    def __init__(
+        self, message: str, *, node: str, status: int | None = 409, reason: str = "Conflict"
+    ) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.node = node
+
+
+class KubeUnavailable(KubeError):
+    """Timeouts, refused connections, or 429/5xx answers that outlasted the retries."""
+
+
+def _clean(message: str) -> str:
+    one_line = " ".join(message.split())
+    redacted = _SECRET.sub(lambda m: f"{m.group(1)} <redacted>", one_line)
+    if len(redacted) > _MAX_MESSAGE:
+        return redacted[: _MAX_MESSAGE - 3] + "..."
+    return redacted
+
+
+def _phrase(status: int | None) -> str:
+    if status is None:
+        return ""
+    try:
+        return HTTPStatus(status).phrase.replace(" ", "")
+    except ValueError:
+        return ""
+
+
+def _error_from_status(status: int, body: bytes | str | None, http_reason: str | None) -> KubeError:
+    """Map an HTTP error answer (a `Status` object, usually) to our hierarchy."""
+    message, reason = "", ""
+    if body:
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict):
+            message = str(doc.get("message") or "")
+            reason = str(doc.get("reason") or "")
+        elif isinstance(body, bytes):
+            message = body.decode("utf-8", "replace")
+        else:
+            message = body
+    reason = reason or _phrase(status) or (http_reason or "")
+    message = message or http_reason or "no message"
+    if status == 401:
+        return KubeUnauthorized(message, status=status, reason=reason)
+    if status == 403:
+        return KubeForbidden(message, status=status, reason=reason)
+    if status == 404:
+        return KubeNotFound(message, status=status, reason=reason)
+    if status == 409:
+        assigned = _ALREADY_ASSIGNED.search(message)
+        if assigned:
+            return KubeAlreadyBound(message, node=assigned.group(1), status=status, reason=reason)
+        return KubeConflict(message, status=status, reason=reason)
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return KubeUnavailable(message, status=status, reason=reason)
+    return KubeError(message, status=status, reason=reason)
+
+
+def _error_from_api_exception(exc: ApiException) -> KubeError:
+    status = int(exc.status or 0)
+    if status == 0:
+        # The client reports TLS failures as status 0: a setup problem, not a blip.
+        return KubeError(str(exc.reason or "request failed"), reason="TLSError")
+    return _error_from_status(status, exc.body, exc.reason)
+
+
+def _error_from_transport(exc: urllib3.exceptions.HTTPError) -> KubeError:
+    cause: BaseException = exc
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        cause = exc.reason
+    if isinstance(cause, urllib3.exceptions.SSLError):
+        return KubeError(str(cause), reason="TLSError")
+    if isinstance(cause, urllib3.exceptions.NewConnectionError):
+        # Checked first: urllib3 makes it a subclass of ConnectTimeoutError.
+        return KubeUnavailable(str(cause), reason="Unreachable")
+    if isinstance(cause, urllib3.exceptions.TimeoutError):
+        return KubeUnavailable(str(cause), reason="Timeout")
+    return KubeUnavailable(str(cause), reason="Unreachable")
+
+
+def _retryable(err: KubeError) -> bool:
+    return isinstance(err, KubeUnavailable) and (
+        err.status is None or err.status in _RETRYABLE_STATUS
+    )
+
+
+# --- client setup ---------------------------------------------------------------------
+
+
+def _fresh_configuration() -> kubernetes.client.Configuration:
+    configuration = kubernetes.client.Configuration()
+    # KubeClient retries itself (bounded, and aware that a bind is not idempotent);
+    # urllib3's own silent retries would multiply the attempts.
+    configuration.retries = False
+    return configuration
+
+
+def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
+    """A `kubernetes.client.ApiClient` for `kubeconfig`, or in-cluster, or the default file.
+
+    With a path, that kubeconfig is loaded. Without one, the pod's service account is
+    tried first, then `$KUBECONFIG` / `~/.kube/config`. The process-wide default
+    configuration of the `kubernetes` package is never touched.
+    """
+    try:
+        if kubeconfig is not None:
+            return _new_client_from_config(
+                config_file=kubeconfig,
+                client_configuration=_fresh_configuration(),
+                persist_config=False,
+            )
+        configuration = _fresh_configuration()
+        try:
+            _load_incluster_config(client_configuration=configuration)
+        except ConfigException as in_cluster:
+            default = os.environ.get("KUBECONFIG") or "~/.kube/config"
+            try:
+                return _new_client_from_config(
+                    config_file=default,
+                    client_configuration=_fresh_configuration(),
+                    persist_config=False,
+                )
+            except ConfigException as from_file:
+                raise KubeConfigError(
+                    f"not in a cluster ({in_cluster}) and no usable kubeconfig at "
+                    f"{default} ({from_file})",
+                    reason="ConfigError",
+                ) from from_file
+        return kubernetes.client.ApiClient(configuration)
+    except KubeConfigError:
+        raise
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        where = kubeconfig or "in-cluster config"
+        raise KubeConfigError(f"cannot load {where}: {exc}", reason="ConfigError") from exc
+
+
+# --- the client -----------------------------------------------------------------------
+
+
+class KubeClient:
+    """Blocking Kubernetes calls with timeouts, bounded retries and mapped errors.
+
+    `retries` extra attempts follow a 429, 5xx, timeout or connection error, after
+    `backoff`, then twice that, and so on. Each attempt is limited to `timeout` seconds.
+    """
+
+    def __init__(
+        self,
+        api: kubernetes.client.ApiClient,
+        *,
+        timeout: float = 10.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        self._core = kubernetes.client.CoreV1Api(api)
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = max(backoff, 0.0)
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Bind pod `namespace/name` to `node`: "bound", or "already-bound" if it is there.
+
+        `uid` is sent as the precondition, so a pod deleted and recreated under the same
+        name is not bound by mistake; an empty `uid` sends no precondition. Raises
+        `KubeAlreadyBound` when the pod sits on another node, `KubeConflict` when the
+        UID does not match, `KubeNotFound` when the pod is gone.
+        """
+        for arg, value in (("namespace", namespace), ("name", name), ("node", node)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"bind: {arg} must be a non-empty string, got {value!r}")
+        metadata = kubernetes.client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None)
+        body = kubernetes.client.V1Binding(
+            api_version="v1",
+            kind="Binding",
+            metadata=metadata,
+            target=kubernetes.client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        try:
+            self._call(
+                f"POST /api/v1/namespaces/{namespace}/pods/{name}/binding",
+                lambda: self._core.create_namespaced_pod_binding(
+                    name=name,
+                    namespace=namespace,
+                    body=body,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                ),
+            )
+        except KubeAlreadyBound as err:
+            # The API answers a repeated bind with 409 even for the same node; a retry
+            # after a lost answer lands here, and it is a success.
+            if err.node == node:
+                return BIND_ALREADY_BOUND
+            raise
+        return BIND_BOUND
+
+    def get_pod(self, namespace: str, name: str) -> PodInfo:
+        """The pod as `PodInfo`; raises `KubeNotFound` when it does not exist."""
+        if not namespace or not name:
+            raise ValueError("get_pod: namespace and name must be non-empty")
+        doc = self._call(
+            f"GET /api/v1/namespaces/{namespace}/pods/{name}",
+            lambda: self._core.read_namespaced_pod(
+                name=name,
+                namespace=namespace,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+        try:
+            return _pod_info(doc)
+        except (KeyError, TypeError, ValueError, InvalidOperation) as exc:
+            raise KubeError(
+                f"unexpected pod {namespace}/{name}: {exc!r}", reason="BadResponse"
+            ) from exc
+
+    def list_nodes(self) -> list[NodeInfo]:
+        """Every node: name, InternalIP addresses and allocatable CPU cores."""
+        nodes: list[NodeInfo] = []
+        token: str | None = None
+        while True:
+            doc = self._call(
+                "GET /api/v1/nodes",
+                functools.partial(
+                    self._core.list_node,
+                    limit=_LIST_PAGE,
+                    _continue=token,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                ),
+            )
+            try:
+                nodes.extend(_node_info(item) for item in doc.get("items") or ())
+                token = (doc.get("metadata") or {}).get("continue") or None
+            except (AttributeError, KeyError, TypeError, ValueError, InvalidOperation) as exc:
+                raise KubeError(f"unexpected node list: {exc!r}", reason="BadResponse") from exc
+            if token is None:
+                return nodes
+
+    def _call(self, what: str, request: Callable[[], Any]) -> Any:
+        """Run `request` (raw response), retrying transient failures; the decoded JSON."""
+        attempt = 0
+        while True:
+            try:
+                response = request()
+                try:
+                    data: bytes = response.data
+                finally:
+                    response.release_conn()
+                try:
+                    return orjson.loads(data) if data else {}
+                except orjson.JSONDecodeError as exc:
+                    raise KubeError(
+                        f"{what}: answer is not JSON: {exc}", reason="BadResponse"
+                    ) from exc
+            except ApiException as exc:
+                err = _error_from_api_exception(exc)
+            except urllib3.exceptions.HTTPError as exc:
+                err = _error_from_transport(exc)
+            if not _retryable(err) or attempt >= self._retries:
+                if isinstance(err, KubeUnavailable):
+                    err.message = f"{what}: {err.message} (gave up after {attempt + 1} attempts)"
+                raise err
+            time.sleep(self._backoff * (2**attempt))
+            attempt += 1
+
+
+def _cores(quantity: Any) -> float:
+    return float(_parse_quantity(quantity))
+
+
+def _pod_info(doc: Any) -> PodInfo:
+    metadata = doc["metadata"]
+    spec = doc.get("spec") or {}
+    requests = [
+        ((container.get("resources") or {}).get("requests") or {}).get("cpu")
+        for container in spec.get("containers") or ()
+    ]
+    present = [_cores(cpu) for cpu in requests if cpu is not None]
+    return PodInfo(
+        namespace=metadata["namespace"],
+        name=metadata["name"],
+        uid=metadata.get("uid") or "",
+        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        cpu_request_cores=sum(present) if present else None,
+        node_name=spec.get("nodeName") or None,
+    )
+
+
+def _node_info(doc: Any) -> NodeInfo:
+    status = doc.get("status") or {}
+    addresses = status.get("addresses") or ()
+    cpu = (status.get("allocatable") or {}).get("cpu")
+    return NodeInfo(
+        name=doc["metadata"]["name"],
+        internal_ips=tuple(a["address"] for a in addresses if a.get("type") == "InternalIP"),
+        cpu_cores=_cores(cpu) if cpu is not None else None,
+    )

@@ -1,0 +1,192 @@
+"""Filter verdicts and 0..10 scores from a snapshot: pure functions, `now` passed in.
+
+The request path must not score node by node (5,000 nodes per call, one pod at a
+time), so `build_table` does the work once per snapshot / staleness change / bind and
+the request path only looks nodes up in the table. Metrics normalised over the
+request's own candidates (`normalize: candidates`) cannot be precomputed; they go
+through `score_candidates`, still one pass over plain floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.config import MetricSettings, Settings
+from extender.model import MetricSeries, NodeName, Snapshot
+
+MAX_SCORE = 10  # MaxExtenderPriority
+NEUTRAL = 0.5  # normalised contribution of a fail-open metric with no usable value
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A pod we bound, counted on its node until fresh metrics include it (herd guard)."""
+
+    uid: str
+    node: NodeName
+    cores: float
+    bound_at: float
+
+
+def stale_metrics(settings: Settings, snapshot: Snapshot, now: float) -> frozenset[str]:
+    """Metrics whose data is missing or older than their maxAge at `now`."""
+    out = set()
+    for m in settings.metrics:
+        series = snapshot.metrics.get(m.name)
+        if series is None or series.fetched_at is None or now - series.fetched_at > m.max_age:
+            out.add(m.name)
+    return frozenset(out)
+
+
+def live_reservations(
+    reservations: Iterable[Reservation], snapshot: Snapshot, metric: str, settle: float
+) -> list[Reservation]:
+    """Reservations not yet covered by a snapshot fetched `settle` seconds after the bind."""
+    series = snapshot.metrics.get(metric)
+    fetched = (
+        series.fetched_at if series is not None and series.fetched_at is not None else -math.inf
+    )
+    return [r for r in reservations if fetched < r.bound_at + settle]
+
+
+def herd_load(
+    reservations: Iterable[Reservation],
+    node_cores: Mapping[NodeName, float],
+    default_cores: float,
+) -> dict[NodeName, float]:
+    """Utilisation (0..1 scale) that reservations add per node."""
+    load: dict[NodeName, float] = {}
+    for r in reservations:
+        cores = node_cores.get(r.node) or default_cores
+        load[r.node] = load.get(r.node, 0.0) + r.cores / cores
+    return load
+
+
+def metric_value(
+    series: MetricSeries | None, node: NodeName, stale: bool, extra: float = 0.0
+) -> float | None:
+    """The usable value of one metric on one node, or None when missing or stale."""
+    if stale or series is None:
+        return None
+    value = series.values.get(node)
+    if value is None or not math.isfinite(value):
+        return None
+    return value + extra
+
+
+def missing_reason(m: MetricSettings, series: MetricSeries | None, now: float) -> str:
+    if series is None or series.fetched_at is None:
+        why = f"no data yet ({series.error})" if series and series.error else "no data yet"
+    elif now - series.fetched_at > m.max_age:
+        why = f"data is {now - series.fetched_at:.0f}s old (maxAge {m.max_age:g}s)"
+    else:
+        why = "no value for this node"
+    return f"decice: metric {m.name}: {why}, policy fail-closed"
+
+
+def threshold_reason(m: MetricSettings, value: float) -> str | None:
+    f = m.filter
+    if f is None:
+        return None
+    if f.above is not None and value > f.above:
+        return f"decice: metric {m.name}={value:.4g} is above the threshold {f.above:g}"
+    if f.below is not None and value < f.below:
+        return f"decice: metric {m.name}={value:.4g} is below the threshold {f.below:g}"
+    return None
+
+
+def normalise_range(m: MetricSettings, value: float) -> float:
+    x = (value - m.min) / (m.max - m.min)
+    x = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+    return 1.0 - x if m.direction == "lower" else x
+
+
+def to_score(weighted: float, total_weight: float) -> int:
+    """Weighted mean of 0..1 parts -> integer 0..10, half up (deterministic)."""
+    return max(0, min(MAX_SCORE, math.floor(MAX_SCORE * weighted / total_weight + 0.5)))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEval:
+    """One node under the policy: filter verdict, score (range metrics only) and raw values."""
+
+    reason: str | None
+    range_part: float
+    """Sum of weight * normalised value over `range` metrics."""
+    values: tuple[float | None, ...]
+    """Per metric in settings order: usable value (herd load added) or None."""
+
+
+def evaluate_node(
+    settings: Settings,
+    snapshot: Snapshot,
+    node: NodeName,
+    stale: frozenset[str],
+    extra: Mapping[NodeName, float],
+    now: float,
+) -> NodeEval:
+    herd = settings.herd_guard
+    reason: str | None = None
+    part = 0.0
+    values: list[float | None] = []
+    for m in settings.metrics:
+        series = snapshot.metrics.get(m.name)
+        add = extra.get(node, 0.0) if herd.enabled and m.name == herd.metric else 0.0
+        value = metric_value(series, node, m.name in stale, add)
+        values.append(value)
+        if value is None:
+            if m.on_missing == "fail-closed" and reason is None:
+                reason = missing_reason(m, series, now)
+            if m.normalize == "range":
+                part += m.weight * (0.0 if m.on_missing == "fail-closed" else NEUTRAL)
+            continue
+        if reason is None:
+            reason = threshold_reason(m, value)
+        if m.normalize == "range":
+            part += m.weight * normalise_range(m, value)
+    return NodeEval(reason=reason, range_part=part, values=tuple(values))
+
+
+def score_candidates(settings: Settings, evals: Sequence[NodeEval]) -> list[int]:
+    """Scores for one request's nodes, rescaling `candidates` metrics over those nodes.
+
+    For each such metric the best candidate gets 1 and the worst 0 (all 1 when equal),
+    so with only candidates metrics the least loaded node scores 10.
+    """
+    parts = [e.range_part for e in evals]
+    for i, m in enumerate(settings.metrics):
+        if m.normalize != "candidates":
+            continue
+        present = [v for e in evals if (v := e.values[i]) is not None]
+        lo, hi = (min(present), max(present)) if present else (0.0, 0.0)
+        span = hi - lo
+        missing = 0.0 if m.on_missing == "fail-closed" else NEUTRAL
+        for j, e in enumerate(evals):
+            v = e.values[i]
+            if v is None:
+                x = missing
+            elif span <= 0.0:
+                x = 1.0
+            else:
+                x = (hi - v) / span if m.direction == "lower" else (v - lo) / span
+            parts[j] += m.weight * x
+    total = sum(m.weight for m in settings.metrics)
+    return [to_score(p, total) for p in parts]
+
+
+def has_candidates_metric(settings: Settings) -> bool:
+    return any(m.normalize == "candidates" for m in settings.metrics)
+
+
+def range_score(settings: Settings, e: NodeEval) -> int:
+    return to_score(e.range_part, sum(m.weight for m in settings.metrics))
+
+
+def top_hosts(names: Sequence[NodeName], scores: Sequence[int], k: int) -> list[int]:
+    """Indexes of the best k nodes, ties broken by request order (deterministic)."""
+    if k >= len(names):
+        return list(range(len(names)))
+    order = sorted(range(len(names)), key=lambda i: (-scores[i], i))
+    return sorted(order[:k])

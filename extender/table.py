@@ -1,0 +1,131 @@
+"""The precomputed answer table: the request path's fast lane.
+
+kube-scheduler asks about every node for every pod, one pod at a time, so per-request
+work must be lookups and byte joins, not scoring. A `Table` holds, per node of the
+snapshot, the filter verdict and the serialised `{"Host","Score"}` fragment; it is
+rebuilt when a snapshot is swapped in or a metric goes stale, and patched (only the
+affected nodes) when the herd guard reserves capacity for a bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from extender.config import Settings
+from extender.model import NodeName, Snapshot
+from extender.scoring import NodeEval, evaluate_node, range_score
+from extender.wire import WireError, host_priority
+
+
+class Fragments(dict[str, bytes]):
+    """node -> serialised HostPriority; unknown nodes are computed on demand, not stored."""
+
+    __slots__ = ("score",)
+
+    def __init__(self, items: Mapping[str, bytes], score: int) -> None:
+        super().__init__(items)
+        self.score = score
+
+    def __missing__(self, key: Any) -> bytes:
+        if not isinstance(key, str) or not key:
+            raise WireError(f"node names must be non-empty strings, got {key!r:.60}")
+        return host_priority(key, self.score)
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    generation: int
+    stale: frozenset[str]
+    evals: Mapping[NodeName, NodeEval]
+    scores: Mapping[NodeName, int]
+    fragments: Fragments
+    """Our scores, serialised; range metrics only (candidates metrics are per request)."""
+    passthrough: Fragments
+    """Score 0 for every node, for pods that are not ours."""
+    reasons: Mapping[NodeName, str]
+    """Nodes the filter rejects, with the reason."""
+    ok: frozenset[NodeName]
+    """Nodes the filter passes: one C-level `issuperset` answers the common case."""
+    unknown: NodeEval
+    """The verdict for a node absent from the snapshot."""
+    unknown_score: int
+    herd: Mapping[NodeName, float]
+
+    def eval_of(self, node: NodeName) -> NodeEval:
+        return self.evals.get(node, self.unknown)
+
+
+def build_table(
+    settings: Settings,
+    snapshot: Snapshot,
+    stale: frozenset[str],
+    herd: Mapping[NodeName, float],
+    now: float,
+) -> Table:
+    """Score every node in the snapshot: O(nodes x metrics), off the request path."""
+    nodes: set[NodeName] = set(herd)
+    for series in snapshot.metrics.values():
+        nodes.update(series.values)
+    evals = {n: evaluate_node(settings, snapshot, n, stale, herd, now) for n in sorted(nodes)}
+    unknown = evaluate_node(settings, snapshot, "", stale, {}, now)
+    unknown_score = range_score(settings, unknown)
+    scores = {n: range_score(settings, e) for n, e in evals.items()}
+    return Table(
+        generation=snapshot.generation,
+        stale=stale,
+        evals=evals,
+        scores=scores,
+        fragments=Fragments({n: host_priority(n, s) for n, s in scores.items()}, unknown_score),
+        passthrough=Fragments({n: host_priority(n, 0) for n in evals}, 0),
+        reasons={n: e.reason for n, e in evals.items() if e.reason is not None},
+        ok=frozenset(n for n, e in evals.items() if e.reason is None),
+        unknown=unknown,
+        unknown_score=unknown_score,
+        herd=dict(herd),
+    )
+
+
+def patch_table(
+    table: Table,
+    settings: Settings,
+    snapshot: Snapshot,
+    herd: Mapping[NodeName, float],
+    now: float,
+) -> Table:
+    """The same table with new herd load: only nodes whose load changed are re-scored."""
+    changed: Iterable[NodeName] = {
+        n for n in set(herd) | set(table.herd) if herd.get(n) != table.herd.get(n)
+    }
+    if not changed:
+        return table
+    evals = dict(table.evals)
+    scores = dict(table.scores)
+    fragments = Fragments(table.fragments, table.unknown_score)
+    passthrough = table.passthrough
+    reasons = dict(table.reasons)
+    ok = set(table.ok)
+    for n in changed:
+        e = evaluate_node(settings, snapshot, n, table.stale, herd, now)
+        evals[n] = e
+        scores[n] = range_score(settings, e)
+        fragments[n] = host_priority(n, scores[n])
+        if n not in passthrough:
+            passthrough = Fragments({**passthrough, n: host_priority(n, 0)}, 0)
+        if e.reason is None:
+            reasons.pop(n, None)
+            ok.add(n)
+        else:
+            reasons[n] = e.reason
+            ok.discard(n)
+    return replace(
+        table,
+        evals=evals,
+        scores=scores,
+        fragments=fragments,
+        passthrough=passthrough,
+        reasons=reasons,
+        ok=frozenset(ok),
+        herd=dict(herd),
+    )

@@ -1,0 +1,125 @@
+"""The service's own Prometheus metrics and logging setup.
+
+A registry is passed in (prometheus/client_python style) so every test builds its own.
+Per-request updates are O(1): one counter and one histogram observation per call.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from extender.model import Snapshot
+
+VERBS = ("filter", "prioritize", "bind", "preempt")
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _CacheAgeCollector(Collector):
+    """Age of each metric's data, computed when scraped (always current, no timer)."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot], clock: Callable[[], float]) -> None:
+        self._snapshot = snapshot
+        self._clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        age = GaugeMetricFamily(
+            "decice_metric_age_seconds",
+            "Seconds since the metric's last successful refresh (+Inf before the first).",
+            labels=["metric"],
+        )
+        nodes = GaugeMetricFamily(
+            "decice_metric_nodes", "Nodes with a value in the current snapshot.", labels=["metric"]
+        )
+        now = self._clock()
+        for name, series in self._snapshot().metrics.items():
+            fetched = series.fetched_at
+            age.add_metric([name], float("inf") if fetched is None else now - fetched)
+            nodes.add_metric([name], float(len(series.values)))
+        yield age
+        yield nodes
+
+
+class Telemetry:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "decice_requests",
+            "Extender requests by verb and HTTP status.",
+            ["verb", "code"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "decice_request_duration_seconds",
+            "Server time per extender request.",
+            ["verb"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.decisions = Counter(
+            "decice_decisions",
+            "Per-node filter verdicts and bind outcomes.",
+            ["verb", "outcome"],
+            registry=r,
+        )
+        self.refresh_errors = Counter(
+            "decice_refresh_errors", "Failed metric queries.", ["metric"], registry=r
+        )
+        self.refresh_duration = Histogram(
+            "decice_refresh_duration_seconds",
+            "Time of one refresh of all metrics.",
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.reservations = Gauge(
+            "decice_herd_reservations", "Pods counted on their node by the herd guard.", registry=r
+        )
+        # Children resolved once: labels() costs a dict lookup and a lock per call.
+        self._latency = {v: self.latency.labels(v) for v in VERBS}
+        self._ok = {v: self.requests.labels(v, "200") for v in VERBS}
+        self._passed = self.decisions.labels("filter", "passed")
+        self._failed = self.decisions.labels("filter", "failed")
+
+    def watch(
+        self, snapshot: Callable[[], Snapshot], clock: Callable[[], float] = time.time
+    ) -> None:
+        self.registry.register(_CacheAgeCollector(snapshot, clock))
+
+    def observe(self, verb: str, code: int, seconds: float) -> None:
+        self._latency[verb].observe(seconds)
+        if code == 200:
+            self._ok[verb].inc()
+        else:
+            self.requests.labels(verb, str(code)).inc()
+
+    def filtered(self, passed: int, failed: int) -> None:
+        self._passed.inc(passed)
+        if failed:
+            self._failed.inc(failed)
+
+    def bound(self, outcome: str) -> None:
+        self.decisions.labels("bind", outcome).inc()
+
+    def refreshed(self, snapshot: Snapshot, errors: Mapping[str, str], seconds: float) -> None:
+        self.refresh_duration.observe(seconds)
+        for name in errors:
+            self.refresh_errors.labels(name).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Plain one-line logs to stderr; requests are not logged one by one (hot path)."""
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
