@@ -117,7 +117,12 @@ class Engine:
         else:
             table = self.table(now)
             # Fast path: every node known and passing, one C-level set check (5,000 names ~30 us).
-            if not table.ok.issuperset(names):
+            try:
+                all_pass = table.ok.issuperset(names)
+            except TypeError:  # an unhashable entry (list, object) in NodeNames
+                check_names(names)
+                raise
+            if not all_pass:
                 for n in filterfalse(table.ok.__contains__, names):
                     if not isinstance(n, str) or not n:
                         check_names(names)  # raises with the index of the bad entry

@@ -232,7 +232,7 @@ def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
         return kubernetes.client.ApiClient(configuration)
     except KubeConfigError:
         raise
-    except (ConfigException, OSError, ValueError, TypeError) as exc:
+    except Exception as exc:  # YAML, I/O, exec plugins: all a config problem here
         where = kubeconfig or "in-cluster config"
         raise KubeConfigError(f"cannot load {where}: {exc}", reason="ConfigError") from exc
 
@@ -361,13 +361,15 @@ class KubeClient:
                         f"{what}: answer is not JSON: {exc}", reason="BadResponse"
                     ) from exc
             except ApiException as exc:
+                cause: Exception = exc
                 err = _error_from_api_exception(exc)
             except urllib3.exceptions.HTTPError as exc:
+                cause = exc
                 err = _error_from_transport(exc)
             if not _retryable(err) or attempt >= self._retries:
                 if isinstance(err, KubeUnavailable):
                     err.message = f"{what}: {err.message} (gave up after {attempt + 1} attempts)"
-                raise err
+                raise err from cause
             time.sleep(self._backoff * (2**attempt))
             attempt += 1
 

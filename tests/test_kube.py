@@ -535,3 +535,19 @@ def test_error_messages_are_one_line_and_redacted() -> None:
     assert str(err) == "Kubernetes API Weird: bad thing: Authorization: Bearer <redacted>"
     assert str(KubeError("x", status=422)) == "Kubernetes API 422 UnprocessableEntity: x"
     assert KubeAlreadyBound("m", node="n").node == "n"
+
+
+def test_load_api_client_bad_kubeconfig(tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.write_text("clusters: [unclosed\n")
+    with pytest.raises(KubeConfigError):
+        load_api_client(str(bad))
+
+
+def test_load_api_client_nothing_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    with pytest.raises(KubeConfigError) as caught:
+        load_api_client(None)
+    assert "not in a cluster" in str(caught.value)
+    assert str(tmp_path / "none") in str(caught.value)

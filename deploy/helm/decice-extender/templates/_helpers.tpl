@@ -68,6 +68,20 @@ app.kubernetes.io/part-of: decice
 {{- if or (not (hasKey $bind "enabled")) (eq (toString (get $bind "enabled")) "true") }}true{{ end }}
 {{- end }}
 
+{{/*
+Whether the policy can reject a node (a metric with a filter threshold, or
+onMissing: fail-closed), as extender.config.Settings.filters_anything
+(a non-empty filter map counts). Only then
+does the scheduler call filter, and preempt with it: a preemption the extender
+has not seen could evict pods for a node its filter then rejects.
+*/}}
+{{- define "decice-extender.filtersAnything" -}}
+{{- range (.Values.policy.metrics | default list) }}
+{{- $filter := (get . "filter") | default dict }}
+{{- if or (gt (len $filter) 0) (eq (toString (get . "onMissing")) "fail-closed") }}true{{ end }}
+{{- end }}
+{{- end }}
+
 {{/* The extender policy file: values.policy plus the keys the chart owns. */}}
 {{- define "decice-extender.policy" -}}
 {{- $policy := deepCopy (.Values.policy | default dict) }}
@@ -98,13 +112,13 @@ profiles:
   - schedulerName: {{ .Values.scheduler.name }}
 extenders:
   - urlPrefix: {{ printf "http://127.0.0.1:%d%s" (int .Values.extender.port) (include "decice-extender.urlPrefix" .) | quote }}
+    {{- if include "decice-extender.filtersAnything" . }}
     filterVerb: filter
+    preemptVerb: preempt
+    {{- end }}
     prioritizeVerb: prioritize
     {{- if include "decice-extender.bindEnabled" . }}
     bindVerb: bind
-    {{- end }}
-    {{- if $ext.preempt }}
-    preemptVerb: preempt
     {{- end }}
     weight: {{ int $ext.weight }}
     enableHTTPS: false

@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m tests.benchmarks.bench` (not part of the test run)."""

@@ -1,0 +1,657 @@
+"""The Helm chart, rendered and checked offline: no helm binary, no cluster.
+
+helm-python-sdk embeds the Helm v4 SDK (render, lint, values.schema.json checks);
+kubernetes-validate holds the Kubernetes OpenAPI schemas (1.35 strict); the extender's
+own loader reads the rendered policy, and the rendered scheduler config must call the
+paths the extender serves.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from extender.app import verb_paths
+from extender.cli import scheduler_extender
+from extender.config import Settings, load_settings
+
+helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
+kubernetes_validate = pytest.importorskip("kubernetes_validate")
+jsonschema = pytest.importorskip("jsonschema")
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "decice-extender"
+RELEASE = "decice-extender"
+NAMESPACE = "decice-system"
+KUBE_VERSION = "1.35.4"  # the kube-scheduler the chart ships; kubernetes-validate has 1.35
+LEASE = "decice-scheduler"
+CASES = ["default", *sorted(p.stem for p in (CHART / "ci").glob("*-values.yaml"))]
+
+REQUIRED_LABELS = {
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "helm.sh/chart",
+}
+
+# Fields of kubescheduler.config.k8s.io/v1 (k8s.io/kube-scheduler/config/v1/types.go).
+SCHEDULER_CONFIG_KEYS = {
+    "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
+    "healthzBindAddress", "metricsBindAddress", "enableProfiling", "enableContentionProfiling",
+    "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles",
+    "extenders", "delayCacheUntilActive",
+}  # fmt: skip
+LEADER_ELECTION_KEYS = {
+    "leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+    "resourceName", "resourceNamespace",
+}  # fmt: skip
+PROFILE_KEYS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+EXTENDER_KEYS = {
+    "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+    "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+    "ignorable",
+}  # fmt: skip
+VERB_KEYS = {
+    "filter": "filterVerb",
+    "prioritize": "prioritizeVerb",
+    "bind": "bindVerb",
+    "preempt": "preemptVerb",
+}
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _load_render_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("deploy_render", ROOT / "deploy" / "render.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("deploy_render", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+render_mod = _load_render_module()
+
+
+def values_for(case: str) -> dict[str, Any]:
+    if case == "default":
+        return {}
+    loaded = yaml.safe_load((CHART / "ci" / f"{case}.yaml").read_text(encoding="utf-8"))
+    return loaded or {}
+
+
+@cache
+def _rendered(case: str) -> dict[str, str]:
+    return render_mod.render_chart(values_for(case), name=RELEASE, namespace=NAMESPACE)  # type: ignore[no-any-return]
+
+
+def rendered(case: str) -> dict[str, str]:
+    return dict(_rendered(case))
+
+
+def objects(case: str) -> list[dict[str, Any]]:
+    return [yaml.safe_load(doc) for doc in render_mod.documents(rendered(case))]
+
+
+def find(objs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    hits = [
+        o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(hits) == 1, (
+        f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in hits]}"
+    )
+    return hits[0]
+
+
+def scheduler_config(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    cm = find(objs, "ConfigMap", f"{RELEASE}-scheduler-config")
+    loaded: dict[str, Any] = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
+    return loaded
+
+
+def policy_text(objs: list[dict[str, Any]]) -> str:
+    text: str = find(objs, "ConfigMap", f"{RELEASE}-policy")["data"]["extender.yaml"]
+    return text
+
+
+def containers(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    return {c["name"]: c for c in pod["containers"]}
+
+
+def load_policy(objs: list[dict[str, Any]], tmp_path: Path) -> Settings:
+    """The rendered extender.yaml, read by the extender's own loader (ConfigError lists all)."""
+    path = tmp_path / "extender.yaml"
+    path.write_text(policy_text(objs), encoding="utf-8")
+    return load_settings(path, environ={})
+
+
+def schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    return loaded
+
+
+def schema_errors(values: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft7Validator(schema())
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+        for e in validator.iter_errors(values)
+    ]
+
+
+# --- Helm: lint, render, schema -------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_helm_lint_strict(case: str) -> None:
+    report = helm.lint(
+        CHART, values_for(case), strict=True, namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}"
+    )
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert not report["errors"] and not problems, json.dumps(report, indent=2)
+
+
+def test_values_schema_is_draft7_and_strict_at_the_top() -> None:
+    s = schema()
+    jsonschema.Draft7Validator.check_schema(s)
+    assert s["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert s["additionalProperties"] is False
+    for key in ("scheduler", "extender", "policy", "metrics", "networkPolicy"):
+        assert s["properties"][key]["additionalProperties"] is False, key
+
+
+@pytest.mark.parametrize("case", ["values", *CASES[1:]])
+def test_values_files_match_the_schema(case: str) -> None:
+    path = CHART / ("values.yaml" if case == "values" else f"ci/{case}.yaml")
+    values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if case != "values":
+        with helm.Chart.load(CHART) as chart:
+            values = chart.merge_values(values)  # what an install validates
+    assert schema_errors(values) == []
+
+
+BAD_VALUES = [
+    pytest.param({"extender": {"port": "abc"}}, "/extender/port", id="port-not-a-number"),
+    pytest.param({"extender": {"port": 70000}}, "/extender/port", id="port-out-of-range"),
+    pytest.param({"replicaCount": 2}, "replicaCount", id="unknown-top-level-key"),
+    pytest.param({"scheduler": {"extender": {"wieght": 2}}}, "wieght", id="typo-in-extender"),
+    pytest.param({"policy": {"server": {"port": 9999}}}, "/policy/server", id="chart-owned-port"),
+    pytest.param({"policy": {"bnid": {"enabled": False}}}, "bnid", id="typo-in-policy"),
+    pytest.param({"policy": {"provider": "graphite"}}, "/policy/provider", id="unknown-provider"),
+    pytest.param(
+        {"scheduler": {"leaderElection": {"resourceName": "kube-scheduler"}}},
+        "/scheduler/leaderElection/resourceName",
+        id="lease-of-the-default-scheduler",
+    ),
+    pytest.param({"scheduler": {"extender": {"httpTimeout": "5"}}}, "httpTimeout", id="no-unit"),
+    pytest.param({"extender": {"listenAddress": "10.0.0.1"}}, "listenAddress", id="pod-address"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("values", "where"), BAD_VALUES)
+def test_bad_values_fail_with_a_clear_message(values: dict[str, Any], where: str) -> None:
+    with helm.Chart.load(CHART) as chart:
+        with pytest.raises(helm.HelmValuesError) as caught:
+            chart.render(values, name=RELEASE, namespace=NAMESPACE)
+        merged = chart.merge_values(values)
+    assert where in str(caught.value), str(caught.value)
+    assert any(where.strip("/").split("/")[-1] in e for e in schema_errors(merged)), schema_errors(
+        merged
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"podDisruptionBudget": {"enabled": True}}, "needs replicas >= 2"),
+        ({"replicas": 2, "scheduler": {"leaderElection": {"enabled": False}}}, "leaderElection"),
+    ],
+)
+def test_unsafe_combinations_are_refused(values: dict[str, Any], message: str) -> None:
+    with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmRenderError, match=message):
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+
+
+# --- Kubernetes schemas ---------------------------------------------------------------
+
+
+def _check_service_monitor(obj: dict[str, Any], objs: list[dict[str, Any]]) -> None:
+    """monitoring.coreos.com/v1 is a CRD kubernetes-validate has no schema for: check it here."""
+    assert set(obj) <= {"apiVersion", "kind", "metadata", "spec"}
+    spec = obj["spec"]
+    assert set(spec) <= {"selector", "namespaceSelector", "endpoints", "jobLabel", "targetLabels"}
+    service = find(objs, "Service")
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    port_names = {p["name"] for p in service["spec"]["ports"]}
+    for endpoint in spec["endpoints"]:
+        assert set(endpoint) <= {"port", "path", "scheme", "interval", "scrapeTimeout"}
+        assert endpoint["port"] in port_names
+        assert endpoint["path"] == "/metrics"
+        assert re.fullmatch(r"\d+[smh]", endpoint["interval"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_manifests_validate_against_kubernetes_schemas(case: str) -> None:
+    objs = objects(case)
+    problems = []
+    for obj in objs:
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            _check_service_monitor(obj, objs)
+            continue
+        try:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(map(str, exc.path))
+            problems.append(f"{obj['kind']}/{obj['metadata']['name']} {path}: {exc.message}")
+    assert problems == []
+
+
+def test_default_resources() -> None:
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objects("default"))
+    assert kinds == sorted(
+        [
+            ("ServiceAccount", RELEASE),
+            ("ConfigMap", f"{RELEASE}-policy"),
+            ("ConfigMap", f"{RELEASE}-scheduler-config"),
+            ("ClusterRole", f"{RELEASE}-extender"),
+            ("ClusterRoleBinding", f"{RELEASE}-extender"),
+            ("ClusterRoleBinding", f"{RELEASE}-kube-scheduler"),
+            ("ClusterRoleBinding", f"{RELEASE}-volume-scheduler"),
+            ("Role", f"{RELEASE}-leader-election"),
+            ("RoleBinding", f"{RELEASE}-leader-election"),
+            ("RoleBinding", f"{RELEASE}-auth-reader"),
+            ("Deployment", RELEASE),
+        ]
+    )
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_resource_carries_the_recommended_labels(case: str) -> None:
+    for obj in objects(case):
+        missing = REQUIRED_LABELS - set(obj["metadata"].get("labels", {}))
+        assert not missing, f"{obj['kind']}/{obj['metadata']['name']} lacks {missing}"
+    template = find(objects(case), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert set(template) >= REQUIRED_LABELS
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_pod_is_locked_down(case: str) -> None:
+    objs = objects(case)
+    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert (
+        isinstance(pod["securityContext"]["runAsUser"], int)
+        and pod["securityContext"]["runAsUser"] > 0
+    )
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for name, c in containers(objs).items():
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True, name
+        assert sc["allowPrivilegeEscalation"] is False, name
+        assert sc["capabilities"]["drop"] == ["ALL"], name
+        assert sc["runAsNonRoot"] is True and isinstance(sc["runAsUser"], int), name
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert c["resources"]["requests"] and c["resources"]["limits"]["memory"], name
+        assert {"livenessProbe", "readinessProbe"} <= set(c), name
+
+
+def test_containers_and_probes() -> None:
+    objs = objects("default")
+    c = containers(objs)
+    assert list(c) == ["kube-scheduler", "extender"]
+    sched = c["kube-scheduler"]
+    assert sched["image"] == "registry.k8s.io/kube-scheduler:v1.35.4"
+    assert "--config=/etc/kubernetes/decice/scheduler-config.yaml" in sched["command"]
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        get = sched[probe]["httpGet"]
+        assert (get["path"], get["port"], get["scheme"]) == ("/healthz", 10259, "HTTPS")
+    ext = c["extender"]
+    assert ext["args"] == ["--config", "/etc/decice/extender.yaml"]
+    assert {"name": "policy", "mountPath": "/etc/decice", "readOnly": True} in ext["volumeMounts"]
+    # Loopback listener: kubelet probes the pod IP, so the probes run inside the container.
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        command = ext[probe]["exec"]["command"]
+        assert f"http://127.0.0.1:8888{path}" in command[-1]
+        compile(command[-1], probe, "exec")
+    assert "env" not in ext  # PROMETHEUS_URL only when extender.prometheusUrl is set
+
+
+def test_service_monitor_switches_to_a_pod_ip_listener_behind_a_network_policy() -> None:
+    objs = objects("monitoring-values")
+    ext = containers(objs)["extender"]
+    assert yaml.safe_load(policy_text(objs))["server"]["host"] == "0.0.0.0"
+    assert ext["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert ext["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert {
+        "name": "PROMETHEUS_URL",
+        "value": "http://kube-prometheus-stack-prometheus.monitoring.svc:9090",
+    } in ext["env"]
+    service = find(objs, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    monitor = find(objs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    policy = find(objs, "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert [r["ports"] for r in policy["ingress"]] == [[{"port": 8888, "protocol": "TCP"}]]
+    assert policy["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "monitoring"
+    }
+
+
+def test_ha_values_give_two_replicas_and_a_pdb() -> None:
+    objs = objects("ha-values")
+    assert find(objs, "Deployment")["spec"]["replicas"] == 2
+    pdb = find(objs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert (
+        pdb["spec"]["selector"]["matchLabels"]
+        == find(objs, "Deployment")["spec"]["selector"]["matchLabels"]
+    )
+    assert scheduler_config(objs)["leaderElection"]["leaderElect"] is True
+
+
+# --- RBAC ---------------------------------------------------------------------------
+
+
+def test_rbac() -> None:
+    objs = objects("default")
+    sa = {"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}
+    bound = {
+        (b["kind"], b["metadata"].get("namespace"), b["roleRef"]["kind"], b["roleRef"]["name"])
+        for b in objs
+        if b["kind"] in {"ClusterRoleBinding", "RoleBinding"} and b["subjects"] == [sa]
+    }
+    assert bound == {
+        ("ClusterRoleBinding", None, "ClusterRole", "system:kube-scheduler"),
+        ("ClusterRoleBinding", None, "ClusterRole", "system:volume-scheduler"),
+        ("ClusterRoleBinding", None, "ClusterRole", f"{RELEASE}-extender"),
+        ("RoleBinding", "kube-system", "Role", "extension-apiserver-authentication-reader"),
+        ("RoleBinding", NAMESPACE, "Role", f"{RELEASE}-leader-election"),
+    }
+    # The extender: exactly what it needs, nothing more.
+    extender = find(objs, "ClusterRole", f"{RELEASE}-extender")
+    granted = {
+        (res, verb)
+        for rule in extender["rules"]
+        for res in rule["resources"]
+        for verb in rule["verbs"]
+        if rule["apiGroups"] == [""] and "resourceNames" not in rule
+    }
+    assert granted == {
+        ("nodes", "get"), ("nodes", "list"), ("nodes", "watch"),
+        ("pods", "get"), ("pods/binding", "create"),
+    }  # fmt: skip
+    assert all(rule["apiGroups"] == [""] for rule in extender["rules"])
+    # The lease: only its own name, plus create (which cannot be narrowed by name).
+    role = find(objs, "Role", f"{RELEASE}-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [LEASE],
+            "verbs": ["get", "update"],
+        },
+    ]
+    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == RELEASE
+
+
+# --- the scheduler config -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_scheduler_config(case: str) -> None:
+    objs = objects(case)
+    cfg = scheduler_config(objs)
+    assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert cfg["kind"] == "KubeSchedulerConfiguration"
+    assert set(cfg) <= SCHEDULER_CONFIG_KEYS, set(cfg) - SCHEDULER_CONFIG_KEYS
+    assert set(cfg["leaderElection"]) <= LEADER_ELECTION_KEYS
+    assert cfg["leaderElection"]["resourceName"] == LEASE
+    assert cfg["leaderElection"]["resourceNamespace"] == NAMESPACE
+    assert cfg["leaderElection"]["resourceLock"] == "leases"
+    assert cfg["percentageOfNodesToScore"] == 100
+    assert [p["schedulerName"] for p in cfg["profiles"]] == ["decice_sched"]
+    assert all(set(p) <= PROFILE_KEYS for p in cfg["profiles"])
+    [ext] = cfg["extenders"]
+    assert set(ext) <= EXTENDER_KEYS, set(ext) - EXTENDER_KEYS
+    assert ext["nodeCacheCapable"] is True
+    assert ext["enableHTTPS"] is False
+    assert isinstance(ext["weight"], int) and ext["weight"] >= 1
+    assert isinstance(ext["ignorable"], bool)
+    assert re.fullmatch(r"\d+(ms|s|m)", ext["httpTimeout"])
+    url = urlsplit(ext["urlPrefix"])
+    assert (url.scheme, url.hostname) == ("http", "127.0.0.1")
+    # The lease kube-scheduler takes is the one the Role lets it use.
+    role = find(objs, "Role", f"{RELEASE}-leader-election")
+    assert role["rules"][1]["resourceNames"] == [cfg["leaderElection"]["resourceName"]]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_policy_loads_with_the_extender_loader(case: str, tmp_path: Path) -> None:
+    objs = objects(case)
+    settings = load_policy(objs, tmp_path)
+    ext = scheduler_config(objs)["extenders"][0]
+    url = urlsplit(ext["urlPrefix"])
+    assert (
+        settings.server.port
+        == url.port
+        == containers(objs)["extender"]["ports"][0]["containerPort"]
+    )
+    assert settings.server.host in {"127.0.0.1", "0.0.0.0", "::"}  # 127.0.0.1 reaches all three
+    assert settings.server.url_prefix == url.path.rstrip("/")
+    assert settings.scheduler_names == frozenset({"decice_sched"})
+    assert ("bindVerb" in ext) == settings.bind.enabled
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_scheduler_calls_the_paths_the_extender_serves(case: str, tmp_path: Path) -> None:
+    objs = objects(case)
+    served = verb_paths(load_policy(objs, tmp_path))
+    ext = scheduler_config(objs)["extenders"][0]
+    base = urlsplit(ext["urlPrefix"]).path.rstrip("/")
+    called = [verb for verb, key in VERB_KEYS.items() if key in ext]
+    assert "prioritize" in called
+    for verb in called:
+        # kube-scheduler POSTs <urlPrefix without trailing slash>/<verb>
+        assert verb in served, (
+            f"the scheduler calls {VERB_KEYS[verb]} but the extender serves no {verb}"
+        )
+        assert f"{base}/{ext[VERB_KEYS[verb]]}" == served[verb], (verb, served)
+
+
+EDGE_POLICIES = [
+    pytest.param({"name": "cpu", "query": "up", "filter": {"above": 0}}, id="threshold-zero"),
+    pytest.param({"name": "cpu", "query": "up", "filter": {"below": 0.1}}, id="below"),
+    pytest.param({"name": "cpu", "query": "up", "filter": None}, id="no-filter"),
+    pytest.param({"name": "cpu", "query": "up", "filter": {"above": None}}, id="null-threshold"),
+    pytest.param({"name": "cpu", "query": "up", "onMissing": "fail-closed"}, id="fail-closed"),
+]
+
+
+@pytest.mark.parametrize("case", [*CASES, *EDGE_POLICIES])
+def test_extender_entry_agrees_with_decice_extender_scheduler_config(
+    case: str | dict[str, Any], tmp_path: Path
+) -> None:
+    """The chart and `decice-extender scheduler-config` derive the same entry from a policy."""
+    if isinstance(case, dict):
+        values = {"policy": {"metrics": [case]}}
+        objs = [yaml.safe_load(d) for d in render_mod.documents(render_mod.render_chart(values))]
+    else:
+        objs = objects(case)
+    ext = scheduler_config(objs)["extenders"][0]
+    cli = scheduler_extender(load_policy(objs, tmp_path), ext["weight"], ext["httpTimeout"], None)
+    assert ext == {**cli, "ignorable": ext["ignorable"]}
+
+
+def test_checksums_roll_the_pod_when_a_config_changes() -> None:
+    def annotations(values: dict[str, Any]) -> dict[str, str]:
+        objs = [yaml.safe_load(d) for d in render_mod.documents(render_mod.render_chart(values))]
+        ann: dict[str, str] = find(objs, "Deployment")["spec"]["template"]["metadata"][
+            "annotations"
+        ]
+        return ann
+
+    base = annotations({})
+    policy = annotations({"policy": {"prometheus": {"interval": 30}}})
+    sched = annotations({"scheduler": {"extender": {"weight": 3}}})
+    assert policy["checksum/policy"] != base["checksum/policy"]
+    assert policy["checksum/scheduler-config"] == base["checksum/scheduler-config"]
+    assert sched["checksum/scheduler-config"] != base["checksum/scheduler-config"]
+
+
+def test_verbs_follow_the_policy() -> None:
+    default = scheduler_config(objects("default"))["extenders"][0]
+    assert {k: v for k, v in default.items() if k.endswith("Verb")} == {
+        "filterVerb": "filter",
+        "preemptVerb": "preempt",
+        "prioritizeVerb": "prioritize",
+        "bindVerb": "bind",
+    }
+    # static-values: no threshold, bind disabled -> only prioritize is called.
+    static = scheduler_config(objects("static-values"))["extenders"][0]
+    assert [k for k in static if k.endswith("Verb")] == ["prioritizeVerb"]
+
+
+def test_notes_tell_how_to_use_it() -> None:
+    notes = rendered("default")[f"{RELEASE}/templates/NOTES.txt"]
+    assert "schedulerName: decice_sched" in notes
+    assert f"kubectl -n {NAMESPACE} port-forward deploy/{RELEASE} 8888:8888" in notes
+    assert "curl" in notes and "http://127.0.0.1:8888/prioritize" in notes
+    body = re.search(r"-d '(.+)'", notes)
+    assert body is not None and set(json.loads(body.group(1))) == {"Pod", "Nodes", "NodeNames"}
+    assert "WARNING" not in notes
+    assert "WARNING" not in rendered("monitoring-values")[f"{RELEASE}/templates/NOTES.txt"]
+    exposed = render_mod.render_chart({"metrics": {"service": {"enabled": True}}})
+    assert "WARNING: the metrics Service" in exposed[f"{RELEASE}/templates/NOTES.txt"]
+
+
+# --- the policy schema stays in step with docs/configuration.md -------------------------
+
+
+def _key_paths(node: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield f"{prefix}{key}"
+            if prefix.startswith("static.nodes") or f"{prefix}{key}" in {
+                "static.nodes",
+                "prometheus.headers",
+            }:
+                continue
+            yield from _key_paths(value, f"{prefix}{key}.")
+    elif isinstance(node, list):
+        for item in node:
+            yield from _key_paths(item, f"{prefix.rstrip('.')}[].")
+
+
+def _schema_has(path: str) -> bool:
+    node: dict[str, Any] = schema()["properties"]["policy"]
+    for part in path.split("."):
+        if part.endswith("[]"):
+            node = node["properties"][part[:-2]]["items"]
+        else:
+            props = node.get("properties", {})
+            if part not in props:
+                return False
+            node = props[part]
+    return True
+
+
+CHART_OWNED = {"schedulerNames", "server.host", "server.port", "server.tls"}
+
+
+def test_policy_schema_knows_every_documented_key() -> None:
+    doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", doc, re.DOTALL)
+    assert block is not None
+    example = yaml.safe_load(block.group(1).replace("<PromQL>", "up"))
+    paths = [
+        p
+        for p in _key_paths(example)
+        if not any(p == o or p.startswith(o + ".") for o in CHART_OWNED)
+    ]
+    missing = [p for p in paths if not _schema_has(p)]
+    assert missing == [], "values.schema.json (policy) lacks documented keys"
+    # The documented example itself, minus the chart-owned keys, is a valid values.policy.
+    trimmed = copy.deepcopy(example)
+    del trimmed["schedulerNames"]
+    for key in ("host", "port", "tls"):
+        del trimmed["server"][key]
+    errors = jsonschema.Draft7Validator(schema()["properties"]["policy"]).iter_errors(trimmed)
+    assert [e.message for e in errors] == []
+
+
+# --- plain manifests and config/ examples ------------------------------------------------
+
+
+def test_plain_manifests_are_in_sync(capsys: pytest.CaptureFixture[str]) -> None:
+    assert render_mod.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_render_check_reports_a_stale_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = tmp_path / "stale.yaml"
+    stale.write_text(
+        render_mod.MANIFEST.read_text(encoding="utf-8").replace("replicas: 1", "replicas: 3")
+    )
+    assert render_mod.main(["--check", "--output", str(stale)]) == 1
+    out = capsys.readouterr().out
+    assert "-  replicas: 3" in out and "+  replicas: 1" in out
+
+
+def test_plain_manifests_validate() -> None:
+    docs = [d for d in yaml.safe_load_all(render_mod.MANIFEST.read_text(encoding="utf-8")) if d]
+    assert docs[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    for obj in docs:
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        assert obj["kind"] == "Namespace" or obj["metadata"].get("namespace", NAMESPACE) in {
+            NAMESPACE,
+            "kube-system",
+        }
+
+
+def test_second_scheduler_example_matches_the_chart() -> None:
+    example = yaml.safe_load(
+        (ROOT / "config" / "scheduler-config-second-scheduler.yaml").read_text()
+    )
+    assert example == scheduler_config(objects("default"))
+
+
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        ("policy-kube-prometheus-stack.yaml", "node"),
+        ("policy-node-exporter-nodename.yaml", "nodename"),
+    ],
+)
+def test_policy_examples_load(name: str, label: str) -> None:
+    settings = load_settings(ROOT / "config" / name, environ={})
+    assert settings.prometheus.node_label == label
+    assert settings.server.host == "127.0.0.1" and settings.server.port == 8888
+    [metric] = settings.metrics
+    assert f"by ({label})" in re.sub(r"\s+", " ", metric.query)
+
+
+def test_nginx_pod_example() -> None:
+    pod = yaml.safe_load((ROOT / "config" / "nginx-pod.yaml").read_text())
+    kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
+    assert pod["spec"]["schedulerName"] == "decice_sched"
+    assert all(c["resources"]["requests"]["cpu"] for c in pod["spec"]["containers"])

@@ -1,0 +1,136 @@
+"""In-process stacks for the reliability tests: the real app, engine and binder, with a
+static snapshot and a KubeClient talking to tests.kubeapi.FakeKubeAPI."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes.client
+import orjson
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from extender.app import create_app
+from extender.binding import Binder
+from extender.config import Settings, parse_settings
+from extender.engine import Engine
+from extender.kube import KubeClient
+from extender.metrics import Refresher
+from extender.telemetry import Telemetry
+from tests.conftest import make_snapshot
+from tests.kubeapi import FakeKubeAPI, client_for
+
+NS = "decice"
+SCHED = "decice_sched"
+#: Node values of the static policy; node-5 is above the 0.9 filter threshold.
+NODES = {"node-1": 0.35, "node-2": 0.70, "node-3": 0.10, "node-4": 0.15, "node-5": 0.95}
+MAX_BODY = 1_000_000
+
+
+def policy(**overrides: Any) -> dict[str, Any]:
+    """The in-process policy: static values for node-1..node-5, bind on, 1 MB body limit."""
+    raw: dict[str, Any] = {
+        "schedulerNames": [SCHED],
+        "server": {"maxBodyBytes": MAX_BODY, "gracePeriod": 5},
+        "provider": "static",
+        "static": {"nodes": {n: {"cpu": v} for n, v in NODES.items()}},
+        "metrics": [{"name": "cpu", "filter": {"above": 0.9}, "maxAge": 3600}],
+        "bind": {"enabled": True, "timeout": 0.5, "retries": 2},
+    }
+    raw.update(overrides)
+    return raw
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    app: Starlette
+    engine: Engine
+    binder: Binder
+    telemetry: Telemetry
+
+
+def build_stack(
+    settings: Settings,
+    kube: KubeClient | None,
+    refresher_factory: Callable[[Settings, Engine, Telemetry], Refresher] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Stack:
+    """What extender.cli.build_service wires, with a static snapshot or a given refresher."""
+    now = clock()
+    telemetry = Telemetry()
+    if refresher_factory is None:
+        values = {m.name: {} for m in settings.metrics} | {
+            m.name: {n: v[m.name] for n, v in settings.static_nodes.items() if m.name in v}
+            for m in settings.metrics
+        }
+        engine = Engine(settings, make_snapshot(values, fetched_at=now), now)
+        refresher = None
+    else:
+        from extender.metrics import empty_snapshot
+
+        engine = Engine(settings, empty_snapshot(settings), now)
+        refresher = refresher_factory(settings, engine, telemetry)
+    binder = Binder(settings, engine, kube, clock=clock, on_outcome=telemetry.bound)
+    app = create_app(settings, engine, binder, telemetry, refresher, clock=clock)
+    return Stack(settings, app, engine, binder, telemetry)
+
+
+def kube_client(
+    api: FakeKubeAPI | str, settings: Settings, token: str | None = None
+) -> KubeClient:
+    """A KubeClient for the fake server (or a URL), with the policy's timeout and retries."""
+    if isinstance(api, FakeKubeAPI):
+        api_client = client_for(api, token=token)
+    else:
+        configuration = kubernetes.client.Configuration(host=api)
+        configuration.retries = False
+        api_client = kubernetes.client.ApiClient(configuration)
+    return KubeClient(
+        api_client, timeout=settings.bind.timeout, retries=settings.bind.retries, backoff=0.05
+    )
+
+
+def extender_args(
+    uid: str, name: str, nodes: list[str], scheduler: str = SCHED, namespace: str = NS
+) -> dict[str, Any]:
+    """ExtenderArgs as kube-scheduler sends them with nodeCacheCapable: true."""
+    return {
+        "Pod": {
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "250m"}}}],
+            },
+        },
+        "Nodes": None,
+        "NodeNames": nodes,
+    }
+
+
+def binding_args(uid: str, name: str, node: str, namespace: str = NS) -> dict[str, str]:
+    return {"PodName": name, "PodNamespace": namespace, "PodUID": uid, "Node": node}
+
+
+def post(client: TestClient, verb: str, body: Any) -> tuple[int, Any]:
+    response = client.post(
+        f"/{verb}", content=orjson.dumps(body), headers={"Content-Type": "application/json"}
+    )
+    return response.status_code, orjson.loads(response.content)
+
+
+@pytest.fixture
+def kube_api() -> Iterator[FakeKubeAPI]:
+    with FakeKubeAPI() as api:
+        yield api
+        api.release_delays()
+        api.wait_idle(5)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return parse_settings(policy())

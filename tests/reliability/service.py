@@ -1,0 +1,191 @@
+"""Start the real service as a subprocess (`decice-extender serve`) on 127.0.0.1.
+
+    with running_service(policy, tmp_path, env={"KUBECONFIG": str(kc)}) as svc:
+        urllib.request.urlopen(svc.url + "/healthz")
+
+The policy is written as JSON (valid YAML) to a temporary file; the port is a free
+loopback port passed with --port. `start` waits for /healthz (bounded in time) and
+`stop` sends SIGTERM and returns the exit code. stderr goes to a file the test reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+LOCALHOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOCALHOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def command() -> list[str]:
+    """The console script next to this interpreter, else `python -m extender`."""
+    script = Path(sys.executable).with_name("decice-extender")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", "extender"]
+
+
+def write_kubeconfig(path: Path, server: str, token: str) -> Path:
+    """A kubeconfig for a plain-HTTP API server with a bearer token."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "extender", "user": {"token": token}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "extender"}}],
+        "current-context": "fake",
+    }
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of `pid` in KiB, from /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+class Service:
+    def __init__(
+        self,
+        policy: Mapping[str, Any],
+        workdir: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        scheme: str = "http",
+        client_ssl: ssl.SSLContext | None = None,
+        log_level: str = "info",
+    ) -> None:
+        self.port = free_port()
+        self.scheme = scheme
+        self.client_ssl = client_ssl
+        self.config = workdir / f"policy-{self.port}.yaml"
+        self.config.write_text(json.dumps(policy, indent=2))
+        self.stderr_path = workdir / f"service-{self.port}.stderr"
+        self.env = dict(env or {})
+        self.log_level = log_level
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{LOCALHOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 20.0) -> Service:
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PROMETHEUS_URL")}
+        env.update(self.env)
+        argv = [*command(), "serve", "--config", str(self.config), "--port", str(self.port)]
+        argv += ["--log-level", self.log_level]
+        with self.stderr_path.open("wb") as err:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT, env=env
+            )
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"service exited with {self.proc.returncode} before healthy:\n{self.stderr()}"
+                )
+            try:
+                status, _ = self.get("/healthz", timeout=1.0)
+                if status == 200:
+                    return self
+                last = f"HTTP {status}"
+            except OSError as exc:
+                last = repr(exc)
+            time.sleep(0.05)
+        self.kill()
+        raise AssertionError(f"service not healthy after {timeout}s ({last}):\n{self.stderr()}")
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+        return self.request("GET", path, None, timeout=timeout)
+
+    def post(self, path: str, body: Any, timeout: float = 10.0) -> tuple[int, bytes]:
+        return self.request("POST", path, json.dumps(body).encode(), timeout=timeout)
+
+    def request(
+        self, method: str, path: str, data: bytes | None, timeout: float = 10.0
+    ) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.client_ssl) as resp:
+                status: int = resp.status
+                return status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def terminate(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM, wait; kill on timeout. Returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.terminate()
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        return self.proc.returncode
+
+
+@contextlib.contextmanager
+def running_service(
+    policy: Mapping[str, Any],
+    workdir: Path,
+    env: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> Iterator[Service]:
+    service = Service(policy, workdir, env, **kwargs)
+    service.start()
+    try:
+        yield service
+    finally:
+        service.kill()

@@ -1,0 +1,132 @@
+"""Policy validation: defaults, every bad key named in one error, env overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from extender.config import DEFAULT_CPU_QUERY, ConfigError, load_settings, parse_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_configs_load() -> None:
+    demo = load_settings(ROOT / "config" / "demo.yaml")
+    assert demo.provider == "static" and demo.bind.enabled is False
+    prod = load_settings(ROOT / "config" / "extender.yaml")
+    assert prod.provider == "prometheus"
+    assert prod.metrics[0].name == "cpu"
+    assert "node_namespace_pod:kube_pod_info:" in prod.metrics[0].query
+    assert prod.prometheus.node_label == "node"
+
+
+def test_defaults_give_the_stock_cpu_query() -> None:
+    s = parse_settings({})
+    assert [m.name for m in s.metrics] == ["cpu"]
+    assert s.metrics[0].query == DEFAULT_CPU_QUERY
+    assert s.scheduler_names == frozenset({"decice_sched"})
+    assert s.server.host == "127.0.0.1" and s.server.port == 8888
+    assert s.metrics[0].on_missing == "fail-open"
+
+
+def test_environment_overrides_url_and_kubeconfig(tmp_path: Path) -> None:
+    env = {"PROMETHEUS_URL": "http://prom.example:9090/", "KUBECONFIG": "/tmp/kc"}
+    s = parse_settings({"prometheus": {"url": "http://ignored:9090"}}, env)
+    assert s.prometheus.url == "http://prom.example:9090"
+    assert s.kubernetes.kubeconfig == "/tmp/kc"
+
+
+def test_every_problem_is_named_at_once() -> None:
+    raw = {
+        "sever": {},
+        "server": {"port": "eighty", "urlPrefix": "nope"},
+        "metrics": [
+            {"name": "CPU", "weight": -1, "direction": "down", "min": 1, "max": 0},
+            {"name": "mem", "query": "x", "onMissing": "maybe", "filter": {"abov": 1}},
+        ],
+        "bind": {"foreignPods": "sometimes"},
+        "prioritize": {"maxHosts": 0},
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_settings(raw, source="policy.yaml")
+    text = str(info.value)
+    for needle in [
+        "$.sever: unknown key",
+        "server.port: must be a port number",
+        "server.urlPrefix: must be a path",
+        "metrics[0].name: must match",
+        "weight: must be a number > 0",
+        "direction: must be lower or higher",
+        "max (0.0) must be greater than min (1.0)",
+        "metrics[0](CPU).query: required when provider is prometheus",
+        "onMissing: must be fail-open or fail-closed",
+        "filter.abov: unknown key",
+        "bind.foreignPods: must be refuse or bind",
+        "prioritize.maxHosts",
+    ]:
+        assert needle in text, needle
+    assert text.startswith("policy.yaml: ")
+    assert len(info.value.problems) >= 12
+
+
+def test_duplicate_metric_names_and_herd_metric_checked() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(
+            {
+                "provider": "static",
+                "static": {"nodes": {"a": {"x": 1}}},
+                "metrics": [{"name": "x"}, {"name": "x"}],
+                "herdGuard": {"metric": "cpu"},
+            }
+        )
+    assert "duplicate metric name 'x'" in str(info.value)
+    assert "herdGuard.metric: 'cpu' is not one of the metrics" in str(info.value)
+
+
+def test_herd_guard_off_when_default_metric_absent() -> None:
+    s = parse_settings(
+        {"provider": "static", "static": {"nodes": {"a": {"x": 1}}}, "metrics": [{"name": "x"}]}
+    )
+    assert s.herd_guard.enabled is False
+
+
+def test_static_provider_needs_values_and_tls_needs_pairs() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(
+            {
+                "provider": "static",
+                "metrics": [{"name": "cpu"}],
+                "server": {"tls": {"certFile": "c"}},
+            }
+        )
+    assert "static.nodes: provider is static" in str(info.value)
+    assert "certFile and keyFile must be set together" in str(info.value)
+
+
+def test_file_errors_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metrics: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(bad)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="the file is empty"):
+        load_settings(empty)
+    listy = tmp_path / "list.yaml"
+    listy.write_text(yaml.safe_dump([1, 2]))
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_settings(listy)
+
+
+def test_filters_anything() -> None:
+    assert not parse_settings({}).filters_anything
+    assert parse_settings(
+        {"metrics": [{"name": "cpu", "query": "q", "filter": {"above": 0.9}}]}
+    ).filters_anything
+    assert parse_settings(
+        {"metrics": [{"name": "cpu", "query": "q", "onMissing": "fail-closed"}]}
+    ).filters_anything

@@ -1,0 +1,218 @@
+"""Every captured kube-scheduler body round-trips: parsed, decided, answered as captured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from extender.engine import Engine
+from extender.wire import (
+    WireError,
+    parse_binding_args,
+    parse_extender_args,
+    parse_preemption_args,
+)
+from tests.conftest import NOW, SCHEDULER, fixture_bytes, fixture_json, make_settings, make_snapshot
+
+# Scores the captured answer used: cpu 0.4 -> 6, 0.7 -> 3, 0.1 -> 9, 0.3 -> 7.
+CAPTURED_CPU = {"node-1": 0.4, "node-2": 0.7, "node-3": 0.1, "node-4": 0.1, "node-5": 0.3}
+
+
+def engine(**policy: Any) -> Engine:
+    settings = make_settings(
+        static={"nodes": {n: {"cpu": v} for n, v in CAPTURED_CPU.items()}}, **policy
+    )
+    return Engine(settings, make_snapshot({"cpu": CAPTURED_CPU}), NOW)
+
+
+def test_every_request_fixture_parses() -> None:
+    requests = [p.name for p in SCHEDULER.glob("*.json") if not p.name.endswith(".response.json")]
+    assert len(requests) == 9
+    for name in requests:
+        body = fixture_bytes(name)
+        if name.startswith(("filter", "prioritize")):
+            args = parse_extender_args(body)
+            assert args.pod.name == "with-requests" or args.pod.name
+            assert args.pod.scheduler_name == "decice_sched"
+            assert all(n.startswith("node-") for n in args.names)
+        elif name.startswith("preempt"):
+            assert parse_preemption_args(body).victims
+        else:
+            b = parse_binding_args(body)
+            assert (b.pod_name, b.pod_namespace, b.node) == ("with-requests", "decice", "node-4")
+
+
+def test_filter_answers_equal_the_captured_answers() -> None:
+    e = engine()
+    for form in ("nodecache", "fullnodes"):
+        out = e.filter(parse_extender_args(fixture_bytes(f"filter-{form}.json")), NOW)
+        assert orjson.loads(out.body) == fixture_json(f"filter-{form}.response.json")
+
+
+def test_prioritize_answers_equal_the_captured_answers() -> None:
+    e = engine()
+    for form in ("nodecache", "fullnodes"):
+        body = e.prioritize(parse_extender_args(fixture_bytes(f"prioritize-{form}.json")), NOW)
+        assert orjson.loads(body) == fixture_json(f"prioritize-{form}.response.json")
+
+
+def test_preempt_answers_equal_the_captured_answers_in_both_forms() -> None:
+    e = engine()
+    for form in ("nodecache", "fullnodes"):
+        body = e.preempt(parse_preemption_args(fixture_bytes(f"preempt-{form}.json")), NOW)
+        captured = fixture_json(f"preempt-{form}.response.json")
+        assert orjson.loads(body) == captured
+    # Victims are kept exactly as given: same UIDs as in the full-pod request.
+    full = fixture_json("preempt-fullnodes.json")["NodeNameToVictims"]
+    meta = orjson.loads(
+        e.preempt(parse_preemption_args(fixture_bytes("preempt-fullnodes.json")), NOW)
+    )
+    for node, victims in full.items():
+        uids = [p["metadata"]["uid"] for p in victims["Pods"]]
+        assert [p["UID"] for p in meta["NodeNameToMetaVictims"][node]["Pods"]] == uids
+
+
+def test_filter_failures_in_both_forms_answer_in_the_form_asked() -> None:
+    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
+    names = orjson.loads(
+        e.filter(parse_extender_args(fixture_bytes("filter-nodecache.json")), NOW).body
+    )
+    assert names["Nodes"] is None
+    assert names["NodeNames"] == ["node-1", "node-3", "node-4", "node-5"]
+    assert names["FailedAndUnresolvableNodes"] == {
+        "node-2": "decice: metric cpu=0.7 is above the threshold 0.5"
+    }
+    assert set(names) == {
+        "Nodes",
+        "NodeNames",
+        "FailedNodes",
+        "FailedAndUnresolvableNodes",
+        "Error",
+    }
+    full = orjson.loads(
+        e.filter(parse_extender_args(fixture_bytes("filter-fullnodes.json")), NOW).body
+    )
+    assert full["NodeNames"] is None
+    kept = [n["metadata"]["name"] for n in full["Nodes"]["items"]]
+    assert kept == ["node-1", "node-3", "node-4", "node-5"]
+    original = {
+        n["metadata"]["name"]: n for n in fixture_json("filter-fullnodes.json")["Nodes"]["items"]
+    }
+    assert all(item == original[item["metadata"]["name"]] for item in full["Nodes"]["items"])
+    # Preemption on a node our filter rejects is dropped; the others keep their victims.
+    pre = orjson.loads(
+        e.preempt(parse_preemption_args(fixture_bytes("preempt-nodecache.json")), NOW)
+    )
+    assert sorted(pre["NodeNameToMetaVictims"]) == ["node-1", "node-3", "node-4", "node-5"]
+
+
+def test_nominated_retry_and_nodeselector_subsets() -> None:
+    e = engine()
+    one = orjson.loads(
+        e.filter(parse_extender_args(fixture_bytes("filter-nodecache-nominated.json")), NOW).body
+    )
+    assert one["NodeNames"] == ["node-4"]
+    three = parse_extender_args(fixture_bytes("filter-nodecache-nodeselector.json"))
+    assert orjson.loads(e.filter(three, NOW).body)["NodeNames"] == three.names
+
+
+def test_pods_of_other_schedulers_pass_through() -> None:
+    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.1}}])
+    data = fixture_json("filter-nodecache.json")
+    data["Pod"]["spec"]["schedulerName"] = "default-scheduler"
+    args = parse_extender_args(orjson.dumps(data))
+    assert orjson.loads(e.filter(args, NOW).body)["NodeNames"] == args.names
+    scores = orjson.loads(e.prioritize(args, NOW))
+    assert {s["Score"] for s in scores} == {0}
+    assert len(e.pods) == 0  # not remembered for bind
+
+
+def test_pod_facts_read_requests() -> None:
+    args = parse_extender_args(fixture_bytes("filter-nodecache.json"))
+    assert args.pod.uid == "9e764942-ad6e-420d-b0b4-8a8d15daa8fb"
+    assert args.pod.cpu_requests == ("500m",)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"", "empty request body"),
+        (b"{", "not valid JSON"),
+        (b"[]", "must be a JSON ExtenderArgs object, got list"),
+        (b'{"NodeNames": ["a"]}', "Pod: must be an object, got NoneType"),
+        (b'{"Pod": {}, "NodeNames": ["a"]}', "Pod: missing field 'metadata'"),
+        (
+            b'{"Pod": {"metadata": {"name": 5}}, "NodeNames": ["a"]}',
+            "Pod.metadata.name: must be str",
+        ),
+        (
+            b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": null, "Nodes": null}',
+            "both NodeNames and Nodes are null",
+        ),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": []}', "node list is empty"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": "a"}', "NodeNames: must be a list"),
+        (
+            b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{}]}}',
+            "Nodes.items[0].metadata.name",
+        ),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": []}', "Nodes: must be a v1.NodeList"),
+        (
+            b'{"Pod": {"metadata": {"name": "p"}, "spec": [1]}, "NodeNames": ["a"]}',
+            "Pod.spec: must be an object",
+        ),
+    ],
+)
+def test_bad_extender_args(body: bytes, message: str) -> None:
+    with pytest.raises(WireError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse_extender_args(body)
+
+
+def test_bad_names_found_by_the_lookups() -> None:
+    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
+    for names in ([1, 2], ["node-1", None], ["node-1", ""], [["x"]], [{"a": 1}]):
+        body = orjson.dumps(
+            {
+                "Pod": {"metadata": {"name": "p"}, "spec": {"schedulerName": "decice_sched"}},
+                "NodeNames": names,
+            }
+        )
+        args = parse_extender_args(body)
+        with pytest.raises(WireError, match="NodeNames"):
+            e.filter(args, NOW)
+        with pytest.raises(WireError):
+            e.prioritize(args, NOW)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"PodName": "p", "PodNamespace": "n", "PodUID": "u"}', "missing field 'Node'"),
+        (b'{"PodName": "p", "PodNamespace": "n", "PodUID": "u", "Node": 3}', "Node: must be str"),
+        (
+            b'{"PodName": "", "PodNamespace": "n", "PodUID": "u", "Node": "x"}',
+            "PodName: must not be empty",
+        ),
+    ],
+)
+def test_bad_binding_args(body: bytes, message: str) -> None:
+    with pytest.raises(WireError, match=message):
+        parse_binding_args(body)
+
+
+def test_bad_preemption_args() -> None:
+    pod = {"metadata": {"name": "p"}}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"Pod": pod, "NodeNameToMetaVictims": []}, "must be an object node -> victims"),
+        ({"Pod": pod, "NodeNameToMetaVictims": {"n": {"Pods": [{"UID": 1}]}}}, r"Pods\[0\].UID"),
+        ({"Pod": pod, "NodeNameToVictims": {"n": {"Pods": [{}]}}}, r"metadata.uid"),
+        (
+            {"Pod": pod, "NodeNameToMetaVictims": {"n": {"NumPDBViolations": "x"}}},
+            "NumPDBViolations",
+        ),
+    ]
+    for body, message in cases:
+        with pytest.raises(WireError, match=message):
+            parse_preemption_args(orjson.dumps(body))
+    assert parse_preemption_args(orjson.dumps({"Pod": pod})).victims == {}
