@@ -49,7 +49,7 @@ class Binder:
         self._kube = kube
         self._clock = clock
         self._on_outcome = on_outcome or (lambda outcome: None)
-        self._inflight: dict[str, asyncio.Future[str]] = {}
+        self._inflight: dict[str, tuple[str, asyncio.Future[str]]] = {}  # uid -> (node, result)
         self._bound: OrderedDict[str, str] = OrderedDict()  # uid -> node, bounded
         self._bound_capacity = 10_000
 
@@ -60,11 +60,19 @@ class Binder:
     async def bind(self, args: BindingArgs) -> str:
         """Bind and return the ExtenderBindingResult Error string ("" on success)."""
         uid = args.pod_uid
-        running = self._inflight.get(uid)
-        if running is not None:  # the scheduler retried while the first call runs
-            return await asyncio.shield(running)
+        while (running := self._inflight.get(uid)) is not None:
+            # The scheduler retried while the first call runs: the same target shares its
+            # answer; another node waits for it and is then decided afresh (refused when
+            # the first one bound the pod), never answered with the first one's success.
+            node, first = running
+            error = await asyncio.shield(first)
+            if node == args.node:
+                return error
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._inflight[uid] = future
+        self._inflight[uid] = (args.node, future)
+        # What concurrent duplicates get if this call is cancelled (shutdown) before the end:
+        # they must not wait forever on a future nobody completes.
+        error = "decice: bind interrupted before it finished (extender shutting down); retry"
         try:
             error = await self._bind(args)
         except Exception as exc:  # never a 500 on the scheduler's bind path
@@ -72,7 +80,7 @@ class Binder:
             error = f"decice: bind failed unexpectedly: {type(exc).__name__}: {exc}"
         finally:
             del self._inflight[uid]
-        future.set_result(error)
+            future.set_result(error)
         return error
 
     async def _bind(self, args: BindingArgs) -> str:
@@ -158,7 +166,7 @@ class Binder:
 
     async def drain(self, timeout: float) -> bool:
         """Wait for in-flight binds (graceful shutdown); True when none is left."""
-        pending = list(self._inflight.values())
+        pending = [future for _, future in self._inflight.values()]
         if not pending:
             return True
         _, not_done = await asyncio.wait(pending, timeout=timeout)

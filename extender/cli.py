@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import ssl
 import sys
 import time
@@ -72,6 +73,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)
         if tls.client_ca_file:
             options.update(ssl_ca_certs=tls.client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
+    # that was installed before it: make that one a no-op so a clean shutdown exits 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     uvicorn.run(
         build_service(settings),
         host=args.host or server.host,
@@ -83,6 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=int(server.grace_period + 0.999),
         **options,
     )
+    log.info("stopped")
     return 0
 
 

@@ -71,7 +71,7 @@ async def test_retried_bind_is_success_and_binds_once(api: FakeKubeAPI) -> None:
 
 
 async def test_restarted_extender_recognises_a_same_node_retry(api: FakeKubeAPI) -> None:
-    _, engine, binder = setup(api)
+    _, _, binder = setup(api)
     assert await binder.bind(args()) == ""  # no filter memo: the pod is read from the API
     _, _, fresh = setup(api)  # a restart forgets everything
     assert await fresh.bind(args()) == ""
@@ -102,7 +102,7 @@ async def test_node_rejected_by_our_filter_is_refused(
 
 
 async def test_foreign_pod_refused_or_bound_by_policy(api: FakeKubeAPI) -> None:
-    _, engine, binder = setup(api)
+    _, _, binder = setup(api)
     error = await binder.bind(args("node-1", name="other", uid="uid-other"))
     assert "schedulerName 'default-scheduler'" in error and "bind.foreignPods: bind" in error
     assert api.bind_count("decice", "other") == 0

@@ -134,3 +134,12 @@ def kube_api() -> Iterator[FakeKubeAPI]:
 @pytest.fixture
 def settings() -> Settings:
     return parse_settings(policy())
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from tests.reliability.counts import COUNTS
+
+    if COUNTS:
+        terminalreporter.section("reliability counts")
+        for key in sorted(COUNTS):
+            terminalreporter.write_line(f"{key}: {COUNTS[key]}")

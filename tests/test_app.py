@@ -1,0 +1,185 @@
+"""The HTTP layer through starlette's TestClient: routes, prefix, errors, health, metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from extender.app import create_app, verb_paths
+from extender.binding import Binder
+from extender.config import Settings
+from extender.engine import Engine
+from extender.metrics import Refresher, StaticProvider, empty_snapshot
+from extender.telemetry import Telemetry
+from tests.conftest import fixture_bytes, fixture_json, make_settings
+
+JSON = {"Content-Type": "application/json"}
+VALUES = {"node-1": 0.4, "node-2": 0.7, "node-3": 0.1, "node-4": 0.1, "node-5": 0.95}
+
+
+def client_for(settings: Settings) -> TestClient:
+    telemetry = Telemetry()
+    engine = Engine(settings, empty_snapshot(settings), 0.0)
+    provider = StaticProvider(settings.static_nodes)
+    refresher = Refresher(settings, engine, provider, listener=telemetry)
+    return TestClient(
+        create_app(settings, engine, Binder(settings, engine, None), telemetry, refresher)
+    )
+
+
+def policy(**extra: Any) -> Settings:
+    return make_settings(
+        static={"nodes": {n: {"cpu": v} for n, v in VALUES.items()}},
+        metrics=[{"name": "cpu", "filter": {"above": 0.9}}],
+        **extra,
+    )
+
+
+@pytest.fixture
+def client() -> Any:
+    with client_for(policy()) as c:
+        yield c
+
+
+def test_filter_and_prioritize_with_captured_bodies(client: TestClient) -> None:
+    r = client.post("/filter", content=fixture_bytes("filter-nodecache.json"), headers=JSON)
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/json"
+    assert r.json()["NodeNames"] == ["node-1", "node-2", "node-3", "node-4"]
+    assert "node-5" in r.json()["FailedAndUnresolvableNodes"]
+    p = client.post("/prioritize", content=fixture_bytes("prioritize-fullnodes.json"), headers=JSON)
+    assert [h["Score"] for h in p.json()] == [6, 3, 9, 9, 1]
+    full = client.post("/filter", content=fixture_bytes("filter-fullnodes.json"), headers=JSON)
+    assert [n["metadata"]["name"] for n in full.json()["Nodes"]["items"]] == [
+        "node-1", "node-2", "node-3", "node-4",
+    ]  # fmt: skip
+
+
+def test_every_verb_answers_with_server_timing(client: TestClient) -> None:
+    for verb, body in [
+        ("filter", "filter-nodecache.json"),
+        ("prioritize", "prioritize-nodecache.json"),
+        ("preempt", "preempt-nodecache.json"),
+        ("bind", "bind.json"),
+    ]:
+        r = client.post(f"/{verb}", content=fixture_bytes(body), headers=JSON)
+        assert r.status_code == 200, verb
+        name, _, dur = r.headers["server-timing"].partition(";dur=")
+        assert name == "app" and float(dur) >= 0.0
+
+
+def test_bind_without_kubernetes_is_an_error_not_a_crash(client: TestClient) -> None:
+    r = client.post("/bind", content=fixture_bytes("bind.json"), headers=JSON)
+    assert r.status_code == 200
+    assert "no Kubernetes client" in r.json()["Error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "message"),
+    [
+        (b"{not json", JSON, 400, "bad filter request: request body is not valid JSON"),
+        (b'{"Pod": 1, "NodeNames": ["a"]}', JSON, 400, "Pod: must be an object"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": []}', JSON, 400, "node list is empty"),
+        (b"{}", {"Content-Type": "text/plain"}, 415, "Content-Type must be application/json"),
+    ],
+)
+def test_bad_requests_get_4xx_naming_the_problem(
+    client: TestClient, body: bytes, headers: dict[str, str], status: int, message: str
+) -> None:
+    r = client.post("/filter", content=body, headers=headers)
+    assert r.status_code == status
+    assert message in r.json()["Error"]
+
+
+def test_oversized_body_413_and_wrong_method_405() -> None:
+    with client_for(policy(server={"maxBodyBytes": 1000})) as c:
+        r = c.post("/filter", content=b" " * 1001, headers=JSON)
+        assert r.status_code == 413 and "maxBodyBytes (1000)" in r.json()["Error"]
+
+        def chunks() -> Any:  # no Content-Length: the limit is enforced while streaming
+            for _ in range(20):
+                yield b" " * 100
+
+        assert c.post("/filter", content=chunks(), headers=JSON).status_code == 413
+        assert c.get("/filter").status_code == 405
+
+
+def test_url_prefix() -> None:
+    settings = policy(server={"urlPrefix": "/scheduler/"})
+    assert verb_paths(settings)["filter"] == "/scheduler/filter"
+    with client_for(settings) as c:
+        ok = c.post(
+            "/scheduler/prioritize",
+            content=fixture_bytes("prioritize-nodecache.json"),
+            headers=JSON,
+        )
+        assert ok.status_code == 200
+        assert c.post("/prioritize", content=b"{}", headers=JSON).status_code == 404
+        assert c.get("/scheduler/healthz").status_code == 200
+        assert c.get("/healthz").status_code == 200
+
+
+def test_health_ready_metrics_openapi(client: TestClient) -> None:
+    assert client.get("/healthz").text == "ok\n"
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["metrics"]["cpu"]["nodes"] == 5
+    client.post("/filter", content=fixture_bytes("filter-nodecache.json"), headers=JSON)
+    client.post("/filter", content=b"{", headers=JSON)
+    text = client.get("/metrics").text
+    assert 'decice_requests_total{code="200",verb="filter"} 1.0' in text
+    assert 'decice_requests_total{code="400",verb="filter"} 1.0' in text
+    assert 'decice_decisions_total{outcome="failed",verb="filter"} 1.0' in text
+    assert 'decice_request_duration_seconds_count{verb="filter"} 2.0' in text
+    assert 'decice_metric_age_seconds{metric="cpu"}' in text
+    doc = client.get("/openapi.json").json()
+    assert set(doc["paths"]) >= {"/filter", "/prioritize", "/bind", "/preempt"}
+
+
+def test_readyz_503_when_a_fail_closed_metric_has_no_data() -> None:
+    settings = make_settings(
+        static={"nodes": {"n": {"other": 1.0}}},
+        metrics=[{"name": "cpu", "onMissing": "fail-closed"}, {"name": "other"}],
+    )
+
+    class Broken:
+        def fetch(self, metric: Any, inventory: Any) -> dict[str, float]:
+            if metric.name == "cpu":
+                raise ConnectionError("prometheus down")
+            return {"n": 1.0}
+
+    telemetry = Telemetry()
+    engine = Engine(settings, empty_snapshot(settings), 0.0)
+    refresher = Refresher(settings, engine, Broken(), listener=telemetry)
+    app = create_app(settings, engine, Binder(settings, engine, None), telemetry, refresher)
+    with TestClient(app) as c:
+        r = c.get("/readyz")
+        assert r.status_code == 503
+        cpu = r.json()["metrics"]["cpu"]
+        assert cpu["fresh"] is False and "prometheus down" in cpu["error"]
+        assert 'decice_refresh_errors_total{metric="cpu"} 1.0' in c.get("/metrics").text
+        # fail-closed: every node is filtered with the reason, never a 5xx.
+        f = c.post("/filter", content=fixture_bytes("filter-nodecache.json"), headers=JSON)
+        assert f.json()["NodeNames"] == []
+        assert (
+            "no data yet (ConnectionError: prometheus down)"
+            in f.json()["FailedAndUnresolvableNodes"]["node-1"]
+        )
+
+
+def test_preempt_full_form_comes_back_as_meta_victims(client: TestClient) -> None:
+    r = client.post("/preempt", content=fixture_bytes("preempt-fullnodes.json"), headers=JSON)
+    victims = r.json()["NodeNameToMetaVictims"]
+    assert sorted(victims) == ["node-1", "node-2", "node-3", "node-4"]  # node-5 is filtered
+    captured = fixture_json("preempt-fullnodes.response.json")["NodeNameToMetaVictims"]
+    assert all(victims[n] == captured[n] for n in victims)
+
+
+def test_nodes_form_answer_keeps_request_metadata(client: TestClient) -> None:
+    data = fixture_json("filter-fullnodes.json")
+    data["Nodes"]["metadata"] = {"resourceVersion": "42"}
+    r = client.post("/filter", content=orjson.dumps(data), headers=JSON)
+    assert r.json()["Nodes"]["metadata"] == {"resourceVersion": "42"}

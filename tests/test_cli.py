@@ -1,0 +1,79 @@
+"""The console script: check-config, scores, and serve as a real process on the demo policy."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+
+from extender.cli import main
+from tests.conftest import fixture_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / "config" / "demo.yaml")
+
+
+def test_check_config_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", DEMO]) == 0
+    assert "ok (static provider; metrics: cpu, memory)" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metrics:\n  - name: cpu\n    wieght: 2\nserver: {port: -1}\n")
+    assert main(["check-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "invalid configuration" in err
+    assert "metrics[0].wieght: unknown key" in err
+    assert "server.port: must be a port number" in err
+
+
+def test_scores_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scores", "--config", DEMO]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NODE", "CPU", "NORM", "MEMORY", "NORM", "SCORE", "FILTER"]
+    row = dict(line.split(None, 1) for line in lines[1:])
+    assert row["node-3"].split()[:5] == ["0.1", "0.90", "0.2", "0.80", "9"]
+    assert "FAIL decice: metric cpu=0.95 is above the threshold 0.9" in row["node-5"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_serve_demo_as_a_process() -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--config", DEMO, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+                assert time.monotonic() < deadline, "service did not start"
+                time.sleep(0.1)
+        request = urllib.request.Request(
+            f"{base}/prioritize",
+            data=fixture_bytes("prioritize-nodecache.json"),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.headers["Server-Timing"].startswith("app;dur=")
+            scores = {h["Host"]: h["Score"] for h in orjson.loads(response.read())}
+        assert scores == {"node-1": 6, "node-2": 4, "node-3": 9, "node-4": 6, "node-5": 3}
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=15) == 0
