@@ -12,7 +12,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -80,7 +79,6 @@ def create_app(
     clock: Callable[[], float] = time.time,
 ) -> Starlette:
     limit = settings.server.max_body_bytes
-    state: dict[str, Any] = {"refreshed": refresher is None}
 
     def verb_route(verb: str, handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -124,8 +122,7 @@ def create_app(
 
     async def readyz(request: Request) -> Response:
         ready, detail = engine.readiness(clock())
-        ready = ready and state["refreshed"]
-        body = {"ready": ready, "refreshed": state["refreshed"], "metrics": detail}
+        body = {"ready": ready, "metrics": detail}
         return Response(orjson.dumps(body), 200 if ready else 503, media_type=JSON_TYPE)
 
     async def metrics(request: Request) -> Response:
@@ -139,7 +136,6 @@ def create_app(
         task: asyncio.Task[None] | None = None
         if refresher is not None:
             await _first_refresh(refresher)
-            state["refreshed"] = True
             task = asyncio.create_task(_loop_after_first(refresher), name="refresher")
         try:
             yield

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,6 +25,31 @@ from extender.pods import PodMemo
 from extender.wire import BindingArgs
 
 log = logging.getLogger("decice.bind")
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACE = re.compile(_LABEL)
+_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+
+
+def _name_problem(args: BindingArgs) -> str | None:
+    """Why the request cannot name a real pod and node (Kubernetes name rules), or None.
+
+    Checked before any API call: such a bind can only fail, and the names go into URLs."""
+    checks = (
+        ("PodNamespace", args.pod_namespace, _NAMESPACE, 63, "an RFC 1123 label"),
+        ("PodName", args.pod_name, _SUBDOMAIN, 253, "an RFC 1123 subdomain"),
+        ("Node", args.node, _SUBDOMAIN, 253, "an RFC 1123 subdomain"),
+    )
+    for field, value, pattern, limit, what in checks:
+        if len(value) > limit or not pattern.fullmatch(value):
+            return f"{field} {_show(value)} is not a valid Kubernetes name ({what})"
+    return None
+
+
+def _show(value: str, limit: int = 80) -> str:
+    """A request value fit for a log line: control characters escaped, length capped."""
+    text = value if value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class KubeBinder(Protocol):
@@ -76,7 +102,9 @@ class Binder:
         try:
             error = await self._bind(args)
         except Exception as exc:  # never a 500 on the scheduler's bind path
-            log.exception("bind of %s/%s failed unexpectedly", args.pod_namespace, args.pod_name)
+            log.exception(
+                "bind of %s/%s failed unexpectedly", _show(args.pod_namespace), _show(args.pod_name)
+            )
             error = f"decice: bind failed unexpectedly: {type(exc).__name__}: {exc}"
         finally:
             del self._inflight[uid]
@@ -84,7 +112,10 @@ class Binder:
         return error
 
     async def _bind(self, args: BindingArgs) -> str:
-        who = f"{args.pod_namespace}/{args.pod_name} ({args.pod_uid}) -> {args.node}"
+        who = (
+            f"{_show(args.pod_namespace)}/{_show(args.pod_name)} ({_show(args.pod_uid)}) "
+            f"-> {_show(args.node)}"
+        )
         try:
             outcome = await self._guarded_bind(args)
         except BindRefused as refused:
@@ -107,6 +138,9 @@ class Binder:
                 "binding is disabled in this extender's policy (bind.enabled: false); "
                 "remove bindVerb from the scheduler's extender entry"
             )
+        problem = _name_problem(args)
+        if problem is not None:
+            raise BindRefused(problem)
         done = self._bound.get(args.pod_uid)
         if done is not None:
             if done == args.node:
@@ -153,6 +187,12 @@ class Binder:
         return outcome
 
     def _check_node(self, args: BindingArgs, memo: PodMemo) -> None:
+        # The API accepts a Binding to a node that does not exist, so check it ourselves.
+        if memo.candidates is not None and args.node not in memo.candidates:
+            raise BindRefused(
+                f"node {args.node!r} was not among the nodes sent to this extender's filter for "
+                f"pod {args.pod_namespace}/{args.pod_name} in its latest filter call"
+            )
         if args.node in memo.rejected:
             raise BindRefused(
                 f"node {args.node!r} was rejected by this extender's filter for pod "

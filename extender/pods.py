@@ -40,6 +40,13 @@ class PodMemo:
     cpu_request: float | None
     rejected: frozenset[str]
     """Nodes our latest filter call for this pod rejected."""
+    candidates: frozenset[str] | None = None
+    """The nodes that call was asked about, kept only for small calls (nominated-node
+    retries, node selectors): a 5,000-name set per pod would cost the filter path time and
+    the memory tens of MB."""
+
+
+CANDIDATES_KEPT_UP_TO = 256
 
 
 class PodMemory:

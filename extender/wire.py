@@ -94,7 +94,8 @@ def _cpu_requests(containers: Any, where: str) -> tuple[str, ...]:
         raise WireError(f"{where}: must be a list")
     out = []
     for c in containers:
-        req = c.get("resources", {}).get("requests") if isinstance(c, dict) else None
+        res = c.get("resources") if isinstance(c, dict) else None
+        req = res.get("requests") if isinstance(res, dict) else None
         cpu = req.get("cpu") if isinstance(req, dict) else None
         if isinstance(cpu, str):
             out.append(cpu)

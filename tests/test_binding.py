@@ -163,3 +163,11 @@ async def test_unreachable_api_and_disabled_bind() -> None:
     off = make_settings(bind={"enabled": False})
     disabled = Binder(off, Engine(off, make_snapshot({"cpu": {}}), NOW), None)
     assert "remove bindVerb" in await disabled.bind(args())
+
+
+async def test_node_outside_the_filtered_candidates_is_refused(api: FakeKubeAPI) -> None:
+    _, engine, binder = setup(api)
+    filter_pod(engine)  # asked about node-1, node-2, node-4
+    error = await binder.bind(args("node-404"))
+    assert "node 'node-404' was not among the nodes sent to this extender's filter" in error
+    assert api.bind_count("decice", "with-requests") == 0
