@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 from extender.cli import main
 from tests.conftest import fixture_bytes
+from tests.promharness import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "config" / "demo.yaml")
@@ -38,13 +38,6 @@ def test_scores_table(capsys: pytest.CaptureFixture[str]) -> None:
     row = dict(line.split(None, 1) for line in lines[1:])
     assert row["node-3"].split()[:5] == ["0.1", "0.90", "0.2", "0.80", "9"]
     assert "FAIL decice: metric cpu=0.95 is above the threshold 0.9" in row["node-5"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_serve_demo_as_a_process() -> None:
