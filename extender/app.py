@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import orjson
 from starlette.applications import Starlette
@@ -70,6 +71,25 @@ def _error(status: int, message: str) -> Response:
 Handler = Callable[[bytes, float], Awaitable[bytes]]
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic GC while one request is decoded, decided and dropped (no await inside).
+
+    A full v1.NodeList of 5,000 nodes decodes into ~10^6 dicts and lists; the collector,
+    triggered by their allocation, walked them (and the tables) again and again: 200 ms
+    instead of 80 ms to decode 10 MB. JSON values hold no cycles, refcounting frees them
+    all before the collector is switched back on, so nothing is left for it to find.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def create_app(
     settings: Settings,
     engine: Engine,
@@ -104,15 +124,18 @@ def create_app(
         return Route(f"{settings.server.url_prefix}/{verb}", endpoint, methods=["POST"], name=verb)
 
     async def do_filter(body: bytes, now: float) -> bytes:
-        outcome = engine.filter(parse_extender_args(body), now)
+        with gc_paused():
+            outcome = engine.filter(parse_extender_args(body), now)
         telemetry.filtered(outcome.passed, outcome.failed)
         return outcome.body
 
     async def do_prioritize(body: bytes, now: float) -> bytes:
-        return engine.prioritize(parse_extender_args(body), now)
+        with gc_paused():
+            return engine.prioritize(parse_extender_args(body), now)
 
     async def do_preempt(body: bytes, now: float) -> bytes:
-        return engine.preempt(parse_preemption_args(body), now)
+        with gc_paused():
+            return engine.preempt(parse_preemption_args(body), now)
 
     async def do_bind(body: bytes, now: float) -> bytes:
         return encode_binding_result(await binder.bind(parse_binding_args(body)))

@@ -154,6 +154,15 @@ def scheduler_extender(
     if settings.bind.enabled:
         entry["bindVerb"] = "bind"
     entry.update(weight=weight, enableHTTPS=server.tls.enabled, nodeCacheCapable=True)
+    if (
+        server.tls.enabled
+    ):  # paths on the scheduler's side: fill in (config/scheduler-config-tls.yaml)
+        tls: dict[str, Any] = {"serverName": "<a DNS name in the extender certificate>"}
+        tls["caFile"] = "<CA bundle that signed server.tls.certFile>"
+        if server.tls.client_ca_file:
+            tls["certFile"] = "<scheduler client certificate, signed by server.tls.clientCAFile>"
+            tls["keyFile"] = "<its key>"
+        entry["tlsConfig"] = tls
     entry.update(ignorable=False, httpTimeout=timeout)
     return entry
 

@@ -163,7 +163,7 @@ class Engine:
         return encode_preemption_result(keep)
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
-        """Ready when every fail-closed metric has fresh data (fail-open ones always serve)."""
+        """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""
         table = self.table(now)
         detail: dict[str, object] = {}
         ready = True
@@ -171,7 +171,10 @@ class Engine:
             series = self._snapshot.metrics.get(m.name)
             fetched = series.fetched_at if series else None
             fresh = m.name not in table.stale
-            if not fresh and m.on_missing == "fail-closed":
+            # fail-closed with no fresh values (or fresh but empty, as before Prometheus's
+            # first scrape) filters every node: not ready.
+            empty = series is None or not series.values
+            if m.on_missing == "fail-closed" and (not fresh or empty):
                 ready = False
             detail[m.name] = {
                 "fresh": fresh,
@@ -185,7 +188,15 @@ class Engine:
 
 def _rejected(table: Table, names: list[str]) -> dict[str, str]:
     """node -> reason for the nodes of this request that the filter rejects."""
-    # Fast path: every node known and passing, one C-level set check (5,000 names ~30 us).
+    # The request path's fast lane, kept here in one place. Hashing 5,000 fresh name strings
+    # costs more than parsing them (~150 us), so when the table rejects no node at all (the
+    # healthy common case) only check that the entries are names: two C-level passes, ~50 us.
+    if table.passes_all:
+        if not all(names):  # an empty name, or null / 0 / [] / {}
+            check_names(names)  # raises with the index of the bad entry
+        "".join(names)  # TypeError on any other non-string entry
+        return {}
+    # Else: every node known and passing, one C-level set check (~150 us for 5,000 names).
     if table.ok.issuperset(names):
         return {}
     failed: dict[str, str] = {}

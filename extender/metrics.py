@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,7 +55,7 @@ class MappedSeries:
 def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> NodeName | None:
     """The node a series belongs to: its label, or for an address, the node with that IP."""
     value = labels.get(label)
-    if not value:
+    if not isinstance(value, str) or not value:  # a broken answer: 7, ["a"], null, ""
         return None
     if label != "instance":
         return value
@@ -110,9 +111,11 @@ class PrometheusProvider:
         )
         if settings.ca_file and not settings.insecure_skip_verify:
             self._client._session.verify = settings.ca_file
-        # The client retries 5xx itself with back-off; we own back-off, so one try per refresh.
-        self._client._session.mount("http://", _single_try_adapter())
-        self._client._session.mount("https://", _single_try_adapter())
+        # The client retries 5xx and timeouts itself with back-off; we own back-off, so one
+        # try per refresh. It mounts its retrying adapter on its own URL, the most specific
+        # prefix, so that prefix is replaced too (else a slow server costs 4 timeouts).
+        for prefix in ("http://", "https://", self._client.url):
+            self._client._session.mount(prefix, _single_try_adapter())
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         headers = dict(self._settings.headers)
@@ -175,8 +178,13 @@ def next_snapshot(
     return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1)
 
 
+_SECRET = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",)]+")
+
+
 def _describe(exc: BaseException) -> str:
+    """One line for logs and /readyz: credentials a proxy echoes in its answer are redacted."""
     text = str(exc).splitlines()[0] if str(exc) else ""
+    text = _SECRET.sub(lambda m: f"{m.group(1)} <redacted>", text)
     return f"{type(exc).__name__}: {text}"[:300]
 
 

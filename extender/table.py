@@ -50,6 +50,9 @@ class Table:
     """Nodes the filter passes: one C-level `issuperset` answers the common case."""
     unknown: NodeEval
     """The verdict for a node absent from the snapshot."""
+    passes_all: bool
+    """No node is rejected, known or not (the healthy common case): a filter answer is
+    its request, and the request path skips the per-name lookups."""
     unknown_score: int
     herd: Mapping[NodeName, float]
 
@@ -71,6 +74,7 @@ def build_table(
     evals = {n: evaluate_node(settings, snapshot, n, stale, herd, now) for n in sorted(nodes)}
     unknown = evaluate_node(settings, snapshot, "", stale, {}, now)
     unknown_score = range_score(settings, unknown)
+    reasons = {n: e.reason for n, e in evals.items() if e.reason is not None}
     scores = {n: range_score(settings, e) for n, e in evals.items()}
     return Table(
         generation=snapshot.generation,
@@ -79,9 +83,10 @@ def build_table(
         scores=scores,
         fragments=Fragments({n: host_priority(n, s) for n, s in scores.items()}, unknown_score),
         passthrough=Fragments({n: host_priority(n, 0) for n in evals}, 0),
-        reasons={n: e.reason for n, e in evals.items() if e.reason is not None},
+        reasons=reasons,
         ok=frozenset(n for n, e in evals.items() if e.reason is None),
         unknown=unknown,
+        passes_all=not reasons and unknown.reason is None,
         unknown_score=unknown_score,
         herd=dict(herd),
     )
@@ -127,5 +132,6 @@ def patch_table(
         passthrough=passthrough,
         reasons=reasons,
         ok=frozenset(ok),
+        passes_all=not reasons and table.unknown.reason is None,
         herd=dict(herd),
     )

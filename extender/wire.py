@@ -8,7 +8,7 @@ by the lookups that use them (see table.py), not walked twice here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -267,8 +267,15 @@ def host_priority(host: str, score: int) -> bytes:
     return orjson.dumps({"Host": host, "Score": score})
 
 
-def join_priorities(fragments: Sequence[bytes] | Any) -> bytes:
-    return b"[" + b",".join(fragments) + b"]"
+def join_priorities(fragments: Iterable[bytes]) -> bytes:
+    """A HostPriorityList from fragments; the brackets ride on the end fragments, so the
+    answer (300 KB for 5,000 nodes) is copied once, not three times."""
+    parts = list(fragments)
+    if not parts:
+        return b"[]"
+    parts[0] = b"[" + parts[0]
+    parts[-1] += b"]"
+    return b",".join(parts)
 
 
 def encode_binding_result(error: str = "") -> bytes:

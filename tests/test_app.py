@@ -183,3 +183,17 @@ def test_nodes_form_answer_keeps_request_metadata(client: TestClient) -> None:
     data["Nodes"]["metadata"] = {"resourceVersion": "42"}
     r = client.post("/filter", content=orjson.dumps(data), headers=JSON)
     assert r.json()["Nodes"]["metadata"] == {"resourceVersion": "42"}
+
+
+def test_readyz_503_while_a_fail_closed_metric_is_fresh_but_empty() -> None:
+    settings = make_settings(
+        static={"nodes": {"n": {"other": 1.0}}},
+        metrics=[{"name": "cpu", "onMissing": "fail-closed"}, {"name": "other"}],
+    )
+    with client_for(settings) as c:  # the static provider has no cpu values at all
+        r = c.get("/readyz")
+        assert r.status_code == 503
+        assert r.json()["metrics"]["cpu"] == {
+            "fresh": True, "ageSeconds": r.json()["metrics"]["cpu"]["ageSeconds"], "nodes": 0,
+            "onMissing": "fail-closed", "error": None,
+        }  # fmt: skip

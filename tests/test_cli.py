@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 
 from extender.cli import main
 from tests.conftest import fixture_bytes
@@ -70,3 +71,17 @@ def test_serve_demo_as_a_process() -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=15) == 0
+
+
+def test_scheduler_config_with_mutual_tls_prints_a_tls_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "tls.yaml"
+    policy.write_text(
+        "server: {port: 9443, tls: {certFile: /c.pem, keyFile: /k.pem, clientCAFile: /ca.pem}}\n"
+    )
+    assert main(["scheduler-config", "--config", str(policy)]) == 0
+    entry = yaml.safe_load(capsys.readouterr().out)["extenders"][0]
+    assert entry["urlPrefix"] == "https://127.0.0.1:9443"
+    assert entry["enableHTTPS"] is True
+    assert set(entry["tlsConfig"]) == {"serverName", "caFile", "certFile", "keyFile"}

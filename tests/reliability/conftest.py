@@ -22,6 +22,12 @@ from extender.kube import KubeClient
 from extender.metrics import Refresher
 from extender.telemetry import Telemetry
 from tests.conftest import make_snapshot
+from tests.integration.conftest import (  # noqa: F401 - real Prometheus fixtures, re-exported
+    _shared_exporter,
+    _shared_prometheus,
+    exporter,
+    prometheus,
+)
 from tests.kubeapi import FakeKubeAPI, client_for
 
 NS = "decice"
@@ -64,7 +70,7 @@ def build_stack(
     now = clock()
     telemetry = Telemetry()
     if refresher_factory is None:
-        values = {m.name: {} for m in settings.metrics} | {
+        values: dict[str, dict[str, float]] = {
             m.name: {n: v[m.name] for n, v in settings.static_nodes.items() if m.name in v}
             for m in settings.metrics
         }
@@ -80,9 +86,7 @@ def build_stack(
     return Stack(settings, app, engine, binder, telemetry)
 
 
-def kube_client(
-    api: FakeKubeAPI | str, settings: Settings, token: str | None = None
-) -> KubeClient:
+def kube_client(api: FakeKubeAPI | str, settings: Settings, token: str | None = None) -> KubeClient:
     """A KubeClient for the fake server (or a URL), with the policy's timeout and retries."""
     if isinstance(api, FakeKubeAPI):
         api_client = client_for(api, token=token)

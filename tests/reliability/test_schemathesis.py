@@ -12,16 +12,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.generation.modes import GenerationMode
 
 from extender.config import parse_settings
 from tests.kubeapi import FakeKubeAPI
 from tests.reliability.conftest import NS, build_stack, kube_client, policy
 from tests.reliability.counts import COUNTS
 from tests.reliability.test_fuzz import check
+
+schemathesis = pytest.importorskip("schemathesis", reason="pip install schemathesis (test extra)")
+from schemathesis.generation.modes import GenerationMode  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,95 @@
+"""The real service (subprocess) against a real Prometheus that the test stops and starts:
+down at start-up, going down mid-run, coming back. The service never exits; /readyz and
+decice_metric_age_seconds follow the truth; recovery needs no restart."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.promharness import FakeExporter, PrometheusServer
+from tests.reliability.conftest import extender_args, policy
+from tests.reliability.service import Service, running_service
+
+MAX_AGE = 4.0
+
+
+def age(svc: Service) -> float:
+    _, body = svc.get("/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith('decice_metric_age_seconds{metric="cpu"}'):
+            return float(line.split()[-1])
+    raise AssertionError("no decice_metric_age_seconds")
+
+
+def filtered(svc: Service) -> dict[str, str]:
+    status, body = svc.post("/filter", extender_args("u-1", "p", ["node-1", "node-2"]))
+    assert status == 200
+    failed: dict[str, str] = json.loads(body)["FailedAndUnresolvableNodes"]
+    return failed
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < timeout, f"timed out after {timeout}s: {what}"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def test_prometheus_down_at_start_up_then_mid_run(
+    exporter: FakeExporter, prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    exporter.set("node-1", 0.2)
+    exporter.set("node-2", 0.95)
+    raw = policy(
+        provider="prometheus",
+        prometheus={"url": "http://unused:1", "interval": 0.5, "timeout": 1, "maxBackoff": 2},
+        metrics=[
+            {
+                "name": "cpu",
+                "query": "decice_node_cpu",
+                "filter": {"above": 0.9},
+                "onMissing": "fail-closed",
+                "maxAge": MAX_AGE,
+            }
+        ],
+        bind={"enabled": False},
+    )
+    prometheus.stop()
+    with running_service(raw, tmp_path, {"PROMETHEUS_URL": prometheus.url}) as svc:
+        # down at start-up: serving, not ready, every node filtered (fail-closed), age +Inf
+        assert svc.get("/readyz")[0] == 503
+        assert age(svc) == math.inf
+        failed = filtered(svc)
+        assert set(failed) == {"node-1", "node-2"} and "no data yet" in failed["node-1"]
+
+        prometheus.start()
+        # (ready comes first: a fresh but still empty answer, before the first scrape)
+        wait_until(lambda: set(filtered(svc)) == {"node-2"}, 30, "data after Prometheus started")
+        assert svc.get("/readyz")[0] == 200
+        assert age(svc) < 3
+
+        # going down mid-run: last values serve until maxAge, then fail-closed filters
+        prometheus.stop()
+        down = time.monotonic()
+        assert set(filtered(svc)) == {"node-2"}
+        wait_until(lambda: svc.get("/readyz")[0] == 503, MAX_AGE + 5, "not ready after maxAge")
+        assert time.monotonic() - down >= MAX_AGE - 1.5
+        assert age(svc) > MAX_AGE - 1
+        failed = filtered(svc)
+        assert set(failed) == {"node-1", "node-2"} and "maxAge" in failed["node-1"]
+        _, ready = svc.get("/readyz")
+        assert json.loads(ready)["metrics"]["cpu"]["error"]
+
+        # back: recovers without a restart, within the back-off ceiling plus a scrape
+        prometheus.start()
+        wait_until(lambda: set(filtered(svc)) == {"node-2"}, 30, "data after Prometheus came back")
+        assert svc.get("/readyz")[0] == 200
+        assert svc.alive()
+        log = svc.stderr()
+    assert "Traceback" not in log, log[-3000:]
+    assert "refresh of metric cpu failed" in log

@@ -1,0 +1,124 @@
+"""prioritize.maxHosts: answer only the best K nodes; the scheduler scores the rest 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from extender.app import create_app
+from extender.binding import Binder
+from extender.config import ConfigError
+from extender.engine import Engine
+from extender.telemetry import Telemetry
+from extender.wire import parse_extender_args
+from tests.conftest import NOW, make_settings, make_snapshot
+
+# cpu, lower is better over 0..1: 0.1 -> 9, 0.5 -> 5, 0.9 -> 1.
+CPU = {"d": 0.9, "b": 0.5, "a": 0.1, "e": 0.5, "c": 0.1}
+ORDER = ["d", "b", "a", "e", "c"]  # scores 1, 5, 9, 5, 9 in request order
+
+
+def engine(max_hosts: int | None, **policy: Any) -> Engine:
+    settings = make_settings(
+        static={"nodes": {n: {"cpu": v} for n, v in CPU.items()}},
+        prioritize={"maxHosts": max_hosts},
+        **policy,
+    )
+    return Engine(settings, make_snapshot({"cpu": CPU}), NOW)
+
+
+def body(names: list[str], scheduler: str = "decice_sched") -> bytes:
+    pod = {"metadata": {"name": "p", "uid": "u"}, "spec": {"schedulerName": scheduler}}
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+def prioritize(e: Engine, names: list[str], scheduler: str = "decice_sched") -> list[Any]:
+    answer: list[Any] = orjson.loads(e.prioritize(parse_extender_args(body(names, scheduler)), NOW))
+    return answer
+
+
+def test_off_by_default_every_node_answered() -> None:
+    assert prioritize(engine(None), ORDER) == [
+        {"Host": "d", "Score": 1},
+        {"Host": "b", "Score": 5},
+        {"Host": "a", "Score": 9},
+        {"Host": "e", "Score": 5},
+        {"Host": "c", "Score": 9},
+    ]
+
+
+def test_best_k_in_request_order_ties_broken_by_request_order() -> None:
+    # b and e tie at 5 for the third place: b comes first in the request.
+    assert prioritize(engine(3), ORDER) == [
+        {"Host": "b", "Score": 5},
+        {"Host": "a", "Score": 9},
+        {"Host": "c", "Score": 9},
+    ]
+    # The same nodes asked in another order: the tie goes the other way.
+    assert [h["Host"] for h in prioritize(engine(3), ["e", "d", "c", "b", "a"])] == ["e", "c", "a"]
+
+
+def test_k_of_one_keeps_the_first_best() -> None:
+    assert prioritize(engine(1), ORDER) == [{"Host": "a", "Score": 9}]
+
+
+@pytest.mark.parametrize("k", [5, 6, 1000])
+def test_k_at_least_n_returns_all_exactly_as_without_it(k: int) -> None:
+    args = parse_extender_args(body(ORDER))
+    assert engine(k).prioritize(args, NOW) == engine(None).prioritize(args, NOW)
+
+
+def test_unknown_nodes_take_the_unknown_score_and_can_be_cut() -> None:
+    # "zz" is not in the snapshot: fail-open, so the neutral score 5, behind a and c.
+    assert [h["Host"] for h in prioritize(engine(2), ["zz", "a", "c"])] == ["a", "c"]
+    assert prioritize(engine(3), ["zz", "a"]) == [
+        {"Host": "zz", "Score": 5},
+        {"Host": "a", "Score": 9},
+    ]
+
+
+def test_with_a_candidates_metric() -> None:
+    e = engine(2, metrics=[{"name": "cpu", "normalize": "candidates"}])
+    # Rescaled over the request: a and c (least loaded) 10, b and e 5, d 0.
+    assert prioritize(e, ORDER) == [{"Host": "a", "Score": 10}, {"Host": "c", "Score": 10}]
+
+
+def test_foreign_pods_get_every_node_at_zero() -> None:
+    answer = prioritize(engine(2), ORDER, scheduler="default-scheduler")
+    assert answer == [{"Host": n, "Score": 0} for n in ORDER]
+
+
+def test_bad_names_are_still_400_with_max_hosts() -> None:
+    from extender.wire import WireError
+
+    for names in ([1, "a"], ["a", ""], [["x"], "a"]):
+        with pytest.raises(WireError):
+            engine(2).prioritize(parse_extender_args(body(names)), NOW)  # type: ignore[arg-type]
+
+
+def test_through_http() -> None:
+    e = engine(2)
+    settings = e.settings
+    telemetry = Telemetry()
+    app = create_app(settings, e, Binder(settings, e, None), telemetry)
+    with TestClient(app) as client:
+        r = client.post(
+            "/prioritize", content=body(ORDER), headers={"Content-Type": "application/json"}
+        )
+    assert r.status_code == 200
+    assert r.json() == [{"Host": "a", "Score": 9}, {"Host": "c", "Score": 9}]
+    assert r.headers["Server-Timing"].startswith("app;dur=")
+
+
+@pytest.mark.parametrize("bad", [0, -1, "3", 2.5, True])
+def test_max_hosts_must_be_a_positive_integer(bad: Any) -> None:
+    with pytest.raises(ConfigError, match=r"prioritize\.maxHosts"):
+        make_settings(prioritize={"maxHosts": bad})
+
+
+def test_max_hosts_null_is_off() -> None:
+    assert make_settings(prioritize={"maxHosts": None}).prioritize.max_hosts is None
+    assert make_settings(prioritize={"maxHosts": 7}).prioritize.max_hosts == 7
