@@ -132,8 +132,10 @@ class HerdGuardSettings:
 class BindSettings:
     enabled: bool = True
     foreign_pods: ForeignPods = "refuse"
-    timeout: float = 10.0
-    retries: int = 2
+    timeout: float = 1.5
+    """Per Kubernetes API call. timeout x (retries + 1) + back-off stays under the
+    scheduler's default 5 s httpTimeout, so our Error arrives before its timeout."""
+    retries: int = 1
 
 
 @dataclass(frozen=True, slots=True)
