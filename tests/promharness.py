@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import pytest
 
@@ -134,29 +134,22 @@ class _Node:
     mem: float | None
 
 
-class FakeExporter:
-    """A ``/metrics`` endpoint on 127.0.0.1 whose per-node values the test controls.
-
-    Thread-safe: ``set``/``remove``/``serve_raw``/``reset`` may be called from the test
-    while Prometheus scrapes.
-    """
-
-    NAMESPACE = "monitoring"
+class MetricsEndpoint:
+    """A ``/metrics`` endpoint on 127.0.0.1 serving what ``_response`` returns."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._nodes: dict[str, _Node] = {}
-        self._raw: str | None = None
-        self._status = 200
         self.scrapes = 0
-        exporter = self
+        endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path.split("?", 1)[0] != "/metrics":
                     self.send_error(404)
                     return
-                status, body = exporter._response()
+                with endpoint._lock:
+                    endpoint.scrapes += 1
+                    status, body = endpoint._response()
                 data = body.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -170,9 +163,13 @@ class FakeExporter:
         self._server = ThreadingHTTPServer((LOCALHOST, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-exporter", daemon=True
+            target=self._server.serve_forever, name=type(self).__name__, daemon=True
         )
         self._thread.start()
+
+    def _response(self) -> tuple[int, str]:
+        """(HTTP status, exposition text); called with ``self._lock`` held."""
+        raise NotImplementedError
 
     # -- addresses
     @property
@@ -188,6 +185,34 @@ class FakeExporter:
     @property
     def url(self) -> str:
         return f"http://{self.target}/metrics"
+
+    # -- lifecycle
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FakeExporter(MetricsEndpoint):
+    """Per-node values the test controls, shaped as after a stock install's recording rules.
+
+    Thread-safe: ``set``/``remove``/``serve_raw``/``reset`` may be called from the test
+    while Prometheus scrapes.
+    """
+
+    NAMESPACE = "monitoring"
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, _Node] = {}
+        self._raw: str | None = None
+        self._status = 200
+        super().__init__()
 
     # -- control
     def set(self, node: str, cpu: float, ip: str | None = None, mem: float | None = None) -> None:
@@ -229,7 +254,8 @@ class FakeExporter:
 
     def render(self) -> str:
         """The body the next scrape gets."""
-        return self._response()[1]
+        with self._lock:
+            return self._response()[1]
 
     # -- internals
     def _default_ip(self, node: str) -> str:
@@ -242,12 +268,9 @@ class FakeExporter:
             i += 1
 
     def _response(self) -> tuple[int, str]:
-        with self._lock:
-            self.scrapes += 1
-            if self._raw is not None:
-                return self._status, self._raw
-            nodes = dict(self._nodes)
-        return 200, self._render_nodes(nodes)
+        if self._raw is not None:
+            return self._status, self._raw
+        return 200, self._render_nodes(self._nodes)
 
     def _render_nodes(self, nodes: dict[str, _Node]) -> str:
         ns = self.NAMESPACE
@@ -282,17 +305,104 @@ class FakeExporter:
                 mem.append(_series("decice_node_mem", {"nodename": name}, n.mem))
         return "".join(cpu + info + simple + mem)
 
-    # -- lifecycle
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
 
-    def __enter__(self) -> FakeExporter:
-        return self
+class StockExporter(MetricsEndpoint):
+    """The raw series of a stock kube-prometheus-stack, *before* its recording rules.
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    Per node: node-exporter's ``node_cpu_seconds_total`` counters for ``CPUS`` cpus and
+    every mode, labelled as prometheus-operator's ServiceMonitor labels them (``job=
+    "node-exporter"``, ``instance="<ip>:9100"``, ``namespace``, ``pod``, ``service``,
+    ``endpoint``, ``container``; no ``node``), and kube-state-metrics' ``kube_pod_info``
+    for that node-exporter pod and for an application pod beside it, plus a pending pod
+    (``node=""``). The counters advance with wall-clock time at the utilisation set per
+    node, so ``rate()`` over them gives that utilisation back; ``history()`` writes the
+    same counters for the past, for ``promtool tsdb create-blocks-from openmetrics``, so a
+    ``[5m]`` rate is whole from the first scrape.
+    """
+
+    CPUS = 2
+    NAMESPACE = "monitoring"
+    #: mode -> its share of busy (user, system) or of idle (idle, iowait, steal) time.
+    BUSY: ClassVar[dict[str, float]] = {"user": 0.75, "system": 0.25}
+    IDLE: ClassVar[dict[str, float]] = {"idle": 0.8, "iowait": 0.1, "steal": 0.1}
+
+    def __init__(self) -> None:
+        # node -> ip, utilisation, since (last change), busy and idle seconds at `since`
+        self._nodes: dict[str, tuple[str, float, float, float, float]] = {}
+        super().__init__()
+
+    def set(self, node: str, utilisation: float, now: float | None = None) -> None:
+        """From ``now`` (default: the present) on, ``node`` is busy ``utilisation`` of the time."""
+        t = time.time() if now is None else now
+        with self._lock:
+            old = self._nodes.get(node)
+            ip = old[0] if old else f"10.0.0.{len(self._nodes) + 10}"
+            busy, idle = self._seconds(node, t) if old else (0.0, 0.0)
+            self._nodes[node] = (ip, utilisation, t, busy, idle)
+
+    def ip_of(self, node: str) -> str:
+        with self._lock:
+            return self._nodes[node][0]
+
+    def history(self, start: float, end: float, step: float) -> str:
+        """The counters from ``start`` to ``end`` every ``step`` s, as OpenMetrics text."""
+        lines = ["# TYPE node_cpu_seconds counter\n"]
+        with self._lock:
+            series = [labels for labels, _ in self._counters(start)]
+            steps = int((end - start) // step) + 1
+            samples = [self._counters(start + i * step) for i in range(steps)]
+        for k, labels in enumerate(series):  # OpenMetrics: one series' samples together
+            for i, at in enumerate(samples):
+                value = at[k][1]
+                lines.append(_series("node_cpu_seconds_total", labels, value).rstrip("\n"))
+                lines[-1] += f" {start + i * step:.3f}\n"
+        lines.append("# EOF\n")
+        return "".join(lines)
+
+    def _seconds(self, node: str, t: float) -> tuple[float, float]:
+        """Busy and idle seconds per cpu of ``node`` at ``t``."""
+        _, u, since, busy, idle = self._nodes[node]
+        return busy + u * (t - since), idle + (1 - u) * (t - since)
+
+    def _counters(self, t: float) -> list[tuple[dict[str, str], float]]:
+        out = []
+        for node in sorted(self._nodes):
+            busy, idle = self._seconds(node, t)
+            for cpu in range(self.CPUS):
+                for mode, share in (*self.BUSY.items(), *self.IDLE.items()):
+                    labels = {
+                        **self._target(node),
+                        "cpu": str(cpu),
+                        "mode": mode,
+                    }
+                    out.append((labels, 1000.0 + share * (busy if mode in self.BUSY else idle)))
+        return out
+
+    def _target(self, node: str) -> dict[str, str]:
+        """The labels prometheus-operator gives the node-exporter target on ``node``."""
+        return {
+            "job": "node-exporter",
+            "instance": f"{self._nodes[node][0]}:9100",
+            "namespace": self.NAMESPACE,
+            "pod": f"node-exporter-{node}",
+            "service": "kube-prometheus-stack-prometheus-node-exporter",
+            "endpoint": "http-metrics",
+            "container": "node-exporter",
+        }
+
+    def _response(self) -> tuple[int, str]:
+        out = ["# TYPE node_cpu_seconds_total counter\n"]
+        out += [_series("node_cpu_seconds_total", lb, v) for lb, v in self._counters(time.time())]
+        out.append("# TYPE kube_pod_info gauge\n")
+        ksm = {"job": "kube-state-metrics", "instance": "10.1.0.5:8080"}
+        for node in sorted(self._nodes):
+            ip = self._nodes[node][0]
+            for ns, pod in ((self.NAMESPACE, f"node-exporter-{node}"), ("shop", f"web-{node}")):
+                info = {"namespace": ns, "pod": pod, "uid": f"uid-{pod}", "host_ip": ip}
+                out.append(_series("kube_pod_info", {**ksm, **info, "node": node}, 1.0))
+        pending = {"namespace": "shop", "pod": "pending", "uid": "uid-pending", "node": ""}
+        out.append(_series("kube_pod_info", {**ksm, **pending}, 1.0))
+        return 200, "".join(out)
 
 
 # --------------------------------------------------------------------------- prometheus
@@ -323,6 +433,7 @@ class PrometheusServer:
         lookback_delta: str = "5s",
         ready_timeout: float = 30.0,
         job_name: str = "fake-exporter",
+        rule_files: list[Path] | None = None,
     ) -> None:
         self.binary = binary or os.environ.get(PROMETHEUS_BIN_ENV) or DEFAULT_PROMETHEUS_BIN
         self._own_workdir = workdir is None
@@ -336,6 +447,7 @@ class PrometheusServer:
         self.lookback_delta = lookback_delta
         self.ready_timeout = ready_timeout
         self.job_name = job_name
+        self.rule_files = [str(f) for f in rule_files or []]
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_once = False
         self._started_at = 0.0
@@ -358,6 +470,7 @@ class PrometheusServer:
                 "evaluation_interval": "1s",
                 "scrape_timeout": "1s",
             },
+            "rule_files": self.rule_files,
             "scrape_configs": [
                 {
                     "job_name": self.job_name,
