@@ -134,5 +134,4 @@ def test_load_mixed_verbs(tmp_path: Path) -> None:
     assert rss_end - rss_warm < RSS_TOLERANCE_KIB, (rss_warm, rss_end)
     assert b'decice_requests_total{code="200",verb="bind"} 6000.0' in metrics
     assert code == 0
-    assert time.monotonic() - started < TIME_LIMIT
     json.dumps(dict(total))  # keep the outcome serialisable for the report
