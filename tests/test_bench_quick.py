@@ -66,7 +66,7 @@ def test_bench_quick_writes_every_key(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-2000:]
     data = json.loads(out.read_text())
-    assert set(data["rss_mb"]) >= {"idle", "after"}
+    assert set(data["rss_mb"]) >= {"idle", "warm", "after", "requests_since_warm"}
     assert data["rss_mb"]["idle"] > 0
     assert data["rss_mb"]["after"] > 0
     rows = data["results"]

@@ -79,7 +79,8 @@ def summarise(runs: Sequence[dict[str, Any]]) -> str:
     out += ["", "| RSS MB (5,000-node service) | median (min-max) |", "|---|---|"]
     for key, title in (
         ("idle", "idle, snapshot loaded"),
-        ("after", "after >=10,000 NodeNames requests"),
+        ("warm", "warm, after the NodeNames rows"),
+        ("after", "10,000 NodeNames requests after warm"),
         ("after_all_forms", "after the full-Nodes rows too"),
     ):
         xs = [r[key] for r in rss if r.get(key) is not None]
