@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -566,3 +567,17 @@ def client_for(server: FakeKubeAPI, token: str | None = None) -> kubernetes.clie
         configuration.api_key = {"BearerToken": bearer}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
     return kubernetes.client.ApiClient(configuration)
+
+
+def write_kubeconfig(path: Path, server: str, token: str) -> Path:
+    """A kubeconfig for a plain-HTTP API server with a bearer token."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "extender", "user": {"token": token}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "extender"}}],
+        "current-context": "fake",
+    }
+    path.write_text(json.dumps(doc, indent=2))
+    return path

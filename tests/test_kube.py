@@ -30,7 +30,7 @@ from extender.kube import (
     load_api_client,
 )
 from extender.model import NodeInfo, PodInfo
-from tests.kubeapi import FakeKubeAPI, client_for
+from tests.kubeapi import FakeKubeAPI, client_for, write_kubeconfig
 
 NS = "decice"
 UID1 = "73ab3ef1-e003-41ed-9126-19b3b3f3f049"
@@ -485,37 +485,24 @@ def test_list_nodes_forbidden(api: FakeKubeAPI, api_client: kubernetes.client.Ap
 # --- setup and errors -------------------------------------------------------------------------
 
 
-def _kubeconfig(path: Path, server: str, token: str) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": server}}],
-        "users": [{"name": "extender", "user": {"token": token}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "extender"}}],
-        "current-context": "fake",
-    }
-    path.write_text(json.dumps(config))
-    return path
-
-
-def test_load_api_client_from_kubeconfig(tmp_path: Path) -> None:
+def test_load_api_client_fromwrite_kubeconfig(tmp_path: Path) -> None:
     default_host = kubernetes.client.Configuration.get_default_copy().host
     with FakeKubeAPI(token="kc-token") as server:
         server.add_pod(NS, "p1", UID1)
-        client = load_api_client(str(_kubeconfig(tmp_path / "kc", server.url, "kc-token")))
+        client = load_api_client(str(write_kubeconfig(tmp_path / "kc", server.url, "kc-token")))
         assert kube(client).bind(NS, "p1", UID1, "node-1") == "bound"
         close(client)
     assert kubernetes.client.Configuration.get_default_copy().host == default_host
 
 
-def test_load_api_client_default_kubeconfig(
+def test_load_api_client_defaultwrite_kubeconfig(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     with FakeKubeAPI(token="kc-token") as server:
         server.add_node("node-1", "10.0.0.1")
-        kubeconfig = _kubeconfig(tmp_path / "kc", server.url, "kc-token")
+        kubeconfig = write_kubeconfig(tmp_path / "kc", server.url, "kc-token")
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
         client = load_api_client(None)
         assert [n.name for n in kube(client).list_nodes()] == ["node-1"]
@@ -537,7 +524,7 @@ def test_error_messages_are_one_line_and_redacted() -> None:
     assert KubeAlreadyBound("m", node="n").node == "n"
 
 
-def test_load_api_client_bad_kubeconfig(tmp_path: Path) -> None:
+def test_load_api_client_badwrite_kubeconfig(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     bad.write_text("clusters: [unclosed\n")
     with pytest.raises(KubeConfigError):

@@ -140,6 +140,17 @@ def settings() -> Settings:
     return parse_settings(policy())
 
 
+@pytest.fixture
+def stack(kube_api: FakeKubeAPI, settings: Settings) -> Stack:
+    return build_stack(settings, kube_client(kube_api, settings))
+
+
+@pytest.fixture
+def client(stack: Stack) -> Iterator[TestClient]:
+    with TestClient(stack.app) as c:
+        yield c
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     from tests.reliability.counts import COUNTS
 

@@ -43,20 +43,6 @@ def command() -> list[str]:
     return [sys.executable, "-m", "extender"]
 
 
-def write_kubeconfig(path: Path, server: str, token: str) -> Path:
-    """A kubeconfig for a plain-HTTP API server with a bearer token."""
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": server}}],
-        "users": [{"name": "extender", "user": {"token": token}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "extender"}}],
-        "current-context": "fake",
-    }
-    path.write_text(json.dumps(doc, indent=2))
-    return path
-
-
 def rss_kib(pid: int) -> int:
     """Resident set size of `pid` in KiB, from /proc/<pid>/status."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
 
 import httpx
 import orjson
@@ -18,7 +17,6 @@ from extender.wire import parse_binding_args
 from tests.kubeapi import FakeKubeAPI
 from tests.reliability.conftest import (
     NS,
-    Stack,
     binding_args,
     build_stack,
     extender_args,
@@ -32,17 +30,6 @@ UID = "0b0c4a8e-8f43-4a4e-9d35-1f0f2e6d0001"
 OTHER_UID = "0b0c4a8e-8f43-4a4e-9d35-1f0f2e6d0002"
 BINDING = f"/api/v1/namespaces/{NS}/pods/p1/binding"
 GET_POD = f"/api/v1/namespaces/{NS}/pods/p1"
-
-
-@pytest.fixture
-def stack(kube_api: FakeKubeAPI, settings: Settings) -> Stack:
-    return build_stack(settings, kube_client(kube_api, settings))
-
-
-@pytest.fixture
-def client(stack: Stack) -> Iterator[TestClient]:
-    with TestClient(stack.app) as c:
-        yield c
 
 
 def bind(client: TestClient, node: str = "node-1", uid: str = UID, *, filtered: bool) -> str:

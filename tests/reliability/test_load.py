@@ -14,10 +14,10 @@ from pathlib import Path
 
 import orjson
 
-from tests.kubeapi import FakeKubeAPI
+from tests.kubeapi import FakeKubeAPI, write_kubeconfig
 from tests.reliability.conftest import NS, binding_args, extender_args, policy
 from tests.reliability.counts import COUNTS
-from tests.reliability.service import LOCALHOST, rss_kib, running_service, write_kubeconfig
+from tests.reliability.service import LOCALHOST, rss_kib, running_service
 
 CONCURRENCY = 32
 WARMUP_PODS = 500

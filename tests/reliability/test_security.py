@@ -7,7 +7,6 @@ import json
 import logging
 import socket
 import ssl
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,9 @@ import pytest
 import yaml
 from starlette.testclient import TestClient
 
-from extender.config import ServerSettings, Settings, parse_settings
+from extender.config import ServerSettings, parse_settings
 from tests.conftest import fixture_bytes, make_snapshot
-from tests.kubeapi import FakeKubeAPI
+from tests.kubeapi import FakeKubeAPI, write_kubeconfig
 from tests.reliability.conftest import (
     NODES,
     NS,
@@ -31,7 +30,7 @@ from tests.reliability.conftest import (
     post,
 )
 from tests.reliability.fakeprom import FakePrometheus
-from tests.reliability.service import LOCALHOST, running_service, write_kubeconfig
+from tests.reliability.service import LOCALHOST, running_service
 
 REPO = Path(__file__).resolve().parents[2]
 TLS_SCHEDULER_CONFIG = REPO / "config" / "scheduler-config-tls.yaml"
@@ -179,17 +178,6 @@ def test_the_tls_scheduler_config_matches_the_server() -> None:
 
 
 # --- bind guard ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def stack(kube_api: FakeKubeAPI, settings: Settings) -> Stack:
-    return build_stack(settings, kube_client(kube_api, settings))
-
-
-@pytest.fixture
-def client(stack: Stack) -> Iterator[TestClient]:
-    with TestClient(stack.app) as c:
-        yield c
 
 
 def refused(caplog: pytest.LogCaptureFixture) -> list[str]:

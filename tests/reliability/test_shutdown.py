@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from tests.kubeapi import FakeKubeAPI
+from tests.kubeapi import FakeKubeAPI, write_kubeconfig
 from tests.reliability.conftest import NS, binding_args, extender_args, policy
-from tests.reliability.service import LOCALHOST, running_service, write_kubeconfig
+from tests.reliability.service import LOCALHOST, running_service
 
 UID = "7a1e5b0c-2222-4a4e-9d35-1f0f2e6d0bbb"
 GRACE = 5.0
