@@ -139,7 +139,6 @@ class MetricsEndpoint:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.scrapes = 0
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -148,7 +147,6 @@ class MetricsEndpoint:
                     self.send_error(404)
                     return
                 with endpoint._lock:
-                    endpoint.scrapes += 1
                     status, body = endpoint._response()
                 data = body.encode()
                 self.send_response(status)
@@ -340,10 +338,6 @@ class StockExporter(MetricsEndpoint):
             busy, idle = self._seconds(node, t) if old else (0.0, 0.0)
             self._nodes[node] = (ip, utilisation, t, busy, idle)
 
-    def ip_of(self, node: str) -> str:
-        with self._lock:
-            return self._nodes[node][0]
-
     def history(self, start: float, end: float, step: float) -> str:
         """The counters from ``start`` to ``end`` every ``step`` s, as OpenMetrics text."""
         lines = ["# TYPE node_cpu_seconds counter\n"]
@@ -353,9 +347,8 @@ class StockExporter(MetricsEndpoint):
             samples = [self._counters(start + i * step) for i in range(steps)]
         for k, labels in enumerate(series):  # OpenMetrics: one series' samples together
             for i, at in enumerate(samples):
-                value = at[k][1]
-                lines.append(_series("node_cpu_seconds_total", labels, value).rstrip("\n"))
-                lines[-1] += f" {start + i * step:.3f}\n"
+                sample = _series("node_cpu_seconds_total", labels, at[k][1])[:-1]
+                lines.append(f"{sample} {start + i * step:.3f}\n")
         lines.append("# EOF\n")
         return "".join(lines)
 

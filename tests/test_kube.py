@@ -485,7 +485,7 @@ def test_list_nodes_forbidden(api: FakeKubeAPI, api_client: kubernetes.client.Ap
 # --- setup and errors -------------------------------------------------------------------------
 
 
-def test_load_api_client_fromwrite_kubeconfig(tmp_path: Path) -> None:
+def test_load_api_client_from_kubeconfig(tmp_path: Path) -> None:
     default_host = kubernetes.client.Configuration.get_default_copy().host
     with FakeKubeAPI(token="kc-token") as server:
         server.add_pod(NS, "p1", UID1)
