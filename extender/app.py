@@ -23,12 +23,17 @@ from starlette.routing import Route
 from extender.binding import Binder
 from extender.config import Settings
 from extender.engine import Engine
-from extender.metrics import Refresher
 from extender.openapi import openapi_document
+from extender.refresher import Refresher
 from extender.telemetry import Telemetry
 from extender.wire import (
+    VERBS,
+    Verb,
     WireError,
     encode_binding_result,
+    encode_filter,
+    encode_preemption_result,
+    encode_priorities,
     parse_binding_args,
     parse_extender_args,
     parse_preemption_args,
@@ -37,14 +42,13 @@ from extender.wire import (
 log = logging.getLogger("decice.app")
 
 JSON_TYPE = "application/json"
-VERBS = ("filter", "prioritize", "bind", "preempt")
 
 
 class BodyTooLarge(Exception):
     pass
 
 
-def verb_paths(settings: Settings) -> dict[str, str]:
+def verb_paths(settings: Settings) -> dict[Verb, str]:
     """verb -> the path we serve it on (the scheduler calls <urlPrefix>/<verb>)."""
     return {verb: f"{settings.server.url_prefix}/{verb}" for verb in VERBS}
 
@@ -95,12 +99,14 @@ def create_app(
     engine: Engine,
     binder: Binder,
     telemetry: Telemetry,
-    refresher: Refresher | None = None,
+    refresher: Refresher,
     clock: Callable[[], float] = time.time,
 ) -> Starlette:
+    """Routes over the parts extender.service.build_service wires (use that, not this)."""
     limit = settings.server.max_body_bytes
+    paths = verb_paths(settings)
 
-    def verb_route(verb: str, handler: Handler) -> Route:
+    def verb_route(verb: Verb, handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
             ctype = request.headers.get("content-type")
@@ -121,21 +127,24 @@ def create_app(
             telemetry.observe(verb, response.status_code, elapsed)
             return response
 
-        return Route(f"{settings.server.url_prefix}/{verb}", endpoint, methods=["POST"], name=verb)
+        return Route(paths[verb], endpoint, methods=["POST"], name=verb)
 
     async def do_filter(body: bytes, now: float) -> bytes:
         with gc_paused():
-            outcome = engine.filter(parse_extender_args(body), now)
-        telemetry.filtered(outcome.passed, outcome.failed)
-        return outcome.body
+            args = parse_extender_args(body)
+            decision = engine.filter(args, now)
+            answer = encode_filter(args, decision)
+        failed = len(decision.failed)
+        telemetry.filtered(len(args.names) - failed, failed)
+        return answer
 
     async def do_prioritize(body: bytes, now: float) -> bytes:
         with gc_paused():
-            return engine.prioritize(parse_extender_args(body), now)
+            return encode_priorities(engine.prioritize(parse_extender_args(body), now))
 
     async def do_preempt(body: bytes, now: float) -> bytes:
         with gc_paused():
-            return engine.preempt(parse_preemption_args(body), now)
+            return encode_preemption_result(engine.preempt(parse_preemption_args(body), now))
 
     async def do_bind(body: bytes, now: float) -> bytes:
         return encode_binding_result(await binder.bind(parse_binding_args(body)))
@@ -156,27 +165,26 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task: asyncio.Task[None] | None = None
-        if refresher is not None:
-            await _first_refresh(refresher)
-            task = asyncio.create_task(_loop_after_first(refresher), name="refresher")
+        # Refresh once before serving, so the first answers use data when there is some.
+        await refresher.refresh_guarded()
+        task = asyncio.create_task(refresher.run(), name="refresher")
         try:
             yield
         finally:
             if not await binder.drain(settings.server.grace_period):
                 log.warning("shutdown: binds still running after the grace period")
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     prefix = settings.server.url_prefix
-    routes = [
-        verb_route("filter", do_filter),
-        verb_route("prioritize", do_prioritize),
-        verb_route("bind", do_bind),
-        verb_route("preempt", do_preempt),
-    ]
+    handlers: dict[Verb, Handler] = {
+        "filter": do_filter,
+        "prioritize": do_prioritize,
+        "bind": do_bind,
+        "preempt": do_preempt,
+    }
+    routes = [verb_route(verb, handlers[verb]) for verb in VERBS]
     for base in sorted({"", prefix}):
         routes += [
             Route(f"{base}/healthz", healthz, methods=["GET"]),
@@ -186,17 +194,3 @@ def create_app(
         ]
     telemetry.watch(lambda: engine.snapshot, clock)
     return Starlette(routes=routes, lifespan=lifespan)
-
-
-async def _first_refresh(refresher: Refresher) -> None:
-    """Refresh once before serving, so the first answers use data when there is some."""
-    try:
-        await refresher.refresh_once()
-    except Exception:
-        refresher.failures += 1
-        log.exception("first refresh failed")
-
-
-async def _loop_after_first(refresher: Refresher) -> None:
-    await asyncio.sleep(refresher.delay())
-    await refresher.run()

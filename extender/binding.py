@@ -20,8 +20,7 @@ from typing import Protocol
 
 from extender.config import Settings
 from extender.engine import Engine
-from extender.model import PodInfo
-from extender.pods import PodMemo
+from extender.pods import PodFacts, PodMemo
 from extender.wire import BindingArgs
 
 log = logging.getLogger("decice.bind")
@@ -54,7 +53,7 @@ def _show(value: str, limit: int = 80) -> str:
 
 class KubeBinder(Protocol):
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
-    def get_pod(self, namespace: str, name: str) -> PodInfo: ...
+    def get_pod(self, namespace: str, name: str) -> PodFacts: ...
 
 
 class BindRefused(Exception):
@@ -155,7 +154,7 @@ class Binder:
         cores: float | None
         if memo is not None:
             ours = self._engine.is_ours(memo.facts)
-            scheduler, cores = memo.facts.scheduler_name, memo.cpu_request
+            scheduler, cores = memo.facts.scheduler_name, memo.facts.cpu_request
             self._check_node(args, memo)
         else:  # no filter call seen for this UID (restart, or no filterVerb): ask the API
             pod = await asyncio.to_thread(kube.get_pod, args.pod_namespace, args.pod_name)
@@ -170,7 +169,7 @@ class Binder:
                     return "already-bound"
                 raise BindRefused(f"pod {args.pod_name} is already bound to node {pod.node_name!r}")
             ours = pod.scheduler_name in self._settings.scheduler_names
-            scheduler, cores = pod.scheduler_name, pod.cpu_request_cores
+            scheduler, cores = pod.scheduler_name, pod.cpu_request
         if not ours and self._settings.bind.foreign_pods == "refuse":
             raise BindRefused(
                 f"pod {args.pod_namespace}/{args.pod_name} has schedulerName {scheduler!r}, "

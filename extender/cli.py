@@ -26,42 +26,10 @@ def _load(path: str) -> Settings:
     return load_settings(Path(path), os.environ)
 
 
-def build_service(settings: Settings) -> Any:
-    """Wire the parts: engine, provider, refresher, Kubernetes client, binder, app."""
-    from extender.app import create_app
-    from extender.binding import Binder
-    from extender.engine import Engine
-    from extender.metrics import Refresher, empty_snapshot, provider_for
-    from extender.telemetry import Telemetry
-
-    now = time.time()
-    telemetry = Telemetry()
-    engine = Engine(settings, empty_snapshot(settings), now)
-    kube = _kube_client(settings)
-    list_nodes = kube.list_nodes if kube is not None else None
-    refresher = Refresher(settings, engine, provider_for(settings), list_nodes, telemetry)
-    binder = Binder(settings, engine, kube, on_outcome=telemetry.bound)
-    return create_app(settings, engine, binder, telemetry, refresher)
-
-
-def _kube_client(settings: Settings) -> Any:
-    """The Kubernetes client, or None (filter and prioritize work without one)."""
-    needs = settings.bind.enabled or settings.prometheus.node_label == "instance"
-    if not needs:
-        return None
-    from extender.kube import KubeClient, load_api_client
-
-    try:
-        api = load_api_client(settings.kubernetes.kubeconfig)
-    except Exception as exc:
-        log.warning("no Kubernetes client (%s); binds will answer an Error", exc)
-        return None
-    return KubeClient(api, timeout=settings.bind.timeout, retries=settings.bind.retries)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from extender.service import build_service, connect_kube
     from extender.telemetry import configure_logging
 
     configure_logging(args.log_level)
@@ -77,7 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # that was installed before it: make that one a no-op so a clean shutdown exits 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     uvicorn.run(
-        build_service(settings),
+        build_service(settings, kube=connect_kube(settings)).app,
         host=args.host or server.host,
         port=args.port if args.port is not None else server.port,
         loop="uvloop",
@@ -100,15 +68,13 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def cmd_scores(args: argparse.Namespace) -> int:
     """One refresh, then a table: node, each metric raw and normalised, score, verdict."""
-    from extender.engine import Engine
-    from extender.metrics import Refresher, empty_snapshot, provider_for
+    from extender.service import build_service, connect_kube
 
     settings = _load(args.config)
-    now = time.time()
-    engine = Engine(settings, empty_snapshot(settings), now)
-    kube = _kube_client(settings) if settings.prometheus.node_label == "instance" else None
-    refresher = Refresher(settings, engine, provider_for(settings), kube and kube.list_nodes)
-    errors = asyncio.run(refresher.refresh_once())
+    kube = connect_kube(settings) if settings.prometheus.node_label == "instance" else None
+    service = build_service(settings, kube=kube)
+    engine = service.engine
+    errors = asyncio.run(service.refresher.refresh_once())
     for name, error in errors.items():
         print(f"warning: metric {name}: {error}", file=sys.stderr)
     table = engine.table(time.time())

@@ -28,6 +28,9 @@ DEFAULT_CPU_QUERY = """max by (node) (
     topk by (namespace, pod) (1, node_namespace_pod:kube_pod_info:)
 )"""
 
+DEFAULT_SCHEDULER_NAME = "decice_sched"
+"""The scheduler profile whose pods are ours when `schedulerNames` is not set."""
+
 _METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -154,7 +157,7 @@ class PrioritizeSettings:
 @dataclass(frozen=True, slots=True)
 class Settings:
     metrics: tuple[MetricSettings, ...]
-    scheduler_names: frozenset[str] = frozenset({"decice_sched"})
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})
     server: ServerSettings = field(default_factory=ServerSettings)
     provider: ProviderKind = "prometheus"
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
@@ -163,9 +166,6 @@ class Settings:
     bind: BindSettings = field(default_factory=BindSettings)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     prioritize: PrioritizeSettings = field(default_factory=PrioritizeSettings)
-
-    def metric(self, name: str) -> MetricSettings | None:
-        return next((m for m in self.metrics if m.name == name), None)
 
     @property
     def filters_anything(self) -> bool:
@@ -300,10 +300,10 @@ def parse_settings(
     if raw is None:
         r.problems.append("$: the file is empty")
 
-    names = top.get("schedulerNames", ["decice_sched"])
+    names = top.get("schedulerNames", [DEFAULT_SCHEDULER_NAME])
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
         r.problems.append(f"schedulerNames: must be a non-empty list of strings, got {names!r}")
-        names = ["decice_sched"]
+        names = [DEFAULT_SCHEDULER_NAME]
 
     server = _parse_server(r, top.get("server"))
     provider: ProviderKind = r.get(

@@ -1,5 +1,7 @@
 """Decisions for the verbs: filter, prioritize, preempt, from the current table.
 
+The engine decides; wire.py encodes its decisions (model.FilterDecision, Priorities).
+
 The engine owns the mutable state of the request path (snapshot, table, herd
 reservations, pod memory). It does no I/O and runs on the event loop only, so it
 needs no locks: the refresher builds tables in a thread and installs them here.
@@ -8,12 +10,11 @@ needs no locks: the refresher builds tables in a thread and installs them here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from itertools import filterfalse
 
 from extender.config import Settings
-from extender.model import NodeName, Snapshot
-from extender.pods import CANDIDATES_KEPT_UP_TO, PodMemo, PodMemory, pod_cpu_request
+from extender.model import FilterDecision, NodeName, Priorities, Snapshot
+from extender.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, PodMemory
 from extender.scoring import (
     Reservation,
     has_candidates_metric,
@@ -24,25 +25,7 @@ from extender.scoring import (
     top_hosts,
 )
 from extender.table import Table, build_table, patch_table
-from extender.wire import (
-    ExtenderArgs,
-    PodFacts,
-    PreemptionArgs,
-    WireError,
-    check_names,
-    encode_filter_names,
-    encode_filter_nodes,
-    encode_preemption_result,
-    host_priority,
-    join_priorities,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class FilterOutcome:
-    body: bytes
-    passed: int
-    failed: int
+from extender.wire import ExtenderArgs, PreemptionArgs
 
 
 class Engine:
@@ -109,58 +92,43 @@ class Engine:
 
     # -- verbs ---------------------------------------------------------------------------------
 
-    def filter(self, args: ExtenderArgs, now: float) -> FilterOutcome:
-        names = args.names
-        failed: dict[str, str] = {}
+    def filter(self, args: ExtenderArgs, now: float) -> FilterDecision:
         if not self.is_ours(args.pod):
-            check_names(names)
-        else:
-            try:
-                failed = _rejected(self.table(now), names)
-            except TypeError:  # an unhashable entry (list, object) in NodeNames
-                check_names(names)  # raises with the index of the bad entry
-                raise
-            small = len(names) <= CANDIDATES_KEPT_UP_TO
-            candidates = frozenset(names) if small else None
-            memo = PodMemo(args.pod, pod_cpu_request(args.pod), frozenset(failed), candidates)
-            self.pods.remember(memo)
-        if args.node_list is None:
-            passed = names if not failed else [n for n in names if n not in failed]
-            return FilterOutcome(encode_filter_names(passed, failed), len(passed), len(failed))
-        kept = None
-        if failed:
-            items = args.node_list["items"]
-            kept = [item for item, n in zip(items, names, strict=True) if n not in failed]
-        body = encode_filter_nodes(args.node_list, kept, failed)
-        return FilterOutcome(body, len(names) - len(failed), len(failed))
+            return FilterDecision(failed={})
+        names = args.names
+        failed = _rejected(self.table(now), names)
+        small = len(names) <= CANDIDATES_KEPT_UP_TO
+        candidates = frozenset(names) if small else None
+        self.pods.remember(PodMemo(args.pod, frozenset(failed), candidates))
+        return FilterDecision(failed=failed)
 
-    def prioritize(self, args: ExtenderArgs, now: float) -> bytes:
+    def prioritize(self, args: ExtenderArgs, now: float) -> Priorities:
         names = args.names
         table = self.table(now)
         if not self.is_ours(args.pod):
-            return _join(table.passthrough, names)
+            return Priorities(names, fragments=table.passthrough)
         max_hosts = self.settings.prioritize.max_hosts
         if not self._candidates and (max_hosts is None or len(names) <= max_hosts):
-            return _join(table.fragments, names)
-        check_names(names)
+            return Priorities(names, fragments=table.fragments)
         if self._candidates:
             scores = score_candidates(self.settings, [table.eval_of(n) for n in names])
         else:
             scores = [table.scores.get(n, table.unknown_score) for n in names]
-        keep = top_hosts(names, scores, max_hosts) if max_hosts else range(len(names))
-        return join_priorities(host_priority(names[i], scores[i]) for i in keep)
+        if not max_hosts:
+            return Priorities(names, scores=scores)
+        keep = top_hosts(names, scores, max_hosts)
+        return Priorities([names[i] for i in keep], scores=[scores[i] for i in keep])
 
-    def preempt(self, args: PreemptionArgs, now: float) -> bytes:
+    def preempt(self, args: PreemptionArgs, now: float) -> Mapping[str, object]:
         """Keep the scheduler's victims exactly, for the nodes our filter would pass."""
         if not self.is_ours(args.pod):
-            return encode_preemption_result(args.victims)
+            return args.victims
         table = self.table(now)
-        keep = {
+        return {
             n: v
             for n, v in args.victims.items()
             if n in table.ok or (n not in table.evals and table.unknown.reason is None)
         }
-        return encode_preemption_result(keep)
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""
@@ -189,29 +157,16 @@ class Engine:
 def _rejected(table: Table, names: list[str]) -> dict[str, str]:
     """node -> reason for the nodes of this request that the filter rejects."""
     # The request path's fast lane, kept here in one place. Hashing 5,000 fresh name strings
-    # costs more than parsing them (~150 us), so when the table rejects no node at all (the
-    # healthy common case) only check that the entries are names: two C-level passes, ~50 us.
+    # costs about as much as parsing them (~150 us), so when the table rejects no node at
+    # all (the healthy common case) there is nothing to look up.
     if table.passes_all:
-        if not all(names):  # an empty name, or null / 0 / [] / {}
-            check_names(names)  # raises with the index of the bad entry
-        "".join(names)  # TypeError on any other non-string entry
         return {}
     # Else: every node known and passing, one C-level set check (~150 us for 5,000 names).
     if table.ok.issuperset(names):
         return {}
     failed: dict[str, str] = {}
     for n in filterfalse(table.ok.__contains__, names):
-        if not isinstance(n, str) or not n:
-            check_names(names)  # raises with the index of the bad entry
         reason = table.reasons.get(n) if n in table.evals else table.unknown.reason
         if reason is not None:
             failed[n] = reason
     return failed
-
-
-def _join(fragments: Mapping[str, bytes], names: list[str]) -> bytes:
-    try:
-        return join_priorities(map(fragments.__getitem__, names))
-    except TypeError:  # an unhashable entry (list, object) in NodeNames
-        check_names(names)
-        raise WireError("NodeNames: must be a list of node names") from None

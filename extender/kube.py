@@ -12,7 +12,6 @@ import os
 import re
 import time
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 from http import HTTPStatus
 from typing import Any
 
@@ -22,26 +21,21 @@ import orjson
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from kubernetes.utils import parse_quantity
 
-from extender.model import NodeInfo, PodInfo
+from extender.model import NodeInfo
+from extender.pods import PodError, PodFacts, cpu_cores, read_pod
+from extender.redaction import redact
 
 # The `kubernetes` package leaves these unannotated.
 _new_client_from_config: Callable[..., kubernetes.client.ApiClient] = (
     kubernetes.config.new_client_from_config
 )
 _load_incluster_config: Callable[..., None] = kubernetes.config.load_incluster_config
-_parse_quantity: Callable[[Any], Decimal] = parse_quantity
 
 __all__ = [
     "KubeAlreadyBound",
     "KubeClient",
-    "KubeConfigError",
-    "KubeConflict",
     "KubeError",
-    "KubeForbidden",
-    "KubeNotFound",
-    "KubeUnauthorized",
     "KubeUnavailable",
     "load_api_client",
 ]
@@ -51,7 +45,6 @@ BIND_ALREADY_BOUND = "already-bound"
 
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 _ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
-_SECRET = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",]+")
 _MAX_MESSAGE = 500
 _LIST_PAGE = 500
 
@@ -75,28 +68,13 @@ class KubeError(Exception):
         return f"Kubernetes API {self.status} {reason}: {self.message}"
 
 
-class KubeConfigError(KubeError):
-    """No usable kubeconfig or in-cluster service account."""
-
-
-class KubeUnauthorized(KubeError):
-    """401: the credentials were rejected (expired or wrong token, bad client cert)."""
-
-
-class KubeForbidden(KubeError):
-    """403: authenticated, but RBAC does not allow the verb on the resource."""
-
-
-class KubeNotFound(KubeError):
-    """404: the object (pod) does not exist."""
-
-
-class KubeConflict(KubeError):
-    """409 other than already-bound, e.g. the pod UID precondition failed."""
+# Only the kinds production code tells apart get a class; the rest is KubeError with its
+# HTTP `status` and API `reason` (401, 403, 404, a UID conflict...).
 
 
 class KubeAlreadyBound(KubeError):
-    """409: the pod is already assigned to `node`."""
+    """409: the pod is already assigned to `node` (a retried bind to the same node is a
+    success, since the API is not idempotent)."""
 
     def __init__(
         self, message: str, *, node: str, status: int | None = 409, reason: str = "Conflict"
@@ -106,12 +84,11 @@ class KubeAlreadyBound(KubeError):
 
 
 class KubeUnavailable(KubeError):
-    """Timeouts, refused connections, or 429/5xx answers that outlasted the retries."""
+    """Timeouts, refused connections, or 429/5xx answers: the ones worth a retry."""
 
 
 def _clean(message: str) -> str:
-    one_line = " ".join(message.split())
-    redacted = _SECRET.sub(lambda m: f"{m.group(1)} <redacted>", one_line)
+    redacted = redact(" ".join(message.split()))
     if len(redacted) > _MAX_MESSAGE:
         return redacted[: _MAX_MESSAGE - 3] + "..."
     return redacted
@@ -143,17 +120,10 @@ def _error_from_status(status: int, body: bytes | str | None, http_reason: str |
             message = body
     reason = reason or _phrase(status) or (http_reason or "")
     message = message or http_reason or "no message"
-    if status == 401:
-        return KubeUnauthorized(message, status=status, reason=reason)
-    if status == 403:
-        return KubeForbidden(message, status=status, reason=reason)
-    if status == 404:
-        return KubeNotFound(message, status=status, reason=reason)
     if status == 409:
         assigned = _ALREADY_ASSIGNED.search(message)
         if assigned:
             return KubeAlreadyBound(message, node=assigned.group(1), status=status, reason=reason)
-        return KubeConflict(message, status=status, reason=reason)
     if status in _RETRYABLE_STATUS or status >= 500:
         return KubeUnavailable(message, status=status, reason=reason)
     return KubeError(message, status=status, reason=reason)
@@ -224,17 +194,17 @@ def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
                     persist_config=False,
                 )
             except ConfigException as from_file:
-                raise KubeConfigError(
+                raise KubeError(
                     f"not in a cluster ({in_cluster}) and no usable kubeconfig at "
                     f"{default} ({from_file})",
                     reason="ConfigError",
                 ) from from_file
         return kubernetes.client.ApiClient(configuration)
-    except KubeConfigError:
+    except KubeError:
         raise
     except Exception as exc:  # YAML, I/O, exec plugins: all a config problem here
         where = kubeconfig or "in-cluster config"
-        raise KubeConfigError(f"cannot load {where}: {exc}", reason="ConfigError") from exc
+        raise KubeError(f"cannot load {where}: {exc}", reason="ConfigError") from exc
 
 
 # --- the client -----------------------------------------------------------------------
@@ -269,8 +239,8 @@ class KubeClient:
 
         `uid` is sent as the precondition, so a pod deleted and recreated under the same
         name is not bound by mistake; an empty `uid` sends no precondition. Raises
-        `KubeAlreadyBound` when the pod sits on another node, `KubeConflict` when the
-        UID does not match, `KubeNotFound` when the pod is gone.
+        `KubeAlreadyBound` when the pod sits on another node, `KubeError` 409 when the
+        UID does not match, 404 when the pod is gone.
         """
         for arg, value in (("namespace", namespace), ("name", name), ("node", node)):
             if not isinstance(value, str) or not value:
@@ -301,8 +271,8 @@ class KubeClient:
             raise
         return BIND_BOUND
 
-    def get_pod(self, namespace: str, name: str) -> PodInfo:
-        """The pod as `PodInfo`; raises `KubeNotFound` when it does not exist."""
+    def get_pod(self, namespace: str, name: str) -> PodFacts:
+        """The pod, read as the filter path reads it; `KubeError` 404 when it is gone."""
         if not namespace or not name:
             raise ValueError("get_pod: namespace and name must be non-empty")
         doc = self._call(
@@ -315,8 +285,8 @@ class KubeClient:
             ),
         )
         try:
-            return _pod_info(doc)
-        except (KeyError, TypeError, ValueError, InvalidOperation) as exc:
+            return read_pod(doc)
+        except PodError as exc:
             raise KubeError(
                 f"unexpected pod {namespace}/{name}: {exc!r}", reason="BadResponse"
             ) from exc
@@ -339,7 +309,7 @@ class KubeClient:
             try:
                 nodes.extend(_node_info(item) for item in doc.get("items") or ())
                 token = (doc.get("metadata") or {}).get("continue") or None
-            except (AttributeError, KeyError, TypeError, ValueError, InvalidOperation) as exc:
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 raise KubeError(f"unexpected node list: {exc!r}", reason="BadResponse") from exc
             if token is None:
                 return nodes
@@ -374,28 +344,6 @@ class KubeClient:
             attempt += 1
 
 
-def _cores(quantity: Any) -> float:
-    return float(_parse_quantity(quantity))
-
-
-def _pod_info(doc: Any) -> PodInfo:
-    metadata = doc["metadata"]
-    spec = doc.get("spec") or {}
-    requests = [
-        ((container.get("resources") or {}).get("requests") or {}).get("cpu")
-        for container in spec.get("containers") or ()
-    ]
-    present = [_cores(cpu) for cpu in requests if cpu is not None]
-    return PodInfo(
-        namespace=metadata["namespace"],
-        name=metadata["name"],
-        uid=metadata.get("uid") or "",
-        scheduler_name=spec.get("schedulerName") or "default-scheduler",
-        cpu_request_cores=sum(present) if present else None,
-        node_name=spec.get("nodeName") or None,
-    )
-
-
 def _node_info(doc: Any) -> NodeInfo:
     status = doc.get("status") or {}
     addresses = status.get("addresses") or ()
@@ -403,5 +351,5 @@ def _node_info(doc: Any) -> NodeInfo:
     return NodeInfo(
         name=doc["metadata"]["name"],
         internal_ips=tuple(a["address"] for a in addresses if a.get("type") == "InternalIP"),
-        cpu_cores=_cores(cpu) if cpu is not None else None,
+        cpu_cores=cpu_cores(cpu) if isinstance(cpu, str) else None,
     )

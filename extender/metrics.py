@@ -1,30 +1,23 @@
-"""Metric providers and the background refresher that swaps snapshots into the engine.
+"""Metric providers: where node values come from, and which node each series belongs to.
 
-The request path never waits on Prometheus: the refresher runs every query in a
-worker thread on an interval (prometheus-api-client is synchronous), maps each series
-to a node name, builds the next answer table off the event loop and installs it. On
-errors it keeps the last good values, records the error, and backs off.
+The Prometheus edge: instant queries through prometheus-api-client (synchronous, so the
+refresher calls `fetch` from a worker thread), each series mapped to a node name. It
+knows nothing of scoring or the engine; refresher.py drives it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import re
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from prometheus_api_client import PrometheusConnect
 
 from extender.config import MetricSettings, PrometheusSettings, Settings
-from extender.engine import Engine
-from extender.model import MetricSeries, NodeInfo, NodeInventory, NodeName, Snapshot
-from extender.scoring import stale_metrics
-from extender.table import build_table
+from extender.model import NodeInventory, NodeName
 
 log = logging.getLogger("decice.metrics")
 
@@ -156,122 +149,3 @@ def provider_for(settings: Settings) -> MetricsProvider:
     if settings.provider == "static":
         return StaticProvider(settings.static_nodes)
     return PrometheusProvider(settings.prometheus)
-
-
-def empty_snapshot(settings: Settings) -> Snapshot:
-    return Snapshot(metrics={m.name: MetricSeries() for m in settings.metrics}, taken_at=0.0)
-
-
-def next_snapshot(
-    previous: Snapshot,
-    results: Mapping[str, dict[NodeName, float] | BaseException],
-    now: float,
-) -> Snapshot:
-    """Merge one refresh: new values where the query worked, old ones (with the error) where not."""
-    metrics: dict[str, MetricSeries] = {}
-    for name, result in results.items():
-        old = previous.metrics.get(name, MetricSeries())
-        if isinstance(result, BaseException):
-            metrics[name] = replace(old, error=_describe(result))
-        else:
-            metrics[name] = MetricSeries(values=result, fetched_at=now, error=None)
-    return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1)
-
-
-_SECRET = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",)]+")
-
-
-def _describe(exc: BaseException) -> str:
-    """One line for logs and /readyz: credentials a proxy echoes in its answer are redacted."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    text = _SECRET.sub(lambda m: f"{m.group(1)} <redacted>", text)
-    return f"{type(exc).__name__}: {text}"[:300]
-
-
-class RefreshListener(Protocol):
-    def refreshed(self, snapshot: Snapshot, errors: Mapping[str, str], seconds: float) -> None: ...
-
-
-class Refresher:
-    """Runs the queries on an interval and installs each new snapshot into the engine."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        engine: Engine,
-        provider: MetricsProvider,
-        list_nodes: Callable[[], list[NodeInfo]] | None = None,
-        listener: RefreshListener | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._settings = settings
-        self._engine = engine
-        self._provider = provider
-        self._list_nodes = list_nodes
-        self._listener = listener
-        self._clock = clock
-        self._inventory = NodeInventory()
-        self._inventory_at = -math.inf
-        self.attempts = 0
-        self.failures = 0  # consecutive refreshes with at least one error
-
-    @property
-    def interval(self) -> float:
-        return self._settings.prometheus.interval
-
-    def delay(self) -> float:
-        """The wait before the next refresh: the interval, doubled per consecutive failure."""
-        if self.failures == 0:
-            return self.interval
-        backoff: float = self.interval * 2.0 ** min(self.failures, 16)
-        return min(backoff, self._settings.prometheus.max_backoff)
-
-    def _fetch_all(self) -> dict[str, dict[NodeName, float] | BaseException]:
-        if self._list_nodes is not None:
-            now = self._clock()
-            if now - self._inventory_at >= self._settings.kubernetes.node_refresh:
-                try:
-                    nodes = self._list_nodes()
-                    self._inventory = NodeInventory.from_nodes(nodes)
-                    self._inventory_at = now
-                except Exception as exc:  # keep the old inventory; metrics still refresh
-                    log.warning("listing nodes failed: %s", _describe(exc))
-        results: dict[str, dict[NodeName, float] | BaseException] = {}
-        for m in self._settings.metrics:
-            try:
-                results[m.name] = self._provider.fetch(m, self._inventory)
-            except Exception as exc:
-                results[m.name] = exc
-        return results
-
-    async def refresh_once(self) -> dict[str, str]:
-        """One refresh; returns metric -> error for the queries that failed."""
-        started = time.perf_counter()
-        self.attempts += 1
-        results = await asyncio.to_thread(self._fetch_all)
-        now = self._clock()
-        snapshot = next_snapshot(self._engine.snapshot, results, now)
-        stale = stale_metrics(self._settings, snapshot, now)
-        herd = self._engine.herd()
-        table = await asyncio.to_thread(build_table, self._settings, snapshot, stale, herd, now)
-        self._engine.set_node_cores(self._inventory.cpu_cores)
-        self._engine.install(snapshot, table, self._clock())
-        errors = {n: _describe(r) for n, r in results.items() if isinstance(r, BaseException)}
-        self.failures = self.failures + 1 if errors else 0
-        for name, error in errors.items():
-            log.warning("refresh of metric %s failed (keeping last values): %s", name, error)
-        if self._listener is not None:
-            self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
-        return errors
-
-    async def run(self) -> None:
-        """Refresh forever; never raises (a bug in one round must not stop the next)."""
-        while True:
-            try:
-                await self.refresh_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.failures += 1
-                log.exception("refresh failed unexpectedly")
-            await asyncio.sleep(self.delay())

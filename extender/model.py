@@ -5,7 +5,7 @@ Nothing here does I/O or imports starlette, kubernetes or prometheus_api_client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 NodeName = str
@@ -33,6 +33,11 @@ class Snapshot:
     taken_at: float
     generation: int = 0
 
+    @classmethod
+    def empty(cls, metrics: Iterable[MetricName]) -> Snapshot:
+        """No data yet for any of `metrics` (before the first refresh)."""
+        return cls(metrics={m: MetricSeries() for m in metrics}, taken_at=0.0)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
@@ -57,13 +62,23 @@ class NodeInventory:
         return cls(by_ip=by_ip, cpu_cores=cores)
 
 
-@dataclass(frozen=True, slots=True)
-class PodInfo:
-    """The little we need to know about a pod to filter, guard and bind it."""
+# -- decisions: what the engine answers, before wire.py encodes it ------------------------
 
-    namespace: str
-    name: str
-    uid: str
-    scheduler_name: str
-    cpu_request_cores: float | None = None
-    node_name: str | None = None
+
+@dataclass(frozen=True, slots=True)
+class FilterDecision:
+    """The nodes of one filter request that fail, with the reason; the rest pass."""
+
+    failed: Mapping[NodeName, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Priorities:
+    """The hosts of one prioritize answer with their scores, in one of two forms."""
+
+    hosts: Sequence[NodeName]
+    fragments: Mapping[NodeName, bytes] | None = None
+    """Serialised `{"Host","Score"}` per node, precomputed per snapshot (table.py): the
+    fast path; every host has one (unknown nodes are served by the mapping itself)."""
+    scores: Sequence[int] = ()
+    """Scores computed for this request, aligned with `hosts`, when `fragments` is None."""

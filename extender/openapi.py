@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.config import Settings
+from extender.wire import VERBS, Verb
 
 _STR = {"type": "string"}
 _NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}, "nullable": True}
@@ -103,7 +104,7 @@ SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "properties": {"Error": _STR}},
 }
 
-_VERBS = {
+_SCHEMAS_OF: dict[Verb, tuple[str, str]] = {
     "filter": ("ExtenderArgs", "ExtenderFilterResult"),
     "prioritize": ("ExtenderArgs", "HostPriorityList"),
     "bind": ("ExtenderBindingArgs", "ExtenderBindingResult"),
@@ -122,7 +123,8 @@ def _json(name: str) -> dict[str, Any]:
 def openapi_document(settings: Settings) -> dict[str, Any]:
     prefix = settings.server.url_prefix
     paths: dict[str, Any] = {}
-    for verb, (request, response) in _VERBS.items():
+    for verb in VERBS:
+        request, response = _SCHEMAS_OF[verb]
         paths[f"{prefix}/{verb}"] = {
             "post": {
                 "operationId": verb,

@@ -1,43 +1,173 @@
-"""What we remember of pods between the scheduler's filter call and its bind call.
+"""What we know of a pod: one reader of a v1.Pod, one CPU-request rule, and the memory of
+pods between the scheduler's filter call and its bind call.
 
-The bind request carries only name, namespace, UID and node; the schedulerName, the CPU
-request and the nodes our filter rejected come from the filter call for that UID, kept
-in a small bounded map (after a restart the bind path GETs the pod instead).
+`read_pod` serves both the filter path (the Pod inside ExtenderArgs) and the API path (a
+pod fetched after a restart), so the herd guard counts the same CPU either way. The bind
+request carries only name, namespace, UID and node; the rest comes from the filter call
+for that UID, kept in a small bounded map. Pure: no I/O, no Kubernetes client.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from functools import lru_cache
+from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server writes into an empty `spec.schedulerName`."""
 
-from extender.wire import PodFacts
+
+class PodError(ValueError):
+    """A v1.Pod that cannot be read; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """Identity, scheduler, effective CPU request and node of one pod."""
+
+    uid: str
+    name: str
+    namespace: str
+    scheduler_name: str
+    cpu_request: float | None
+    """Cores, as the scheduler counts them (see `cpu_request`); None when nothing asks."""
+    node_name: str = ""
+    """`spec.nodeName`: empty while the pod is pending."""
+
+
+# resource.Quantity: a signed decimal, then a binary or decimal SI suffix or an exponent.
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
+_SUFFIX = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+}
 
 
 @lru_cache(maxsize=1024)
 def cpu_cores(quantity: str) -> float | None:
-    """A Kubernetes CPU quantity ("500m", "2", "1.5") in cores; None when malformed."""
+    """A Kubernetes CPU quantity ("500m", "2", "1.5", "5e-1") in cores; None when malformed
+    or negative (the API server refuses both, so such a value was never a real request)."""
+    match = _QUANTITY.fullmatch(quantity.strip())
+    if match is None:
+        return None
+    number, suffix = match.group(1), match.group(2) or ""
     try:
-        return float(parse_quantity(quantity))  # type: ignore[no-untyped-call]
-    except (ValueError, ArithmeticError):
+        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** int(suffix[1:])
+        value = Decimal(number) * scale
+    except (InvalidOperation, ValueError, OverflowError):
         return None
+    return float(value) if value >= 0 and value.is_finite() else None
 
 
-def pod_cpu_request(facts: PodFacts) -> float | None:
-    """Effective CPU request: max(sum of containers, largest init container), as kubelet counts."""
-    main = [c for q in facts.cpu_requests if (c := cpu_cores(q)) is not None]
-    init = [c for q in facts.init_cpu_requests if (c := cpu_cores(q)) is not None]
-    if not main and not init:
+def _cpu_of(resources: Any) -> float | None:
+    """`resources.requests.cpu` in cores; None when absent or not a quantity."""
+    requests = resources.get("requests") if isinstance(resources, dict) else None
+    cpu = requests.get("cpu") if isinstance(requests, dict) else None
+    if isinstance(cpu, bool):
         return None
-    return max(sum(main), max(init, default=0.0))
+    if isinstance(cpu, (int, float)):
+        cpu = str(cpu)
+    return cpu_cores(cpu) if isinstance(cpu, str) else None
+
+
+def _containers(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodError(f"{where}: must be a list")
+    return value
+
+
+def _resources(container: Any) -> Any:
+    return container.get("resources") if isinstance(container, dict) else None
+
+
+def cpu_request(spec: Mapping[str, Any], where: str = "spec") -> float | None:
+    """The pod's effective CPU request in cores, by the scheduler's rule (PodRequests):
+    pod-level `resources` when set, else the containers' sum, at least the largest init
+    container (sidecars, `restartPolicy: Always`, run beside the ones after them), plus
+    `overhead`. None when no part names a CPU request."""
+    seen = False
+    pod_level = _cpu_of(spec.get("resources"))
+    total = 0.0
+    for c in _containers(spec.get("containers"), f"{where}.containers"):
+        cpu = _cpu_of(_resources(c))
+        if cpu is not None:
+            seen = True
+            total += cpu
+    sidecars = 0.0
+    init_peak = 0.0
+    for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
+        cpu = _cpu_of(_resources(c))
+        if cpu is not None:
+            seen = True
+        amount = cpu or 0.0
+        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+            total += amount
+            sidecars += amount
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, amount + sidecars)
+    total = max(total, init_peak)
+    if pod_level is not None:
+        seen, total = True, pod_level
+    overhead = spec.get("overhead")
+    extra = overhead.get("cpu") if isinstance(overhead, dict) else None
+    extra_cores = cpu_cores(extra) if isinstance(extra, str) else None
+    if extra_cores is not None:
+        seen, total = True, total + extra_cores
+    return total if seen else None
+
+
+def _str(obj: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str:
+    if key not in obj and required:
+        raise PodError(f"{where}: missing field {key!r}")
+    value = obj.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise PodError(f"{where}.{key}: must be str, got {type(value).__name__}")
+    return value
+
+
+def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
+    """A v1.Pod (decoded JSON) as PodFacts; `PodError` names the first bad field."""
+    if not isinstance(pod, dict):
+        raise PodError(f"{where}: must be an object, got {type(pod).__name__}")
+    if "metadata" not in pod:
+        raise PodError(f"{where}: missing field 'metadata'")
+    meta = pod["metadata"]
+    if not isinstance(meta, dict):
+        raise PodError(f"{where}.metadata: must be dict, got {type(meta).__name__}")
+    spec = pod.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise PodError(f"{where}.spec: must be an object")
+    return PodFacts(
+        uid=_str(meta, "uid", f"{where}.metadata"),
+        name=_str(meta, "name", f"{where}.metadata", required=True),
+        namespace=_str(meta, "namespace", f"{where}.metadata") or "default",
+        scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
+        cpu_request=cpu_request(spec, f"{where}.spec"),
+        node_name=_str(spec, "nodeName", f"{where}.spec"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class PodMemo:
     facts: PodFacts
-    cpu_request: float | None
     rejected: frozenset[str]
     """Nodes our latest filter call for this pod rejected."""
     candidates: frozenset[str] | None = None

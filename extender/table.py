@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from extender.config import Settings
 from extender.model import NodeName, Snapshot
 from extender.scoring import NodeEval, evaluate_node, range_score
-from extender.wire import WireError, host_priority
+from extender.wire import host_priority
 
 
 class Fragments(dict[str, bytes]):
-    """node -> serialised HostPriority; unknown nodes are computed on demand, not stored."""
+    """node -> serialised HostPriority; unknown nodes are computed on demand, not stored
+    (names were checked where the request was decoded)."""
 
     __slots__ = ("score",)
 
@@ -28,15 +28,12 @@ class Fragments(dict[str, bytes]):
         super().__init__(items)
         self.score = score
 
-    def __missing__(self, key: Any) -> bytes:
-        if not isinstance(key, str) or not key:
-            raise WireError(f"node names must be non-empty strings, got {key!r:.60}")
+    def __missing__(self, key: str) -> bytes:
         return host_priority(key, self.score)
 
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    generation: int
     stale: frozenset[str]
     evals: Mapping[NodeName, NodeEval]
     scores: Mapping[NodeName, int]
@@ -77,7 +74,6 @@ def build_table(
     reasons = {n: e.reason for n, e in evals.items() if e.reason is not None}
     scores = {n: range_score(settings, e) for n, e in evals.items()}
     return Table(
-        generation=snapshot.generation,
         stale=stale,
         evals=evals,
         scores=scores,

@@ -11,13 +11,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from extender.model import Snapshot
+from extender.wire import VERBS, Verb
 
-VERBS = ("filter", "prioritize", "bind", "preempt")
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -78,9 +78,6 @@ class Telemetry:
             buckets=_BUCKETS,
             registry=r,
         )
-        self.reservations = Gauge(
-            "decice_herd_reservations", "Pods counted on their node by the herd guard.", registry=r
-        )
         # Children resolved once: labels() costs a dict lookup and a lock per call.
         self._latency = {v: self.latency.labels(v) for v in VERBS}
         self._ok = {v: self.requests.labels(v, "200") for v in VERBS}
@@ -92,7 +89,7 @@ class Telemetry:
     ) -> None:
         self.registry.register(_CacheAgeCollector(snapshot, clock))
 
-    def observe(self, verb: str, code: int, seconds: float) -> None:
+    def observe(self, verb: Verb, code: int, seconds: float) -> None:
         self._latency[verb].observe(seconds)
         if code == 200:
             self._ok[verb].inc()

@@ -2,18 +2,97 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import orjson
 import pytest
 
 from extender.config import Settings, parse_settings
+from extender.engine import Engine
 from extender.model import MetricSeries, Snapshot
+from extender.wire import (
+    ExtenderArgs,
+    PreemptionArgs,
+    encode_filter,
+    encode_preemption_result,
+    encode_priorities,
+)
 
-# Copies of ../shared/fixtures (real kube-scheduler and kube-apiserver captures), kept in
-# the repository so the suite runs on a machine without shared/.
+# --- hypothesis profiles --------------------------------------------------------------------
+# ci (CI=true): derandomized, no example database, failing examples printed as a blob:
+#   every run generates the same examples. dev (otherwise): random exploration, with one
+#   seed per run, printed in the header and, after a failure, in the summary with the
+#   option that replays the run. Neither measures time (no deadline, no too_slow check).
+# The profile is loaded here, at import time: a `settings(...)` inherits from the profile
+# loaded when it is created, and test modules create theirs when they are imported
+# (test_fuzz's FUZZ), after this root conftest. Both profiles derive from hypothesis'
+# "default" profile, not from the one loaded at import: hypothesis loads its own "ci"
+# profile whenever CI is set at all (CI=false too), which would leak into "dev".
+HYPOTHESIS_PROFILE = "ci" if os.environ.get("CI", "").strip().lower() == "true" else "dev"
+_HYPOTHESIS_BASE = hypothesis.settings(
+    hypothesis.settings.get_profile("default"),
+    deadline=None,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.register_profile(
+    "ci", _HYPOTHESIS_BASE, derandomize=True, database=None, print_blob=True
+)
+hypothesis.settings.register_profile("dev", _HYPOTHESIS_BASE)
+hypothesis.settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def _hypothesis_seed(config: pytest.Config) -> str | None:
+    """The seed of this run: --hypothesis-seed, or the one pytest_configure chose."""
+    seed = getattr(config.option, "hypothesis_seed", None)  # the hypothesis plugin's option
+    return None if seed is None else str(seed)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the hypothesis plugin reads --hypothesis-seed
+def pytest_configure(config: pytest.Config) -> None:
+    """dev: give the run a seed of its own unless --hypothesis-seed named one."""
+    option = config.option
+    if HYPOTHESIS_PROFILE == "dev" and getattr(option, "hypothesis_seed", "") is None:
+        option.hypothesis_seed = str(secrets.randbelow(2**32))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if HYPOTHESIS_PROFILE == "ci":
+        return ["hypothesis profile 'ci' (CI=true): derandomized, the same examples every run"]
+    seed = _hypothesis_seed(config)
+    return [f"hypothesis profile 'dev': random examples, seed {seed} (--hypothesis-seed={seed})"]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    seed = _hypothesis_seed(terminalreporter.config)
+    if HYPOTHESIS_PROFILE != "dev" or seed is None:
+        return
+    failed = list(
+        dict.fromkeys(
+            report.nodeid
+            for key in ("failed", "error")
+            for report in terminalreporter.stats.get(key, [])
+            if getattr(report, "nodeid", "")
+        )
+    )
+    if not failed:
+        return
+    terminalreporter.section("hypothesis seed")
+    terminalreporter.write_line(
+        f"this run drew its hypothesis examples from seed {seed}; draw the same ones with:"
+    )
+    again = failed if len(failed) <= 10 else list(terminalreporter.config.invocation_params.args)
+    terminalreporter.write_line(f"  python -m pytest --hypothesis-seed={seed} {shlex.join(again)}")
+
+
+# --- fixtures and builders ------------------------------------------------------------------
+# Captured from a real kube-scheduler v1.35.4 (its extender calls) and a real kube-apiserver
+# (its answers); see the README.md in each folder for how and what.
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCHEDULER = FIXTURES / "kube-scheduler"
 APISERVER = FIXTURES / "kube-apiserver"
@@ -37,6 +116,19 @@ def make_settings(**overrides: Any) -> Settings:
     }
     raw.update(overrides)
     return parse_settings(raw)
+
+
+def filter_answer(engine: Engine, args: ExtenderArgs, now: float = NOW) -> bytes:
+    """What the service answers a filter request: the engine decides, wire encodes."""
+    return encode_filter(args, engine.filter(args, now))
+
+
+def prioritize_answer(engine: Engine, args: ExtenderArgs, now: float = NOW) -> bytes:
+    return encode_priorities(engine.prioritize(args, now))
+
+
+def preempt_answer(engine: Engine, args: PreemptionArgs, now: float = NOW) -> bytes:
+    return encode_preemption_result(engine.preempt(args, now))
 
 
 def make_snapshot(values: Mapping[str, Mapping[str, float]], fetched_at: float = NOW) -> Snapshot:

@@ -1,7 +1,7 @@
 """A loopback fake kube-apiserver: the one every test that talks to Kubernetes uses.
 
 It answers the few paths the extender calls with the paths, status codes and bodies
-of a real kube-apiserver (see /work/shared/fixtures/kube-apiserver/):
+of a real kube-apiserver (see tests/fixtures/kube-apiserver/):
 
     POST /api/v1/namespaces/{ns}/pods/{name}/binding
     GET  /api/v1/namespaces/{ns}/pods/{name}
@@ -25,13 +25,15 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
+
+from tests.loopback import LoopbackServer
 
 JSON = dict[str, Any]
 
@@ -93,8 +95,7 @@ class FakeKubeAPI:
         self._idle = threading.Condition(self._lock)
         self._in_flight = 0
         self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackServer | None = None
 
     # --- lifecycle ---
 
@@ -102,29 +103,17 @@ class FakeKubeAPI:
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("FakeKubeAPI is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url
 
     def start(self) -> FakeKubeAPI:
         handler = type("Handler", (_Handler,), {"api": self})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-kube-api"
-        )
-        self._thread.daemon = True
-        self._thread.start()
+        self._server = LoopbackServer(handler, name="fake-kube-api")
         return self
 
     def stop(self) -> None:
         self._stopping.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._server.close()
 
     def __enter__(self) -> FakeKubeAPI:
         return self.start()

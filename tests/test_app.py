@@ -8,12 +8,10 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.app import create_app, verb_paths
-from extender.binding import Binder
-from extender.config import Settings
-from extender.engine import Engine
-from extender.metrics import Refresher, StaticProvider, empty_snapshot
-from extender.telemetry import Telemetry
+from extender.app import verb_paths
+from extender.config import MetricSettings, Settings
+from extender.model import NodeInventory
+from extender.service import build_service
 from tests.conftest import fixture_bytes, fixture_json, make_settings
 
 JSON = {"Content-Type": "application/json"}
@@ -21,13 +19,7 @@ VALUES = {"node-1": 0.4, "node-2": 0.7, "node-3": 0.1, "node-4": 0.1, "node-5": 
 
 
 def client_for(settings: Settings) -> TestClient:
-    telemetry = Telemetry()
-    engine = Engine(settings, empty_snapshot(settings), 0.0)
-    provider = StaticProvider(settings.static_nodes)
-    refresher = Refresher(settings, engine, provider, listener=telemetry)
-    return TestClient(
-        create_app(settings, engine, Binder(settings, engine, None), telemetry, refresher)
-    )
+    return TestClient(build_service(settings).app)
 
 
 def policy(**extra: Any) -> Settings:
@@ -146,16 +138,12 @@ def test_readyz_503_when_a_fail_closed_metric_has_no_data() -> None:
     )
 
     class Broken:
-        def fetch(self, metric: Any, inventory: Any) -> dict[str, float]:
+        def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[str, float]:
             if metric.name == "cpu":
                 raise ConnectionError("prometheus down")
             return {"n": 1.0}
 
-    telemetry = Telemetry()
-    engine = Engine(settings, empty_snapshot(settings), 0.0)
-    refresher = Refresher(settings, engine, Broken(), listener=telemetry)
-    app = create_app(settings, engine, Binder(settings, engine, None), telemetry, refresher)
-    with TestClient(app) as c:
+    with TestClient(build_service(settings, provider=Broken()).app) as c:
         r = c.get("/readyz")
         assert r.status_code == 503
         cpu = r.json()["metrics"]["cpu"]

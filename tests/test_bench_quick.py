@@ -12,12 +12,9 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.app import create_app
-from extender.binding import Binder
-from extender.engine import Engine
-from extender.telemetry import Telemetry
+from extender.service import build_service
 from tests.benchmarks.bench import KEYS
-from tests.conftest import NOW, fixture_bytes, make_settings, make_snapshot
+from tests.conftest import fixture_bytes, make_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON = {"Content-Type": "application/json"}
@@ -42,9 +39,7 @@ def server_ms(value: str) -> float:
 def test_server_timing_on_every_verb_and_every_outcome(verb: str) -> None:
     cpu = {f"node-{i}": 0.1 * i for i in range(1, 6)}
     settings = make_settings(static={"nodes": {n: {"cpu": v} for n, v in cpu.items()}})
-    engine = Engine(settings, make_snapshot({"cpu": cpu}), NOW)
-    app = create_app(settings, engine, Binder(settings, engine, None), Telemetry())
-    with TestClient(app) as client:
+    with TestClient(build_service(settings).app) as client:
         ok = client.post(f"/{verb}", content=fixture_bytes(BODIES[verb]), headers=JSON)
         bad = client.post(f"/{verb}", content=b"{", headers=JSON)
         wrong_type = client.post(f"/{verb}", content=b"{}", headers={"Content-Type": "text/plain"})

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -14,7 +11,7 @@ import yaml
 
 from extender.cli import main
 from tests.conftest import fixture_bytes
-from tests.promharness import free_port
+from tests.reliability.service import running_service
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "config" / "demo.yaml")
@@ -41,36 +38,21 @@ def test_scores_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "FAIL decice: metric cpu=0.95 is above the threshold 0.9" in row["node-5"]
 
 
-def test_serve_demo_as_a_process() -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "extender", "serve", "--config", DEMO, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-                assert time.monotonic() < deadline, "service did not start"
-                time.sleep(0.1)
+def test_serve_demo_as_a_process(tmp_path: Path) -> None:
+    """`decice-extender serve` on the demo policy, as scripts/demo runs it (the helper
+    picks a free port and starts again on another one if the port was taken meanwhile)."""
+    demo = yaml.safe_load(Path(DEMO).read_text())
+    with running_service(demo, tmp_path) as svc:
         request = urllib.request.Request(
-            f"{base}/prioritize",
+            f"{svc.url}/prioritize",
             data=fixture_bytes("prioritize-nodecache.json"),
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=30) as response:
             assert response.headers["Server-Timing"].startswith("app;dur=")
             scores = {h["Host"]: h["Score"] for h in orjson.loads(response.read())}
         assert scores == {"node-1": 6, "node-2": 4, "node-3": 9, "node-4": 6, "node-5": 3}
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=15) == 0
+        assert svc.stop() == 0
 
 
 def test_scheduler_config_with_mutual_tls_prints_a_tls_config(

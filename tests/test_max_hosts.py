@@ -8,13 +8,11 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.app import create_app
-from extender.binding import Binder
 from extender.config import ConfigError
 from extender.engine import Engine
-from extender.telemetry import Telemetry
+from extender.service import build_service
 from extender.wire import parse_extender_args
-from tests.conftest import NOW, make_settings, make_snapshot
+from tests.conftest import NOW, make_settings, make_snapshot, prioritize_answer
 
 # cpu, lower is better over 0..1: 0.1 -> 9, 0.5 -> 5, 0.9 -> 1.
 CPU = {"d": 0.9, "b": 0.5, "a": 0.1, "e": 0.5, "c": 0.1}
@@ -36,7 +34,9 @@ def body(names: list[str], scheduler: str = "decice_sched") -> bytes:
 
 
 def prioritize(e: Engine, names: list[str], scheduler: str = "decice_sched") -> list[Any]:
-    answer: list[Any] = orjson.loads(e.prioritize(parse_extender_args(body(names, scheduler)), NOW))
+    answer: list[Any] = orjson.loads(
+        prioritize_answer(e, parse_extender_args(body(names, scheduler)))
+    )
     return answer
 
 
@@ -68,7 +68,7 @@ def test_k_of_one_keeps_the_first_best() -> None:
 @pytest.mark.parametrize("k", [5, 6, 1000])
 def test_k_at_least_n_returns_all_exactly_as_without_it(k: int) -> None:
     args = parse_extender_args(body(ORDER))
-    assert engine(k).prioritize(args, NOW) == engine(None).prioritize(args, NOW)
+    assert prioritize_answer(engine(k), args) == prioritize_answer(engine(None), args)
 
 
 def test_unknown_nodes_take_the_unknown_score_and_can_be_cut() -> None:
@@ -96,15 +96,12 @@ def test_bad_names_are_still_400_with_max_hosts() -> None:
 
     for names in ([1, "a"], ["a", ""], [["x"], "a"]):
         with pytest.raises(WireError):
-            engine(2).prioritize(parse_extender_args(body(names)), NOW)  # type: ignore[arg-type]
+            parse_extender_args(body(names))  # type: ignore[arg-type]
 
 
 def test_through_http() -> None:
-    e = engine(2)
-    settings = e.settings
-    telemetry = Telemetry()
-    app = create_app(settings, e, Binder(settings, e, None), telemetry)
-    with TestClient(app) as client:
+    service = build_service(engine(2).settings)
+    with TestClient(service.app) as client:
         r = client.post(
             "/prioritize", content=body(ORDER), headers={"Content-Type": "application/json"}
         )

@@ -143,16 +143,3 @@ def test_herd_guard_adds_request_until_a_settled_snapshot() -> None:
     late = make_snapshot({"cpu": {"a": 0.3}}, fetched_at=NOW + 31)
     assert live_reservations([r], early, "cpu", settle=30) == [r]
     assert live_reservations([r], late, "cpu", settle=30) == []
-
-
-def test_fragments_for_unknown_nodes_and_bad_names() -> None:
-    s = cpu()
-    table = build_table(s, make_snapshot({"cpu": {"a": 0.0}}), frozenset(), {}, NOW)
-    assert table.fragments["a"] == b'{"Host":"a","Score":10}'
-    assert table.fragments["zzz"] == b'{"Host":"zzz","Score":5}'
-    assert "zzz" not in table.fragments
-    assert table.passthrough["a"] == b'{"Host":"a","Score":0}'
-    from extender.wire import WireError
-
-    with pytest.raises(WireError, match="non-empty strings"):
-        table.fragments[7]  # type: ignore[index]

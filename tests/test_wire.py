@@ -14,7 +14,17 @@ from extender.wire import (
     parse_extender_args,
     parse_preemption_args,
 )
-from tests.conftest import NOW, SCHEDULER, fixture_bytes, fixture_json, make_settings, make_snapshot
+from tests.conftest import (
+    NOW,
+    SCHEDULER,
+    filter_answer,
+    fixture_bytes,
+    fixture_json,
+    make_settings,
+    make_snapshot,
+    preempt_answer,
+    prioritize_answer,
+)
 
 # Scores the captured answer used: cpu 0.4 -> 6, 0.7 -> 3, 0.1 -> 9, 0.3 -> 7.
 CAPTURED_CPU = {"node-1": 0.4, "node-2": 0.7, "node-3": 0.1, "node-4": 0.1, "node-5": 0.3}
@@ -47,27 +57,27 @@ def test_every_request_fixture_parses() -> None:
 def test_filter_answers_equal_the_captured_answers() -> None:
     e = engine()
     for form in ("nodecache", "fullnodes"):
-        out = e.filter(parse_extender_args(fixture_bytes(f"filter-{form}.json")), NOW)
-        assert orjson.loads(out.body) == fixture_json(f"filter-{form}.response.json")
+        out = filter_answer(e, parse_extender_args(fixture_bytes(f"filter-{form}.json")))
+        assert orjson.loads(out) == fixture_json(f"filter-{form}.response.json")
 
 
 def test_prioritize_answers_equal_the_captured_answers() -> None:
     e = engine()
     for form in ("nodecache", "fullnodes"):
-        body = e.prioritize(parse_extender_args(fixture_bytes(f"prioritize-{form}.json")), NOW)
+        body = prioritize_answer(e, parse_extender_args(fixture_bytes(f"prioritize-{form}.json")))
         assert orjson.loads(body) == fixture_json(f"prioritize-{form}.response.json")
 
 
 def test_preempt_answers_equal_the_captured_answers_in_both_forms() -> None:
     e = engine()
     for form in ("nodecache", "fullnodes"):
-        body = e.preempt(parse_preemption_args(fixture_bytes(f"preempt-{form}.json")), NOW)
+        body = preempt_answer(e, parse_preemption_args(fixture_bytes(f"preempt-{form}.json")))
         captured = fixture_json(f"preempt-{form}.response.json")
         assert orjson.loads(body) == captured
     # Victims are kept exactly as given: same UIDs as in the full-pod request.
     full = fixture_json("preempt-fullnodes.json")["NodeNameToVictims"]
     meta = orjson.loads(
-        e.preempt(parse_preemption_args(fixture_bytes("preempt-fullnodes.json")), NOW)
+        preempt_answer(e, parse_preemption_args(fixture_bytes("preempt-fullnodes.json")))
     )
     for node, victims in full.items():
         uids = [p["metadata"]["uid"] for p in victims["Pods"]]
@@ -77,7 +87,7 @@ def test_preempt_answers_equal_the_captured_answers_in_both_forms() -> None:
 def test_filter_failures_in_both_forms_answer_in_the_form_asked() -> None:
     e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
     names = orjson.loads(
-        e.filter(parse_extender_args(fixture_bytes("filter-nodecache.json")), NOW).body
+        filter_answer(e, parse_extender_args(fixture_bytes("filter-nodecache.json")))
     )
     assert names["Nodes"] is None
     assert names["NodeNames"] == ["node-1", "node-3", "node-4", "node-5"]
@@ -92,7 +102,7 @@ def test_filter_failures_in_both_forms_answer_in_the_form_asked() -> None:
         "Error",
     }
     full = orjson.loads(
-        e.filter(parse_extender_args(fixture_bytes("filter-fullnodes.json")), NOW).body
+        filter_answer(e, parse_extender_args(fixture_bytes("filter-fullnodes.json")))
     )
     assert full["NodeNames"] is None
     kept = [n["metadata"]["name"] for n in full["Nodes"]["items"]]
@@ -103,7 +113,7 @@ def test_filter_failures_in_both_forms_answer_in_the_form_asked() -> None:
     assert all(item == original[item["metadata"]["name"]] for item in full["Nodes"]["items"])
     # Preemption on a node our filter rejects is dropped; the others keep their victims.
     pre = orjson.loads(
-        e.preempt(parse_preemption_args(fixture_bytes("preempt-nodecache.json")), NOW)
+        preempt_answer(e, parse_preemption_args(fixture_bytes("preempt-nodecache.json")))
     )
     assert sorted(pre["NodeNameToMetaVictims"]) == ["node-1", "node-3", "node-4", "node-5"]
 
@@ -111,11 +121,11 @@ def test_filter_failures_in_both_forms_answer_in_the_form_asked() -> None:
 def test_nominated_retry_and_nodeselector_subsets() -> None:
     e = engine()
     one = orjson.loads(
-        e.filter(parse_extender_args(fixture_bytes("filter-nodecache-nominated.json")), NOW).body
+        filter_answer(e, parse_extender_args(fixture_bytes("filter-nodecache-nominated.json")))
     )
     assert one["NodeNames"] == ["node-4"]
     three = parse_extender_args(fixture_bytes("filter-nodecache-nodeselector.json"))
-    assert orjson.loads(e.filter(three, NOW).body)["NodeNames"] == three.names
+    assert orjson.loads(filter_answer(e, three))["NodeNames"] == three.names
 
 
 def test_pods_of_other_schedulers_pass_through() -> None:
@@ -123,8 +133,8 @@ def test_pods_of_other_schedulers_pass_through() -> None:
     data = fixture_json("filter-nodecache.json")
     data["Pod"]["spec"]["schedulerName"] = "default-scheduler"
     args = parse_extender_args(orjson.dumps(data))
-    assert orjson.loads(e.filter(args, NOW).body)["NodeNames"] == args.names
-    scores = orjson.loads(e.prioritize(args, NOW))
+    assert orjson.loads(filter_answer(e, args))["NodeNames"] == args.names
+    scores = orjson.loads(prioritize_answer(e, args))
     assert {s["Score"] for s in scores} == {0}
     assert len(e.pods) == 0  # not remembered for bind
 
@@ -132,7 +142,7 @@ def test_pods_of_other_schedulers_pass_through() -> None:
 def test_pod_facts_read_requests() -> None:
     args = parse_extender_args(fixture_bytes("filter-nodecache.json"))
     assert args.pod.uid == "9e764942-ad6e-420d-b0b4-8a8d15daa8fb"
-    assert args.pod.cpu_requests == ("500m",)
+    assert args.pod.cpu_request == 0.5
 
 
 @pytest.mark.parametrize(
@@ -169,8 +179,7 @@ def test_bad_extender_args(body: bytes, message: str) -> None:
         parse_extender_args(body)
 
 
-def test_bad_names_found_by_the_lookups() -> None:
-    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
+def test_bad_names_found_where_the_body_is_decoded() -> None:
     for names in ([1, 2], ["node-1", None], ["node-1", ""], [["x"]], [{"a": 1}]):
         body = orjson.dumps(
             {
@@ -178,11 +187,8 @@ def test_bad_names_found_by_the_lookups() -> None:
                 "NodeNames": names,
             }
         )
-        args = parse_extender_args(body)
         with pytest.raises(WireError, match="NodeNames"):
-            e.filter(args, NOW)
-        with pytest.raises(WireError):
-            e.prioritize(args, NOW)
+            parse_extender_args(body)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from tests.loopback import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -159,13 +160,6 @@ def answer_hosts(verb: str, answer: Any) -> int:
 
 
 # -- processes -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

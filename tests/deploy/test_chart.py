@@ -20,16 +20,15 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
 from extender.app import verb_paths
 from extender.cli import scheduler_extender
 from extender.config import Settings, load_settings
-
-helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "decice-extender"

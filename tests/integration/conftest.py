@@ -8,8 +8,8 @@
   it, and the fixture waits until none of the exporter's old series are visible, so
   each test starts from an empty view.
 
-Skips with a reason if the prometheus binary is missing, except under ``CI=true``
-where the test fails instead.
+A missing prometheus binary fails the test with a message naming ``scripts/setup``;
+it is never a skip (see ``promharness.prometheus_binary``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.promharness import FakeExporter, PrometheusServer, prometheus_binary
+from tests.integration.promharness import FakeExporter, PrometheusServer, prometheus_binary
 
 
 @pytest.fixture(scope="module")

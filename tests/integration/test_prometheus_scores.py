@@ -12,15 +12,11 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.app import create_app
-from extender.binding import Binder
 from extender.config import DEFAULT_CPU_QUERY, Settings, parse_settings
-from extender.engine import Engine
 from extender.kube import KubeClient
-from extender.metrics import PrometheusProvider, Refresher, empty_snapshot
-from extender.telemetry import Telemetry
+from extender.service import build_service
+from tests.integration.promharness import FakeExporter, PrometheusServer, approx_values
 from tests.kubeapi import FakeKubeAPI, client_for
-from tests.promharness import FakeExporter, PrometheusServer, approx_values
 
 pytestmark = pytest.mark.integration
 
@@ -65,13 +61,9 @@ async def test_scores_and_verdicts_follow_prometheus(
         DEFAULT_CPU_QUERY, approx_values({"node-1": 0.2, "node-2": 0.95, "node-3": 0.5})
     )
     settings = policy(prometheus.url)
-    engine = Engine(settings, empty_snapshot(settings), 0.0)
-    telemetry = Telemetry()
-    refresher = Refresher(
-        settings, engine, PrometheusProvider(settings.prometheus), None, telemetry
-    )
-    app = create_app(settings, engine, Binder(settings, engine, None), telemetry, refresher)
-    with TestClient(app) as client:  # lifespan: the first refresh runs before serving
+    service = build_service(settings)
+    refresher = service.refresher
+    with TestClient(service.app) as client:  # lifespan: the first refresh runs before serving
         assert client.get("/readyz").json()["metrics"]["cpu"]["nodes"] == 3
         assert scores(client) == {"node-1": 8, "node-2": 1, "node-3": 5}
         verdict = ask(client, "filter", NODES)
@@ -107,12 +99,9 @@ async def test_instance_label_maps_addresses_to_nodes_through_the_api(
                 "metrics": [{"name": "cpu", "query": query}],
             }
         )
-        engine = Engine(settings, empty_snapshot(settings), 0.0)
-        kube = KubeClient(client_for(api), timeout=2, retries=0)
-        refresher = Refresher(
-            settings, engine, PrometheusProvider(settings.prometheus), kube.list_nodes
-        )
-        assert await refresher.refresh_once() == {}
+        service = build_service(settings, kube=KubeClient(client_for(api), timeout=2, retries=0))
+        engine = service.engine
+        assert await service.refresher.refresh_once() == {}
     assert dict(engine.snapshot.metrics["cpu"].values) == pytest.approx(
         {"node-1": 0.1, "node-2": 0.7}
     )
@@ -131,8 +120,8 @@ async def test_nodename_label_and_unreachable_prometheus_keeps_last_values(
             "herdGuard": {"enabled": False},
         }
     )
-    engine = Engine(settings, empty_snapshot(settings), 0.0)
-    refresher = Refresher(settings, engine, PrometheusProvider(settings.prometheus))
+    service = build_service(settings)
+    engine, refresher = service.engine, service.refresher
     assert await refresher.refresh_once() == {}
     assert engine.table(engine.snapshot.taken_at).scores == {"node-1": 8, "node-2": 3}
     prometheus.stop()

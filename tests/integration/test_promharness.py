@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from tests.promharness import (
+from tests.integration.promharness import (
     STOCK_NODE_CPU_QUERY,
     FakeExporter,
     PrometheusServer,
@@ -76,7 +76,7 @@ def test_stock_join_follows_values_and_survives_restart(
 
     # a removed node disappears (staleness markers)
     exporter.remove("node-2")
-    prometheus.wait_for(STOCK_NODE_CPU_QUERY, approx_values({"node-1": 0.7}), timeout=10)
+    prometheus.wait_for(STOCK_NODE_CPU_QUERY, approx_values({"node-1": 0.7}), timeout=30)
 
     # stop: no answer; restart on the same port and data dir: answers again
     url = prometheus.url
@@ -109,7 +109,7 @@ def test_garbage_values_and_failing_target(
 
     # a failing scrape marks the target's series stale: they vanish
     exporter.serve_raw("boom", status=500)
-    prometheus.wait_for("decice_node_cpu", lambda r: not r, timeout=10)
+    prometheus.wait_for("decice_node_cpu", lambda r: not r, timeout=30)
     prometheus.wait_for(
         'up{job="fake-exporter"}', lambda r: values_by(r, "job") == {"fake-exporter": 0.0}
     )

@@ -21,13 +21,9 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.app import create_app
-from extender.binding import Binder
 from extender.config import load_settings
-from extender.engine import Engine
-from extender.metrics import PrometheusProvider, Refresher, empty_snapshot
-from extender.telemetry import Telemetry
-from tests.promharness import (
+from extender.service import build_service
+from tests.integration.promharness import (
     PrometheusServer,
     StockExporter,
     approx_values,
@@ -85,12 +81,9 @@ async def test_shipped_policy_reads_the_stock_recording_rules(
     # Prometheus's own answer first: the rules joined node-exporter to node names.
     prometheus.wait_for(query, approx_values(LOAD, tol=0.005), timeout=40)
 
-    engine = Engine(settings, empty_snapshot(settings), 0.0)
-    telemetry = Telemetry()
-    provider = PrometheusProvider(settings.prometheus)
-    refresher = Refresher(settings, engine, provider, None, telemetry)
-    app = create_app(settings, engine, Binder(settings, engine, None), telemetry, refresher)
-    with TestClient(app) as client:
+    service = build_service(settings)
+    refresher = service.refresher
+    with TestClient(service.app) as client:
         ready = client.get("/readyz").json()
         assert ready["ready"] is True and ready["metrics"]["cpu"]["nodes"] == 3
         scores = {h["Host"]: h["Score"] for h in ask(client, "prioritize")}

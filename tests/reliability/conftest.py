@@ -1,27 +1,19 @@
-"""In-process stacks for the reliability tests: the real app, engine and binder, with a
-static snapshot and a KubeClient talking to tests.kubeapi.FakeKubeAPI."""
+"""In-process stacks for the reliability tests: extender.service.build_service with the
+static policy below and a KubeClient talking to tests.kubeapi.FakeKubeAPI."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes.client
 import orjson
 import pytest
-from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from extender.app import create_app
-from extender.binding import Binder
 from extender.config import Settings, parse_settings
-from extender.engine import Engine
 from extender.kube import KubeClient
-from extender.metrics import Refresher
-from extender.telemetry import Telemetry
-from tests.conftest import make_snapshot
+from extender.service import Service, build_service
 from tests.integration.conftest import (  # noqa: F401 - real Prometheus fixtures, re-exported
     _shared_exporter,
     _shared_prometheus,
@@ -46,44 +38,11 @@ def policy(**overrides: Any) -> dict[str, Any]:
         "static": {"nodes": {n: {"cpu": v} for n, v in NODES.items()}},
         "metrics": [{"name": "cpu", "filter": {"above": 0.9}, "maxAge": 3600}],
         "bind": {"enabled": True, "timeout": 0.5, "retries": 2},
+        # Static values load at start-up; no later refresh replaces what a test installs.
+        "prometheus": {"interval": 3600},
     }
     raw.update(overrides)
     return raw
-
-
-@dataclass
-class Stack:
-    settings: Settings
-    app: Starlette
-    engine: Engine
-    binder: Binder
-    telemetry: Telemetry
-
-
-def build_stack(
-    settings: Settings,
-    kube: KubeClient | None,
-    refresher_factory: Callable[[Settings, Engine, Telemetry], Refresher] | None = None,
-    clock: Callable[[], float] = time.time,
-) -> Stack:
-    """What extender.cli.build_service wires, with a static snapshot or a given refresher."""
-    now = clock()
-    telemetry = Telemetry()
-    if refresher_factory is None:
-        values: dict[str, dict[str, float]] = {
-            m.name: {n: v[m.name] for n, v in settings.static_nodes.items() if m.name in v}
-            for m in settings.metrics
-        }
-        engine = Engine(settings, make_snapshot(values, fetched_at=now), now)
-        refresher = None
-    else:
-        from extender.metrics import empty_snapshot
-
-        engine = Engine(settings, empty_snapshot(settings), now)
-        refresher = refresher_factory(settings, engine, telemetry)
-    binder = Binder(settings, engine, kube, clock=clock, on_outcome=telemetry.bound)
-    app = create_app(settings, engine, binder, telemetry, refresher, clock=clock)
-    return Stack(settings, app, engine, binder, telemetry)
 
 
 def kube_client(api: FakeKubeAPI | str, settings: Settings, token: str | None = None) -> KubeClient:
@@ -141,12 +100,12 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def stack(kube_api: FakeKubeAPI, settings: Settings) -> Stack:
-    return build_stack(settings, kube_client(kube_api, settings))
+def stack(kube_api: FakeKubeAPI, settings: Settings) -> Service:
+    return build_service(settings, kube=kube_client(kube_api, settings))
 
 
 @pytest.fixture
-def client(stack: Stack) -> Iterator[TestClient]:
+def client(stack: Service) -> Iterator[TestClient]:
     with TestClient(stack.app) as c:
         yield c
 

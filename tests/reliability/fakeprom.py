@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-LOCALHOST = "127.0.0.1"
+from tests.loopback import LoopbackServer
+
 TS = 1_800_000_000.0
 
 
@@ -78,21 +79,11 @@ class FakePrometheus:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer((LOCALHOST, 0), Handler)
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="fake-prometheus",
-            daemon=True,
-        )
-        self._thread.start()
+        self._server = LoopbackServer(Handler, name="fake-prometheus")
 
     @property
     def url(self) -> str:
-        port: int = self._server.server_address[1]
-        return f"http://{LOCALHOST}:{port}"
+        return self._server.url
 
     # -- control
     def vector(self, values: Mapping[str, Any], label: str = "node") -> None:
@@ -122,9 +113,7 @@ class FakePrometheus:
     # -- lifecycle
     def close(self) -> None:
         self._release.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.close()
 
     def __enter__(self) -> FakePrometheus:
         return self

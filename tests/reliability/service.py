@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,14 +24,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-LOCALHOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOCALHOST, 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.loopback import LOCALHOST as LOCALHOST  # re-exported: test_load uses it
+from tests.loopback import free_port
 
 
 def command() -> list[str]:
@@ -49,6 +42,10 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+class _PortTaken(Exception):
+    """The service could not bind its port: another socket took it after free_port()."""
 
 
 class Service:
@@ -81,7 +78,19 @@ class Service:
         assert self.proc is not None
         return self.proc.pid
 
-    def start(self, timeout: float = 20.0) -> Service:
+    def start(self, timeout: float = 60.0) -> Service:
+        """Start the process and wait (at most `timeout` s) until /healthz answers 200.
+
+        free_port() only says the port was free a moment ago: if another socket took it
+        before the service bound it, the service is started again on another port."""
+        for _ in range(3):
+            try:
+                return self._start_once(timeout)
+            except _PortTaken:
+                self.port = free_port()
+        raise AssertionError(f"service found its port taken 3 times:\n{self.stderr()}")
+
+    def _start_once(self, timeout: float) -> Service:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PROMETHEUS_URL")}
         env.update(self.env)
         argv = [*command(), "serve", "--config", str(self.config), "--port", str(self.port)]
@@ -90,10 +99,14 @@ class Service:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT, env=env
             )
+        # A ceiling for a stuck start, not a measurement: a loaded 2-core machine needs
+        # several seconds for the imports alone.
         deadline = time.monotonic() + timeout
         last = "no answer"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if "address already in use" in self.stderr().lower():
+                    raise _PortTaken(self.port)
                 raise AssertionError(
                     f"service exited with {self.proc.returncode} before healthy:\n{self.stderr()}"
                 )

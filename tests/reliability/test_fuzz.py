@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from extender.config import Settings
+from extender.service import Service, build_service
 from tests.conftest import fixture_json
 from tests.kubeapi import FakeKubeAPI
-from tests.reliability.conftest import MAX_BODY, NS, Stack, build_stack, kube_client
+from tests.reliability.conftest import MAX_BODY, NS, kube_client
 from tests.reliability.counts import COUNTS
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
@@ -78,18 +79,18 @@ odd_text = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[tuple[Stack, FakeKubeAPI]]:
+def stack() -> Iterator[tuple[Service, FakeKubeAPI]]:
     from extender.config import parse_settings
     from tests.reliability.conftest import policy
 
     settings: Settings = parse_settings(policy())
     with FakeKubeAPI() as api:
         api.add_pod(NS, "with-requests", "9e764942-ad6e-420d-b0b4-8a8d15daa8fb")
-        yield build_stack(settings, kube_client(api, settings)), api
+        yield build_service(settings, kube=kube_client(api, settings)), api
 
 
 @pytest.fixture(scope="module")
-def client(stack: tuple[Stack, FakeKubeAPI]) -> Iterator[TestClient]:
+def client(stack: tuple[Service, FakeKubeAPI]) -> Iterator[TestClient]:
     with TestClient(stack[0].app, raise_server_exceptions=False) as c:
         yield c
 
@@ -168,30 +169,53 @@ def _paths(doc: Any, prefix: tuple[Any, ...] = (), depth: int = 0) -> Iterator[t
 PATHS = {verb: [p for p in _paths(body) if p] for verb, body in VALID.items()}
 
 
+def _writable(container: dict[str, Any] | list[Any], key: Any) -> bool:
+    """`container[key] = value` keeps a JSON document: a str key of a dict (JSON object
+    keys are strings), or the index of an item of a list."""
+    if isinstance(container, dict):
+        return isinstance(key, str)
+    return type(key) is int and 0 <= key < len(container)
+
+
+def _holds(container: dict[str, Any] | list[Any], key: Any) -> bool:
+    """`container[key]` exists."""
+    return _writable(container, key) and (isinstance(container, list) or key in container)
+
+
+def _container(doc: Any, path: tuple[Any, ...]) -> dict[str, Any] | list[Any] | None:
+    """The object or array that `path`'s last key addresses, or None when an earlier
+    mutation removed or replaced a step of the path (a list may have become an object:
+    an index then addresses nothing, it is never written as an object key)."""
+    node = doc
+    for key in path[:-1]:
+        if not isinstance(node, dict | list) or not _holds(node, key):
+            return None
+        node = node[key]
+    return node if isinstance(node, dict | list) else None
+
+
 @st.composite
 def mutated(draw: st.DrawFn, verb: str) -> Any:
-    """The captured body with 1..3 mutations: a value replaced, a key removed, a key added."""
+    """The captured body with 1..3 mutations: a value replaced, a key removed, a key added.
+    Every mutation keeps a JSON document (str object keys), so orjson can send it."""
     doc = copy.deepcopy(VALID[verb])
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(PATHS[verb]))
-        parent: Any = doc
-        try:
-            for key in path[:-1]:
-                parent = parent[key]
-            last = path[-1]
-            action = draw(st.sampled_from(["replace", "delete", "add", "text"]))
-            if action == "replace":
-                parent[last] = draw(json_values)
-            elif action == "text":
-                parent[last] = draw(odd_text)
-            elif action == "delete":
-                del parent[last]
-            elif isinstance(parent, dict):
-                parent[draw(st.text(max_size=12))] = draw(json_values)
-            elif isinstance(parent, list):
-                parent.append(draw(json_values))
-        except (KeyError, IndexError, TypeError):
+        parent = _container(doc, path)
+        if parent is None:
             continue  # an earlier mutation removed or replaced this path
+        last = path[-1]
+        action = draw(st.sampled_from(["replace", "delete", "add", "text"]))
+        if action in ("replace", "text"):
+            if _writable(parent, last):
+                parent[last] = draw(json_values if action == "replace" else odd_text)
+        elif action == "delete":
+            if _holds(parent, last):
+                del parent[last]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(max_size=12))] = draw(json_values)
+        else:
+            parent.append(draw(json_values))
     return doc
 
 

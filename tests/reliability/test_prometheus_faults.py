@@ -10,7 +10,7 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -18,12 +18,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from extender.config import Settings, parse_settings
-from extender.engine import Engine
-from extender.metrics import PrometheusProvider, Refresher
-from extender.telemetry import Telemetry
-from tests.reliability.conftest import Stack, build_stack, extender_args
+from extender.service import Service, build_service
+from tests.loopback import free_port, wait_until
+from tests.reliability.conftest import extender_args
 from tests.reliability.fakeprom import FakePrometheus, series, success
-from tests.reliability.service import free_port
 
 T0 = 1_800_000_000.0
 MAX_AGE = 30.0
@@ -68,21 +66,12 @@ class Harness:
 
     def __init__(self, settings: Settings) -> None:
         self.clock = Clock()
-        self.refresher: Refresher | None = None
-
-        def factory(s: Settings, engine: Engine, telemetry: Telemetry) -> Refresher:
-            self.refresher = Refresher(
-                s, engine, PrometheusProvider(s.prometheus), None, telemetry, self.clock
-            )
-            return self.refresher
-
-        self.stack: Stack = build_stack(settings, None, factory, clock=self.clock)
-        assert self.refresher is not None
+        self.stack: Service = build_service(settings, clock=self.clock)
+        self.refresher = self.stack.refresher
         # the lifespan would run the refresher; here the test does, one round at a time
         self.client: TestClient = TestClient(self.stack.app)
 
     def refresh(self) -> dict[str, str]:
-        assert self.refresher is not None
         return asyncio.run(self.refresher.refresh_once())
 
     def verdicts(self) -> tuple[dict[str, str], dict[str, int]]:
@@ -193,12 +182,12 @@ def test_slow_prometheus_times_out_and_does_not_block(prom: FakePrometheus) -> N
     prom.delay(3.0)  # > prometheus.timeout 0.5
     started = time.monotonic()
     errors = h.refresh()
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 3.0  # gave up before the held 3 s answer
     assert "Timeout" in errors["cpu"]
-    # the request path never waits on Prometheus
-    started = time.monotonic()
+    # the request path never asks Prometheus anything
+    asked = len(prom.headers)
     h.verdicts()
-    assert time.monotonic() - started < 0.5
+    assert len(prom.headers) == asked
 
 
 # --- garbage in a 200 answer ----------------------------------------------------------------------
@@ -353,34 +342,21 @@ def test_back_off_doubles_to_the_ceiling_and_resets(prom: FakePrometheus) -> Non
     assert h.refresher.delay() == 1
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 @pytest.mark.parametrize("first", ["500", "slow"])
 def test_recovers_on_its_own(prom: FakePrometheus, first: str) -> None:
     """The real lifespan loop: Prometheus bad at start-up, then fine; no restart needed.
     (Refused connections at start-up: test_real_prometheus, which stops a real one.)"""
     settings = prom_policy(prom.url, "fail-closed", interval=0.1, timeout=0.3, maxBackoff=0.4)
 
-    def factory(s: Settings, engine: Engine, telemetry: Telemetry) -> Refresher:
-        return Refresher(s, engine, PrometheusProvider(s.prometheus), None, telemetry)
-
     if first == "500":
         prom.raw(500, b"starting")
     else:
         prom.vector({"node-1": "0.2"})
         prom.delay(1.0)
-    stack = build_stack(settings, None, factory)
-    with TestClient(stack.app) as client:
+    with TestClient(build_service(settings).app) as client:
         assert client.get("/readyz").status_code == 503
         prom.vector({"node-1": "0.2"})
-        assert wait_until(lambda: client.get("/readyz").status_code == 200, 5)
+        assert wait_until(lambda: client.get("/readyz").status_code == 200, 30)
         answer = client.post(
             "/filter",
             content=json.dumps(extender_args("u", "p", ["node-1"])),

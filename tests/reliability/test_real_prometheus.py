@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.promharness import FakeExporter, PrometheusServer
+from tests.integration.promharness import FakeExporter, PrometheusServer
+from tests.loopback import wait_until
 from tests.reliability.conftest import extender_args, policy
 from tests.reliability.service import Service, running_service
 
@@ -30,14 +29,6 @@ def filtered(svc: Service) -> dict[str, str]:
     assert status == 200
     failed: dict[str, str] = json.loads(body)["FailedAndUnresolvableNodes"]
     return failed
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, f"timed out after {timeout}s: {what}"
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 def test_prometheus_down_at_start_up_then_mid_run(
@@ -71,15 +62,15 @@ def test_prometheus_down_at_start_up_then_mid_run(
         # (ready comes first: a fresh but still empty answer, before the first scrape)
         wait_until(lambda: set(filtered(svc)) == {"node-2"}, 30, "data after Prometheus started")
         assert svc.get("/readyz")[0] == 200
-        assert age(svc) < 3
+        assert age(svc) < MAX_AGE
 
         # going down mid-run: last values serve until maxAge, then fail-closed filters
         prometheus.stop()
-        down = time.monotonic()
         assert set(filtered(svc)) == {"node-2"}
-        wait_until(lambda: svc.get("/readyz")[0] == 503, MAX_AGE + 5, "not ready after maxAge")
-        assert time.monotonic() - down >= MAX_AGE - 1.5
-        assert age(svc) > MAX_AGE - 1
+        wait_until(lambda: svc.get("/readyz")[0] == 503, MAX_AGE + 30, "not ready after maxAge")
+        # not ready only once the last values aged past maxAge (the age says so, whatever
+        # the machine's load did to the wall clock in between)
+        assert age(svc) > MAX_AGE
         failed = filtered(svc)
         assert set(failed) == {"node-1", "node-2"} and "maxAge" in failed["node-1"]
         _, ready = svc.get("/readyz")

@@ -12,17 +12,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schemathesis.generation.modes import GenerationMode
 
 from extender.config import parse_settings
+from extender.service import build_service
 from tests.kubeapi import FakeKubeAPI
-from tests.reliability.conftest import NS, build_stack, kube_client, policy
+from tests.reliability.conftest import NS, kube_client, policy
 from tests.reliability.counts import COUNTS
 from tests.reliability.test_fuzz import check
-
-schemathesis = pytest.importorskip("schemathesis", reason="pip install schemathesis (test extra)")
-from schemathesis.generation.modes import GenerationMode  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def api_schema() -> Iterator[Any]:
     settings = parse_settings(policy())
     with FakeKubeAPI() as api:
         api.add_pod(NS, "with-requests", "9e764942-ad6e-420d-b0b4-8a8d15daa8fb")
-        stack = build_stack(settings, kube_client(api, settings))
+        stack = build_service(settings, kube=kube_client(api, settings))
         yield schemathesis.openapi.from_asgi("/openapi.json", stack.app)
 
 

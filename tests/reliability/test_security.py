@@ -7,30 +7,33 @@ import json
 import logging
 import socket
 import ssl
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import trustme
 import yaml
 from starlette.testclient import TestClient
 
 from extender.config import ServerSettings, parse_settings
+from extender.service import Service, build_service
 from tests.conftest import fixture_bytes, make_snapshot
 from tests.kubeapi import FakeKubeAPI, write_kubeconfig
+from tests.loopback import LOCALHOST, wait_until
 from tests.reliability.conftest import (
     NODES,
     NS,
-    Stack,
     binding_args,
-    build_stack,
     extender_args,
     kube_client,
     policy,
     post,
 )
 from tests.reliability.fakeprom import FakePrometheus
-from tests.reliability.service import LOCALHOST, running_service
+from tests.reliability.service import running_service
 
 REPO = Path(__file__).resolve().parents[2]
 TLS_SCHEDULER_CONFIG = REPO / "config" / "scheduler-config-tls.yaml"
@@ -79,7 +82,6 @@ def raw_request(
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A server CA and certificate for serverName + 127.0.0.1, a client CA, a client
     certificate (the scheduler's) and a certificate from an unrelated CA."""
-    trustme = pytest.importorskip("trustme", reason="pip install trustme (test extra)")
     d = tmp_path_factory.mktemp("pki")
     server_name = extender_entry()["tlsConfig"]["serverName"]
     server_ca, client_ca, rogue_ca = trustme.CA(), trustme.CA(), trustme.CA()
@@ -207,7 +209,7 @@ def test_guard_refuses_a_foreign_pod(
 def test_guard_binds_a_foreign_pod_when_told_to(kube_api: FakeKubeAPI) -> None:
     settings = parse_settings(policy(bind={"enabled": True, "foreignPods": "bind"}))
     kube_api.add_pod(NS, "p1", UID, scheduler_name="default-scheduler")
-    with TestClient(build_stack(settings, kube_client(kube_api, settings)).app) as c:
+    with TestClient(build_service(settings, kube=kube_client(kube_api, settings)).app) as c:
         _, answer = post(c, "bind", binding_args(UID, "p1", "node-1"))
     assert answer["Error"] == ""
     assert kube_api.bind_count(NS, "p1") == 1
@@ -238,7 +240,7 @@ def test_guard_refuses_a_node_the_filter_rejected(
 
 
 def test_guard_uses_the_latest_filter_call(
-    kube_api: FakeKubeAPI, stack: Stack, client: TestClient, caplog: pytest.LogCaptureFixture
+    kube_api: FakeKubeAPI, stack: Service, client: TestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     """node-1 passed the first filter call; fresh data then pushes it over the threshold,
     the scheduler filters again, and a bind to node-1 is refused."""
@@ -281,13 +283,14 @@ def test_guard_refuses_names_kubernetes_would_never_have(
 ) -> None:
     args = binding_args(UID, "p1", "node-1")
     args[field] = value
+    before = list(kube_api.requests)  # the start-up node list
     status, answer = post(client, "bind", args)
     assert (
         status == 200
         and f"{field} " in answer["Error"]
         and "not a valid Kubernetes name" in answer["Error"]
     )
-    assert kube_api.requests == []  # refused before any API call
+    assert kube_api.requests == before  # refused before any API call
     [line] = refused(caplog)
     assert "\n" not in line  # a newline in a name cannot forge a log line
 
@@ -330,8 +333,6 @@ def test_limits_and_secrets_on_the_real_server(tmp_path: Path) -> None:
             )
             assert status == 413
             # wrong content type through the real server
-            import urllib.request
-
             req = urllib.request.Request(svc.url + "/filter", data=b"{}", method="POST")
             req.add_header("Content-Type", "text/plain")
             try:
@@ -350,10 +351,12 @@ def test_limits_and_secrets_on_the_real_server(tmp_path: Path) -> None:
                 "Error"
             ]
             assert "401" in error and kube_token not in error
-            # wait for a few refreshes against the echoing Prometheus
-            deadline = __import__("time").monotonic() + 5
-            while len(prom.headers) < 3 and __import__("time").monotonic() < deadline:
-                __import__("time").sleep(0.1)
+            # a few refreshes against the echoing Prometheus, and their failure logged
+            wait_until(
+                lambda: len(prom.headers) >= 3 and "refresh of metric cpu failed" in svc.stderr(),
+                30,
+                "three refreshes against the echoing Prometheus, their failure logged",
+            )
         log = svc.stderr()
     assert any(h.get("authorization") == f"Bearer {prom_token}" for h in prom.headers)
     assert any(r.headers.get("authorization") == f"Bearer {kube_token}" for r in api.requests)

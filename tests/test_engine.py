@@ -1,0 +1,90 @@
+"""extender.engine: the decisions for filter, prioritize and preempt (wire.py encodes them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from extender.engine import Engine
+from extender.wire import parse_extender_args, parse_preemption_args
+from tests.conftest import NOW, make_settings, make_snapshot
+
+CPU = {"a": 0.2, "b": 0.95, "c": 0.5}
+
+
+def engine(**policy: Any) -> Engine:
+    raw: dict[str, Any] = {"metrics": [{"name": "cpu", "filter": {"above": 0.9}}]}
+    raw.update(policy)
+    return Engine(make_settings(**raw), make_snapshot({"cpu": CPU}), NOW)
+
+
+def args(names: list[str], scheduler: str = "decice_sched", cpu: str = "500m") -> bytes:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+    return orjson.dumps({"Pod": pod, "NodeNames": names, "Nodes": None})
+
+
+def test_filter_decides_the_failed_nodes_and_remembers_the_pod() -> None:
+    e = engine()
+    decision = e.filter(parse_extender_args(args(["a", "b", "c", "zz"])), NOW)
+    assert decision.failed == {"b": "decice: metric cpu=0.95 is above the threshold 0.9"}
+    memo = e.pods.get("u-1")
+    assert memo is not None and memo.rejected == {"b"}
+    assert memo.candidates == frozenset({"a", "b", "c", "zz"})
+    assert memo.facts.cpu_request == 0.5
+
+
+def test_filter_passes_every_node_for_pods_that_are_not_ours() -> None:
+    e = engine()
+    decision = e.filter(parse_extender_args(args(["a", "b"], scheduler="other")), NOW)
+    assert decision.failed == {}
+    assert e.pods.get("u-1") is None
+
+
+def test_prioritize_uses_the_precomputed_fragments_on_the_fast_path() -> None:
+    e = engine()
+    names = ["c", "a", "zz"]
+    out = e.prioritize(parse_extender_args(args(names)), NOW)
+    assert out.fragments is not None and list(out.hosts) == names
+    assert out.fragments["a"] == b'{"Host":"a","Score":8}'
+    assert out.fragments["zz"] == b'{"Host":"zz","Score":5}'  # unknown: neutral, fail-open
+    foreign = e.prioritize(parse_extender_args(args(names, scheduler="other")), NOW)
+    assert foreign.fragments is not None
+    assert {foreign.fragments[n] for n in ("a", "c")} == {
+        b'{"Host":"a","Score":0}',
+        b'{"Host":"c","Score":0}',
+    }
+
+
+def test_prioritize_scores_per_request_for_max_hosts() -> None:
+    e = engine(prioritize={"maxHosts": 2})
+    out = e.prioritize(parse_extender_args(args(["b", "c", "a"])), NOW)
+    assert out.fragments is None
+    assert (list(out.hosts), list(out.scores)) == (["c", "a"], [5, 8])
+
+
+def test_preempt_keeps_victims_on_the_nodes_the_filter_passes() -> None:
+    e = engine()
+    body = {
+        "Pod": {"metadata": {"name": "p"}, "spec": {"schedulerName": "decice_sched"}},
+        "NodeNameToMetaVictims": {
+            "a": {"Pods": [{"UID": "v1"}], "NumPDBViolations": 0},
+            "b": {"Pods": [{"UID": "v2"}], "NumPDBViolations": 0},
+        },
+    }
+    kept = e.preempt(parse_preemption_args(orjson.dumps(body)), NOW)
+    assert set(kept) == {"a"}
+
+
+def test_a_reservation_rescores_the_node_at_once() -> None:
+    e = engine()
+    before = e.table(NOW).scores["a"]
+    assert e.reserve("u-9", "a", 2.0, NOW)  # 2 cores of a 4-core default node: +0.5
+    assert e.table(NOW).scores["a"] < before
+    assert not e.reserve("u-9", "a", 2.0, NOW)  # counted once per UID

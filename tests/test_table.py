@@ -1,0 +1,30 @@
+"""extender.table: the answers precomputed per snapshot, and their patches for the herd guard."""
+
+from __future__ import annotations
+
+from extender.table import build_table, patch_table
+from tests.conftest import NOW, make_settings, make_snapshot
+
+
+def test_fragments_for_unknown_nodes() -> None:
+    s = make_settings(metrics=[{"name": "cpu"}])
+    table = build_table(s, make_snapshot({"cpu": {"a": 0.0}}), frozenset(), {}, NOW)
+    assert table.fragments["a"] == b'{"Host":"a","Score":10}'
+    assert table.fragments["zzz"] == b'{"Host":"zzz","Score":5}'
+    assert "zzz" not in table.fragments
+    assert table.passthrough["a"] == b'{"Host":"a","Score":0}'
+
+
+def test_patch_rescored_only_the_nodes_whose_load_changed() -> None:
+    s = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}])
+    snap = make_snapshot({"cpu": {"a": 0.5, "b": 0.5}})
+    base = build_table(s, snap, frozenset(), {}, NOW)
+    assert base.passes_all and base.ok == {"a", "b"}
+    hot = patch_table(base, s, snap, {"a": 0.45}, NOW)
+    assert hot.reasons == {"a": "decice: metric cpu=0.95 is above the threshold 0.9"}
+    assert hot.ok == {"b"} and not hot.passes_all
+    assert hot.evals["b"] is base.evals["b"]  # untouched
+    assert hot.fragments["a"] == b'{"Host":"a","Score":1}'
+    assert patch_table(hot, s, snap, {"a": 0.45}, NOW) is hot  # nothing changed
+    cool = patch_table(hot, s, snap, {}, NOW)
+    assert cool.passes_all and cool.scores == base.scores
