@@ -192,5 +192,4 @@ def create_app(
             Route(f"{base}/metrics", metrics, methods=["GET"]),
             Route(f"{base}/openapi.json", openapi, methods=["GET"]),
         ]
-    telemetry.watch(lambda: engine.snapshot, clock)
     return Starlette(routes=routes, lifespan=lifespan)

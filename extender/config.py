@@ -155,6 +155,14 @@ class PrioritizeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ExplainSettings:
+    node_metrics: bool = True
+    """Export each node's score and metric values in /metrics (decice_node_score,
+    decice_node_metric): one series per node and metric, so off for clusters that do not
+    want thousands of series."""
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     metrics: tuple[MetricSettings, ...]
     scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})
@@ -166,6 +174,7 @@ class Settings:
     bind: BindSettings = field(default_factory=BindSettings)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     prioritize: PrioritizeSettings = field(default_factory=PrioritizeSettings)
+    explain: ExplainSettings = field(default_factory=ExplainSettings)
 
     @property
     def filters_anything(self) -> bool:
@@ -287,6 +296,7 @@ _TOP = {
     "bind",
     "kubernetes",
     "prioritize",
+    "explain",
 }
 
 
@@ -326,6 +336,8 @@ def parse_settings(
     )
     if max_hosts == 0:
         r.problems.append("prioritize.maxHosts: must be a positive integer or null, got 0")
+    explain_raw = r.section(top.get("explain"), "explain", {"nodeMetrics"})
+    node_metrics = r.get(explain_raw, "explain", "nodeMetrics", _boolean, True, "true or false")
     if provider == "static" and not static_nodes:
         r.problems.append("static.nodes: provider is static but no node values are given")
 
@@ -342,6 +354,7 @@ def parse_settings(
         bind=bind,
         kubernetes=kube,
         prioritize=PrioritizeSettings(max_hosts=max_hosts or None),
+        explain=ExplainSettings(node_metrics=node_metrics),
     )
 
 

@@ -73,6 +73,11 @@ class Engine:
             self._table = build_table(self.settings, self._snapshot, stale, self.herd(), now)
         return self._table
 
+    def node_figures(self, now: float) -> tuple[dict[NodeName, int], dict[str, dict[str, float]]]:
+        """(node -> score, metric -> node -> value) for dashboards: the table in force."""
+        values = {name: dict(series.values) for name, series in self._snapshot.metrics.items()}
+        return dict(self.table(now).scores), values
+
     def reserve(self, uid: str, node: NodeName, cores: float | None, now: float) -> bool:
         """Herd guard: count a bound pod on its node until fresh metrics include it."""
         guard = self.settings.herd_guard

@@ -76,14 +76,17 @@ def metric_value(
     return value + extra
 
 
+# Filter reasons are categories, identical for every node rejected for the same cause:
+# kube-scheduler groups node reasons by their exact text in the pod's FailedScheduling
+# event ("0/5000 nodes are available: 4990 decice: cpu above 0.9, ..."), so a value in the
+# text would make one entry per node. The values behind a reason are in /readyz.
+
+
 def missing_reason(m: MetricSettings, series: MetricSeries | None, now: float) -> str:
-    if series is None or series.fetched_at is None:
-        why = f"no data yet ({series.error})" if series and series.error else "no data yet"
-    elif now - series.fetched_at > m.max_age:
-        why = f"data is {now - series.fetched_at:.0f}s old (maxAge {m.max_age:g}s)"
-    else:
-        why = "no value for this node"
-    return f"decice: metric {m.name}: {why}, policy fail-closed"
+    """Why a fail-closed metric has no usable value: stale data, or none at all."""
+    if series is not None and series.fetched_at is not None and now - series.fetched_at > m.max_age:
+        return f"decice: {m.name} data older than {m.max_age:g}s"
+    return f"decice: {m.name} data missing"
 
 
 def threshold_reason(m: MetricSettings, value: float) -> str | None:
@@ -91,9 +94,9 @@ def threshold_reason(m: MetricSettings, value: float) -> str | None:
     if f is None:
         return None
     if f.above is not None and value > f.above:
-        return f"decice: metric {m.name}={value:.4g} is above the threshold {f.above:g}"
+        return f"decice: {m.name} above {f.above:g}"
     if f.below is not None and value < f.below:
-        return f"decice: metric {m.name}={value:.4g} is below the threshold {f.below:g}"
+        return f"decice: {m.name} below {f.below:g}"
     return None
 
 

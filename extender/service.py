@@ -60,6 +60,9 @@ def build_service(
     """
     telemetry = Telemetry()
     engine = Engine(settings, Snapshot.empty(m.name for m in settings.metrics), clock())
+    telemetry.watch(lambda: engine.snapshot, clock)
+    if settings.explain.node_metrics:
+        telemetry.watch_nodes(lambda: engine.node_figures(clock()))
     refresher = Refresher(
         settings,
         engine,

@@ -46,6 +46,38 @@ class _CacheAgeCollector(Collector):
         yield nodes
 
 
+NodeFigures = tuple[Mapping[str, int], Mapping[str, Mapping[str, float]]]
+"""(node -> score, metric -> node -> value) of the table in force."""
+
+
+class _NodeCollector(Collector):
+    """Each node's score and metric values, read from the precomputed table when scraped:
+    no work per request, and always the answers the scheduler is being given."""
+
+    def __init__(self, figures: Callable[[], NodeFigures]) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        scores, values = self._figures()
+        score = GaugeMetricFamily(
+            "decice_node_score",
+            "The node's prioritize score (0..10) for our pods.",
+            labels=["node"],
+        )
+        for node, value in scores.items():
+            score.add_metric([node], float(value))
+        metric = GaugeMetricFamily(
+            "decice_node_metric",
+            "The node's value of each policy metric in the current snapshot.",
+            labels=["node", "metric"],
+        )
+        for name, by_node in values.items():
+            for node, v in by_node.items():
+                metric.add_metric([node, name], v)
+        yield score
+        yield metric
+
+
 class Telemetry:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -88,6 +120,9 @@ class Telemetry:
         self, snapshot: Callable[[], Snapshot], clock: Callable[[], float] = time.time
     ) -> None:
         self.registry.register(_CacheAgeCollector(snapshot, clock))
+
+    def watch_nodes(self, figures: Callable[[], NodeFigures]) -> None:
+        self.registry.register(_NodeCollector(figures))
 
     def observe(self, verb: Verb, code: int, seconds: float) -> None:
         self._latency[verb].observe(seconds)

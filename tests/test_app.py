@@ -152,10 +152,7 @@ def test_readyz_503_when_a_fail_closed_metric_has_no_data() -> None:
         # fail-closed: every node is filtered with the reason, never a 5xx.
         f = c.post("/filter", content=fixture_bytes("filter-nodecache.json"), headers=JSON)
         assert f.json()["NodeNames"] == []
-        assert (
-            "no data yet (ConnectionError: prometheus down)"
-            in f.json()["FailedAndUnresolvableNodes"]["node-1"]
-        )
+        assert f.json()["FailedAndUnresolvableNodes"]["node-1"] == "decice: cpu data missing"
 
 
 def test_preempt_full_form_comes_back_as_meta_victims(client: TestClient) -> None:

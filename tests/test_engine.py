@@ -33,7 +33,7 @@ def args(names: list[str], scheduler: str = "decice_sched", cpu: str = "500m") -
 def test_filter_decides_the_failed_nodes_and_remembers_the_pod() -> None:
     e = engine()
     decision = e.filter(parse_extender_args(args(["a", "b", "c", "zz"])), NOW)
-    assert decision.failed == {"b": "decice: metric cpu=0.95 is above the threshold 0.9"}
+    assert decision.failed == {"b": "decice: cpu above 0.9"}
     memo = e.pods.get("u-1")
     assert memo is not None and memo.rejected == {"b"}
     assert memo.candidates == frozenset({"a", "b", "c", "zz"})
@@ -88,3 +88,35 @@ def test_a_reservation_rescores_the_node_at_once() -> None:
     assert e.reserve("u-9", "a", 2.0, NOW)  # 2 cores of a 4-core default node: +0.5
     assert e.table(NOW).scores["a"] < before
     assert not e.reserve("u-9", "a", 2.0, NOW)  # counted once per UID
+
+
+def fit_error(num_nodes: int, reasons: dict[str, str]) -> str:
+    """The FailedScheduling text kube-scheduler builds (FitError.Error): node reasons
+    counted by exact text, "count reason" sorted as strings, joined by ", "."""
+    histogram: dict[str, int] = {}
+    for reason in reasons.values():
+        histogram[reason] = histogram.get(reason, 0) + 1
+    parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
+    return f"0/{num_nodes} nodes are available: {', '.join(parts)}."
+
+
+def test_reasons_aggregate_at_5000_nodes() -> None:
+    """Every node has its own value, yet the rejected ones share a handful of reasons, so
+    the pod's FailedScheduling event stays one short line."""
+    names = [f"node-{i:04d}" for i in range(5000)]
+    cpu = {n: 0.9001 + i * 0.00001 for i, n in enumerate(names[:4990])}  # all distinct
+    settings = make_settings(
+        metrics=[{"name": "cpu", "filter": {"above": 0.9}, "onMissing": "fail-closed"}]
+    )
+    e = Engine(settings, make_snapshot({"cpu": cpu}), NOW)
+    decision = e.filter(parse_extender_args(args(names)), NOW)
+    assert len(decision.failed) == 5000
+    assert set(decision.failed.values()) == {"decice: cpu above 0.9", "decice: cpu data missing"}
+    text = fit_error(5000, dict(decision.failed))
+    assert text == (
+        "0/5000 nodes are available: 10 decice: cpu data missing, 4990 decice: cpu above 0.9."
+    )
+    assert len(text.encode()) < 1024
+    stale = Engine(settings, make_snapshot({"cpu": cpu}, fetched_at=NOW - 61), NOW)
+    old = stale.filter(parse_extender_args(args(names)), NOW)
+    assert set(old.failed.values()) == {"decice: cpu data older than 60s"}

@@ -21,7 +21,7 @@ def test_patch_rescored_only_the_nodes_whose_load_changed() -> None:
     base = build_table(s, snap, frozenset(), {}, NOW)
     assert base.passes_all and base.ok == {"a", "b"}
     hot = patch_table(base, s, snap, {"a": 0.45}, NOW)
-    assert hot.reasons == {"a": "decice: metric cpu=0.95 is above the threshold 0.9"}
+    assert hot.reasons == {"a": "decice: cpu above 0.9"}
     assert hot.ok == {"b"} and not hot.passes_all
     assert hot.evals["b"] is base.evals["b"]  # untouched
     assert hot.fragments["a"] == b'{"Host":"a","Score":1}'

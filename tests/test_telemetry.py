@@ -66,3 +66,12 @@ def test_refresh_errors_per_metric() -> None:
     got = samples(t)
     assert got[("decice_refresh_errors_total", (("metric", "cpu"),))] == 1
     assert got[("decice_refresh_duration_seconds_count", ())] == 2
+
+
+def test_node_scores_and_metric_values_for_dashboards() -> None:
+    t = Telemetry()
+    t.watch_nodes(lambda: ({"a": 8, "b": 1}, {"cpu": {"a": 0.2, "b": 0.95}}))
+    got = samples(t)
+    assert got[("decice_node_score", (("node", "a"),))] == 8
+    assert got[("decice_node_score", (("node", "b"),))] == 1
+    assert got[("decice_node_metric", (("metric", "cpu"), ("node", "b")))] == 0.95

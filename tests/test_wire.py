@@ -91,9 +91,7 @@ def test_filter_failures_in_both_forms_answer_in_the_form_asked() -> None:
     )
     assert names["Nodes"] is None
     assert names["NodeNames"] == ["node-1", "node-3", "node-4", "node-5"]
-    assert names["FailedAndUnresolvableNodes"] == {
-        "node-2": "decice: metric cpu=0.7 is above the threshold 0.5"
-    }
+    assert names["FailedAndUnresolvableNodes"] == {"node-2": "decice: cpu above 0.5"}
     assert set(names) == {
         "Nodes",
         "NodeNames",

@@ -68,9 +68,7 @@ async def test_scores_and_verdicts_follow_prometheus(
         assert scores(client) == {"node-1": 8, "node-2": 1, "node-3": 5}
         verdict = ask(client, "filter", NODES)
         assert verdict["NodeNames"] == ["node-1", "node-3"]
-        assert verdict["FailedAndUnresolvableNodes"] == {
-            "node-2": "decice: metric cpu=0.95 is above the threshold 0.9"
-        }
+        assert verdict["FailedAndUnresolvableNodes"] == {"node-2": "decice: cpu above 0.9"}
         exporter.set("node-1", 0.93)
         exporter.set("node-2", 0.1)
         prometheus.wait_for(
