@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -23,7 +24,9 @@ from starlette.routing import Route
 from extender.binding import Binder
 from extender.config import Settings
 from extender.engine import Engine
+from extender.explain import explain_pod
 from extender.openapi import openapi_document
+from extender.pods import name_problem, shown
 from extender.refresher import Refresher
 from extender.telemetry import Telemetry
 from extender.wire import (
@@ -42,6 +45,7 @@ from extender.wire import (
 log = logging.getLogger("decice.app")
 
 JSON_TYPE = "application/json"
+_UID = re.compile(r"[A-Za-z0-9-]{1,128}")
 
 
 class BodyTooLarge(Exception):
@@ -160,6 +164,35 @@ def create_app(
     async def metrics(request: Request) -> Response:
         return Response(telemetry.exposition(), media_type="text/plain; version=0.0.4")
 
+    async def explain(request: Request) -> Response:
+        """The last decision for one pod: ?pod=NAMESPACE/NAME or ?uid=UID."""
+        query = request.query_params
+        pod, uid = query.get("pod"), query.get("uid")
+        if (pod is None) == (uid is None):
+            return _error(400, "give exactly one of ?pod=NAMESPACE/NAME or ?uid=UID")
+        if pod is not None:
+            namespace, _, name = pod.partition("/")
+            problem = name_problem(namespace, namespace=True) or name_problem(name)
+            if problem is not None:
+                return _error(400, f"pod {shown(pod)}: expected NAMESPACE/NAME, each {problem}")
+            memo = engine.pods.find(namespace, name)
+            who = f"pod {namespace}/{name}"
+        else:
+            assert uid is not None
+            if not _UID.fullmatch(uid):
+                return _error(400, f"uid {shown(uid)}: expected a pod UID (letters, digits, -)")
+            memo = engine.pods.get(uid)
+            who = f"pod with UID {uid}"
+        if memo is None:
+            return _error(
+                404,
+                f"no decision recorded for {who}: the extender keeps the last "
+                f"{settings.explain.keep_pods} pods of {sorted(settings.scheduler_names)} "
+                "it was asked about, since it started",
+            )
+        doc = await asyncio.to_thread(explain_pod, settings, memo, clock())
+        return Response(orjson.dumps(doc), media_type=JSON_TYPE)
+
     async def openapi(request: Request) -> Response:
         return Response(orjson.dumps(openapi_document(settings)), media_type=JSON_TYPE)
 
@@ -191,5 +224,6 @@ def create_app(
             Route(f"{base}/readyz", readyz, methods=["GET"]),
             Route(f"{base}/metrics", metrics, methods=["GET"]),
             Route(f"{base}/openapi.json", openapi, methods=["GET"]),
+            Route(f"{base}/explain", explain, methods=["GET"]),
         ]
     return Starlette(routes=routes, lifespan=lifespan)

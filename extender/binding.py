@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,14 +19,10 @@ from typing import Protocol
 
 from extender.config import Settings
 from extender.engine import Engine
-from extender.pods import PodFacts, PodMemo
+from extender.pods import PodFacts, PodMemo, name_problem, shown
 from extender.wire import BindingArgs
 
 log = logging.getLogger("decice.bind")
-
-_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_NAMESPACE = re.compile(_LABEL)
-_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 
 
 def _name_problem(args: BindingArgs) -> str | None:
@@ -35,20 +30,14 @@ def _name_problem(args: BindingArgs) -> str | None:
 
     Checked before any API call: such a bind can only fail, and the names go into URLs."""
     checks = (
-        ("PodNamespace", args.pod_namespace, _NAMESPACE, 63, "an RFC 1123 label"),
-        ("PodName", args.pod_name, _SUBDOMAIN, 253, "an RFC 1123 subdomain"),
-        ("Node", args.node, _SUBDOMAIN, 253, "an RFC 1123 subdomain"),
+        ("PodNamespace", args.pod_namespace, True),
+        ("PodName", args.pod_name, False),
+        ("Node", args.node, False),
     )
-    for field, value, pattern, limit, what in checks:
-        if len(value) > limit or not pattern.fullmatch(value):
-            return f"{field} {_show(value)} is not a valid Kubernetes name ({what})"
+    for field, value, namespace in checks:
+        if (problem := name_problem(value, namespace=namespace)) is not None:
+            return f"{field} {shown(value)} {problem}"
     return None
-
-
-def _show(value: str, limit: int = 80) -> str:
-    """A request value fit for a log line: control characters escaped, length capped."""
-    text = value if value.isprintable() else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class KubeBinder(Protocol):
@@ -102,7 +91,7 @@ class Binder:
             error = await self._bind(args)
         except Exception as exc:  # never a 500 on the scheduler's bind path
             log.exception(
-                "bind of %s/%s failed unexpectedly", _show(args.pod_namespace), _show(args.pod_name)
+                "bind of %s/%s failed unexpectedly", shown(args.pod_namespace), shown(args.pod_name)
             )
             error = f"decice: bind failed unexpectedly: {type(exc).__name__}: {exc}"
         finally:
@@ -112,8 +101,8 @@ class Binder:
 
     async def _bind(self, args: BindingArgs) -> str:
         who = (
-            f"{_show(args.pod_namespace)}/{_show(args.pod_name)} ({_show(args.pod_uid)}) "
-            f"-> {_show(args.node)}"
+            f"{shown(args.pod_namespace)}/{shown(args.pod_name)} ({shown(args.pod_uid)}) "
+            f"-> {shown(args.node)}"
         )
         try:
             outcome = await self._guarded_bind(args)
@@ -181,6 +170,7 @@ class Binder:
             kube.bind, args.pod_namespace, args.pod_name, args.pod_uid, args.node
         )
         self._remember(args)
+        self._engine.pods.placed(args.pod_uid, args.node)
         if ours:
             self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
         return outcome

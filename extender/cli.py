@@ -1,4 +1,4 @@
-"""The `decice-extender` console script: serve, check-config, scores, scheduler-config."""
+"""The `decice-extender` console script: serve, check-config, scores, explain, scheduler-config."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from typing import Any
 import yaml
 
 from extender.config import ConfigError, Settings, load_settings
-from extender.scoring import normalise_range, stale_metrics
 
 log = logging.getLogger("decice")
 
@@ -68,39 +67,55 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def cmd_scores(args: argparse.Namespace) -> int:
     """One refresh, then a table: node, each metric raw and normalised, score, verdict."""
+    from extender.explain import explain_nodes
+    from extender.report import node_table
     from extender.service import build_service, connect_kube
 
     settings = _load(args.config)
     kube = connect_kube(settings) if settings.prometheus.node_label == "instance" else None
     service = build_service(settings, kube=kube)
-    engine = service.engine
     errors = asyncio.run(service.refresher.refresh_once())
     for name, error in errors.items():
         print(f"warning: metric {name}: {error}", file=sys.stderr)
-    table = engine.table(time.time())
-    stale = stale_metrics(settings, engine.snapshot, time.time())
-    header = ["NODE"]
-    for m in settings.metrics:
-        header += [m.name.upper(), "NORM"]
-    header += ["SCORE", "FILTER"]
-    rows = [header]
-    for node in sorted(table.evals):
-        e = table.evals[node]
-        row = [node]
-        for m, value in zip(settings.metrics, e.values, strict=True):
-            if value is None:
-                row += ["-", "stale" if m.name in stale else "missing"]
-            elif m.normalize == "candidates":
-                row += [f"{value:.4g}", "(cand)"]
-            else:
-                row += [f"{value:.4g}", f"{normalise_range(m, value):.2f}"]
-        row += [str(table.scores[node]), "pass" if e.reason is None else f"FAIL {e.reason}"]
-        rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
-    if len(rows) == 1:
-        print("(no node has data)")
+    engine = service.engine
+    now = time.time()
+    table = engine.table(now)
+    rows = explain_nodes(
+        settings, engine.snapshot, table.stale, table.herd, sorted(table.evals), now
+    )
+    print(node_table(rows))
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """GET /explain from a running extender and print it for a person (or as JSON)."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from extender.report import explain_text
+
+    key = "uid" if args.uid else "pod"
+    query = urllib.parse.urlencode({key: args.pod})
+    url = f"{args.url.rstrip('/')}/explain?{query}"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as response:
+            doc = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("Error", "")
+        except ValueError:
+            message = ""
+        print(f"decice-extender explain: {exc.code}: {message or exc.reason}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"decice-extender explain: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(explain_text(doc))
     return 0
 
 
@@ -166,6 +181,13 @@ def parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("scores", help="fetch metrics once and print each node's scores")
     sc.add_argument("--config", required=True)
     sc.set_defaults(func=cmd_scores)
+    e = sub.add_parser("explain", help="why a pod went where it went (or is still pending)")
+    e.add_argument("pod", help="NAMESPACE/NAME (or a UID with --uid)")
+    e.add_argument("--uid", action="store_true", help="POD is a pod UID")
+    e.add_argument("--url", default="http://127.0.0.1:8888", help="the extender's address")
+    e.add_argument("--json", action="store_true", help="print the raw /explain document")
+    e.add_argument("--timeout", type=float, default=10.0)
+    e.set_defaults(func=cmd_explain)
     g = sub.add_parser("scheduler-config", help="print the scheduler extender entry for a policy")
     g.add_argument("--config", required=True)
     g.add_argument("--weight", type=int, default=1)

@@ -160,6 +160,10 @@ class ExplainSettings:
     """Export each node's score and metric values in /metrics (decice_node_score,
     decice_node_metric): one series per node and metric, so off for clusters that do not
     want thousands of series."""
+    keep_pods: int = 10_000
+    """Pods whose last decision is kept (for the bind guard and /explain)."""
+    max_nodes: int = 100
+    """Nodes listed in one /explain answer (best first; the chosen node always)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,8 +340,33 @@ def parse_settings(
     )
     if max_hosts == 0:
         r.problems.append("prioritize.maxHosts: must be a positive integer or null, got 0")
-    explain_raw = r.section(top.get("explain"), "explain", {"nodeMetrics"})
-    node_metrics = r.get(explain_raw, "explain", "nodeMetrics", _boolean, True, "true or false")
+    explain_raw = r.section(top.get("explain"), "explain", {"nodeMetrics", "keepPods", "maxNodes"})
+    d_explain = ExplainSettings()
+    explain = ExplainSettings(
+        node_metrics=r.get(explain_raw, "explain", "nodeMetrics", _boolean, True, "true or false"),
+        keep_pods=max(
+            1,
+            r.get(
+                explain_raw,
+                "explain",
+                "keepPods",
+                _non_negative_int,
+                d_explain.keep_pods,
+                "a positive integer",
+            ),
+        ),
+        max_nodes=max(
+            1,
+            r.get(
+                explain_raw,
+                "explain",
+                "maxNodes",
+                _non_negative_int,
+                d_explain.max_nodes,
+                "a positive integer",
+            ),
+        ),
+    )
     if provider == "static" and not static_nodes:
         r.problems.append("static.nodes: provider is static but no node values are given")
 
@@ -354,7 +383,7 @@ def parse_settings(
         bind=bind,
         kubernetes=kube,
         prioritize=PrioritizeSettings(max_hosts=max_hosts or None),
-        explain=ExplainSettings(node_metrics=node_metrics),
+        explain=explain,
     )
 
 

@@ -31,7 +31,7 @@ from extender.wire import ExtenderArgs, PreemptionArgs
 class Engine:
     def __init__(self, settings: Settings, snapshot: Snapshot, now: float) -> None:
         self.settings = settings
-        self.pods = PodMemory()
+        self.pods = PodMemory(settings.explain.keep_pods)
         self._snapshot = snapshot
         self._reservations: dict[str, Reservation] = {}
         self._node_cores: Mapping[NodeName, float] = {}
@@ -101,17 +101,37 @@ class Engine:
         if not self.is_ours(args.pod):
             return FilterDecision(failed={})
         names = args.names
-        failed = _rejected(self.table(now), names)
-        small = len(names) <= CANDIDATES_KEPT_UP_TO
-        candidates = frozenset(names) if small else None
-        self.pods.remember(PodMemo(args.pod, frozenset(failed), candidates))
+        table = self.table(now)
+        failed = _rejected(table, names)
+        self._remember(args, table, frozenset(failed), now)
         return FilterDecision(failed=failed)
+
+    def _remember(
+        self, args: ExtenderArgs, table: Table, rejected: frozenset[str], now: float
+    ) -> None:
+        """What was decided, for the bind guard and /explain: references, no copies of
+        the big request (O(1) on the request path)."""
+        names = args.names
+        small = len(names) <= CANDIDATES_KEPT_UP_TO
+        memo = PodMemo(
+            facts=args.pod,
+            rejected=rejected,
+            candidates=tuple(names) if small else None,
+            asked=len(names),
+            at=now,
+            snapshot=self._snapshot,
+            stale=table.stale,
+            herd=table.herd,
+        )
+        self.pods.remember(memo)
 
     def prioritize(self, args: ExtenderArgs, now: float) -> Priorities:
         names = args.names
         table = self.table(now)
         if not self.is_ours(args.pod):
             return Priorities(names, fragments=table.passthrough)
+        if self.pods.get(args.pod.uid) is None:  # no filterVerb: remember it here
+            self._remember(args, table, frozenset(), now)
         max_hosts = self.settings.prioritize.max_hosts
         if not self._candidates and (max_hosts is None or len(names) <= max_hosts):
             return Priorities(names, fragments=table.fragments)

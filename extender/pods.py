@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any
+
+from extender.model import Snapshot
 
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server writes into an empty `spec.schedulerName`."""
@@ -23,6 +25,31 @@ DEFAULT_SCHEDULER = "default-scheduler"
 
 class PodError(ValueError):
     """A v1.Pod that cannot be read; the message names the field."""
+
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACE = re.compile(_LABEL)
+_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+
+
+def name_problem(value: str, *, namespace: bool = False) -> str | None:
+    """What a pod name, node name or namespace breaks of the Kubernetes rules, or None.
+
+    Checked before a name reaches a URL, a log line or an API call: no real object has it."""
+    pattern, limit, what = (
+        (_NAMESPACE, 63, "an RFC 1123 label")
+        if namespace
+        else (_SUBDOMAIN, 253, "an RFC 1123 subdomain")
+    )
+    if len(value) > limit or not pattern.fullmatch(value):
+        return f"is not a valid Kubernetes name ({what})"
+    return None
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """A request value fit for a log line or an answer: control characters escaped, capped."""
+    text = value if value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,36 +194,79 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
 
 @dataclass(frozen=True, slots=True)
 class PodMemo:
+    """What we decided for one pod: read by the bind guard and by /explain."""
+
     facts: PodFacts
     rejected: frozenset[str]
     """Nodes our latest filter call for this pod rejected."""
-    candidates: frozenset[str] | None = None
+    candidates: tuple[str, ...] | None = None
     """The nodes that call was asked about, kept only for small calls (nominated-node
-    retries, node selectors): a 5,000-name set per pod would cost the filter path time and
+    retries, node selectors): a 5,000-name copy per pod would cost the filter path time and
     the memory tens of MB."""
+    asked: int = 0
+    """How many nodes the call was asked about."""
+    at: float = 0.0
+    """When we decided."""
+    snapshot: Snapshot | None = None
+    """The snapshot the answer came from, while it is one of the last few (see PodMemory)."""
+    stale: frozenset[str] = frozenset()
+    herd: Mapping[str, float] = field(default_factory=dict)
+    """Staleness and herd load the table had: with the snapshot, the table's exact inputs."""
+    node: str = ""
+    """Where the pod went, once we bound it."""
 
 
 CANDIDATES_KEPT_UP_TO = 256
+SNAPSHOTS_KEPT = 8
+"""Distinct snapshots the memos may hold on to (two minutes at the default 15 s interval):
+at 5,000 nodes a snapshot is a few MB, so older decisions keep their summary only."""
 
 
 class PodMemory:
-    """uid -> PodMemo, least recently filtered dropped first."""
+    """uid -> PodMemo, least recently decided dropped first; also found by namespace/name."""
 
     def __init__(self, capacity: int = 10_000) -> None:
         self._items: OrderedDict[str, PodMemo] = OrderedDict()
+        self._by_name: dict[tuple[str, str], str] = {}
+        self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()  # id() -> the snapshot
         self._capacity = capacity
 
     def remember(self, memo: PodMemo) -> None:
         uid = memo.facts.uid
         if not uid:
             return
+        if memo.snapshot is not None and id(memo.snapshot) not in self._snapshots:
+            self._keep(memo.snapshot)
         self._items[uid] = memo
         self._items.move_to_end(uid)
+        self._by_name[(memo.facts.namespace, memo.facts.name)] = uid
         while len(self._items) > self._capacity:
-            self._items.popitem(last=False)
+            _, old = self._items.popitem(last=False)
+            key = (old.facts.namespace, old.facts.name)
+            if self._by_name.get(key) == old.facts.uid:
+                del self._by_name[key]
+
+    def _keep(self, snapshot: Snapshot) -> None:
+        self._snapshots[id(snapshot)] = snapshot
+        if len(self._snapshots) <= SNAPSHOTS_KEPT:
+            return
+        _, dropped = self._snapshots.popitem(last=False)
+        # Once per refresh, not per request: the memos let go of the oldest snapshot.
+        for uid, memo in self._items.items():
+            if memo.snapshot is dropped:
+                self._items[uid] = replace(memo, snapshot=None)
+
+    def placed(self, uid: str, node: str) -> None:
+        memo = self._items.get(uid)
+        if memo is not None:
+            self._items[uid] = replace(memo, node=node)
 
     def get(self, uid: str) -> PodMemo | None:
         return self._items.get(uid)
+
+    def find(self, namespace: str, name: str) -> PodMemo | None:
+        uid = self._by_name.get((namespace, name))
+        return None if uid is None else self._items.get(uid)
 
     def __len__(self) -> int:
         return len(self._items)

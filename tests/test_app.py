@@ -182,3 +182,40 @@ def test_readyz_503_while_a_fail_closed_metric_is_fresh_but_empty() -> None:
             "fresh": True, "ageSeconds": r.json()["metrics"]["cpu"]["ageSeconds"], "nodes": 0,
             "onMissing": "fail-closed", "error": None,
         }  # fmt: skip
+
+
+def test_explain_the_last_decision_for_a_pod(client: TestClient) -> None:
+    client.post("/filter", content=fixture_bytes("filter-nodecache.json"), headers=JSON)
+    r = client.get("/explain", params={"pod": "decice/with-requests"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["pod"]["uid"] == "9e764942-ad6e-420d-b0b4-8a8d15daa8fb"
+    assert doc["filteredBy"] == {"decice: cpu above 0.9": 1}
+    node5 = next(n for n in doc["nodes"] if n["node"] == "node-5")
+    assert node5["detail"] == "cpu=0.95 > 0.9" and node5["metrics"]["cpu"]["value"] == 0.95
+    by_uid = client.get("/explain", params={"uid": doc["pod"]["uid"]})
+    assert by_uid.json()["nodes"] == doc["nodes"]
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "message"),
+    [
+        ({}, 400, "give exactly one of"),
+        ({"pod": "a/b", "uid": "u"}, 400, "give exactly one of"),
+        ({"pod": "no-slash"}, 400, "expected NAMESPACE/NAME"),
+        ({"pod": "../etc/passwd"}, 400, "not a valid Kubernetes name"),
+        ({"pod": "ns/Upper"}, 400, "not a valid Kubernetes name"),
+        ({"pod": "ns/x\nFAKE LOG LINE"}, 400, "'ns/x\\nFAKE LOG LINE'"),  # escaped
+        ({"pod": "ns/" + "x" * 300}, 400, "..."),
+        ({"uid": "<script>"}, 400, "expected a pod UID"),
+        ({"pod": "decice/never-seen"}, 404, "no decision recorded for pod decice/never-seen"),
+        ({"uid": "0000-1111"}, 404, "no decision recorded for pod with UID 0000-1111"),
+    ],
+)
+def test_explain_bad_and_unknown_pods(
+    client: TestClient, params: dict[str, str], status: int, message: str
+) -> None:
+    r = client.get("/explain", params=params)
+    assert r.status_code == status
+    assert message in r.json()["Error"], r.json()
+    assert len(r.json()["Error"]) < 400

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from pathlib import Path
 
@@ -67,3 +68,29 @@ def test_scheduler_config_with_mutual_tls_prints_a_tls_config(
     assert entry["urlPrefix"] == "https://127.0.0.1:9443"
     assert entry["enableHTTPS"] is True
     assert set(entry["tlsConfig"]) == {"serverName", "caFile", "certFile", "keyFile"}
+
+
+def test_explain_prints_the_decision_of_a_running_service(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = yaml.safe_load(Path(DEMO).read_text())
+    with running_service(demo, tmp_path) as svc:
+        status, _ = svc.request("POST", "/filter", fixture_bytes("filter-nodecache.json"))
+        assert status == 200
+        assert main(["explain", "decice/with-requests", "--url", svc.url]) == 0
+        out = capsys.readouterr().out
+        assert main(["explain", "decice/with-requests", "--url", svc.url, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert main(["explain", "decice/nobody", "--url", svc.url]) == 1
+        assert "404: no decision recorded for pod decice/nobody" in capsys.readouterr().err
+    lines = out.splitlines()
+    assert lines[0].startswith("pod decice/with-requests (uid 9e764942-")
+    assert "5 candidates, 1 filtered" in lines[1]
+    assert lines[2].strip() == "1 x decice: cpu above 0.9"
+    table = lines[4:]
+    assert table[0].split() == ["NODE", "CPU", "NORM", "MEMORY", "NORM", "SCORE", "FILTER"]
+    assert table[1].split()[:6] == ["node-3", "0.1", "0.90", "0.2", "0.80", "9"]  # best first
+    assert table[-1].split(None, 6)[-1] == "FAIL decice: cpu above 0.9 (cpu=0.95 > 0.9)"
+    assert doc["filteredBy"] == {"decice: cpu above 0.9": 1}
+    assert main(["explain", "decice/x", "--url", "http://127.0.0.1:1"]) == 1
+    assert "cannot reach" in capsys.readouterr().err

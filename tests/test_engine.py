@@ -36,7 +36,7 @@ def test_filter_decides_the_failed_nodes_and_remembers_the_pod() -> None:
     assert decision.failed == {"b": "decice: cpu above 0.9"}
     memo = e.pods.get("u-1")
     assert memo is not None and memo.rejected == {"b"}
-    assert memo.candidates == frozenset({"a", "b", "c", "zz"})
+    assert memo.candidates == ("a", "b", "c", "zz")
     assert memo.facts.cpu_request == 0.5
 
 

@@ -449,3 +449,19 @@ def test_found_5xx_stay_fixed(client: TestClient, verb: str, body: Any) -> None:
     status, answer = send(client, verb, request)
     check(verb, status, answer, "found 5xx regressions", request)
     assert status in (200, 400), answer
+
+
+@FUZZ
+@given(
+    params=st.dictionaries(
+        st.sampled_from(["pod", "uid", "x"]), st.one_of(odd_text, st.text(max_size=300)), max_size=3
+    )
+)
+def test_explain_query_of_any_kind(client: TestClient, params: dict[str, str]) -> None:
+    response = client.get("/explain", params=params)
+    COUNTS["fuzz cases (explain query)"] += 1
+    COUNTS["fuzz cases (total)"] += 1
+    assert response.status_code in (200, 400, 404), response.text
+    if response.status_code != 200:  # 404 is ours too: an unknown pod, named
+        error = response.json()["Error"]
+        assert "explain" in error or "pod" in error or "uid" in error, error
