@@ -13,7 +13,7 @@ import gc
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 
 import orjson
 from starlette.applications import Starlette
@@ -105,10 +105,12 @@ def create_app(
     telemetry: Telemetry,
     refresher: Refresher,
     clock: Callable[[], float] = time.time,
+    background: Mapping[str, Callable[[], Coroutine[object, object, None]]] | None = None,
 ) -> Starlette:
     """Routes over the parts extender.service.build_service wires (use that, not this)."""
     limit = settings.server.max_body_bytes
     paths = verb_paths(settings)
+    background = background or {}
 
     def verb_route(verb: Verb, handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -200,15 +202,17 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Refresh once before serving, so the first answers use data when there is some.
         await refresher.refresh_guarded()
-        task = asyncio.create_task(refresher.run(), name="refresher")
+        tasks = [asyncio.create_task(refresher.run(), name="refresher")]
+        tasks += [asyncio.create_task(run(), name=name) for name, run in background.items()]
         try:
             yield
         finally:
             if not await binder.drain(settings.server.grace_period):
                 log.warning("shutdown: binds still running after the grace period")
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     prefix = settings.server.url_prefix
     handlers: dict[Verb, Handler] = {

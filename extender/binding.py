@@ -57,12 +57,14 @@ class Binder:
         kube: KubeBinder | None,
         clock: Callable[[], float] = time.time,
         on_outcome: Callable[[str], None] | None = None,
+        on_placed: Callable[[str], None] | None = None,
     ) -> None:
         self._settings = settings
         self._engine = engine
         self._kube = kube
         self._clock = clock
         self._on_outcome = on_outcome or (lambda outcome: None)
+        self._on_placed = on_placed or (lambda uid: None)
         self._inflight: dict[str, tuple[str, asyncio.Future[str]]] = {}  # uid -> (node, result)
         self._bound: OrderedDict[str, str] = OrderedDict()  # uid -> node, bounded
         self._bound_capacity = 10_000
@@ -173,6 +175,8 @@ class Binder:
         self._engine.pods.placed(args.pod_uid, args.node)
         if ours:
             self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
+            if outcome == "bound":  # a retried bind (already-bound) had its Event
+                self._on_placed(args.pod_uid)
         return outcome
 
     def _check_node(self, args: BindingArgs, memo: PodMemo) -> None:

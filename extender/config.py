@@ -164,6 +164,12 @@ class ExplainSettings:
     """Pods whose last decision is kept (for the bind guard and /explain)."""
     max_nodes: int = 100
     """Nodes listed in one /explain answer (best first; the chosen node always)."""
+    events: bool = True
+    """Post an Event on every pod we bind (RBAC: create events.k8s.io events)."""
+    events_per_second: float = 5.0
+    """At most this many Events a second; the rest wait in the queue."""
+    event_queue: int = 100
+    """Events waiting beyond this are dropped (counted in decice_events_total)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,10 +346,34 @@ def parse_settings(
     )
     if max_hosts == 0:
         r.problems.append("prioritize.maxHosts: must be a positive integer or null, got 0")
-    explain_raw = r.section(top.get("explain"), "explain", {"nodeMetrics", "keepPods", "maxNodes"})
+    explain_raw = r.section(
+        top.get("explain"),
+        "explain",
+        {"nodeMetrics", "keepPods", "maxNodes", "events", "eventsPerSecond", "eventQueue"},
+    )
     d_explain = ExplainSettings()
     explain = ExplainSettings(
         node_metrics=r.get(explain_raw, "explain", "nodeMetrics", _boolean, True, "true or false"),
+        events=r.get(explain_raw, "explain", "events", _boolean, True, "true or false"),
+        events_per_second=r.get(
+            explain_raw,
+            "explain",
+            "eventsPerSecond",
+            _positive,
+            d_explain.events_per_second,
+            "a number > 0",
+        ),
+        event_queue=max(
+            1,
+            r.get(
+                explain_raw,
+                "explain",
+                "eventQueue",
+                _non_negative_int,
+                d_explain.event_queue,
+                "a positive integer",
+            ),
+        ),
         keep_pods=max(
             1,
             r.get(

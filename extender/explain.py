@@ -103,10 +103,17 @@ def summary(rows: Iterable[Document]) -> tuple[int, Counter[str]]:
     return total, filtered
 
 
-def placement_note(rows: Sequence[Document], node: NodeName, metrics: Sequence[str]) -> str:
+def placement_note(
+    rows: Sequence[Document],
+    node: NodeName,
+    metrics: Sequence[str],
+    candidates: int | None = None,
+    rejected: int | None = None,
+) -> str:
     """The Event note on a placed pod, read at a glance:
     `placed on node-3: score 9/10 (cpu 0.10, memory 0.20); 5 candidates, 1 filtered (cpu
-    above 0.9); next best node-1 score 6`."""
+    above 0.9); next best node-1 score 6`. `candidates` and `rejected` override the counts
+    when `rows` are not every candidate (a big request's names are not kept)."""
     total, filtered = summary(rows)
     chosen = next((r for r in rows if r["node"] == node), None)
     text = f"placed on {node}"
@@ -115,7 +122,9 @@ def placement_note(rows: Sequence[Document], node: NodeName, metrics: Sequence[s
             f"{m} {v:.2f}" for m in metrics if (v := chosen["metrics"][m]["value"]) is not None
         )
         text += f": score {chosen['score']}/10" + (f" ({values})" if values else "")
-    text += f"; {total} candidates, {sum(filtered.values())} filtered"
+    total = total if candidates is None else candidates
+    count = sum(filtered.values()) if rejected is None else rejected
+    text += f"; {total} candidates, {count} filtered"
     if filtered:
         reasons = ", ".join(r.removeprefix("decice: ") for r, _ in filtered.most_common(3))
         text += f" ({reasons})"

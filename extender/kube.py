@@ -7,6 +7,7 @@ The methods block: run them in a thread, off the event loop.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 import re
@@ -22,7 +23,7 @@ import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from extender.model import NodeInfo
+from extender.model import NodeInfo, PodEvent
 from extender.pods import PodError, PodFacts, cpu_cores, read_pod
 from extender.redaction import redact
 
@@ -46,6 +47,7 @@ BIND_ALREADY_BOUND = "already-bound"
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 _ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
 _MAX_MESSAGE = 500
+REPORTING_CONTROLLER = "decice.io/extender"
 _LIST_PAGE = 500
 
 
@@ -229,6 +231,7 @@ class KubeClient:
             raise ValueError("timeout must be > 0")
         if retries < 0:
             raise ValueError("retries must be >= 0")
+        self._api = api
         self._core = kubernetes.client.CoreV1Api(api)
         self._timeout = timeout
         self._retries = retries
@@ -270,6 +273,45 @@ class KubeClient:
                 return BIND_ALREADY_BOUND
             raise
         return BIND_BOUND
+
+    def create_event(self, event: PodEvent) -> None:
+        """POST an events.k8s.io/v1 Event about a pod (once: events are best-effort)."""
+        body: Any = {  # a plain dict: the client sends it as it is
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            # generateName must be a DNS subdomain prefix: "<pod>-", never "<pod>."
+            "metadata": {"generateName": f"{event.name[:200]}-", "namespace": event.namespace},
+            "eventTime": _micro_time(event.time),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": event.instance[:128],
+            "action": event.action,
+            "reason": event.reason,
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": event.namespace,
+                "name": event.name,
+                "uid": event.uid,
+            },
+            "note": event.note[:1024],
+            "type": event.type,
+        }
+        # Not EventsV1Api.create_namespaced_event: it validates the dict into a model first,
+        # and the model writes eventTime back without its microseconds, which a MicroTime
+        # does not parse. The request is sent as written here.
+        path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events"
+        request = self._api.param_serialize(
+            method="POST",
+            resource_path=path,
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        self._call(
+            f"POST {path}",
+            lambda: self._api.call_api(*request, _request_timeout=self._timeout).response,
+            retries=0,
+        )
 
     def get_pod(self, namespace: str, name: str) -> PodFacts:
         """The pod, read as the filter path reads it; `KubeError` 404 when it is gone."""
@@ -314,34 +356,47 @@ class KubeClient:
             if token is None:
                 return nodes
 
-    def _call(self, what: str, request: Callable[[], Any]) -> Any:
+    def _call(self, what: str, request: Callable[[], Any], retries: int | None = None) -> Any:
         """Run `request` (raw response), retrying transient failures; the decoded JSON."""
+        retries = self._retries if retries is None else retries
         attempt = 0
         while True:
+            cause: Exception | None = None
             try:
                 response = request()
                 try:
                     data: bytes = response.data
                 finally:
                     response.release_conn()
-                try:
-                    return orjson.loads(data) if data else {}
-                except orjson.JSONDecodeError as exc:
-                    raise KubeError(
-                        f"{what}: answer is not JSON: {exc}", reason="BadResponse"
-                    ) from exc
+                # The typed API methods raise ApiException on an error answer; a request
+                # sent through ApiClient.call_api returns it: both end up here.
+                status = int(getattr(response, "status", 200))
+                if status < 400:
+                    try:
+                        return orjson.loads(data) if data else {}
+                    except orjson.JSONDecodeError as exc:
+                        raise KubeError(
+                            f"{what}: answer is not JSON: {exc}", reason="BadResponse"
+                        ) from exc
+                err = _error_from_status(status, data, getattr(response, "reason", None))
             except ApiException as exc:
-                cause: Exception = exc
+                cause = exc
                 err = _error_from_api_exception(exc)
             except urllib3.exceptions.HTTPError as exc:
                 cause = exc
                 err = _error_from_transport(exc)
-            if not _retryable(err) or attempt >= self._retries:
+            if not _retryable(err) or attempt >= retries:
                 if isinstance(err, KubeUnavailable):
                     err.message = f"{what}: {err.message} (gave up after {attempt + 1} attempts)"
                 raise err from cause
             time.sleep(self._backoff * (2**attempt))
             attempt += 1
+
+
+def _micro_time(seconds: float) -> str:
+    """A MicroTime as the API server writes it: 2026-11-23T13:26:23.000000Z."""
+    stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _node_info(doc: Any) -> NodeInfo:

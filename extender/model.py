@@ -62,6 +62,21 @@ class NodeInventory:
         return cls(by_ip=by_ip, cpu_cores=cores)
 
 
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """An events.k8s.io/v1 Event about one pod (kube.py posts it)."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    action: str
+    note: str
+    time: float
+    instance: str
+    type: str = "Normal"
+
+
 # -- decisions: what the engine answers, before wire.py encodes it ------------------------
 
 

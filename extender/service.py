@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,6 +18,7 @@ from extender.app import create_app
 from extender.binding import Binder, KubeBinder
 from extender.config import Settings
 from extender.engine import Engine
+from extender.events import EventPoster, EventSink
 from extender.metrics import MetricsProvider, provider_for
 from extender.model import NodeInfo, Snapshot
 from extender.refresher import Refresher
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("decice.service")
 
 
-class KubeAPI(KubeBinder, Protocol):
+class KubeAPI(KubeBinder, EventSink, Protocol):
     """What the service asks of the Kubernetes API (extender.kube.KubeClient, blocking)."""
 
     def list_nodes(self) -> list[NodeInfo]: ...
@@ -71,8 +72,16 @@ def build_service(
         telemetry,
         clock,
     )
-    binder = Binder(settings, engine, kube, clock=clock, on_outcome=telemetry.bound)
-    app = create_app(settings, engine, binder, telemetry, refresher, clock=clock)
+    background: dict[str, Callable[[], Coroutine[object, object, None]]] = {}
+    on_placed = None
+    if settings.explain.events and kube is not None:
+        poster = EventPoster(settings, engine.pods, kube, telemetry, clock)
+        background["events"] = poster.run
+        on_placed = poster.placed
+    binder = Binder(
+        settings, engine, kube, clock=clock, on_outcome=telemetry.bound, on_placed=on_placed
+    )
+    app = create_app(settings, engine, binder, telemetry, refresher, clock, background)
     return Service(settings, app, engine, binder, refresher, telemetry)
 
 

@@ -110,6 +110,12 @@ class Telemetry:
             buckets=_BUCKETS,
             registry=r,
         )
+        self.events = Counter(
+            "decice_events",
+            "Events on placed pods: posted, failed (not retried), dropped (queue full).",
+            ["outcome"],
+            registry=r,
+        )
         # Children resolved once: labels() costs a dict lookup and a lock per call.
         self._latency = {v: self.latency.labels(v) for v in VERBS}
         self._ok = {v: self.requests.labels(v, "200") for v in VERBS}
@@ -135,6 +141,9 @@ class Telemetry:
         self._passed.inc(passed)
         if failed:
             self._failed.inc(failed)
+
+    def event(self, outcome: str) -> None:
+        self.events.labels(outcome).inc()
 
     def bound(self, outcome: str) -> None:
         self.decisions.labels("bind", outcome).inc()

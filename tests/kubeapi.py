@@ -42,6 +42,8 @@ _CREATED = "2026-11-23T02:41:05Z"
 
 _BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
+_EVENTS = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events$")
+_SUBDOMAIN_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9-])?")
 _NODES = "/api/v1/nodes"
 
 
@@ -85,6 +87,7 @@ class FakeKubeAPI:
         self.token = token
         self.user = user
         self.requests: list[KubeRequest] = []
+        self.events: list[JSON] = []  # created Events, as stored
         self._pods: dict[tuple[str, str], JSON] = {}
         self._nodes: dict[str, JSON] = {}
         self._binds: dict[tuple[str, str], int] = {}
@@ -289,6 +292,8 @@ class FakeKubeAPI:
             return self._get_pod(m.group(1), m.group(2))
         if request.method == "GET" and request.path == _NODES:
             return self._list_nodes(request.query)
+        if request.method == "POST" and (m := _EVENTS.match(request.path)):
+            return self._create_event(m.group(1), request.body)
         if _BINDING.match(request.path) or _POD.match(request.path) or request.path == _NODES:
             return (
                 405,
@@ -385,6 +390,66 @@ class FakeKubeAPI:
             self._binds[(namespace, name)] = self._binds.get((namespace, name), 0) + 1
         return 201, {**_SUCCESS, "code": 201}, {}
 
+    def _create_event(self, namespace: str, body: Any) -> tuple[int, JSON, dict[str, str]]:
+        """events.k8s.io/v1 create, validated as in fixtures event-create / event-bad."""
+        if not isinstance(body, dict):
+            return 400, status_body(400, "the body of the request was in an unknown format"), {}
+        meta = body.get("metadata") or {}
+        regarding = body.get("regarding") or {}
+        prefix = str(meta.get("generateName") or "")
+        causes = []
+        if regarding.get("namespace", "") != namespace:
+            causes.append(
+                (
+                    "involvedObject.namespace",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{regarding.get("namespace", "")}": does not match '
+                    "event.namespace",
+                )
+            )
+        if prefix and not _SUBDOMAIN_PREFIX.fullmatch(prefix):
+            causes.append(
+                (
+                    "metadata.generateName",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{prefix}": a lowercase RFC 1123 subdomain must consist '
+                    "of lower case alphanumeric characters, '-' or '.'",
+                )
+            )
+        if not body.get("eventTime"):
+            causes.append(("eventTime", "FieldValueRequired", "Required value"))
+        name = (prefix or str(meta.get("name") or "")) + uuid.uuid4().hex[:5]
+        if causes:
+            message = (
+                f'Event "{name}" is invalid: ['
+                + ", ".join(f"{field}: {text}" for field, _, text in causes)
+                + "]"
+            )
+            details = {
+                "name": name,
+                "kind": "Event",
+                "causes": [
+                    {"reason": reason, "message": text, "field": field}
+                    for field, reason, text in causes
+                ],
+            }
+            return 422, status_body(422, message, "Invalid", details), {}
+        with self._lock:
+            stored = {
+                **body,
+                "kind": "Event",
+                "apiVersion": "events.k8s.io/v1",
+                "metadata": {
+                    **meta,
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "resourceVersion": self._next_version(),
+                },
+            }
+            self.events.append(stored)
+        return 201, stored, {}
+
     def _get_pod(self, namespace: str, name: str) -> tuple[int, JSON, dict[str, str]]:
         with self._lock:
             pod = self._pods.get((namespace, name))
@@ -466,6 +531,14 @@ class FakeKubeAPI:
             namespace, name, verb, resource = m.group(1), m.group(2), "create", "pods/binding"
         elif m := _POD.match(request.path):
             namespace, name, verb, resource = m.group(1), m.group(2), "get", "pods"
+        elif m := _EVENTS.match(request.path):
+            return status_body(
+                403,
+                f'events.events.k8s.io is forbidden: User "{self.user}" cannot create resource '
+                f'"events" in API group "events.k8s.io" in the namespace "{m.group(1)}"',
+                "Forbidden",
+                {"group": "events.k8s.io", "kind": "events"},
+            )
         else:
             return status_body(
                 403,

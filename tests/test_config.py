@@ -136,6 +136,6 @@ def test_explain_node_metrics_switch() -> None:
     assert parse_settings({}).explain.node_metrics is True
     assert parse_settings({"explain": {"nodeMetrics": False}}).explain.node_metrics is False
     with pytest.raises(ConfigError) as caught:
-        parse_settings({"explain": {"nodeMetrics": "no", "events": True}})
+        parse_settings({"explain": {"nodeMetrics": "no", "event": True}})
     assert "explain.nodeMetrics: must be true or false" in str(caught.value)
-    assert "explain.events: unknown key" in str(caught.value)
+    assert "explain.event: unknown key" in str(caught.value)

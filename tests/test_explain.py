@@ -85,7 +85,7 @@ def test_explain_pod_after_filter_and_bind() -> None:
     assert (doc["placedOn"], doc["candidates"], doc["filtered"]) == ("node-3", 4, 1)
     assert doc["filteredBy"] == {"decice: cpu above 0.9": 1}
     assert doc["secondsAgo"] == 5
-    assert [r["node"] for r in doc["nodes"]][0] == "node-3"
+    assert doc["nodes"][0]["node"] == "node-3"
     note = placement_note(doc["nodes"], "node-3", ["cpu", "memory"])
     assert note == (
         "placed on node-3: score 9/10 (cpu 0.10, memory 0.20); 4 candidates, 1 filtered "

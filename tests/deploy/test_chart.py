@@ -395,7 +395,10 @@ def test_rbac() -> None:
         ("nodes", "get"), ("nodes", "list"), ("nodes", "watch"),
         ("pods", "get"), ("pods/binding", "create"),
     }  # fmt: skip
-    assert all(rule["apiGroups"] == [""] for rule in extender["rules"])
+    others = [rule for rule in extender["rules"] if rule["apiGroups"] != [""]]
+    assert others == [
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}
+    ]  # the Event on each placed pod (explain.events)
     # The lease: only its own name, plus create (which cannot be narrowed by name).
     role = find(objs, "Role", f"{RELEASE}-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
