@@ -45,7 +45,7 @@ def filter_body(name: str = "with-requests", uid: str = UID) -> bytes:
 
 
 class Sink:
-    def __init__(self, fail: bool = False, hold: asyncio.Event | None = None) -> None:
+    def __init__(self, fail: bool = False) -> None:
         self.events: list[PodEvent] = []
         self.fail = fail
 
@@ -186,3 +186,22 @@ def test_events_can_be_switched_off(api: FakeKubeAPI) -> None:
         }
         assert "decice_events_total{" not in client.get("/metrics").text
     assert api.events == []
+
+
+async def test_a_hostile_pod_name_is_never_posted() -> None:
+    """The bind guard refuses such names before any bind; the poster checks again."""
+    settings = make_settings(**policy())
+    engine = Engine(settings, make_snapshot({"cpu": CPU}), NOW)
+    pod = {"metadata": {"name": "x\nFAKE", "namespace": NS, "uid": "u-bad"}}
+    body = orjson.dumps(
+        {"Pod": pod | {"spec": {"schedulerName": "decice_sched"}}, "NodeNames": ["node-3"]}
+    )
+    engine.filter(parse_extender_args(body), NOW)
+    engine.pods.placed("u-bad", "node-3")
+    sink, outcomes = Sink(), Outcomes()
+    poster = EventPoster(settings, engine.pods, sink, outcomes, lambda: NOW)
+    poster.placed("u-bad")
+    task = asyncio.create_task(poster.run())
+    await wait_until_async(lambda: outcomes["dropped"] == 1, 30, "the hostile pod dropped")
+    task.cancel()
+    assert sink.events == []
