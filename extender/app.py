@@ -140,8 +140,12 @@ def create_app(
             args = parse_extender_args(body)
             decision = engine.filter(args, now)
             answer = encode_filter(args, decision)
-        failed = len(decision.failed)
-        telemetry.filtered(len(args.names) - failed, failed)
+            failed = len(decision.failed)
+            passed = len(args.names) - failed
+            # Dropped while the collector is off: a 5,000-node v1.NodeList still alive when it
+            # comes back on is walked by the collection its allocations triggered (+90 ms).
+            del args, decision
+        telemetry.filtered(passed, failed)
         return answer
 
     async def do_prioritize(body: bytes, now: float) -> bytes:
