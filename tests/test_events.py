@@ -155,16 +155,20 @@ def test_bad_events_answer_like_the_real_server(api: FakeKubeAPI) -> None:
     assert fields == [c["field"] for c in captured["details"]["causes"]]
 
 
+def filter_and_bind(client: TestClient) -> None:
+    """The scheduler's filter call for the pod, then its bind to node-3."""
+    headers = {"Content-Type": "application/json"}
+    client.post("/filter", content=filter_body(), headers=headers)
+    bind = {"PodName": "with-requests", "PodNamespace": NS, "PodUID": UID, "Node": "node-3"}
+    answer = client.post("/bind", content=orjson.dumps(bind), headers=headers)
+    assert answer.json() == {"Error": ""}
+
+
 def test_a_pod_we_bind_gets_its_event(api: FakeKubeAPI) -> None:
     settings = make_settings(**policy())
     service = build_service(settings, kube=KubeClient(client_for(api), timeout=2, retries=1))
     with TestClient(service.app) as client:
-        headers = {"Content-Type": "application/json"}
-        client.post("/filter", content=filter_body(), headers=headers)
-        bind = {"PodName": "with-requests", "PodNamespace": NS, "PodUID": UID, "Node": "node-3"}
-        assert client.post("/bind", content=orjson.dumps(bind), headers=headers).json() == {
-            "Error": ""
-        }
+        filter_and_bind(client)
         posted = 'decice_events_total{outcome="posted"} 1.0'
         wait_until(lambda: posted in client.get("/metrics").text, 30, "the Event was posted")
         (event,) = api.events
@@ -178,12 +182,7 @@ def test_events_can_be_switched_off(api: FakeKubeAPI) -> None:
         kube=KubeClient(client_for(api), timeout=2, retries=1),
     )
     with TestClient(off.app) as client:
-        headers = {"Content-Type": "application/json"}
-        client.post("/filter", content=filter_body(), headers=headers)
-        bind = {"PodName": "with-requests", "PodNamespace": NS, "PodUID": UID, "Node": "node-3"}
-        assert client.post("/bind", content=orjson.dumps(bind), headers=headers).json() == {
-            "Error": ""
-        }
+        filter_and_bind(client)
         assert "decice_events_total{" not in client.get("/metrics").text
     assert api.events == []
 
