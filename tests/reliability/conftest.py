@@ -40,6 +40,10 @@ def policy(**overrides: Any) -> dict[str, Any]:
         "bind": {"enabled": True, "timeout": 0.5, "retries": 2},
         # Static values load at start-up; no later refresh replaces what a test installs.
         "prometheus": {"interval": 3600},
+        # The fault tests script the API server's answers in request order (fail_next,
+        # delay_next): an Event posted after a bind would take one of them. Events are
+        # tested in tests/test_events.py and under load in test_load.py.
+        "explain": {"events": False},
     }
     raw.update(overrides)
     return raw

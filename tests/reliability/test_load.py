@@ -93,7 +93,11 @@ def test_load_mixed_verbs(tmp_path: Path) -> None:
         for i in range(WARMUP_PODS + PODS):
             api.add_pod(NS, f"load-{i}", f"00000000-0000-4000-8000-{i:012d}")
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, "load-token")
-        raw = policy(server={"gracePeriod": 5}, bind={"enabled": True, "timeout": 5, "retries": 2})
+        raw = policy(
+            server={"gracePeriod": 5},
+            bind={"enabled": True, "timeout": 5, "retries": 2},
+            explain={"events": True},  # Events on every bind, under load, rate-limited
+        )
         raw["prometheus"] = {"interval": 1}  # the static provider refreshes each second
         # The herd guard stays on (each bind reserves CPU and patches the table), on nodes
         # big enough that 3,000 pods do not fill them: full nodes would be filtered and the
@@ -116,7 +120,9 @@ def test_load_mixed_verbs(tmp_path: Path) -> None:
             assert svc.alive()
             code = svc.stop()
         bound = [api.bind_count(NS, f"load-{i}") for i in range(WARMUP_PODS + PODS)]
-        posts = sum(1 for r in api.requests if r.method == "POST")
+        posts = sum(1 for r in api.requests if r.method == "POST" and "/binding" in r.path)
+        events = len(api.events)
+        evented = {e["regarding"]["uid"] for e in api.events}
     total = warm + main
     COUNTS["load requests sent"] += total["requests"]
     COUNTS["load errors"] += total["errors"]
@@ -131,6 +137,9 @@ def test_load_mixed_verbs(tmp_path: Path) -> None:
     assert total["errors"] == 0 and total["5xx"] == 0, total
     assert set(bound) == {1}  # every pod bound exactly once
     assert posts == WARMUP_PODS + PODS  # the bind retries made no API call
+    # Events are best-effort, 5 a second: some were posted, none twice, the rest dropped
+    assert 0 < events == len(evented)
+    assert b'decice_events_total{outcome="posted"}' in metrics
     assert rss_end - rss_warm < RSS_TOLERANCE_KIB, (rss_warm, rss_end)
     assert b'decice_requests_total{code="200",verb="bind"} 6000.0' in metrics
     assert code == 0
