@@ -184,7 +184,7 @@ def create_app(
             memo = engine.pods.find(namespace, name)
             who = f"pod {namespace}/{name}"
         else:
-            assert uid is not None
+            uid = query["uid"]  # exactly one of the two was given
             if not _UID.fullmatch(uid):
                 return _error(400, f"uid {shown(uid)}: expected a pod UID (letters, digits, -)")
             memo = engine.pods.get(uid)

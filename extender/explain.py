@@ -21,7 +21,7 @@ from extender.scoring import evaluate_node, normalise_range, range_score, score_
 Document = dict[str, Any]
 
 
-def _detail(m: MetricSettings, value: float | None, reason: str | None, age: float | None) -> str:
+def _detail(m: MetricSettings, value: float | None, age: float | None) -> str:
     """The values behind an aggregated reason, for this metric on this node."""
     if value is None:
         if m.on_missing != "fail-closed":
@@ -72,7 +72,8 @@ def explain_nodes(
                 ),
                 "weight": m.weight,
             }
-            if e.reason is not None and (detail := _detail(m, value, e.reason, _age(fetched, now))):
+            age = None if fetched is None else now - fetched
+            if e.reason is not None and (detail := _detail(m, value, age)):
                 details.append(detail)
         rows.append(
             {
@@ -86,10 +87,6 @@ def explain_nodes(
         )
     rows.sort(key=lambda r: (not r["passed"], -r["score"], r["node"]))
     return rows
-
-
-def _age(fetched: float | None, now: float) -> float | None:
-    return None if fetched is None else now - fetched
 
 
 def summary(rows: Iterable[Document]) -> tuple[int, Counter[str]]:
