@@ -25,6 +25,7 @@ from extender.binding import Binder
 from extender.config import Settings
 from extender.engine import Engine
 from extender.explain import explain_pod
+from extender.informer import WatchStatus
 from extender.openapi import openapi_document
 from extender.pods import name_problem, shown
 from extender.refresher import Refresher
@@ -106,11 +107,15 @@ def create_app(
     refresher: Refresher,
     clock: Callable[[], float] = time.time,
     background: Mapping[str, Callable[[], Coroutine[object, object, None]]] | None = None,
+    watches: Mapping[str, WatchStatus] | None = None,
+    prepare: Callable[[], Awaitable[None]] | None = None,
+    shutdown: Callable[[], Awaitable[None]] | None = None,
 ) -> Starlette:
     """Routes over the parts extender.service.build_service wires (use that, not this)."""
     limit = settings.server.max_body_bytes
     paths = verb_paths(settings)
     background = background or {}
+    watches = watches or {}
 
     def verb_route(verb: Verb, handler: Handler) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -164,7 +169,11 @@ def create_app(
 
     async def readyz(request: Request) -> Response:
         ready, detail = engine.readiness(clock())
-        body = {"ready": ready, "metrics": detail}
+        body: dict[str, object] = {"ready": ready, "metrics": detail}
+        if watches:
+            # Not part of `ready`: without a watch, filter and prioritize still answer from
+            # the metrics; the herd guard then hears only of our own binds.
+            body["watches"] = {name: status.detail() for name, status in watches.items()}
         return Response(orjson.dumps(body), 200 if ready else 503, media_type=JSON_TYPE)
 
     async def metrics(request: Request) -> Response:
@@ -205,6 +214,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Refresh once before serving, so the first answers use data when there is some.
+        if prepare is not None:
+            await prepare()
         await refresher.refresh_guarded()
         tasks = [asyncio.create_task(refresher.run(), name="refresher")]
         tasks += [asyncio.create_task(run(), name=name) for name, run in background.items()]
@@ -217,6 +228,8 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if shutdown is not None:
+                await shutdown()
 
     prefix = settings.server.url_prefix
     handlers: dict[Verb, Handler] = {

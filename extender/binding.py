@@ -5,7 +5,7 @@ A bind endpoint can place any pod on any node, and the scheduler retries binds, 
 - a pod we already bound to the same node is reported bound without a second call;
 - a pod that is not ours, or a node our filter rejected for it, is refused with an
   `Error` that tells the operator what to change.
-Blocking client calls run in a worker thread, never on the event loop.
+The Kubernetes client is async: its calls run on the event loop, no thread hop.
 """
 
 from __future__ import annotations
@@ -40,9 +40,17 @@ def _name_problem(args: BindingArgs) -> str | None:
     return None
 
 
+def _who(args: BindingArgs) -> str:
+    """The pod and node of a bind request, fit for a log line."""
+    return (
+        f"{shown(args.pod_namespace)}/{shown(args.pod_name)} ({shown(args.pod_uid)}) "
+        f"-> {shown(args.node)}"
+    )
+
+
 class KubeBinder(Protocol):
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
-    def get_pod(self, namespace: str, name: str) -> PodFacts: ...
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
+    async def get_pod(self, namespace: str, name: str) -> PodFacts: ...
 
 
 class BindRefused(Exception):
@@ -73,6 +81,10 @@ class Binder:
     def inflight(self) -> int:
         return len(self._inflight)
 
+    def binding(self, uid: str) -> bool:
+        """True while our bind of this pod runs (its watch event may arrive first)."""
+        return uid in self._inflight
+
     async def bind(self, args: BindingArgs) -> str:
         """Bind and return the ExtenderBindingResult Error string ("" on success)."""
         uid = args.pod_uid
@@ -102,23 +114,20 @@ class Binder:
         return error
 
     async def _bind(self, args: BindingArgs) -> str:
-        who = (
-            f"{shown(args.pod_namespace)}/{shown(args.pod_name)} ({shown(args.pod_uid)}) "
-            f"-> {shown(args.node)}"
-        )
         try:
             outcome = await self._guarded_bind(args)
         except BindRefused as refused:
-            log.warning("bind refused: %s: %s", who, refused)
+            log.warning("bind refused: %s: %s", _who(args), refused)
             self._on_outcome("refused")
             return f"decice: {refused}"
         except Exception as exc:
-            log.warning("bind failed: %s: %s", who, exc)
+            log.warning("bind failed: %s: %s", _who(args), exc)
             self._on_outcome("error")
             return (
                 f"decice: bind of {args.pod_namespace}/{args.pod_name} to {args.node} failed: {exc}"
             )
-        log.info("bind %s: %s", outcome, who)
+        if log.isEnabledFor(logging.INFO):  # the line is built only when it is written
+            log.info("bind %s: %s", outcome, _who(args))
         self._on_outcome(outcome)
         return ""
 
@@ -148,7 +157,7 @@ class Binder:
             scheduler, cores = memo.facts.scheduler_name, memo.facts.cpu_request
             self._check_node(args, memo)
         else:  # no filter call seen for this UID (restart, or no filterVerb): ask the API
-            pod = await asyncio.to_thread(kube.get_pod, args.pod_namespace, args.pod_name)
+            pod = await kube.get_pod(args.pod_namespace, args.pod_name)
             if pod.uid != args.pod_uid:
                 raise BindRefused(
                     f"pod {args.pod_namespace}/{args.pod_name} has UID {pod.uid}, "
@@ -168,9 +177,7 @@ class Binder:
                 "for every profile of its scheduler: run a dedicated scheduler whose only profile "
                 "is ours, drop bindVerb, or set bind.foreignPods: bind"
             )
-        outcome = await asyncio.to_thread(
-            kube.bind, args.pod_namespace, args.pod_name, args.pod_uid, args.node
-        )
+        outcome = await kube.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
         self._remember(args)
         self._engine.pods.placed(args.pod_uid, args.node)
         if ours:

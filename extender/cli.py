@@ -74,7 +74,16 @@ def cmd_scores(args: argparse.Namespace) -> int:
     settings = _load(args.config)
     kube = connect_kube(settings) if settings.prometheus.node_label == "instance" else None
     service = build_service(settings, kube=kube)
-    errors = asyncio.run(service.refresher.refresh_once())
+
+    async def refresh() -> dict[str, str]:
+        await service.prepare()  # the node list, for `instance` labels
+        try:
+            return await service.refresher.refresh_once()
+        finally:
+            if kube is not None:
+                await kube.close()
+
+    errors = asyncio.run(refresh())
     for name, error in errors.items():
         print(f"warning: metric {name}: {error}", file=sys.stderr)
     engine = service.engine

@@ -145,7 +145,26 @@ class BindSettings:
 class KubernetesSettings:
     kubeconfig: str | None = None
     """KUBECONFIG overrides; None means in-cluster, then ~/.kube/config."""
+    watch_pods: bool = True
+    """Watch every pod: the herd guard then counts pods whichever binder placed them, and
+    turned-away pods can be requeued (RBAC: list and watch pods)."""
+    watch_timeout: int = 300
+    """Seconds one watch request stays open before the API server ends it and we resume."""
     node_refresh: float = 60.0
+    """Deprecated and ignored: nodes are watched (kept so older policy files still load)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueSettings:
+    enabled: bool = True
+    """Patch a pod our filter turned away from every node once metrics pass one of them,
+    so kube-scheduler retries it now rather than after its 5-minute unschedulable wait
+    (needs watchPods; RBAC: patch pods)."""
+    patches_per_second: float = 5.0
+    keep_seconds: float = 600.0
+    """Turned-away pods are forgotten after this long (the scheduler retries them itself
+    after 5 minutes, and our filter remembers them again if it still turns them away)."""
+    max_pods: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +202,7 @@ class Settings:
     herd_guard: HerdGuardSettings = field(default_factory=HerdGuardSettings)
     bind: BindSettings = field(default_factory=BindSettings)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    requeue: RequeueSettings = field(default_factory=RequeueSettings)
     prioritize: PrioritizeSettings = field(default_factory=PrioritizeSettings)
     explain: ExplainSettings = field(default_factory=ExplainSettings)
 
@@ -305,6 +325,7 @@ _TOP = {
     "herdGuard",
     "bind",
     "kubernetes",
+    "requeue",
     "prioritize",
     "explain",
 }
@@ -340,6 +361,7 @@ def parse_settings(
     herd = _parse_herd(r, top.get("herdGuard"), metrics)
     bind = _parse_bind(r, top.get("bind"))
     kube = _parse_kubernetes(r, top.get("kubernetes"), env)
+    requeue = _parse_requeue(r, top.get("requeue"))
     prio_raw = r.section(top.get("prioritize"), "prioritize", {"maxHosts"})
     max_hosts = r.get(
         prio_raw, "prioritize", "maxHosts", _non_negative_int, None, "a positive integer or null"
@@ -412,6 +434,7 @@ def parse_settings(
         herd_guard=herd,
         bind=bind,
         kubernetes=kube,
+        requeue=requeue,
         prioritize=PrioritizeSettings(max_hosts=max_hosts or None),
         explain=explain,
     )
@@ -636,8 +659,30 @@ def _parse_bind(r: _Reader, raw: Any) -> BindSettings:
 
 def _parse_kubernetes(r: _Reader, raw: Any, env: Mapping[str, str]) -> KubernetesSettings:
     p = "kubernetes"
-    s = r.section(raw, p, {"kubeconfig", "nodeRefresh"})
+    s = r.section(raw, p, {"kubeconfig", "watchPods", "watchTimeout", "nodeRefresh"})
+    d = KubernetesSettings()
     return KubernetesSettings(
         kubeconfig=env.get("KUBECONFIG") or r.get(s, p, "kubeconfig", _string, None, "a path"),
-        node_refresh=r.get(s, p, "nodeRefresh", _positive, 60.0, "seconds > 0"),
+        watch_pods=r.get(s, p, "watchPods", _boolean, d.watch_pods, "true or false"),
+        watch_timeout=max(
+            1,
+            r.get(s, p, "watchTimeout", _non_negative_int, d.watch_timeout, "seconds, an integer"),
+        ),
+        node_refresh=r.get(s, p, "nodeRefresh", _positive, d.node_refresh, "seconds > 0"),
+    )
+
+
+def _parse_requeue(r: _Reader, raw: Any) -> RequeueSettings:
+    p = "requeue"
+    s = r.section(raw, p, {"enabled", "patchesPerSecond", "keepSeconds", "maxPods"})
+    d = RequeueSettings()
+    return RequeueSettings(
+        enabled=r.get(s, p, "enabled", _boolean, d.enabled, "true or false"),
+        patches_per_second=r.get(
+            s, p, "patchesPerSecond", _positive, d.patches_per_second, "a number > 0"
+        ),
+        keep_seconds=r.get(s, p, "keepSeconds", _positive, d.keep_seconds, "seconds > 0"),
+        max_pods=max(
+            1, r.get(s, p, "maxPods", _non_negative_int, d.max_pods, "a positive integer")
+        ),
     )

@@ -25,15 +25,26 @@ from extender.scoring import (
     top_hosts,
 )
 from extender.table import Table, build_table, patch_table
+from extender.turnedaway import TurnedAway, TurnedAwayPods
 from extender.wire import ExtenderArgs, PreemptionArgs
 
 
 class Engine:
-    def __init__(self, settings: Settings, snapshot: Snapshot, now: float) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        snapshot: Snapshot,
+        now: float,
+        turned_away: TurnedAwayPods | None = None,
+    ) -> None:
         self.settings = settings
         self.pods = PodMemory(settings.explain.keep_pods)
+        self.turned_away = turned_away
+        """Pods turned away from every node, when someone (requeue.py) acts on them."""
         self._snapshot = snapshot
         self._reservations: dict[str, Reservation] = {}
+        self._load: dict[NodeName, float] = {}
+        """node -> utilisation the reservations add (herd_load, kept incrementally)."""
         self._node_cores: Mapping[NodeName, float] = {}
         self._candidates = has_candidates_metric(settings)
         self._table = build_table(
@@ -47,16 +58,28 @@ class Engine:
         return self._snapshot
 
     def herd(self) -> dict[NodeName, float]:
+        return dict(self._load)
+
+    def _recount(self) -> None:
+        """The herd load from scratch: once per refresh (reservations expire, cores change);
+        reserve and release keep it up to date in between, O(1) each."""
         guard = self.settings.herd_guard
-        if not guard.enabled:
-            return {}
-        return herd_load(self._reservations.values(), self._node_cores, guard.default_node_cores)
+        self._load = (
+            herd_load(self._reservations.values(), self._node_cores, guard.default_node_cores)
+            if guard.enabled
+            else {}
+        )
+
+    def _share(self, reservation: Reservation) -> float:
+        default = self.settings.herd_guard.default_node_cores
+        return reservation.cores / (self._node_cores.get(reservation.node) or default)
 
     def install(self, snapshot: Snapshot, table: Table | None, now: float) -> None:
         """Swap in a snapshot (and its table, built off the loop); expire covered reservations."""
         guard = self.settings.herd_guard
         live = live_reservations(self._reservations.values(), snapshot, guard.metric, guard.settle)
         self._reservations = {r.uid: r for r in live}
+        self._recount()
         self._snapshot = snapshot
         stale = stale_metrics(self.settings, snapshot, now)
         if table is None or table.stale != stale:
@@ -64,7 +87,9 @@ class Engine:
         self._table = patch_table(table, self.settings, snapshot, self.herd(), now)
 
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
-        self._node_cores = cores
+        if cores != self._node_cores:
+            self._node_cores = cores
+            self._recount()
 
     def table(self, now: float) -> Table:
         """The current table; rebuilt only when a metric crosses its maxAge."""
@@ -78,15 +103,53 @@ class Engine:
         values = {name: dict(series.values) for name, series in self._snapshot.metrics.items()}
         return dict(self.table(now).scores), values
 
-    def reserve(self, uid: str, node: NodeName, cores: float | None, now: float) -> bool:
-        """Herd guard: count a bound pod on its node until fresh metrics include it."""
+    def reserve(
+        self, uid: str, node: NodeName, cores: float | None, now: float, source: str = "bind"
+    ) -> bool:
+        """Herd guard: count a placed pod on its node until fresh metrics include it.
+
+        `source` says who told us: "bind" (our own bind) or "watch" (the pod watch saw
+        the assignment, whoever bound it); a UID counts once whichever comes first."""
         guard = self.settings.herd_guard
         if not guard.enabled or uid in self._reservations:
             return False
         amount = cores if cores is not None else guard.default_cpu_request
-        self._reservations[uid] = Reservation(uid, node, amount, now)
-        self._table = patch_table(self.table(now), self.settings, self._snapshot, self.herd(), now)
+        reservation = Reservation(uid, node, amount, now, source)
+        self._reservations[uid] = reservation
+        self._load[node] = self._load.get(node, 0.0) + self._share(reservation)
+        self._patch(node, now)
         return True
+
+    def release(self, uid: str, now: float) -> bool:
+        """The pod was deleted or finished: what it reserved is free again."""
+        reservation = self._reservations.pop(uid, None)
+        if reservation is None:
+            return False
+        left = self._load.get(reservation.node, 0.0) - self._share(reservation)
+        if left > 1e-9:
+            self._load[reservation.node] = left
+        else:
+            self._load.pop(reservation.node, None)
+        self._patch(reservation.node, now)
+        return True
+
+    def _patch(self, node: NodeName, now: float) -> None:
+        # One node's load changed: re-score that node only (a burst binds one pod at a time).
+        self._table = patch_table(
+            self.table(now), self.settings, self._snapshot, self._load, now, changed=(node,)
+        )
+
+    def recovered(self, now: float) -> list[TurnedAway]:
+        """Turned-away pods with a candidate node the current table passes (forgotten here)."""
+        if self.turned_away is None or not len(self.turned_away):
+            return []
+        table = self.table(now)
+        ok, evals, unknown_passes = table.ok, table.evals, table.unknown.reason is None
+
+        def passes(node: NodeName) -> bool:
+            return node in ok or (unknown_passes and node not in evals)
+
+        return self.turned_away.recovered(passes, ok, now)
 
     @property
     def reservations(self) -> Mapping[str, Reservation]:
@@ -104,6 +167,12 @@ class Engine:
         table = self.table(now)
         failed = _rejected(table, names)
         self._remember(args, table, frozenset(failed), now)
+        if self.turned_away is not None:
+            pod = args.pod
+            if names and len(failed) == len(names):
+                self.turned_away.remember(pod.uid, pod.namespace, pod.name, names, now)
+            else:
+                self.turned_away.forget(pod.uid)
         return FilterDecision(failed=failed)
 
     def _remember(

@@ -2,9 +2,9 @@
 
 A bind queues the pod (O(1), never waits); one background task takes the queue at most
 `eventsPerSecond`, writes the note from the pod's recorded decision (explain.py, in a
-worker thread: it re-evaluates the candidates) and posts it once. A full queue drops the
-newest pod and counts it; a failed post is counted and never retried, so a slow or
-refusing API server costs us nothing but the dropped notes.
+worker thread: it re-evaluates the candidates) and posts it once, on the event loop. A
+full queue drops the newest pod and counts it; a failed post is counted and never
+retried, so a slow or refusing API server costs us nothing but the dropped notes.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ log = logging.getLogger("decice.events")
 
 
 class EventSink(Protocol):
-    def create_event(self, event: PodEvent) -> None:
-        """Blocking: post one Event; raises on failure."""
+    async def create_event(self, event: PodEvent) -> None:
+        """Post one Event; raises on failure."""
         ...
 
 
@@ -105,13 +105,13 @@ class EventPoster:
             self._counter.event("dropped")  # never reaches here past the bind guard
             return
         try:
-            await asyncio.to_thread(self._build_and_post, memo)
+            # Re-scoring the candidates is CPU work on big inputs: off the event loop.
+            event = await asyncio.to_thread(
+                placement_event, self._settings, memo, self._clock(), self._instance
+            )
+            await self._sink.create_event(event)
         except Exception as exc:
             self._counter.event("failed")
             log.warning("event for pod %s/%s not posted: %s", facts.namespace, facts.name, exc)
             return
         self._counter.event("posted")
-
-    def _build_and_post(self, memo: PodMemo) -> None:
-        event = placement_event(self._settings, memo, self._clock(), self._instance)
-        self._sink.create_event(event)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -20,7 +19,7 @@ from typing import Protocol
 from extender.config import Settings
 from extender.engine import Engine
 from extender.metrics import MetricsProvider
-from extender.model import MetricSeries, NodeInfo, NodeInventory, NodeName, Snapshot
+from extender.model import MetricSeries, NodeInventory, NodeName, Snapshot
 from extender.redaction import redact
 from extender.scoring import stale_metrics
 from extender.table import build_table
@@ -61,18 +60,18 @@ class Refresher:
         settings: Settings,
         engine: Engine,
         provider: MetricsProvider,
-        list_nodes: Callable[[], list[NodeInfo]] | None = None,
+        inventory: Callable[[], NodeInventory] | None = None,
         listener: RefreshListener | None = None,
         clock: Callable[[], float] = time.time,
+        installed: Callable[[Snapshot], None] | None = None,
     ) -> None:
         self._settings = settings
         self._engine = engine
         self._provider = provider
-        self._list_nodes = list_nodes
+        self._inventory = inventory or NodeInventory
         self._listener = listener
         self._clock = clock
-        self._inventory = NodeInventory()
-        self._inventory_at = -math.inf
+        self._installed = installed
         self._failures = 0
 
     @property
@@ -91,20 +90,13 @@ class Refresher:
         backoff: float = self.interval * 2.0 ** min(self._failures, 16)
         return min(backoff, self._settings.prometheus.max_backoff)
 
-    def _fetch_all(self) -> dict[str, dict[NodeName, float] | BaseException]:
-        if self._list_nodes is not None:
-            now = self._clock()
-            if now - self._inventory_at >= self._settings.kubernetes.node_refresh:
-                try:
-                    nodes = self._list_nodes()
-                    self._inventory = NodeInventory.from_nodes(nodes)
-                    self._inventory_at = now
-                except Exception as exc:  # keep the old inventory; metrics still refresh
-                    log.warning("listing nodes failed: %s", describe(exc))
+    def _fetch_all(
+        self, inventory: NodeInventory
+    ) -> dict[str, dict[NodeName, float] | BaseException]:
         results: dict[str, dict[NodeName, float] | BaseException] = {}
         for m in self._settings.metrics:
             try:
-                results[m.name] = self._provider.fetch(m, self._inventory)
+                results[m.name] = self._provider.fetch(m, inventory)
             except Exception as exc:
                 results[m.name] = exc
         return results
@@ -112,14 +104,18 @@ class Refresher:
     async def refresh_once(self) -> dict[str, str]:
         """One refresh; returns metric -> error for the queries that failed."""
         started = time.perf_counter()
-        results = await asyncio.to_thread(self._fetch_all)
+        # The node cache (nodes.py) changes on the loop: read it here, not in the thread.
+        inventory = self._inventory()
+        results = await asyncio.to_thread(self._fetch_all, inventory)
         now = self._clock()
         snapshot = next_snapshot(self._engine.snapshot, results, now)
         stale = stale_metrics(self._settings, snapshot, now)
         herd = self._engine.herd()
         table = await asyncio.to_thread(build_table, self._settings, snapshot, stale, herd, now)
-        self._engine.set_node_cores(self._inventory.cpu_cores)
+        self._engine.set_node_cores(inventory.cpu_cores)
         self._engine.install(snapshot, table, self._clock())
+        if self._installed is not None:
+            self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}
         self._failures = self._failures + 1 if errors else 0
         for name, error in errors.items():

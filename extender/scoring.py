@@ -22,12 +22,14 @@ NEUTRAL = 0.5  # normalised contribution of a fail-open metric with no usable va
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """A pod we bound, counted on its node until fresh metrics include it (herd guard)."""
+    """A placed pod, counted on its node until fresh metrics include it (herd guard)."""
 
     uid: str
     node: NodeName
     cores: float
     bound_at: float
+    source: str = "bind"
+    """"bind" (ours) or "watch" (seen assigned through the pod watch)."""
 
 
 def stale_metrics(settings: Settings, snapshot: Snapshot, now: float) -> frozenset[str]:

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.applications import Starlette
 
@@ -19,10 +19,15 @@ from extender.binding import Binder, KubeBinder
 from extender.config import Settings
 from extender.engine import Engine
 from extender.events import EventPoster, EventSink
+from extender.informer import Informer, WatchCounter, Watcher
 from extender.metrics import MetricsProvider, provider_for
 from extender.model import NodeInfo, Snapshot
+from extender.nodes import NodeCache
+from extender.podwatch import PodEventHandler
 from extender.refresher import Refresher
-from extender.telemetry import Telemetry
+from extender.requeue import PodAnnotator, Requeuer
+from extender.telemetry import PlacementFigures, Telemetry
+from extender.turnedaway import TurnedAwayPods
 
 if TYPE_CHECKING:
     from extender.kube import KubeClient
@@ -30,10 +35,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("decice.service")
 
 
-class KubeAPI(KubeBinder, EventSink, Protocol):
-    """What the service asks of the Kubernetes API (extender.kube.KubeClient, blocking)."""
+class KubeAPI(KubeBinder, EventSink, Watcher, PodAnnotator, Protocol):
+    """What the service asks of the Kubernetes API (extender.kube.KubeClient, async)."""
 
-    def list_nodes(self) -> list[NodeInfo]: ...
+    async def list_nodes(self) -> tuple[list[NodeInfo], str]: ...
+
+    async def list_page(
+        self, path: str, *, limit: int, continue_token: str | None = None
+    ) -> dict[str, Any]: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +55,16 @@ class Service:
     binder: Binder
     refresher: Refresher
     telemetry: Telemetry
+    nodes: NodeCache
+    informers: tuple[Informer, ...] = ()
+    requeuer: Requeuer | None = None
+
+    async def prepare(self) -> None:
+        """What the app does before its first refresh (the CLI calls it too)."""
+        await _prepare(self.informers)
+
+
+PREPARE_TIMEOUT = 10.0
 
 
 def build_service(
@@ -53,27 +74,45 @@ def build_service(
     kube: KubeAPI | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Service:
-    """The engine, refresher, binder and app for `settings`.
+    """The engine, refresher, binder, watches and app for `settings`.
 
     `provider` defaults to the policy's own (Prometheus or static); `kube` None means no
-    Kubernetes client: filter and prioritize work, binds answer an Error, and `instance`
-    labels cannot be mapped to nodes. The first refresh runs when the app starts.
+    Kubernetes client: filter and prioritize work, binds answer an Error, `instance`
+    labels cannot be mapped to nodes, and the herd guard hears only of our own binds.
+    The first refresh runs when the app starts.
     """
     telemetry = Telemetry()
-    engine = Engine(settings, Snapshot.empty(m.name for m in settings.metrics), clock())
+    watch_pods = kube is not None and settings.kubernetes.watch_pods
+    requeue_on = watch_pods and settings.requeue.enabled
+    turned_away = (
+        TurnedAwayPods(settings.requeue.max_pods, settings.requeue.keep_seconds)
+        if requeue_on
+        else None
+    )
+    engine = Engine(
+        settings, Snapshot.empty(m.name for m in settings.metrics), clock(), turned_away
+    )
     telemetry.watch(lambda: engine.snapshot, clock)
     if settings.explain.node_metrics:
         telemetry.watch_nodes(lambda: engine.node_figures(clock()))
+    nodes = NodeCache()
+    requeuer = Requeuer(settings, kube, telemetry, clock) if requeue_on and kube else None
+
+    def installed(snapshot: Snapshot) -> None:
+        if requeuer is not None:
+            requeuer.recovered(engine.recovered(clock()), snapshot.taken_at)
+
     refresher = Refresher(
         settings,
         engine,
         provider if provider is not None else provider_for(settings),
-        kube.list_nodes if kube is not None else None,
+        nodes.inventory if kube is not None else None,
         telemetry,
         clock,
+        installed,
     )
     background: dict[str, Callable[[], Coroutine[object, object, None]]] = {}
-    on_placed = None
+    on_placed: Callable[[str], None] = _nothing
     if settings.explain.events and kube is not None:
         poster = EventPoster(settings, engine.pods, kube, telemetry, clock)
         background["events"] = poster.run
@@ -81,8 +120,105 @@ def build_service(
     binder = Binder(
         settings, engine, kube, clock=clock, on_outcome=telemetry.bound, on_placed=on_placed
     )
-    app = create_app(settings, engine, binder, telemetry, refresher, clock, background)
-    return Service(settings, app, engine, binder, refresher, telemetry)
+    informers: list[Informer] = []
+    if kube is not None:
+        informers.append(_node_informer(settings, kube, nodes, telemetry))
+    if watch_pods and kube is not None:
+        handler = PodEventHandler(
+            engine,
+            forget=requeuer.forget if requeuer is not None else _nothing,
+            placed=on_placed,
+            binding=binder.binding,
+            clock=clock,
+        )
+        informers.append(_pod_informer(settings, kube, handler, telemetry))
+    for informer in informers:
+        background[f"watch-{informer.status.resource}"] = informer.run
+    if requeuer is not None:
+        background["requeue"] = requeuer.run
+
+    def placement() -> PlacementFigures:
+        by_source: dict[str, int] = {}
+        for r in engine.reservations.values():
+            by_source[r.source] = by_source.get(r.source, 0) + 1
+        waiting = len(turned_away) if turned_away is not None else 0
+        pending = requeuer.pending if requeuer is not None else 0
+        return (
+            by_source,
+            waiting,
+            pending,
+            {i.status.resource: i.status.watching for i in informers},
+        )
+
+    telemetry.watch_placement(placement)
+    service_informers = tuple(informers)
+    app = create_app(
+        settings,
+        engine,
+        binder,
+        telemetry,
+        refresher,
+        clock,
+        background,
+        watches={i.status.resource: i.status for i in service_informers},
+        prepare=lambda: _prepare(service_informers),
+        shutdown=kube.close if kube is not None else None,
+    )
+    return Service(
+        settings, app, engine, binder, refresher, telemetry, nodes, service_informers, requeuer
+    )
+
+
+def _nothing(uid: str) -> None:
+    pass
+
+
+async def _prepare(informers: tuple[Informer, ...]) -> None:
+    """Each watch's first list, bounded in time (nodes map `instance` labels in the first
+    refresh); a failure is logged and the watch loop retries it."""
+    for informer in informers:
+        await informer.prime(PREPARE_TIMEOUT)
+
+
+def _node_informer(
+    settings: Settings, kube: KubeAPI, nodes: NodeCache, counter: WatchCounter
+) -> Informer:
+    async def start() -> str:
+        found, version = await kube.list_nodes()
+        nodes.replace(found)
+        return version
+
+    return Informer(
+        "nodes",
+        "/api/v1/nodes",
+        kube,
+        start,
+        nodes.apply,
+        timeout_seconds=settings.kubernetes.watch_timeout,
+        counter=counter,
+    )
+
+
+def _pod_informer(
+    settings: Settings, kube: KubeAPI, handler: PodEventHandler, counter: WatchCounter
+) -> Informer:
+    async def start() -> str:
+        # One pod is enough: the list's resourceVersion starts the watch from now.
+        page = await kube.list_page("/api/v1/pods", limit=1)
+        version = (page.get("metadata") or {}).get("resourceVersion")
+        if not isinstance(version, str) or not version:
+            raise ValueError("pod list has no metadata.resourceVersion")
+        return version
+
+    return Informer(
+        "pods",
+        "/api/v1/pods",
+        kube,
+        start,
+        handler,
+        timeout_seconds=settings.kubernetes.watch_timeout,
+        counter=counter,
+    )
 
 
 def connect_kube(settings: Settings) -> KubeClient | None:
@@ -94,7 +230,10 @@ def connect_kube(settings: Settings) -> KubeClient | None:
 
     try:
         api = load_api_client(settings.kubernetes.kubeconfig)
+        # TLS files and the proxy are read here: a bad one is a config problem too.
+        return KubeClient(
+            api.configuration, timeout=settings.bind.timeout, retries=settings.bind.retries
+        )
     except Exception as exc:
         log.warning("no Kubernetes client (%s); binds will answer an Error", exc)
         return None
-    return KubeClient(api, timeout=settings.bind.timeout, retries=settings.bind.retries)

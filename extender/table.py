@@ -94,11 +94,12 @@ def patch_table(
     snapshot: Snapshot,
     herd: Mapping[NodeName, float],
     now: float,
+    changed: Iterable[NodeName] | None = None,
 ) -> Table:
-    """The same table with new herd load: only nodes whose load changed are re-scored."""
-    changed: Iterable[NodeName] = {
-        n for n in set(herd) | set(table.herd) if herd.get(n) != table.herd.get(n)
-    }
+    """The same table with new herd load: only nodes whose load changed are re-scored
+    (`changed`, when the caller knows them; else found by comparing the loads)."""
+    if changed is None:
+        changed = {n for n in set(herd) | set(table.herd) if herd.get(n) != table.herd.get(n)}
     if not changed:
         return table
     evals = dict(table.evals)

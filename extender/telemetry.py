@@ -78,6 +78,47 @@ class _NodeCollector(Collector):
         yield metric
 
 
+PlacementFigures = tuple[Mapping[str, int], int, int, Mapping[str, bool]]
+"""(reservations by source, turned-away pods, requeue patches pending, watch -> up)."""
+
+
+class _PlacementCollector(Collector):
+    """Herd-guard reservations, turned-away pods and watch health, read when scraped."""
+
+    def __init__(self, figures: Callable[[], PlacementFigures]) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        reservations, turned_away, pending, watches = self._figures()
+        held = GaugeMetricFamily(
+            "decice_herd_reservations",
+            "Placed pods the herd guard counts on their node until fresh metrics include "
+            "them, by who told us: bind (our own) or watch (any binder, from the pod watch).",
+            labels=["source"],
+        )
+        for source in ("bind", "watch"):
+            held.add_metric([source], float(reservations.get(source, 0)))
+        yield held
+        yield GaugeMetricFamily(
+            "decice_turned_away_pods",
+            "Pods our filter turned away from every node, waiting for metrics to recover.",
+            value=float(turned_away),
+        )
+        yield GaugeMetricFamily(
+            "decice_requeue_pending",
+            "Recovered pods waiting for their requeue patch (rate-limited).",
+            value=float(pending),
+        )
+        up = GaugeMetricFamily(
+            "decice_watch_up",
+            "1 while the watch of the resource is established, else 0.",
+            labels=["resource"],
+        )
+        for resource, watching in watches.items():
+            up.add_metric([resource], 1.0 if watching else 0.0)
+        yield up
+
+
 class Telemetry:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -116,6 +157,19 @@ class Telemetry:
             ["outcome"],
             registry=r,
         )
+        self.watch_restarts = Counter(
+            "decice_watch_restarts",
+            "Watch restarts by resource and reason: expired (410 Gone, listed again) or error.",
+            ["resource", "reason"],
+            registry=r,
+        )
+        self.requeue_patches = Counter(
+            "decice_requeue_patches",
+            "Requeue patches of turned-away pods by outcome: patched, gone (404), recreated "
+            "(422, UID changed), forbidden, error, skipped (bound meanwhile), dropped.",
+            ["outcome"],
+            registry=r,
+        )
         # Children resolved once: labels() costs a dict lookup and a lock per call.
         self._latency = {v: self.latency.labels(v) for v in VERBS}
         self._ok = {v: self.requests.labels(v, "200") for v in VERBS}
@@ -129,6 +183,15 @@ class Telemetry:
 
     def watch_nodes(self, figures: Callable[[], NodeFigures]) -> None:
         self.registry.register(_NodeCollector(figures))
+
+    def watch_placement(self, figures: Callable[[], PlacementFigures]) -> None:
+        self.registry.register(_PlacementCollector(figures))
+
+    def watch_restart(self, resource: str, reason: str) -> None:
+        self.watch_restarts.labels(resource, reason).inc()
+
+    def requeued(self, outcome: str) -> None:
+        self.requeue_patches.labels(outcome).inc()
 
     def observe(self, verb: Verb, code: int, seconds: float) -> None:
         self._latency[verb].observe(seconds)

@@ -3,26 +3,45 @@
 It answers the few paths the extender calls with the paths, status codes and bodies
 of a real kube-apiserver (see tests/fixtures/kube-apiserver/):
 
-    POST /api/v1/namespaces/{ns}/pods/{name}/binding
-    GET  /api/v1/namespaces/{ns}/pods/{name}
-    GET  /api/v1/nodes            (honours limit / continue)
+    POST  /api/v1/namespaces/{ns}/pods/{name}/binding
+    GET   /api/v1/namespaces/{ns}/pods/{name}
+    PATCH /api/v1/namespaces/{ns}/pods/{name}   (merge / strategic merge: labels, annotations)
+    GET   /api/v1/pods, /api/v1/nodes           (lists; honour limit / continue)
+    GET   /api/v1/pods?watch=true, /api/v1/nodes?watch=true   (watch streams)
+    POST  /apis/events.k8s.io/v1/namespaces/{ns}/events
 
 Like the real server it accepts a bind to a node that does not exist, and it answers a
 second bind of a pod with 409 whatever the target. Faults are injected with
-`fail_next` and `delay_next`; a `token` turns on bearer authentication.
+`fail_next`, `delay_next`, `break_watches` and `expire_history`; a `token` turns on
+bearer authentication.
+
+Every change of a pod or node (the helpers below, a bind, a patch) takes the next
+resourceVersion and is kept in a bounded per-resource history, so a watch from a
+resourceVersion replays what came after it, then streams changes as they happen:
+`{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}`, one JSON object per
+line, chunked, until `timeoutSeconds` (default 30 s, at most 60 s here). Unlike the real
+server, a watch without resourceVersion (or "0") replays nothing: it streams new
+changes only. A resourceVersion older than the history gets the real server's 410
+`Expired` ERROR event. An open watch does not count as in flight for `wait_idle`.
 
     with FakeKubeAPI() as api:
         api.add_pod("decice", "p1", "uid-1")
         client = client_for(api)
+        api.assign("decice", "p1", "node-1")   # another binder binds it: a MODIFIED event
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import re
+import socket
 import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -45,6 +64,52 @@ _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 _EVENTS = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events$")
 _SUBDOMAIN_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9-])?")
 _NODES = "/api/v1/nodes"
+_PODS = "/api/v1/pods"
+_COLLECTIONS = {_PODS: "pods", _NODES: "nodes"}
+
+#: Content-Type of a watch stream (fixture watch-pods.json).
+WATCH_CONTENT_TYPE = "application/json;stream=watch"
+#: Server-side end of a watch without timeoutSeconds, and the cap of any: the real server
+#: picks 30-60 min; a test must not leave a stream open that long.
+DEFAULT_WATCH_TIMEOUT = 30.0
+MAX_WATCH_TIMEOUT = 60.0
+#: The merge patches this fake applies; the 415 message lists what the real server accepts.
+_PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+_UNSUPPORTED_PATCH = (
+    "the body of the request was in an unknown format - accepted media types include: "
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, "
+    "application/strategic-merge-patch+json"
+)
+_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+#: A BOOKMARK carries an empty object of the watched kind with only its resourceVersion,
+#: serialised as Go does (fixture watch-pods.json): a Pod's spec.containers has no
+#: omitempty, so it is null; a Node's status holds the zero daemonEndpoints and nodeInfo
+#: structs (as in list-nodes-limit-1.json, with empty strings).
+_BOOKMARK_BODY: dict[str, dict[str, Any]] = {
+    "pods": {"kind": "Pod", "spec": {"containers": None}, "status": {}},
+    "nodes": {
+        "kind": "Node",
+        "spec": {},
+        "status": {
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            "nodeInfo": {
+                key: ""
+                for key in (
+                    "machineID",
+                    "systemUUID",
+                    "bootID",
+                    "kernelVersion",
+                    "osImage",
+                    "containerRuntimeVersion",
+                    "kubeletVersion",
+                    "kubeProxyVersion",
+                    "operatingSystem",
+                    "architecture",
+                )
+            },
+        },
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -80,18 +145,57 @@ def status_body(
 _SUCCESS: JSON = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
 
 
+def _now() -> str:
+    """RFC 3339 in seconds, UTC, as the API server writes condition and deletion times."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _event_line(kind: str, obj: JSON) -> bytes:
+    return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+@dataclass(eq=False)
+class _Watch:
+    """One open watch stream: the lines it has still to send, and how it ends."""
+
+    resource: str  # "pods" or "nodes"
+    deadline: float  # time.monotonic() at which the server ends the stream
+    bookmarks: bool
+    pending: list[bytes]
+    final: bool = False  # end once `pending` is sent (the 410 ERROR event)
+    broken: bool = False  # break_watches(): cut without the terminating chunk
+    connection: socket.socket | None = None
+
+
+_Answer = tuple[int, JSON, dict[str, str]] | _Watch
+
+
 class FakeKubeAPI:
     """Threaded HTTP server on 127.0.0.1 with a random port; `url` once started."""
 
-    def __init__(self, *, token: str | None = None, user: str = DEFAULT_USER) -> None:
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        user: str = DEFAULT_USER,
+        history: int = 10_000,
+        bookmark_interval: float = 1.0,
+    ) -> None:
+        """`history`: changes kept per resource for watches to replay (the oldest go
+        first); `bookmark_interval`: seconds between two BOOKMARK events of a watch that
+        allows them."""
+        if history < 1:
+            raise ValueError("history must keep at least one change")
         self.token = token
         self.user = user
+        self.bookmark_interval = bookmark_interval
         self.requests: list[KubeRequest] = []
         self.events: list[JSON] = []  # created Events, as stored
         self._pods: dict[tuple[str, str], JSON] = {}
         self._nodes: dict[str, JSON] = {}
         self._binds: dict[tuple[str, str], int] = {}
         self._failures: list[int] = []
+        self._watch_failures: list[int] = []
         self._delays: list[tuple[float, bool]] = []
         self._resource_version = 100
         self._lock = threading.Lock()
@@ -99,6 +203,16 @@ class FakeKubeAPI:
         self._in_flight = 0
         self._stopping = threading.Event()
         self._server: LoopbackServer | None = None
+        # (resourceVersion, serialised event line) per resource, oldest first
+        self._history: dict[str, deque[tuple[int, bytes]]] = {
+            "pods": deque(maxlen=history),
+            "nodes": deque(maxlen=history),
+        }
+        # the oldest resourceVersion a watch may start from ("oldest - 1" upstream)
+        self._horizon = {"pods": 0, "nodes": 0}
+        self._watches: list[_Watch] = []
+        self._changed = threading.Condition(self._lock)  # wakes the watch streams
+        self._closed = False  # stop(): end every stream (not release_delays' _stopping)
 
     # --- lifecycle ---
 
@@ -114,7 +228,13 @@ class FakeKubeAPI:
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
+        """End open watch streams (cleanly, within 2 s, else cut), release delays, close."""
+        self._stopping.set()  # first: a stream stalled by delay_next must get going
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+            if not self._changed.wait_for(lambda: not self._watches, 2.0):
+                self._cut_watches()  # a stream stuck writing to a client that never reads
         if self._server is not None:
             self._server.close()
 
@@ -190,7 +310,14 @@ class FakeKubeAPI:
                     "qosClass": "Burstable" if any(requests) else "BestEffort",
                 },
             }
+            replaced = self._pods.get((namespace, name))
+            if replaced is not None:  # a pod recreated under the same name
+                self._pods.pop((namespace, name))
+                replaced["metadata"]["resourceVersion"] = self._next_version()
+                self._record("pods", "DELETED", replaced)
+                pod["metadata"]["resourceVersion"] = self._next_version()
             self._pods[(namespace, name)] = pod
+            self._record("pods", "ADDED", pod)
         return pod
 
     def add_node(
@@ -218,8 +345,86 @@ class FakeKubeAPI:
                     + [{"type": "Hostname", "address": name}],
                 },
             }
+            kind = "MODIFIED" if name in self._nodes else "ADDED"
             self._nodes[name] = node
+            self._record("nodes", kind, node)
         return node
+
+    def update_node(
+        self, name: str, cpu: str | None = None, internal_ip: str | Sequence[str] | None = None
+    ) -> JSON:
+        """Change a node's CPU capacity / allocatable or its InternalIP addresses (None:
+        unchanged): a MODIFIED event. KeyError if there is no such node."""
+        with self._lock:
+            node = self._nodes[name]
+            status = node["status"]
+            if cpu is not None:
+                status["capacity"]["cpu"] = cpu
+                status["allocatable"]["cpu"] = cpu
+            if internal_ip is not None:
+                ips = [internal_ip] if isinstance(internal_ip, str) else list(internal_ip)
+                status["addresses"] = [{"type": "InternalIP", "address": ip} for ip in ips] + [
+                    a for a in status["addresses"] if a["type"] != "InternalIP"
+                ]
+            node["metadata"]["resourceVersion"] = self._next_version()
+            self._record("nodes", "MODIFIED", node)
+            return node
+
+    def remove_node(self, name: str) -> None:
+        """Delete a node: a DELETED event with its last state. KeyError if there is none."""
+        with self._lock:
+            node = self._nodes.pop(name)
+            node["metadata"]["resourceVersion"] = self._next_version()  # as DELETED carries
+            self._record("nodes", "DELETED", node)
+
+    def assign(self, namespace: str, name: str, node: str) -> None:
+        """Bind the pod as another binder (the default scheduler) would: what a successful
+        POST binding does, but neither counted in `bind_count` nor in `requests`.
+        KeyError if there is no such pod, ValueError if it is bound already."""
+        with self._lock:
+            pod = self._pods[(namespace, name)]
+            if pod["spec"].get("nodeName"):
+                raise ValueError(f"pod {namespace}/{name} is bound to {pod['spec']['nodeName']}")
+            self._assign_locked(pod, node)
+
+    def set_phase(self, namespace: str, name: str, phase: str) -> None:
+        """status.phase (Running, Succeeded, Failed, ...): a MODIFIED event."""
+        if phase not in _PHASES:
+            raise ValueError(f"unknown pod phase {phase!r}")
+        with self._lock:
+            pod = self._pods[(namespace, name)]
+            pod["status"]["phase"] = phase
+            pod["metadata"]["resourceVersion"] = self._next_version()
+            self._record("pods", "MODIFIED", pod)
+
+    def delete_pod(self, namespace: str, name: str, graceful: bool = False) -> None:
+        """Delete a pod as the API server does (fixture watch-pods.json).
+
+        graceful: set deletionTimestamp and deletionGracePeriodSeconds (the pod's
+        terminationGracePeriodSeconds), generation + 1: one MODIFIED event; the pod stays
+        until `delete_pod(..., graceful=False)` (its kubelet confirming). Not graceful:
+        a pod not yet marked first gets deletionTimestamp with grace period 0 (MODIFIED),
+        then is removed (DELETED, with a new resourceVersion), the two events the real
+        server sent for a delete with gracePeriodSeconds=0. KeyError if there is no pod.
+        """
+        with self._lock:
+            pod = self._pods[(namespace, name)]
+            if "deletionTimestamp" not in pod["metadata"]:
+                grace = pod["spec"].get("terminationGracePeriodSeconds", 30) if graceful else 0
+                self._mark_deleted(pod, grace)
+                pod["metadata"]["resourceVersion"] = self._next_version()
+                self._record("pods", "MODIFIED", pod)
+            if graceful:
+                return
+            del self._pods[(namespace, name)]
+            pod["metadata"]["resourceVersion"] = self._next_version()
+            self._record("pods", "DELETED", pod)
+
+    @property
+    def resource_version(self) -> str:
+        """The server's current resourceVersion (the last change's)."""
+        with self._lock:
+            return str(self._resource_version)
 
     def pod(self, namespace: str, name: str) -> JSON | None:
         with self._lock:
@@ -236,16 +441,144 @@ class FakeKubeAPI:
 
     # --- faults ---
 
-    def fail_next(self, status: int, times: int = 1) -> None:
-        """Answer the next `times` requests with a `Status` of code `status`."""
+    # Watch requests have their own fault queue: the extender's watches reconnect in the
+    # background, and must not use up a fault a test meant for a bind (or the reverse).
+
+    def fail_next(self, status: int, times: int = 1, *, watch: bool = False) -> None:
+        """Answer the next `times` requests (watch requests with `watch=True`, any other
+        request without) with a `Status` of code `status`."""
         with self._lock:
-            self._failures.extend([status] * times)
+            (self._watch_failures if watch else self._failures).extend([status] * times)
 
     def delay_next(self, seconds: float, times: int = 1, *, after: bool = False) -> None:
-        """Stall the next `times` requests; `after=True` stalls once the request took effect
-        (a bind that succeeds on the server but whose answer comes too late)."""
+        """Stall the next `times` requests other than watches; `after=True` stalls once the
+        request took effect (a bind that succeeds on the server but whose answer comes too
+        late)."""
         with self._lock:
             self._delays.extend([(seconds, after)] * times)
+
+    def break_watches(self) -> None:
+        """Cut every open watch stream: its socket is shut down without the terminating
+        chunk, so the client sees a broken connection, not the end of the stream."""
+        with self._changed:
+            self._cut_watches()
+
+    def expire_history(self, *, including_now: bool = False) -> None:
+        """Forget every change kept so far: a watch from an older resourceVersion gets the
+        410 Expired ERROR event (open streams go on). `including_now`: a watch from the
+        current version too (a restarted server whose history was compacted), so a client
+        that was up to date still has to list again."""
+        with self._lock:
+            if including_now:  # the version moves on: a fresh list starts from there
+                self._next_version()
+            for resource, kept in self._history.items():
+                kept.clear()
+                self._horizon[resource] = self._resource_version
+
+    def open_watches(self, resource: str) -> int:
+        """How many watch streams of "pods" or "nodes" are open now."""
+        with self._lock:
+            return sum(1 for w in self._watches if w.resource == resource)
+
+    # --- change history and watch streams (the caller holds the lock) ---
+
+    def _record(self, resource: str, kind: str, obj: JSON) -> None:
+        """Keep a change in the history and hand it to the open streams of `resource`."""
+        if resource == "nodes":  # stored (and listed) without kind, watched with it
+            obj = {"kind": "Node", "apiVersion": "v1", **obj}
+        rv = int(obj["metadata"]["resourceVersion"])
+        line = _event_line(kind, copy.deepcopy(obj))
+        kept = self._history[resource]
+        if len(kept) == kept.maxlen:
+            self._horizon[resource] = kept[0][0]  # the change about to be dropped
+        kept.append((rv, line))
+        for watch in self._watches:
+            if watch.resource == resource:
+                watch.pending.append(line)
+        self._changed.notify_all()
+
+    def _cut_watches(self) -> None:
+        for watch in self._watches:
+            watch.broken = True
+            _shut(watch.connection)
+        self._changed.notify_all()
+
+    def _open_watch(self, resource: str, query: dict[str, list[str]]) -> _Answer:
+        raw_rv = query.get("resourceVersion", [""])[0]
+        try:
+            since = int(raw_rv or 0)
+            timeout = float(query.get("timeoutSeconds", [""])[0] or 0)
+        except ValueError:
+            return 400, status_body(400, f"invalid watch parameters {query}", "BadRequest"), {}
+        watch = _Watch(
+            resource=resource,
+            # 0 or none: the server's default, as upstream
+            deadline=time.monotonic() + min(timeout or DEFAULT_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT),
+            bookmarks=query.get("allowWatchBookmarks", [""])[0] in ("true", "1"),
+            pending=[],
+        )
+        with self._lock:
+            horizon = self._horizon[resource]
+            if since and since < horizon:  # upstream: resourceVersion < oldest - 1
+                message = f"too old resource version: {since} ({horizon})"
+                watch.pending.append(_event_line("ERROR", status_body(410, message, "Expired")))
+                watch.final = True
+                return watch
+            if since:
+                watch.pending.extend(line for rv, line in self._history[resource] if rv > since)
+            self._watches.append(watch)  # in the same hold: no change falls in between
+        return watch
+
+    def _attach(self, watch: _Watch, connection: socket.socket) -> None:
+        with self._lock:
+            watch.connection = connection
+            if watch.broken:
+                _shut(connection)
+
+    def _detach(self, watch: _Watch) -> None:
+        with self._changed:
+            if watch in self._watches:
+                self._watches.remove(watch)
+            self._changed.notify_all()
+
+    def _pump(self, watch: _Watch, write: Callable[[bytes], None]) -> bool:
+        """Write the stream's events as they come; True once it ended cleanly (timeout,
+        stop(), the ERROR event), False when cut (break_watches)."""
+        interval = self.bookmark_interval
+        next_bookmark = time.monotonic() + interval if watch.bookmarks else float("inf")
+        while True:
+            with self._changed:
+                while True:
+                    now = time.monotonic()
+                    if watch.broken:
+                        return False
+                    if (
+                        watch.pending
+                        or watch.final
+                        or self._closed
+                        or now >= watch.deadline
+                        or now >= next_bookmark
+                    ):
+                        break
+                    self._changed.wait(min(watch.deadline, next_bookmark) - now)
+                lines, watch.pending = watch.pending, []
+                finished = watch.final or self._closed or now >= watch.deadline
+                if now >= next_bookmark and not finished:
+                    # after the changes drained with it, so it never runs ahead of them
+                    body = _BOOKMARK_BODY[watch.resource]
+                    bookmark = {
+                        "kind": body["kind"],
+                        "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(self._resource_version)},
+                        "spec": copy.deepcopy(body["spec"]),
+                        "status": copy.deepcopy(body["status"]),
+                    }
+                    lines.append(_event_line("BOOKMARK", bookmark))
+                    next_bookmark = now + interval
+            for line in lines:
+                write(line)
+            if finished:
+                return True
 
     # --- request handling (called from the handler threads) ---
 
@@ -262,11 +595,11 @@ class FakeKubeAPI:
         """Let every stalled request proceed now (stop() does it too)."""
         self._stopping.set()
 
-    def _handle(self, request: KubeRequest) -> tuple[int, JSON, dict[str, str]]:
+    def _handle(self, request: KubeRequest) -> _Answer:
         with self._lock:
             self.requests.append(request)
             self._in_flight += 1
-            delay = self._delays.pop(0) if self._delays else None
+            delay = self._delays.pop(0) if self._delays and not _is_watch(request) else None
         try:
             if delay is not None and not delay[1]:
                 self._stopping.wait(delay[0])
@@ -279,9 +612,10 @@ class FakeKubeAPI:
                 self._in_flight -= 1
                 self._idle.notify_all()
 
-    def _answer(self, request: KubeRequest) -> tuple[int, JSON, dict[str, str]]:
+    def _answer(self, request: KubeRequest) -> _Answer:
         with self._lock:
-            failure = self._failures.pop(0) if self._failures else None
+            queue = self._watch_failures if _is_watch(request) else self._failures
+            failure = queue.pop(0) if queue else None
         if failure is not None:
             return self._injected(failure, request)
         if self.token is not None and not self._authenticated(request):
@@ -290,11 +624,17 @@ class FakeKubeAPI:
             return self._bind(m.group(1), m.group(2), request.body)
         if request.method == "GET" and (m := _POD.match(request.path)):
             return self._get_pod(m.group(1), m.group(2))
-        if request.method == "GET" and request.path == _NODES:
-            return self._list_nodes(request.query)
+        if request.method == "PATCH" and (m := _POD.match(request.path)):
+            return self._patch_pod(m.group(1), m.group(2), request)
+        if request.method == "GET" and request.path in _COLLECTIONS:
+            if _watching(request.query):
+                return self._open_watch(_COLLECTIONS[request.path], request.query)
+            if request.path == _NODES:
+                return self._list_nodes(request.query)
+            return self._list_pods(request.query)
         if request.method == "POST" and (m := _EVENTS.match(request.path)):
             return self._create_event(m.group(1), request.body)
-        if _BINDING.match(request.path) or _POD.match(request.path) or request.path == _NODES:
+        if _BINDING.match(request.path) or _POD.match(request.path) or request.path in _COLLECTIONS:
             return (
                 405,
                 status_body(
@@ -377,18 +717,117 @@ class FakeKubeAPI:
                     ),
                     {},
                 )
-            pod["spec"]["nodeName"] = target["name"]
-            pod["metadata"]["resourceVersion"] = self._next_version()
-            pod["status"]["conditions"] = [
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": _CREATED,
-                }
-            ]
+            self._assign_locked(pod, target["name"])
             self._binds[(namespace, name)] = self._binds.get((namespace, name), 0) + 1
         return 201, {**_SUCCESS, "code": 201}, {}
+
+    def _assign_locked(self, pod: JSON, node: str) -> None:
+        """A bind: spec.nodeName and the PodScheduled condition of the fixture's bound
+        MODIFIED event (status keeps the order phase, conditions, qosClass)."""
+        pod["spec"]["nodeName"] = node
+        pod["metadata"]["resourceVersion"] = self._next_version()
+        condition = {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": _now(),
+        }
+        status = pod["status"]
+        rest = {k: v for k, v in status.items() if k not in ("phase", "conditions")}
+        pod["status"] = {"phase": status.get("phase", "Pending"), "conditions": [condition], **rest}
+        self._record("pods", "MODIFIED", pod)
+
+    @staticmethod
+    def _mark_deleted(pod: JSON, grace: int) -> None:
+        """deletionTimestamp and deletionGracePeriodSeconds right after creationTimestamp,
+        generation + 1, as in the fixture's deletion events."""
+        meta = pod["metadata"]
+        marked: JSON = {}
+        for key, value in meta.items():
+            marked[key] = value + 1 if key == "generation" else value
+            if key == "creationTimestamp":
+                marked["deletionTimestamp"] = _now()
+                marked["deletionGracePeriodSeconds"] = grace
+        marked.setdefault("deletionTimestamp", _now())
+        marked.setdefault("deletionGracePeriodSeconds", grace)
+        pod["metadata"] = marked
+
+    def _patch_pod(self, namespace: str, name: str, request: KubeRequest) -> _Answer:
+        """Merge / strategic merge patch of a pod's labels and annotations (a null value
+        deletes a key); a metadata.uid other than the pod's is refused with 422."""
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type not in _PATCH_TYPES:
+            return 415, status_body(415, _UNSUPPORTED_PATCH, "UnsupportedMediaType"), {}
+        body = request.body
+        meta_patch = body.get("metadata") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(meta_patch, dict | None):
+            return (
+                400,
+                status_body(400, "the body of the request was in an unknown format", "BadRequest"),
+                {},
+            )
+        meta_patch = meta_patch or {}
+        with self._lock:
+            pod = self._pods.get((namespace, name))
+            if pod is None:
+                return 404, _not_found(name), {}
+            wanted_uid = meta_patch.get("uid")
+            if wanted_uid is not None and wanted_uid != pod["metadata"]["uid"]:
+                text = f'Invalid value: "{wanted_uid}": field is immutable'
+                cause = {"reason": "FieldValueInvalid", "message": text, "field": "metadata.uid"}
+                return (
+                    422,
+                    status_body(
+                        422,
+                        f'Pod "{name}" is invalid: metadata.uid: {text}',
+                        "Invalid",
+                        # the real server lists the same cause twice (patch-uid-mismatch)
+                        {"name": name, "kind": "Pod", "causes": [cause, dict(cause)]},
+                    ),
+                    {},
+                )
+            allowed = {"kind": "Pod", "apiVersion": "v1"}  # may come along, if they match
+            unsupported = [
+                k for k, v in body.items() if k != "metadata" and allowed.get(k) != v
+            ] + [
+                f"metadata.{k}"
+                for k, v in meta_patch.items()
+                if k not in ("uid", "labels", "annotations")
+                and not (k in ("name", "namespace") and v == pod["metadata"][k])
+            ]
+            if unsupported:  # loud, not ignored: extend the fake when a test needs more
+                return (
+                    500,
+                    status_body(500, f"fake kube-apiserver: patch of {unsupported} not supported"),
+                    {},
+                )
+            meta = copy.deepcopy(pod["metadata"])
+            for key in ("labels", "annotations"):
+                if key not in meta_patch:
+                    continue
+                change = meta_patch[key]
+                if change is not None and not (
+                    isinstance(change, dict)
+                    and all(isinstance(v, str | None) for v in change.values())
+                ):
+                    return (
+                        400,
+                        status_body(400, f"metadata.{key}: values must be strings", "BadRequest"),
+                        {},
+                    )
+                merged = {
+                    k: v
+                    for k, v in {**meta.get(key, {}), **(change or {})}.items()
+                    if v is not None and change is not None
+                }
+                meta.pop(key, None)
+                if merged:
+                    meta[key] = merged
+            if meta != pod["metadata"]:  # a no-op patch writes nothing: no new version
+                pod["metadata"] = _metadata_in_order(meta)
+                pod["metadata"]["resourceVersion"] = self._next_version()
+                self._record("pods", "MODIFIED", pod)
+            return 200, copy.deepcopy(pod), {}
 
     def _create_event(self, namespace: str, body: Any) -> tuple[int, JSON, dict[str, str]]:
         """events.k8s.io/v1 create, validated as in fixtures event-create / event-bad."""
@@ -459,22 +898,31 @@ class FakeKubeAPI:
 
     def _list_nodes(self, query: dict[str, list[str]]) -> tuple[int, JSON, dict[str, str]]:
         with self._lock:
-            names = sorted(self._nodes)
-            start = int(query.get("continue", ["0"])[0] or 0)
-            limit = int(query.get("limit", ["0"])[0] or 0)
-            end = start + limit if limit > 0 else len(names)
-            items = [json.loads(json.dumps(self._nodes[n])) for n in names[start:end]]
-            metadata: JSON = {"resourceVersion": str(self._resource_version)}
-            if end < len(names):
-                metadata["continue"] = str(end)
-                metadata["remainingItemCount"] = len(names) - end
-        return (
-            200,
-            {"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": items},
-            {},
-        )
+            items = [self._nodes[n] for n in sorted(self._nodes)]
+            return 200, self._page("NodeList", items, query), {}
 
-    def _injected(self, code: int, request: KubeRequest) -> tuple[int, JSON, dict[str, str]]:
+    def _list_pods(self, query: dict[str, list[str]]) -> tuple[int, JSON, dict[str, str]]:
+        with self._lock:
+            items = [self._pods[key] for key in sorted(self._pods)]  # etcd key order
+            return 200, self._page("PodList", items, query), {}
+
+    def _page(self, kind: str, items: list[JSON], query: dict[str, list[str]]) -> JSON:
+        """One page of a list (lock held): `continue` is the index of the next item; the
+        items carry no kind / apiVersion (list-nodes-limit-1.json)."""
+        start = int(query.get("continue", ["0"])[0] or 0)
+        limit = int(query.get("limit", ["0"])[0] or 0)
+        end = start + limit if limit > 0 else len(items)
+        page = [
+            {k: copy.deepcopy(v) for k, v in item.items() if k not in ("kind", "apiVersion")}
+            for item in items[start:end]
+        ]
+        metadata: JSON = {"resourceVersion": str(self._resource_version)}
+        if end < len(items):
+            metadata["continue"] = str(end)
+            metadata["remainingItemCount"] = len(items) - end
+        return {"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": page}
+
+    def _injected(self, code: int, request: KubeRequest) -> _Answer:
         if code == 401:
             return 401, _unauthorized(), {}
         if code == 403:
@@ -530,7 +978,10 @@ class FakeKubeAPI:
         if m := _BINDING.match(request.path):
             namespace, name, verb, resource = m.group(1), m.group(2), "create", "pods/binding"
         elif m := _POD.match(request.path):
-            namespace, name, verb, resource = m.group(1), m.group(2), "get", "pods"
+            verb = {"PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(
+                request.method, "get"
+            )
+            namespace, name, resource = m.group(1), m.group(2), "pods"
         elif m := _EVENTS.match(request.path):
             return status_body(
                 403,
@@ -540,12 +991,14 @@ class FakeKubeAPI:
                 {"group": "events.k8s.io", "kind": "events"},
             )
         else:
+            collection = _COLLECTIONS.get(request.path, "nodes")
+            verb = "watch" if _watching(request.query) else "list"
             return status_body(
                 403,
-                f'nodes is forbidden: User "{self.user}" cannot list resource "nodes" in '
-                f'API group "" at the cluster scope',
+                f'{collection} is forbidden: User "{self.user}" cannot {verb} resource '
+                f'"{collection}" in API group "" at the cluster scope',
                 "Forbidden",
-                {"kind": "nodes"},
+                {"kind": collection},
             )
         return status_body(
             403,
@@ -554,6 +1007,42 @@ class FakeKubeAPI:
             "Forbidden",
             {"name": name, "kind": "pods"},
         )
+
+
+def _watching(query: dict[str, list[str]]) -> bool:
+    return query.get("watch", [""])[0] in ("true", "1")
+
+
+def _shut(connection: socket.socket | None) -> None:
+    """Shut a stream's socket down at once (FIN, no terminating chunk)."""
+    if connection is not None:
+        with contextlib.suppress(OSError):  # already gone
+            connection.shutdown(socket.SHUT_RDWR)
+
+
+_METADATA_ORDER = (
+    "name",
+    "generateName",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+)
+
+
+def _metadata_in_order(meta: JSON) -> JSON:
+    """ObjectMeta's fields in Go's declaration order, as the server serialises them."""
+    known = {k: meta[k] for k in _METADATA_ORDER if k in meta}
+    return {**known, **{k: v for k, v in meta.items() if k not in known}}
+
+
+def _is_watch(request: KubeRequest) -> bool:
+    return request.method == "GET" and request.path in _COLLECTIONS and _watching(request.query)
 
 
 def _unauthorized() -> JSON:
@@ -568,6 +1057,9 @@ class _Handler(BaseHTTPRequestHandler):
     api: FakeKubeAPI
     protocol_version = "HTTP/1.1"
     timeout = 10
+    # Headers and body go out in separate writes: without this each answer waits for
+    # the client's delayed ACK (~40 ms), which the real (Go) API server never does.
+    disable_nagle_algorithm = True
 
     def do_GET(self) -> None:
         self._serve()
@@ -599,8 +1091,12 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             headers={k.lower(): v for k, v in self.headers.items()},
         )
-        code, answer, headers = self.api._handle(request)
-        payload = json.dumps(answer, separators=(",", ":")).encode()
+        answer = self.api._handle(request)
+        if isinstance(answer, _Watch):
+            self._stream(answer)
+            return
+        code, body, headers = answer
+        payload = json.dumps(body, separators=(",", ":")).encode()
         try:
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
@@ -611,6 +1107,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _stream(self, watch: _Watch) -> None:
+        """A watch answer: 200, chunked, one chunk per event line, then the terminating
+        zero-length chunk, unless the stream is cut (break_watches) or the client left."""
+        clean = False
+        try:
+            self.api._attach(watch, self.connection)
+            self.send_response(200)
+            self.send_header("Content-Type", WATCH_CONTENT_TYPE)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            clean = self.api._pump(watch, self._chunk)
+            if clean:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # BrokenPipe, ConnectionReset, a socket shut down under us
+            clean = False
+        finally:
+            self.api._detach(watch)
+            if not clean:
+                self.close_connection = True
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -1,4 +1,4 @@
-"""Bind through the real `kubernetes` client against the loopback API server (tests/kubeapi.py)."""
+"""Bind through extender.kube.KubeClient against the loopback API server (tests/kubeapi.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """extender.events: Events on placed pods, best-effort, bounded, never retried; and the
-Event itself through the real `kubernetes` client against the loopback API server."""
+Event itself through extender.kube.KubeClient against the loopback API server."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class Sink:
         self.events: list[PodEvent] = []
         self.fail = fail
 
-    def create_event(self, event: PodEvent) -> None:
+    async def create_event(self, event: PodEvent) -> None:
         if self.fail:
             raise KubeError("the API said no", status=403, reason="Forbidden")
         self.events.append(event)
@@ -109,12 +109,13 @@ def api() -> Iterator[FakeKubeAPI]:
         yield server
 
 
-def test_create_event_follows_the_captured_answer(api: FakeKubeAPI) -> None:
+async def test_create_event_follows_the_captured_answer(api: FakeKubeAPI) -> None:
     captured = json.loads((APISERVER / "event-create.json").read_text())["response"]
-    kube = KubeClient(client_for(api), timeout=2, retries=1)
-    kube.create_event(
+    kube = KubeClient(client_for(api).configuration, timeout=2, retries=1)
+    await kube.create_event(
         PodEvent(NS, "w3", "e1a8", "Scored", "Scoring", "node-3: score 9", 1795872383.0, "x")
     )
+    await kube.close()
     (stored,) = api.events
     assert set(captured) <= set(stored) | {
         "deprecatedSource",

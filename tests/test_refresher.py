@@ -8,6 +8,7 @@ from extender.config import MetricSettings
 from extender.engine import Engine
 from extender.metrics import StaticProvider
 from extender.model import NodeInfo, NodeInventory, Snapshot
+from extender.nodes import NodeCache
 from extender.refresher import Refresher, describe, next_snapshot
 from tests.conftest import make_settings
 
@@ -50,29 +51,34 @@ async def test_refresher_backs_off_and_recovers() -> None:
     assert engine.snapshot.metrics["cpu"].values == {"a": 0.5}
 
 
-async def test_refresher_lists_nodes_for_instance_labels_and_survives_api_errors() -> None:
-    settings = make_settings(kubernetes={"nodeRefresh": 60})
-    calls = []
+async def test_refresher_reads_the_node_cache_and_reports_each_install() -> None:
+    settings = make_settings()
+    cache = NodeCache()
+    seen: list[NodeInventory] = []
+    installed: list[int] = []
 
-    def list_nodes() -> list[NodeInfo]:
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("api down")
-        return [NodeInfo("node-a", ("10.0.0.1",), 8.0)]
+    class Recording(StaticProvider):
+        def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[str, float]:
+            seen.append(inventory)
+            return super().fetch(metric, inventory)
 
-    clock = [0.0]
     engine = Engine(settings, Snapshot.empty(m.name for m in settings.metrics), 0.0)
     refresher = Refresher(
-        settings, engine, StaticProvider({"x": {"cpu": 0.1}}), list_nodes, clock=lambda: clock[0]
+        settings,
+        engine,
+        Recording({"node-a": {"cpu": 0.1}}),
+        cache.inventory,
+        clock=lambda: 10.0,
+        installed=lambda snapshot: installed.append(snapshot.generation),
     )
-    assert await refresher.refresh_once() == {}
-    clock[0] = 30.0
     await refresher.refresh_once()
-    assert len(calls) == 1  # not before nodeRefresh
-    clock[0] = 61.0
-    assert await refresher.refresh_once() == {}  # listing failed, metrics still refreshed
-    assert len(calls) == 2
-    assert engine.snapshot.metrics["cpu"].fetched_at == 61.0
+    cache.replace([NodeInfo("node-a", ("10.0.0.1",), 8.0)])
+    await refresher.refresh_once()
+    assert [s.by_ip for s in seen] == [{}, {"10.0.0.1": "node-a"}]
+    assert installed == [1, 2]
+    assert engine.herd() == {}  # node cores known now: a reservation is counted against 8
+    engine.reserve("u", "node-a", 2.0, 10.0)
+    assert engine.herd() == {"node-a": 0.25}
 
 
 def test_describe_is_one_line_and_redacts_credentials() -> None:

@@ -393,7 +393,8 @@ def test_rbac() -> None:
     }
     assert granted == {
         ("nodes", "get"), ("nodes", "list"), ("nodes", "watch"),
-        ("pods", "get"), ("pods/binding", "create"),
+        ("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods", "patch"),
+        ("pods/binding", "create"),
     }  # fmt: skip
     others = [rule for rule in extender["rules"] if rule["apiGroups"] != [""]]
     assert others == [
@@ -413,6 +414,21 @@ def test_rbac() -> None:
     ]
     pod = find(objs, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == RELEASE
+
+
+@pytest.mark.parametrize(
+    ("policy", "pod_verbs"),
+    [
+        ({"requeue": {"enabled": False}}, ["get", "list", "watch"]),
+        ({"kubernetes": {"watchPods": False}}, ["get"]),
+    ],
+)
+def test_pod_rbac_follows_the_policy(policy: dict[str, Any], pod_verbs: list[str]) -> None:
+    docs = render_mod.render_chart({"policy": policy}, name=RELEASE, namespace=NAMESPACE)
+    objs = [yaml.safe_load(doc) for doc in render_mod.documents(docs)]
+    extender = find(objs, "ClusterRole", f"{RELEASE}-extender")
+    pods = [rule["verbs"] for rule in extender["rules"] if rule["resources"] == ["pods"]]
+    assert pods == [pod_verbs]
 
 
 # --- the scheduler config -------------------------------------------------------------

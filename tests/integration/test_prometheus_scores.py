@@ -97,9 +97,12 @@ async def test_instance_label_maps_addresses_to_nodes_through_the_api(
                 "metrics": [{"name": "cpu", "query": query}],
             }
         )
-        service = build_service(settings, kube=KubeClient(client_for(api), timeout=2, retries=0))
+        kube = KubeClient(client_for(api).configuration, timeout=2, retries=0)
+        service = build_service(settings, kube=kube)
         engine = service.engine
+        await service.prepare()  # the node list: InternalIP -> node name
         assert await service.refresher.refresh_once() == {}
+        await kube.close()
     assert dict(engine.snapshot.metrics["cpu"].values) == pytest.approx(
         {"node-1": 0.1, "node-2": 0.7}
     )

@@ -52,13 +52,11 @@ def policy(**overrides: Any) -> dict[str, Any]:
 def kube_client(api: FakeKubeAPI | str, settings: Settings, token: str | None = None) -> KubeClient:
     """A KubeClient for the fake server (or a URL), with the policy's timeout and retries."""
     if isinstance(api, FakeKubeAPI):
-        api_client = client_for(api, token=token)
+        configuration = client_for(api, token=token).configuration
     else:
         configuration = kubernetes.client.Configuration(host=api)
-        configuration.retries = False
-        api_client = kubernetes.client.ApiClient(configuration)
     return KubeClient(
-        api_client, timeout=settings.bind.timeout, retries=settings.bind.retries, backoff=0.05
+        configuration, timeout=settings.bind.timeout, retries=settings.bind.retries, backoff=0.05
     )
 
 
