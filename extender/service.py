@@ -222,9 +222,13 @@ def _pod_informer(
 
 
 def connect_kube(settings: Settings) -> KubeClient | None:
-    """The Kubernetes client when the policy needs one (bind, `instance` labels), else None;
-    also None, with a warning, when no kubeconfig or service account can be loaded."""
-    if not settings.bind.enabled and settings.prometheus.node_label != "instance":
+    """The Kubernetes client when the policy needs one (bind, `instance` labels, the pod
+    watch of the herd guard or requeue), else None; also None, with a warning, when no
+    kubeconfig or service account can be loaded."""
+    watch = settings.kubernetes.watch_pods and (
+        settings.herd_guard.enabled or settings.requeue.enabled
+    )
+    if not (settings.bind.enabled or watch or settings.prometheus.node_label == "instance"):
         return None
     from extender.kube import KubeClient, load_api_client  # the client is slow to import
 
@@ -235,5 +239,9 @@ def connect_kube(settings: Settings) -> KubeClient | None:
             api.configuration, timeout=settings.bind.timeout, retries=settings.bind.retries
         )
     except Exception as exc:
-        log.warning("no Kubernetes client (%s); binds will answer an Error", exc)
+        log.warning(
+            "no Kubernetes client (%s); binds will answer an Error and the herd guard "
+            "hears only of our own binds",
+            exc,
+        )
         return None

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
+import pytest
 from starlette.testclient import TestClient
 
 from extender.config import MetricSettings
 from extender.model import NodeInventory
 from extender.service import build_service, connect_kube
 from tests.conftest import fixture_bytes, make_settings
+from tests.kubeapi import FakeKubeAPI, write_kubeconfig
 
 JSON = {"Content-Type": "application/json"}
 
@@ -46,8 +50,19 @@ def test_without_kube_binds_answer_an_error() -> None:
     assert "no Kubernetes client" in r.json()["Error"]
 
 
-def test_connect_kube_only_when_the_policy_needs_it() -> None:
-    assert connect_kube(make_settings(bind={"enabled": False})) is None
+def test_connect_kube_only_when_the_policy_needs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeKubeAPI() as api:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, "t0ken")
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        nothing = {"enabled": False}
+        off = make_settings(bind=nothing, herdGuard=nothing, requeue=nothing)
+        assert connect_kube(off) is None
+        no_watch = {"watchPods": False}
+        assert connect_kube(make_settings(bind=nothing, kubernetes=no_watch)) is None
+        # Without bindVerb the pod watch still tells the herd guard of every placed pod.
+        assert connect_kube(make_settings(bind=nothing)) is not None
 
 
 def test_per_node_gauges_follow_the_table_and_can_be_turned_off() -> None:
