@@ -29,7 +29,8 @@ import orjson
 from kubernetes.config.config_exception import ConfigException
 
 from extender.model import NodeInfo, PodEvent
-from extender.pods import PodError, PodFacts, cpu_cores, read_pod
+from extender.nodes import node_info
+from extender.pods import PodError, PodFacts, read_pod
 from extender.redaction import redact
 
 # The `kubernetes` package leaves these unannotated.
@@ -589,7 +590,7 @@ class KubeClient:
         while True:
             doc = await self.list_page("/api/v1/nodes", limit=_LIST_PAGE, continue_token=token)
             try:
-                nodes.extend(_node_info(item) for item in doc.get("items") or ())
+                nodes.extend(node_info(item) for item in doc.get("items") or ())
                 metadata = doc.get("metadata") or {}
                 version = version or str(metadata.get("resourceVersion") or "")
                 token = metadata.get("continue") or None
@@ -721,14 +722,3 @@ def _micro_time(seconds: float) -> str:
     """A MicroTime as the API server writes it: 2026-11-23T13:26:23.000000Z."""
     stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _node_info(doc: Any) -> NodeInfo:
-    status = doc.get("status") or {}
-    addresses = status.get("addresses") or ()
-    cpu = (status.get("allocatable") or {}).get("cpu")
-    return NodeInfo(
-        name=doc["metadata"]["name"],
-        internal_ips=tuple(a["address"] for a in addresses if a.get("type") == "InternalIP"),
-        cpu_cores=cpu_cores(cpu) if isinstance(cpu, str) else None,
-    )
