@@ -340,8 +340,8 @@ def test_stop_ends_open_streams() -> None:
             wait_until(lambda: api.open_watches("pods") == 1, 10, "the watch is open")
             started = time.monotonic()
             api.stop()
-            assert time.monotonic() - started < 5
-            assert api.open_watches("pods") == 0
+            assert time.monotonic() - started < 30  # did not wait for the 60 s timeout
+            wait_until(lambda: api.open_watches("pods") == 0, 10, "the stream was let go")
             assert rest_of(response) == []
     finally:
         api.stop()
