@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from extender.redaction import redact
+from extender.redaction import describe
 
 log = logging.getLogger("decice.watch")
 
@@ -70,11 +70,6 @@ def _is_gone(exc: BaseException) -> bool:
     return getattr(exc, "status", None) == 410
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {redact(text)}"[:300]
-
-
 class Informer:
     """One resource's list-then-watch loop; `run()` forever (cancel to stop)."""
 
@@ -108,7 +103,7 @@ class Informer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # run() lists again, with back-off
-            self.status.error, self.status.error_at = _describe(exc), time.time()
+            self.status.error, self.status.error_at = describe(exc), time.time()
             log.warning("%s: first list failed (%s); the watch retries", self.status.resource, exc)
 
     def _restart(self, reason: str) -> None:
@@ -141,7 +136,7 @@ class Informer:
                     continue
                 self._failures += 1
                 self._restart("error")
-                self.status.error, self.status.error_at = _describe(exc), time.time()
+                self.status.error, self.status.error_at = describe(exc), time.time()
                 delay = min(MAX_BACKOFF, MIN_BACKOFF * 2 ** (self._failures - 1))
                 log.warning(
                     "%s watch failed (%s); retrying in %.0f s",

@@ -44,8 +44,6 @@ class PodEventHandler:
         settle = engine.settings.herd_guard.settle
         # A UID counted once within the window in which it can count at all.
         self._counted = AssignmentLog(keep=2 * (settle + CLOCK_SKEW))
-        self.reserved = 0
-        """Reservations made from watch events (not our own binds)."""
 
     def __call__(self, event_type: str, pod: Any) -> None:
         change = pod_change(event_type, pod)
@@ -70,8 +68,7 @@ class PodEventHandler:
         settle = engine.settings.herd_guard.settle
         if not is_recent(pod, now, settle) or not self._counted.first_time(pod.uid, now):
             return
-        if engine.reserve(pod.uid, pod.node, pod.cores, now, source="watch"):
-            self.reserved += 1
+        engine.reserve(pod.uid, pod.node, pod.cores, now, source="watch")
         memo = engine.pods.get(pod.uid)
         # Our own bind may still be finishing: its answer and this event race on the loop.
         if memo is not None and not memo.node and not self._binding(pod.uid):

@@ -20,7 +20,7 @@ from extender.config import Settings
 from extender.engine import Engine
 from extender.metrics import MetricsProvider
 from extender.model import MetricSeries, NodeInventory, NodeName, Snapshot
-from extender.redaction import redact
+from extender.redaction import describe
 from extender.scoring import stale_metrics
 from extender.table import build_table
 
@@ -40,12 +40,6 @@ def next_snapshot(previous: Snapshot, results: Results, now: float) -> Snapshot:
         else:
             metrics[name] = MetricSeries(values=result, fetched_at=now, error=None)
     return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1)
-
-
-def describe(exc: BaseException) -> str:
-    """One line for logs and /readyz: credentials a proxy echoes in its answer are redacted."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {redact(text)}"[:300]
 
 
 class RefreshListener(Protocol):

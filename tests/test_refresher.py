@@ -9,7 +9,8 @@ from extender.engine import Engine
 from extender.metrics import StaticProvider
 from extender.model import NodeInfo, NodeInventory, Snapshot
 from extender.nodes import NodeCache
-from extender.refresher import Refresher, describe, next_snapshot
+from extender.redaction import describe
+from extender.refresher import Refresher, next_snapshot
 from tests.conftest import make_settings
 
 
