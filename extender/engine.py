@@ -170,7 +170,8 @@ class Engine:
         if self.turned_away is not None:
             pod = args.pod
             if names and len(failed) == len(names):
-                self.turned_away.remember(pod.uid, pod.namespace, pod.name, names, now)
+                known = table.evals.keys()
+                self.turned_away.remember(pod.uid, pod.namespace, pod.name, names, now, known)
             else:
                 self.turned_away.forget(pod.uid)
         return FilterDecision(failed=failed)

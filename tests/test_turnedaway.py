@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from extender.engine import Engine
-from extender.turnedaway import NameDigest, TurnedAwayPods
+from extender.turnedaway import AllBut, NameDigest, TurnedAwayPods, candidates_of
 from extender.wire import parse_extender_args
 from tests.conftest import NOW, make_settings, make_snapshot
 
@@ -73,3 +73,24 @@ def test_memory_is_bounded_and_expires() -> None:
     pods.remember("", "ns", "p", ["a"], NOW)  # no UID: nothing to patch later
     pods.remember("u9", "ns", "p", [], NOW)
     assert len(pods) == 1
+
+
+def test_big_calls_are_kept_as_the_nodes_left_out_or_as_a_digest() -> None:
+    names = [f"n{i}" for i in range(1000)]
+    known = {n: 0 for n in names}.keys()
+    nearly_all = candidates_of(names[:990], known)
+    assert nearly_all == AllBut(frozenset(names[990:]))  # no hashing of 990 names
+    assert isinstance(candidates_of(names[:300], known), NameDigest)  # a node selector
+    assert isinstance(candidates_of(names[:300]), NameDigest)  # no table known
+    assert candidates_of(names[:3], known) == ("n0", "n1", "n2")
+
+
+def test_a_pod_recovers_only_through_a_node_it_was_sent() -> None:
+    names = [f"n{i}" for i in range(1000)]
+    hot = {n: 0.95 for n in names}
+    e = engine(hot)
+    e.filter(parse_extender_args(request(names[:-5])), NOW)  # the last 5 were not candidates
+    e.install(make_snapshot({"cpu": {**hot, "n999": 0.2}}, NOW + 15), None, NOW + 15)
+    assert e.recovered(NOW + 15) == []
+    e.install(make_snapshot({"cpu": {**hot, "n7": 0.2}}, NOW + 30), None, NOW + 30)
+    assert [p.uid for p in e.recovered(NOW + 30)] == ["u-1"]
