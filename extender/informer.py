@@ -54,7 +54,6 @@ class WatchStatus:
     events: int = 0
     restarts: dict[str, int] = field(default_factory=dict)
     error: str | None = None
-    error_at: float | None = None
 
     def detail(self) -> dict[str, object]:
         return {
@@ -103,7 +102,7 @@ class Informer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # run() lists again, with back-off
-            self.status.error, self.status.error_at = describe(exc), time.time()
+            self.status.error = describe(exc)
             log.warning("%s: first list failed (%s); the watch retries", self.status.resource, exc)
 
     def _restart(self, reason: str) -> None:
@@ -136,7 +135,7 @@ class Informer:
                     continue
                 self._failures += 1
                 self._restart("error")
-                self.status.error, self.status.error_at = describe(exc), time.time()
+                self.status.error = describe(exc)
                 delay = min(MAX_BACKOFF, MIN_BACKOFF * 2 ** (self._failures - 1))
                 log.warning(
                     "%s watch failed (%s); retrying in %.0f s",

@@ -37,14 +37,11 @@ class NodeCache:
     def __init__(self) -> None:
         self._nodes: dict[NodeName, NodeInfo] = {}
         self._inventory: NodeInventory | None = NodeInventory()
-        self.synced = False
-        """True once a full list was applied: before that the inventory is empty."""
 
     def replace(self, nodes: Iterable[NodeInfo]) -> None:
         """A full list: the cache becomes exactly these nodes."""
         self._nodes = {n.name: n for n in nodes}
         self._inventory = None
-        self.synced = True
 
     def apply(self, event_type: str, doc: Any) -> bool:
         """One watch event; False when the object is not a readable node (ignored)."""
