@@ -155,7 +155,8 @@ def create_app(
 
     async def do_prioritize(body: bytes, now: float) -> bytes:
         with gc_paused():
-            return encode_priorities(engine.prioritize(parse_extender_args(body), now))
+            args = parse_extender_args(body, engine.answered_nodes(now))
+            return encode_priorities(engine.prioritize(args, now))
 
     async def do_preempt(body: bytes, now: float) -> bytes:
         with gc_paused():

@@ -26,7 +26,7 @@ from extender.scoring import (
 )
 from extender.table import Table, build_table, patch_table
 from extender.turnedaway import TurnedAway, TurnedAwayPods
-from extender.wire import ExtenderArgs, PreemptionArgs
+from extender.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
 
 
 class Engine:
@@ -97,6 +97,10 @@ class Engine:
         if stale != self._table.stale:
             self._table = build_table(self.settings, self._snapshot, stale, self.herd(), now)
         return self._table
+
+    def answered_nodes(self, now: float) -> frozenset[NodeName]:
+        """The nodes of the precomputed prioritize answer, for wire.parse_extender_args."""
+        return self.table(now).whole.nodes
 
     def node_figures(self, now: float) -> tuple[dict[NodeName, int], dict[str, dict[str, float]]]:
         """(node -> score, metric -> node -> value) for dashboards: the table in force."""
@@ -199,11 +203,13 @@ class Engine:
         names = args.names
         table = self.table(now)
         if not self.is_ours(args.pod):
-            return Priorities(names, fragments=table.passthrough)
+            return Priorities(names, whole=NO_SCORES)
         if self.pods.get(args.pod.uid) is None:  # no filterVerb: remember it here
             self._remember(args, table, frozenset(), now)
         max_hosts = self.settings.prioritize.max_hosts
         if not self._candidates and (max_hosts is None or len(names) <= max_hosts):
+            if args.exactly is table.whole.nodes:  # the common case: see table.WholeAnswer
+                return Priorities(names, whole=table.whole.encoded())
             return Priorities(names, fragments=table.fragments)
         if self._candidates:
             scores = score_candidates(self.settings, [table.eval_of(n) for n in names])

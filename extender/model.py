@@ -97,3 +97,6 @@ class Priorities:
     fast path; every host has one (unknown nodes are served by the mapping itself)."""
     scores: Sequence[int] = ()
     """Scores computed for this request, aligned with `hosts`, when `fragments` is None."""
+    whole: bytes | None = None
+    """The whole answer, already serialised (table.WholeAnswer): it may leave out hosts
+    whose score is 0, which the scheduler scores 0 anyway."""

@@ -35,6 +35,8 @@ class ExtenderArgs:
     """Node names in request order, from NodeNames or from Nodes.items[].metadata.name."""
     node_list: JSON | None
     """The v1.NodeList when the scheduler sent full Nodes (nodeCacheCapable: false)."""
+    exactly: frozenset[str] | None = None
+    """The `exactly` set given to the parser, when the request names exactly its nodes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +92,12 @@ def _node_names_of(node_list: Any) -> list[str]:
     return names
 
 
-def parse_extender_args(body: bytes) -> ExtenderArgs:
-    """ExtenderArgs: `Pod` plus `NodeNames` (nodeCacheCapable) or `Nodes` (a v1.NodeList)."""
+def parse_extender_args(body: bytes, exactly: frozenset[str] = frozenset()) -> ExtenderArgs:
+    """ExtenderArgs: `Pod` plus `NodeNames` (nodeCacheCapable) or `Nodes` (a v1.NodeList).
+
+    `exactly`: valid node names (prioritize passes the nodes of its precomputed answer,
+    table.WholeAnswer). When `NodeNames` names exactly these, the result says so and the
+    names need no other check: each was found in a set of non-empty strings."""
     data = decode_object(body, "ExtenderArgs")
     pod = _pod(data.get("Pod"))
     names = data.get("NodeNames")
@@ -99,6 +105,8 @@ def parse_extender_args(body: bytes) -> ExtenderArgs:
     if names is not None:
         if not isinstance(names, list):
             raise WireError(f"NodeNames: must be a list of node names, got {type(names).__name__}")
+        if names and _names_exactly(names, exactly):
+            return ExtenderArgs(pod=pod, names=names, node_list=None, exactly=exactly)
         _check_names(names)
         node_list = None
     elif node_list is not None:
@@ -108,6 +116,19 @@ def parse_extender_args(body: bytes) -> ExtenderArgs:
     if not names:
         raise WireError("ExtenderArgs: the node list is empty; nothing to filter or score")
     return ExtenderArgs(pod=pod, names=names, node_list=node_list)
+
+
+def _names_exactly(names: list[Any], nodes: frozenset[str]) -> bool:
+    """`names` is `nodes`, in any order. One hash per name (~150 us at 5,000 names), the
+    same cost as `_check_names` plus one lookup per name, which it replaces. A duplicate
+    can only stand in for a node not asked about, which the scheduler ignores in the
+    answer (DESIGN.md §7)."""
+    if len(names) != len(nodes):
+        return False
+    try:
+        return nodes.issuperset(names)
+    except TypeError:  # an unhashable entry (a list, an object): _check_names names it
+        return False
 
 
 def _check_names(names: list[Any]) -> None:
@@ -217,11 +238,19 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
 
 
 def encode_priorities(priorities: Priorities) -> bytes:
-    """A HostPriorityList: precomputed fragments joined, or this request's own scores."""
+    """A HostPriorityList: precomputed whole, precomputed fragments joined, or this
+    request's own scores."""
+    if priorities.whole is not None:
+        return priorities.whole
     hosts = priorities.hosts
     if priorities.fragments is not None:
         return join_priorities(map(priorities.fragments.__getitem__, hosts))
     return join_priorities(map(host_priority, hosts, priorities.scores))
+
+
+NO_SCORES = b"[]"
+"""The answer for a pod that is not ours: every host it asked about scores 0, which is
+what the scheduler gives a host missing from the answer (DESIGN.md §7)."""
 
 
 def host_priority(host: str, score: int) -> bytes:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis
 import orjson
+from hypothesis import strategies as st
 
 from extender.engine import Engine
-from extender.wire import parse_extender_args, parse_preemption_args
+from extender.wire import encode_priorities, parse_extender_args, parse_preemption_args
 from tests.conftest import NOW, make_settings, make_snapshot
 
 CPU = {"a": 0.2, "b": 0.95, "c": 0.5}
@@ -55,11 +57,60 @@ def test_prioritize_uses_the_precomputed_fragments_on_the_fast_path() -> None:
     assert out.fragments["a"] == b'{"Host":"a","Score":8}'
     assert out.fragments["zz"] == b'{"Host":"zz","Score":5}'  # unknown: neutral, fail-open
     foreign = e.prioritize(parse_extender_args(args(names, scheduler="other")), NOW)
-    assert foreign.fragments is not None
-    assert {foreign.fragments[n] for n in ("a", "c")} == {
-        b'{"Host":"a","Score":0}',
-        b'{"Host":"c","Score":0}',
-    }
+    assert encode_priorities(foreign) == b"[]"  # every host scores 0: none needs saying
+
+
+def test_prioritize_answers_the_precomputed_whole_when_asked_about_every_passing_node() -> None:
+    e = engine()
+    request = parse_extender_args(args(["c", "a"]), e.answered_nodes(NOW))  # b is rejected
+    out = e.prioritize(request, NOW)
+    assert out.whole is e.table(NOW).whole.encoded()
+    assert orjson.loads(encode_priorities(out)) == [
+        {"Host": "a", "Score": 8},
+        {"Host": "c", "Score": 5},
+    ]
+
+
+def scheduler_reads(answer: bytes, asked: list[str]) -> dict[str, int]:
+    """What kube-scheduler makes of a prioritize answer (prioritizeNodes, DESIGN.md §7):
+    a map by Host, looked up for each node it asked about, 0 when missing."""
+    by_host = {p["Host"]: p["Score"] for p in orjson.loads(answer)}
+    return {n: by_host.get(n, 0) for n in asked}
+
+
+@hypothesis.given(
+    cpu=st.dictionaries(
+        st.sampled_from("abcdefgh"), st.sampled_from([0.0, 0.1, 0.5, 0.89, 0.95]), max_size=8
+    ),
+    asked=st.lists(st.sampled_from("abcdefghxy"), min_size=1, max_size=12),
+    foreign=st.booleans(),
+    max_hosts=st.sampled_from([None, 3, 50]),
+)
+def test_the_scheduler_reads_every_answer_as_the_one_host_per_name_answer(
+    cpu: dict[str, float], asked: list[str], foreign: bool, max_hosts: int | None
+) -> None:
+    """Whichever path answers (whole, fragments, per request scores, not ours), every node
+    asked about gets the score the table gives it, or 0 for a pod that is not ours."""
+    e = Engine(
+        make_settings(
+            metrics=[{"name": "cpu", "filter": {"above": 0.9}, "onMissing": "fail-open"}],
+            prioritize={"maxHosts": max_hosts},
+        ),
+        make_snapshot({"cpu": cpu}),
+        NOW,
+    )
+    body = args(asked, scheduler="other" if foreign else "decice_sched")
+    request = parse_extender_args(body, e.answered_nodes(NOW))
+    answer = encode_priorities(e.prioritize(request, NOW))
+    table = e.table(NOW)
+    expected = {n: 0 if foreign else table.scores.get(n, table.unknown_score) for n in asked}
+    read = scheduler_reads(answer, asked)
+    if max_hosts is None or len(asked) <= max_hosts:
+        assert read == expected
+    else:  # only the best maxHosts hosts are sent, each with its own score
+        sent = {p["Host"] for p in orjson.loads(answer)}
+        assert len(sent) <= max_hosts and all(read[n] == expected[n] for n in sent)
+    assert len(orjson.loads(answer)) <= len(asked)  # never larger than the request
 
 
 def test_prioritize_scores_per_request_for_max_hosts() -> None:

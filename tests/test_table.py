@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import orjson
+
 from extender.table import build_table, patch_table
 from tests.conftest import NOW, make_settings, make_snapshot
 
@@ -12,7 +14,21 @@ def test_fragments_for_unknown_nodes() -> None:
     assert table.fragments["a"] == b'{"Host":"a","Score":10}'
     assert table.fragments["zzz"] == b'{"Host":"zzz","Score":5}'
     assert "zzz" not in table.fragments
-    assert table.passthrough["a"] == b'{"Host":"a","Score":0}'
+
+
+def test_the_whole_answer_covers_exactly_the_passing_nodes_and_leaves_out_zero_scores() -> None:
+    s = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.99}}])
+    snap = make_snapshot({"cpu": {"a": 0.0, "b": 1.0, "c": 0.5, "d": 0.97}})
+    table = build_table(s, snap, frozenset(), {}, NOW)
+    assert table.whole.nodes == {"a", "c", "d"}
+    assert table.scores["d"] == 0
+    answer = {p["Host"]: p["Score"] for p in orjson.loads(table.whole.encoded())}
+    assert answer == {"a": 10, "c": 5}  # d scores 0: left out; b is rejected: never asked
+    assert table.whole.encoded() is table.whole.encoded()  # joined once
+    hot = patch_table(table, s, snap, {"a": 0.995}, NOW)  # a turns hot, leaves the answer
+    assert hot.whole.nodes == {"c", "d"}
+    assert orjson.loads(hot.whole.encoded()) == [{"Host": "c", "Score": 5}]
+    assert len(orjson.loads(table.whole.encoded())) == 2  # the old table is intact
 
 
 def test_patch_rescored_only_the_nodes_whose_load_changed() -> None:

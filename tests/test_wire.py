@@ -132,9 +132,29 @@ def test_pods_of_other_schedulers_pass_through() -> None:
     data["Pod"]["spec"]["schedulerName"] = "default-scheduler"
     args = parse_extender_args(orjson.dumps(data))
     assert orjson.loads(filter_answer(e, args))["NodeNames"] == args.names
-    scores = orjson.loads(prioritize_answer(e, args))
-    assert {s["Score"] for s in scores} == {0}
+    assert orjson.loads(prioritize_answer(e, args)) == []  # every host asked scores 0
     assert len(e.pods) == 0  # not remembered for bind
+
+
+def test_names_that_are_exactly_the_given_set_need_no_other_check() -> None:
+    pod = {"metadata": {"name": "p"}}
+    nodes = frozenset({"a", "b", "c"})
+
+    def parse(names: list[Any]) -> Any:
+        return parse_extender_args(orjson.dumps({"Pod": pod, "NodeNames": names}), nodes)
+
+    assert parse(["c", "a", "b"]).exactly is nodes
+    assert parse(["c", "a", "a"]).exactly is nodes  # b was not asked: ignored in an answer
+    for names in (["a", "b"], ["a", "b", "c", "d"], ["a", "b", "zz"]):
+        assert parse(names).exactly is None
+    bad: list[tuple[list[Any], int]] = [
+        ([1, "a", "b"], 0),
+        (["a", "", "b"], 1),
+        (["a", "b", ["c"]], 2),
+    ]
+    for entries, index in bad:
+        with pytest.raises(WireError, match=rf"NodeNames\[{index}\]"):
+            parse(entries)
 
 
 def test_pod_facts_read_requests() -> None:
