@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.benchmarks.burst import BIND_KEYS, BURST_KEYS, QUICK
+from tests.benchmarks.burst import BIND_KEYS, BURST_KEYS, CYCLE_KEYS, QUICK
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,4 +50,9 @@ def test_burst_quick_writes_every_key(tmp_path: Path) -> None:
         assert 1 <= row["nodes_used"] <= row["nodes"] == QUICK.nodes
         assert row["pods_per_node_p50"] <= row["pods_per_node_p99"] <= row["max_pods_per_node"]
         assert row["pods_on_best_nodes"] <= row["placed"]
-    assert "max/node" in run.stdout  # the readable table
+    [cycles] = data["cycles"]
+    assert set(CYCLE_KEYS) <= set(cycles), set(CYCLE_KEYS) - set(cycles)
+    assert (cycles["nodes"], cycles["placed"]) == (QUICK.cycle_nodes, QUICK.cycles)
+    assert (cycles["bind_errors"], cycles["placement_mismatches"]) == (0, 0)
+    assert cycles["cpu_s_per_1000_cycles"] == round(cycles["cpu_s"] / QUICK.cycles * 1000, 3)
+    assert "max/node" in run.stdout and "cpu s per 1,000" in run.stdout  # the readable tables

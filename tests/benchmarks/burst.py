@@ -16,6 +16,9 @@ that runs in this process, so the fake's CPU is not counted as the service's.
    (`FakeKubeAPI.assign`) as the scheduler's default binder would, so the service can only
    learn of the pod from its pod watch.
 2 and 3 also run with `prioritize.maxHosts: 10`.
+4. cycles: case 2 at 5,000 nodes (1,000 pods): the service's CPU seconds (process CPU, not
+   wall time) per 1,000 filter -> prioritize -> bind cycles, the whole extender's cost per
+   pod on a big cluster.
 
 Prints numbers, asserts nothing (tests/test_burst_quick.py runs `--quick`). Every loop is
 bounded in count and in time; a full run takes about a minute or two on 2 cores.
@@ -37,7 +40,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,10 +91,12 @@ BURST_KEYS = (
     "best_nodes",
     "pods_on_best_nodes",
     "wall_s",
+    "cpu_s",
     "cpu_per_pod_us",
     "bind_errors",
     "placement_mismatches",
 )
+CYCLE_KEYS = (*BURST_KEYS, "cpu_s_per_1000_cycles")
 
 
 @dataclass(frozen=True)
@@ -100,11 +105,13 @@ class Sizes:
     binds: int
     burst_pods: int
     best: int
+    cycle_nodes: int
+    cycles: int
     candidates: int = 3
 
 
-FULL = Sizes(nodes=1000, binds=2000, burst_pods=1000, best=10)
-QUICK = Sizes(nodes=50, binds=200, burst_pods=100, best=5)
+FULL = Sizes(nodes=1000, binds=2000, burst_pods=1000, best=10, cycle_nodes=5000, cycles=1000)
+QUICK = Sizes(nodes=50, binds=200, burst_pods=100, best=5, cycle_nodes=200, cycles=50)
 
 
 # -- plumbing ------------------------------------------------------------------------------
@@ -303,7 +310,13 @@ def select_host(candidates: Sequence[str], scores: dict[str, int], rng: random.R
 
 
 def burst_case(
-    root: Path, work: Path, sizes: Sizes, our_bind: bool, max_hosts: int | None, log: Log
+    root: Path,
+    work: Path,
+    sizes: Sizes,
+    our_bind: bool,
+    max_hosts: int | None,
+    log: Log,
+    case: str | None = None,
 ) -> JSON:
     names = node_names(sizes.nodes)
     best = names[:: sizes.nodes // sizes.best][: sizes.best]  # spread, not first in order
@@ -334,7 +347,7 @@ def burst_case(
             or (our_bind and api.bind_count(NAMESPACE, name) != 1)
             for name, node in chosen.items()
         )
-    case = "2 our bind" if our_bind else "3 default binder"
+    case = case or ("2 our bind" if our_bind else "3 default binder")
     if errors or mismatches:
         log(f"!! burst {case}: {errors} Errors, {mismatches} pods not on their node once")
     per_node = sorted(Counter(chosen.values()).values())
@@ -353,10 +366,19 @@ def burst_case(
         "best_nodes": len(best),
         "pods_on_best_nodes": sum(node in best for node in chosen.values()),
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 3),
         "cpu_per_pod_us": round(cpu / max(1, len(pods)) * 1e6, 1),
         "bind_errors": errors,
         "placement_mismatches": mismatches,
     }
+
+
+def cycles_case(root: Path, work: Path, sizes: Sizes, log: Log) -> JSON:
+    """Case 4: the service's CPU per 1,000 filter -> prioritize -> bind cycles."""
+    big = replace(sizes, nodes=sizes.cycle_nodes, burst_pods=sizes.cycles)
+    row = burst_case(root, work, big, True, None, log, case="4 cycles")
+    row["cpu_s_per_1000_cycles"] = round(row["cpu_s"] / max(1, row["placed"]) * 1000, 3)
+    return row
 
 
 # -- output --------------------------------------------------------------------------------
@@ -386,6 +408,17 @@ BURST_COLUMNS = (
     ("placement_mismatches", "mismatch"),
 )
 
+CYCLE_COLUMNS = (
+    ("nodes", "nodes"),
+    ("placed", "cycles"),
+    ("cpu_s", "cpu s"),
+    ("cpu_s_per_1000_cycles", "cpu s per 1,000"),
+    ("wall_s", "wall s"),
+    ("max_pods_per_node", "max/node"),
+    ("bind_errors", "errors"),
+    ("placement_mismatches", "mismatch"),
+)
+
 
 def table(rows: Sequence[JSON], columns: Sequence[tuple[str, str]]) -> list[str]:
     cells = [[title for _, title in columns]]
@@ -408,6 +441,11 @@ def summary(data: JSON) -> list[str]:
             f"{r['nodes_used']} nodes used, {r['pods_on_best_nodes']}/{r['placed']} pods "
             f"on the {r['best_nodes']} best nodes"
         )
+    for r in data["cycles"]:
+        lines.append(
+            f"case 4 cycles: {r['cpu_s_per_1000_cycles']:.3f} s service CPU per 1,000 "
+            f"filter+prioritize+bind cycles at {r['nodes']} nodes"
+        )
     return lines
 
 
@@ -428,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="50 nodes, 100 pods, 200 binds")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--root", type=Path, default=ROOT, help="run the service code from DIR")
-    p.add_argument("--cases", default="1,2,3", help="which cases to run (default 1,2,3)")
+    p.add_argument("--cases", default="1,2,3,4", help="which cases to run (default 1,2,3,4)")
     args = p.parse_args(argv)
     root = args.root.resolve()
     if not (root / "extender" / "__main__.py").is_file():
@@ -461,8 +499,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             for our_bind in [b for b, c in ((True, "2"), (False, "3")) if c in cases]:
                 log(f"-- burst: {'our bind' if our_bind else 'default binder'}, {max_hosts=}")
                 data["burst"].append(burst_case(root, work, sizes, our_bind, max_hosts, log))
+        data["cycles"] = []
+        if "4" in cases:
+            log(f"-- case 4: {sizes.cycles} cycles at {sizes.cycle_nodes} nodes")
+            data["cycles"].append(cycles_case(root, work, sizes, log))
     data["seconds"] = round(time.monotonic() - started, 1)
     lines = [*table(data["bind"], BIND_COLUMNS), "", *table(data["burst"], BURST_COLUMNS)]
+    lines += ["", *table(data["cycles"], CYCLE_COLUMNS)]
     print("\n".join([*lines, "", *summary(data), f"total {data['seconds']} s"]))
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
