@@ -156,7 +156,9 @@ def create_app(
     async def do_prioritize(body: bytes, now: float) -> bytes:
         with gc_paused():
             args = parse_extender_args(body, engine.answered_nodes(now))
-            return encode_priorities(engine.prioritize(args, now))
+            answer = encode_priorities(engine.prioritize(args, now))
+            del args  # while the collector is off: see do_filter
+        return answer
 
     async def do_preempt(body: bytes, now: float) -> bytes:
         with gc_paused():
