@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass
 
 import orjson
 from starlette.applications import Starlette
@@ -99,7 +100,16 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def create_app(
+@dataclass(frozen=True, slots=True)
+class Apps:
+    verbs: Starlette
+    """Everything: the verbs, /explain, /openapi.json, health and metrics (server.host)."""
+    metrics: Starlette
+    """/metrics, /healthz and /readyz only, for the metrics listener (server.metricsPort):
+    the pod IP may expose these, never the verbs. No lifespan: the verbs app runs it."""
+
+
+def create_apps(
     settings: Settings,
     engine: Engine,
     binder: Binder,
@@ -110,7 +120,7 @@ def create_app(
     watches: Mapping[str, WatchStatus] | None = None,
     prepare: Callable[[], Awaitable[None]] | None = None,
     shutdown: Callable[[], Awaitable[None]] | None = None,
-) -> Starlette:
+) -> Apps:
     """Routes over the parts extender.service.build_service wires (use that, not this)."""
     limit = settings.server.max_body_bytes
     paths = verb_paths(settings)
@@ -172,7 +182,13 @@ def create_app(
 
     async def readyz(request: Request) -> Response:
         ready, detail = engine.readiness(clock())
+        # Set by build_service: what fails whatever the metrics say (bind enabled without
+        # a Kubernetes client). Filter and prioritize still answer; the pod is not Ready.
+        problems: tuple[str, ...] = getattr(request.app.state, "problems", ())
+        ready = ready and not problems
         body: dict[str, object] = {"ready": ready, "metrics": detail}
+        if problems:
+            body["problems"] = list(problems)
         if watches:
             # Not part of `ready`: without a watch, filter and prioritize still answer from
             # the metrics; the herd guard then hears only of our own binds.
@@ -250,4 +266,9 @@ def create_app(
             Route(f"{base}/openapi.json", openapi, methods=["GET"]),
             Route(f"{base}/explain", explain, methods=["GET"]),
         ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    health = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    return Apps(Starlette(routes=routes, lifespan=lifespan), Starlette(routes=health))

@@ -11,12 +11,13 @@ import ssl
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from extender.config import ConfigError, Settings, load_settings
+from extender.config import ConfigError, Settings, exposure_problem, load_settings
 
 log = logging.getLogger("decice")
 
@@ -28,10 +29,11 @@ def _load(path: str) -> Settings:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from extender.service import build_service, connect_kube
-    from extender.telemetry import configure_logging
+    from extender import logs
+    from extender.service import build_service, open_kube
 
-    configure_logging(args.log_level)
+    log_format = logs.log_format(args.log_format, os.environ)
+    logs.configure_logging(args.log_level, log_format)
     settings = _load(args.config)
     server = settings.server
     tls = server.tls
@@ -40,20 +42,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
         options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)
         if tls.client_ca_file:
             options.update(ssl_ca_certs=tls.client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    host = args.host or server.host
+    problem = exposure_problem(replace(server, host=host), settings.bind.enabled)
+    if problem is not None:
+        raise ConfigError([f"--host: {problem}"], args.config)
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
     # that was installed before it: make that one a no-op so a clean shutdown exits 0.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    uvicorn.run(
-        build_service(settings, kube=connect_kube(settings)).app,
-        host=args.host or server.host,
-        port=args.port if args.port is not None else server.port,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        log_level=args.log_level.lower(),
-        timeout_graceful_shutdown=int(server.grace_period + 0.999),
-        **options,
-    )
+    logs.log_startup(settings, args.config, Path(args.config).read_bytes(), host, args.port)
+    kube = open_kube(settings)
+    service = build_service(settings, kube=kube.client, kube_problem=kube.problem)
+    common: dict[str, Any] = {
+        "loop": "uvloop",
+        "http": "httptools",
+        "access_log": False,
+        "log_level": args.log_level.lower(),
+        "log_config": logs.uvicorn_log_config(args.log_level, log_format),
+        "timeout_graceful_shutdown": int(server.grace_period + 0.999),
+    }
+    port = args.port if args.port is not None else server.port
+    servers = [
+        uvicorn.Server(uvicorn.Config(service.app, host=host, port=port, **common, **options))
+    ]
+    if server.metrics_port is not None:
+        # The metrics listener: /metrics, /healthz, /readyz only (apps.Apps.metrics). Its
+        # server captures SIGTERM last, stops first (probes fail while we drain), then
+        # hands the signal on to the verbs server, which drains in-flight requests.
+        metrics = uvicorn.Config(
+            service.metrics_app,
+            host=server.metrics_host,
+            port=server.metrics_port,
+            lifespan="off",
+            **common,
+        )
+        servers.append(uvicorn.Server(metrics))
+
+    async def serve_all() -> None:
+        await asyncio.gather(*(s.serve() for s in servers))
+
+    import uvloop
+
+    uvloop.run(serve_all())
     log.info("stopped")
     return 0
 
@@ -68,6 +97,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 def cmd_scores(args: argparse.Namespace) -> int:
     """One refresh, then a table: node, each metric raw and normalised, score, verdict."""
     from extender.explain import explain_nodes
+    from extender.logs import quieted
     from extender.report import node_table
     from extender.service import build_service, connect_kube
 
@@ -83,7 +113,9 @@ def cmd_scores(args: argparse.Namespace) -> int:
             if kube is not None:
                 await kube.close()
 
-    errors = asyncio.run(refresh())
+    # The refresh errors are printed below, once each: not also as the refresher's warning.
+    with quieted("decice.refresher"):
+        errors = asyncio.run(refresh())
     for name, error in errors.items():
         print(f"warning: metric {name}: {error}", file=sys.stderr)
     engine = service.engine
@@ -131,10 +163,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def scheduler_extender(
     settings: Settings, weight: int, timeout: str, host: str | None
 ) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration `extenders:` entry that fits this policy."""
+    """The KubeSchedulerConfiguration `extenders:` entry that fits this policy.
+
+    `host` is where the scheduler dials us (checked by schedconfig.dial_host); None: the
+    policy's server.host, loopback for a wildcard. IPv6 literals are bracketed.
+    """
+    from extender.schedconfig import scheduler_dials, url_host
+
     server = settings.server
     scheme = "https" if server.tls.enabled else "http"
-    address = host or ("127.0.0.1" if server.host in ("0.0.0.0", "::", "") else server.host)
+    address = url_host(host) if host else scheduler_dials(server.host)
     entry: dict[str, Any] = {"urlPrefix": f"{scheme}://{address}:{server.port}{server.url_prefix}"}
     # A policy that filters nothing and fails open cannot reject a node: skip the filter call.
     if settings.filters_anything:
@@ -157,20 +195,59 @@ def scheduler_extender(
     return entry
 
 
+def _scheduler_config_flags(args: argparse.Namespace) -> str | None:
+    """What is wrong with this combination of scheduler-config flags, if anything."""
+
+    def given(*names: str) -> list[str]:
+        return ["--" + n.replace("_", "-") for n in names if getattr(args, n) is not None]
+
+    if args.rbac:
+        extra = given("config", "weight", "http_timeout", "host")
+        if extra:
+            return f"{', '.join(extra)}: not with --rbac, which prints only the lease's RBAC"
+        return None
+    if args.config is None:
+        return "the following arguments are required: --config (unless --rbac)"
+    if not args.full and (extra := given("lease_name", "lease_namespace")):
+        return f"{', '.join(extra)}: only with --full or --rbac (the extenders entry has no lease)"
+    if extra := given("service_account", "user"):
+        return f"{', '.join(extra)}: only with --rbac (the RoleBinding's subject)"
+    return None
+
+
 def cmd_scheduler_config(args: argparse.Namespace) -> int:
+    from extender import schedconfig as sc
+
+    if problem := _scheduler_config_flags(args):
+        args.subparser.error(problem)
+    lease = args.lease_name or sc.DEFAULT_LEASE_NAME
+    namespace = args.lease_namespace or sc.DEFAULT_LEASE_NAMESPACE
+    if args.rbac:
+        subject = (
+            args.service_account
+            or args.user
+            or sc.Subject("ServiceAccount", sc.DEFAULT_SERVICE_ACCOUNT)
+        )
+        docs = sc.rbac_documents(lease, namespace, subject)
+        sys.stdout.write(sc.rbac_header(lease, namespace))
+        sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
+        return 0
     settings = _load(args.config)
-    entry = scheduler_extender(settings, args.weight, args.http_timeout, args.host)
+    weight = sc.DEFAULT_WEIGHT if args.weight is None else args.weight
+    timeout = args.http_timeout or sc.DEFAULT_HTTP_TIMEOUT
+    entry = scheduler_extender(settings, weight, timeout, args.host)
     doc: dict[str, Any] = {"extenders": [entry]}
     if args.full:
         profiles = [{"schedulerName": n} for n in sorted(settings.scheduler_names)]
         doc = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "leaderElection": {"leaderElect": True, "resourceName": "decice-scheduler"},
+            "leaderElection": sc.leader_election(lease, namespace),
             "percentageOfNodesToScore": 100,
             "profiles": profiles,
             "extenders": [entry],
         }
+        sys.stdout.write(sc.full_header(lease, namespace))
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
     return 0
 
@@ -183,6 +260,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host", help="listen address (overrides server.host)")
     s.add_argument("--port", type=int, help="listen port (overrides server.port)")
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="text (default) or json lines; also $DECICE_LOG_FORMAT",
+    )
     s.set_defaults(func=cmd_serve)
     c = sub.add_parser("check-config", help="validate a policy file and exit")
     c.add_argument("config")
@@ -197,13 +279,58 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the raw /explain document")
     e.add_argument("--timeout", type=float, default=10.0)
     e.set_defaults(func=cmd_explain)
-    g = sub.add_parser("scheduler-config", help="print the scheduler extender entry for a policy")
-    g.add_argument("--config", required=True)
-    g.add_argument("--weight", type=int, default=1)
-    g.add_argument("--http-timeout", default="5s")
-    g.add_argument("--host", help="address the scheduler uses to reach us")
-    g.add_argument("--full", action="store_true", help="a whole KubeSchedulerConfiguration")
-    g.set_defaults(func=cmd_scheduler_config)
+    from extender import schedconfig as scf
+
+    g = sub.add_parser(
+        "scheduler-config",
+        help="print the scheduler extender entry for a policy",
+        description="Print the kube-scheduler extenders entry that fits a policy, a whole "
+        "KubeSchedulerConfiguration (--full), or the RBAC its leader election needs "
+        "(--rbac). docs/scheduler.md",
+    )
+    g.add_argument("--config", help="policy YAML file (required, except with --rbac)")
+    g.add_argument("--weight", type=scf.extender_weight, help="extender weight, 1..100 (default 1)")
+    g.add_argument(
+        "--http-timeout",
+        type=scf.go_duration,
+        help="Go duration with units: 5s, 500ms, 1m30s (default 5s)",
+    )
+    g.add_argument(
+        "--host",
+        type=scf.dial_host,
+        help="address the scheduler dials: 127.0.0.1, a DNS name or an IP; never 0.0.0.0 "
+        "(default: the policy's server.host, loopback for a wildcard)",
+    )
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--full", action="store_true", help="a whole KubeSchedulerConfiguration")
+    mode.add_argument(
+        "--rbac", action="store_true", help="the Role + RoleBinding for the leader-election lease"
+    )
+    g.add_argument(
+        "--lease-name",
+        type=scf.lease_name,
+        help=f"leader-election Lease name (default {scf.DEFAULT_LEASE_NAME})",
+    )
+    g.add_argument(
+        "--lease-namespace",
+        type=scf.namespace_name,
+        help="namespace of the Lease, the one kube-scheduler runs in "
+        f"(default {scf.DEFAULT_LEASE_NAMESPACE})",
+    )
+    who = g.add_mutually_exclusive_group()
+    who.add_argument(
+        "--service-account",
+        type=scf.service_account,
+        metavar="[NAMESPACE/]NAME",
+        help="--rbac: the ServiceAccount kube-scheduler runs as "
+        f"(default {scf.DEFAULT_SERVICE_ACCOUNT} in the lease namespace)",
+    )
+    who.add_argument(
+        "--user",
+        type=scf.user_name,
+        help="--rbac: the user kube-scheduler authenticates as, e.g. system:kube-scheduler",
+    )
+    g.set_defaults(func=cmd_scheduler_config, subparser=g)
     return p
 
 

@@ -7,6 +7,7 @@ docs/configuration.md. This module does no I/O except reading the file it is giv
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -69,6 +70,38 @@ class ServerSettings:
     grace_period: float = 10.0
     """Seconds to finish in-flight requests on SIGTERM."""
     tls: TLSSettings = field(default_factory=TLSSettings)
+    metrics_port: int | None = None
+    """A second listener serving only /metrics, /healthz and /readyz, for Prometheus and
+    kubelet probes on the pod IP, while the verbs stay on `host` (loopback). Unset: those
+    paths are served beside the verbs."""
+    metrics_host: str = "0.0.0.0"
+    """Listen address of the metrics listener."""
+
+    @property
+    def verbs_exposed(self) -> bool:
+        """The verbs listener is reachable from outside this pod (not loopback)."""
+        return not is_loopback(self.host)
+
+
+def exposure_problem(server: ServerSettings, bind_enabled: bool) -> str | None:
+    """Why these verbs must not listen where they would, or None: /bind must never be
+    reachable from outside the pod unless clients must show a certificate (mutual TLS)."""
+    if not bind_enabled or not server.verbs_exposed or server.tls.client_ca_file is not None:
+        return None
+    return (
+        f"{server.host!r} would let anyone who reaches this pod bind pods (/bind); keep "
+        "the verbs on 127.0.0.1 and serve Prometheus and probes with server.metricsPort, "
+        "or require client certificates (server.tls.clientCAFile)"
+    )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +454,9 @@ def parse_settings(
     )
     if provider == "static" and not static_nodes:
         r.problems.append("static.nodes: provider is static but no node values are given")
+    exposed = exposure_problem(server, bind.enabled)
+    if exposed is not None:
+        r.problems.append(f"server.host: {exposed}")
 
     if r.problems:
         raise ConfigError(r.problems, source)
@@ -455,7 +491,8 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
 
 def _parse_server(r: _Reader, raw: Any) -> ServerSettings:
     p = "server"
-    s = r.section(raw, p, {"host", "port", "urlPrefix", "maxBodyBytes", "gracePeriod", "tls"})
+    allowed = {"host", "port", "urlPrefix", "maxBodyBytes", "gracePeriod", "tls"}
+    s = r.section(raw, p, allowed | {"metricsPort", "metricsHost"})
     t = r.section(s.get("tls"), f"{p}.tls", {"certFile", "keyFile", "clientCAFile"})
     tls = TLSSettings(
         cert_file=r.get(t, f"{p}.tls", "certFile", _string, None, "a file path"),
@@ -468,14 +505,19 @@ def _parse_server(r: _Reader, raw: Any) -> ServerSettings:
         r.problems.append(f"{p}.tls.clientCAFile: needs certFile and keyFile")
     d = ServerSettings()
     body = r.get(s, p, "maxBodyBytes", _non_negative_int, d.max_body_bytes, "a positive integer")
-    return ServerSettings(
+    server = ServerSettings(
         host=r.get(s, p, "host", _string, d.host, "a host name or address"),
         port=r.get(s, p, "port", _port, d.port, "a port number 0..65535"),
         url_prefix=r.get(s, p, "urlPrefix", _prefix, d.url_prefix, "a path like /scheduler"),
         max_body_bytes=max(body, 1),
         grace_period=r.get(s, p, "gracePeriod", _positive, d.grace_period, "seconds > 0"),
         tls=tls,
+        metrics_port=r.get(s, p, "metricsPort", _port, None, "a port number 1..65535"),
+        metrics_host=r.get(s, p, "metricsHost", _string, d.metrics_host, "a host name or address"),
     )
+    if server.metrics_port is not None and server.metrics_port in (0, server.port):
+        r.problems.append(f"{p}.metricsPort: must be a port of its own, not {server.metrics_port}")
+    return server
 
 
 def _parse_prometheus(r: _Reader, raw: Any, env: Mapping[str, str]) -> PrometheusSettings:

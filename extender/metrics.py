@@ -7,15 +7,20 @@ knows nothing of scoring or the engine; refresher.py drives it.
 
 from __future__ import annotations
 
+import ast
+import json
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
 
+from extender.causes import BadAnswer, HTTPStatusError, excerpt
 from extender.config import MetricSettings, PrometheusSettings, Settings
 from extender.model import NodeInventory, NodeName
 
@@ -116,11 +121,18 @@ class PrometheusProvider:
             token = Path(self._settings.bearer_token_file).read_text(encoding="utf-8").strip()
             headers["Authorization"] = f"Bearer {token}"
         self._client.headers = headers
-        result = self._client.custom_query(
-            metric.query,
-            params={"timeout": f"{self._settings.timeout:g}s"},
-            timeout=self._settings.timeout,
-        )
+        try:
+            result = self._client.custom_query(
+                metric.query,
+                params={"timeout": f"{self._settings.timeout:g}s"},
+                timeout=self._settings.timeout,
+            )
+        except PrometheusApiClientException as exc:
+            raise status_error(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise BadAnswer(f"Prometheus answered 200 but not JSON: {excerpt(exc.doc)}") from exc
+        except (KeyError, TypeError) as exc:
+            raise BadAnswer("Prometheus answered 200 without data.result") from exc
         mapped = map_series(result, self._settings.node_label, inventory)
         if mapped.dropped:
             log.warning(
@@ -130,6 +142,22 @@ class PrometheusProvider:
                 "; ".join(mapped.dropped[:3]),
             )
         return mapped.values
+
+
+_CLIENT_STATUS = re.compile(r"HTTP Status Code (\d+) \((b'.*'|b\".*\")\)\Z", re.DOTALL)
+
+
+def status_error(exc: PrometheusApiClientException) -> Exception:
+    """The client's non-200 error ("HTTP Status Code 503 (b'...')") with its status and
+    body back apart, for extender.causes to describe; unchanged when not in that form."""
+    m = _CLIENT_STATUS.match(str(exc))
+    if m is None:
+        return exc
+    try:
+        body = ast.literal_eval(m.group(2))
+    except (ValueError, SyntaxError):
+        body = b""
+    return HTTPStatusError(int(m.group(1)), body if isinstance(body, bytes) else b"")
 
 
 def _basic_auth(settings: PrometheusSettings) -> tuple[str, str] | None:

@@ -2,21 +2,42 @@
 
 Prometheus proxies and API servers sometimes echo the request's Authorization header in
 their error text; every message from an edge goes through `redact` before it is shown.
+URLs are shown through `safe_url` (no user:password@, no query string).
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 _CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",)]+")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@")
 
 
 def redact(text: str) -> str:
-    """`text` with the value after each `Bearer` / `Basic` replaced by `<redacted>`."""
+    """`text` with the value after each `Bearer` / `Basic` replaced by `<redacted>`, and
+    the user:password@ of each URL by `<redacted>@`."""
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}<redacted>@", text)
     return _CREDENTIAL.sub(lambda m: f"{m.group(1)} <redacted>", text)
 
 
+def safe_url(url: str) -> str:
+    """`url` fit for a log line: scheme, host, port and path; no userinfo, query or
+    fragment (where tokens hide)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparseable URL>"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def describe(exc: BaseException) -> str:
-    """One line for logs and /readyz: the exception's type and first line, redacted."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {redact(text)}"[:300]
+    """The cause of `exc` for an operator: see extender.causes, its one owner."""
+    from extender.causes import describe as describe_cause  # causes imports redact from here
+
+    return describe_cause(exc)

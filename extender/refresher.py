@@ -13,18 +13,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from extender.causes import describe
 from extender.config import Settings
 from extender.engine import Engine
 from extender.metrics import MetricsProvider
 from extender.model import MetricSeries, NodeInventory, NodeName, Snapshot
-from extender.redaction import describe
 from extender.scoring import stale_metrics
 from extender.table import build_table
 
 log = logging.getLogger("decice.refresher")
+
+REPEAT_EVERY = 10
+"""A failure streak with an unchanged cause is logged again every this many refreshes."""
 
 Results = Mapping[str, dict[NodeName, float] | BaseException]
 """One refresh: metric -> node values, or the exception its query raised."""
@@ -40,6 +43,90 @@ def next_snapshot(previous: Snapshot, results: Results, now: float) -> Snapshot:
         else:
             metrics[name] = MetricSeries(values=result, fetched_at=now, error=None)
     return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1)
+
+
+@dataclass(slots=True)
+class _Streak:
+    """One metric's consecutive failed refreshes."""
+
+    failures: int
+    since: float
+    """Clock time of the first failure."""
+    cause: str
+    """The cause last logged."""
+    logged: int
+    """`failures` when it was last logged."""
+
+
+class FailureLog:
+    """Refresh failures for operators: a streak's first error at WARNING, then again only
+    when its cause changes or every `repeat` refreshes; one INFO line when the metric's
+    source answers again. Lines with the same text for several metrics are joined."""
+
+    def __init__(self, source: str, repeat: int = REPEAT_EVERY) -> None:
+        self._source = source
+        self._repeat = repeat
+        self._streaks: dict[str, _Streak] = {}
+
+    def failing(self, metric: str) -> int:
+        """The metric's consecutive failed refreshes (0 when its last one worked)."""
+        streak = self._streaks.get(metric)
+        return 0 if streak is None else streak.failures
+
+    def refreshed(self, metrics: list[str], errors: Mapping[str, str], now: float) -> None:
+        warnings: dict[str, list[str]] = {}
+        infos: dict[str, list[str]] = {}
+        for name in metrics:
+            error = errors.get(name)
+            streak = self._streaks.get(name)
+            if error is None:
+                if streak is not None:
+                    del self._streaks[name]
+                    text = (
+                        f"{self._source} answered again after "
+                        f"{_refreshes(streak.failures)} ({_duration(now - streak.since)})"
+                    )
+                    infos.setdefault(text, []).append(name)
+                continue
+            if streak is None:
+                self._streaks[name] = _Streak(1, now, error, 1)
+                text = f"refresh failed (keeping the last values): {error}"
+                warnings.setdefault(text, []).append(name)
+                continue
+            streak.failures += 1
+            if error != streak.cause:
+                text = f"refresh still failing ({_refreshes(streak.failures)}), now: {error}"
+            elif streak.failures - streak.logged >= self._repeat:
+                text = (
+                    f"refresh still failing ({_refreshes(streak.failures)} in "
+                    f"{_duration(now - streak.since)}): {error}"
+                )
+            else:
+                log.debug("metric %s: refresh failed again: %s", name, error)
+                continue
+            streak.cause, streak.logged = error, streak.failures
+            warnings.setdefault(text, []).append(name)
+        for text, names in infos.items():
+            log.info("%s: %s", _metrics(names), text)
+        for text, names in warnings.items():
+            log.warning("%s: %s", _metrics(names), text)
+
+
+def _metrics(names: list[str]) -> str:
+    return f"metric{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _refreshes(n: int) -> str:
+    return f"{n} failed refresh{'es' if n != 1 else ''}"
+
+
+def _duration(seconds: float) -> str:
+    """41 s, 12 min, 3.5 h."""
+    if seconds < 120:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class RefreshListener(Protocol):
@@ -67,6 +154,10 @@ class Refresher:
         self._clock = clock
         self._installed = installed
         self._failures = 0
+        source = (
+            "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
+        )
+        self.failure_log = FailureLog(source)
 
     @property
     def interval(self) -> float:
@@ -112,8 +203,7 @@ class Refresher:
             self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}
         self._failures = self._failures + 1 if errors else 0
-        for name, error in errors.items():
-            log.warning("refresh of metric %s failed (keeping last values): %s", name, error)
+        self.failure_log.refreshed(list(results), errors, now)
         if self._listener is not None:
             self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
         return errors

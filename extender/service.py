@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.applications import Starlette
 
-from extender.app import create_app
+from extender.app import create_apps
 from extender.binding import Binder, KubeBinder
+from extender.causes import describe
 from extender.config import Settings
 from extender.engine import Engine
 from extender.events import EventPoster, EventSink
@@ -51,6 +52,9 @@ class KubeAPI(KubeBinder, EventSink, Watcher, PodAnnotator, Protocol):
 class Service:
     settings: Settings
     app: Starlette
+    """The verbs listener's app (server.host:port)."""
+    metrics_app: Starlette
+    """The metrics listener's app (server.metricsHost:metricsPort), when one is set."""
     engine: Engine
     binder: Binder
     refresher: Refresher
@@ -58,6 +62,9 @@ class Service:
     nodes: NodeCache
     informers: tuple[Informer, ...] = ()
     requeuer: Requeuer | None = None
+    problems: tuple[str, ...] = ()
+    """What keeps the service from working as configured, whatever the metrics say
+    (bind enabled without a Kubernetes client): /readyz answers 503 and lists them."""
 
     async def prepare(self) -> None:
         """What the app does before its first refresh (the CLI calls it too)."""
@@ -72,6 +79,7 @@ def build_service(
     *,
     provider: MetricsProvider | None = None,
     kube: KubeAPI | None = None,
+    kube_problem: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Service:
     """The engine, refresher, binder, watches and app for `settings`.
@@ -79,8 +87,11 @@ def build_service(
     `provider` defaults to the policy's own (Prometheus or static); `kube` None means no
     Kubernetes client: filter and prioritize work, binds answer an Error, `instance`
     labels cannot be mapped to nodes, and the herd guard hears only of our own binds.
+    `kube_problem` says why a client the policy needs is missing (`open_kube`): with
+    bind enabled, that is logged at ERROR and /readyz answers 503 naming it.
     The first refresh runs when the app starts.
     """
+    problems = _kube_problems(settings, kube_problem) if kube is None else ()
     telemetry = Telemetry()
     watch_pods = kube is not None and settings.kubernetes.watch_pods
     requeue_on = watch_pods and settings.requeue.enabled
@@ -152,7 +163,7 @@ def build_service(
 
     telemetry.watch_placement(placement)
     service_informers = tuple(informers)
-    app = create_app(
+    apps = create_apps(
         settings,
         engine,
         binder,
@@ -164,9 +175,41 @@ def build_service(
         prepare=lambda: _prepare(service_informers),
         shutdown=kube.close if kube is not None else None,
     )
+    for app in (apps.verbs, apps.metrics):
+        app.state.problems = problems  # read by /readyz
     return Service(
-        settings, app, engine, binder, refresher, telemetry, nodes, service_informers, requeuer
+        settings,
+        apps.verbs,
+        apps.metrics,
+        engine,
+        binder,
+        refresher,
+        telemetry,
+        nodes,
+        service_informers,
+        requeuer,
+        problems=problems,
     )
+
+
+def _kube_problems(settings: Settings, kube_problem: str | None) -> tuple[str, ...]:
+    """The readiness problems of running without the Kubernetes client, logged once."""
+    if kube_problem is None:
+        return ()
+    if settings.bind.enabled:
+        problem = f"bind: enabled but no Kubernetes client: {kube_problem}"
+        log.error(
+            "%s; every bind answers an Error and /readyz answers 503 "
+            "(filter and prioritize still answer)",
+            problem,
+        )
+        return (problem,)
+    log.warning(
+        "no Kubernetes client: %s; `instance` labels cannot be mapped to nodes and the "
+        "herd guard hears only of our own binds",
+        kube_problem,
+    )
+    return ()
 
 
 def _nothing(uid: str) -> None:
@@ -221,27 +264,42 @@ def _pod_informer(
     )
 
 
-def connect_kube(settings: Settings) -> KubeClient | None:
+@dataclass(frozen=True, slots=True)
+class KubeConnection:
+    client: KubeClient | None
+    problem: str | None = None
+    """Why the client the policy needs could not be built (None: built, or not needed)."""
+
+
+def open_kube(settings: Settings) -> KubeConnection:
     """The Kubernetes client when the policy needs one (bind, `instance` labels, the pod
-    watch of the herd guard or requeue), else None; also None, with a warning, when no
-    kubeconfig or service account can be loaded."""
+    watch of the herd guard or requeue); else none. When no kubeconfig or service account
+    can be loaded: no client, and the cause, for `build_service(kube_problem=...)`."""
     watch = settings.kubernetes.watch_pods and (
         settings.herd_guard.enabled or settings.requeue.enabled
     )
     if not (settings.bind.enabled or watch or settings.prometheus.node_label == "instance"):
-        return None
+        return KubeConnection(None)
     from extender.kube import KubeClient, load_api_client  # the client is slow to import
 
     try:
         api = load_api_client(settings.kubernetes.kubeconfig)
         # TLS files and the proxy are read here: a bad one is a config problem too.
-        return KubeClient(
+        client = KubeClient(
             api.configuration, timeout=settings.bind.timeout, retries=settings.bind.retries
         )
     except Exception as exc:
+        return KubeConnection(None, describe(exc))
+    return KubeConnection(client)
+
+
+def connect_kube(settings: Settings) -> KubeClient | None:
+    """`open_kube`'s client, the cause of a failure logged as a warning."""
+    connection = open_kube(settings)
+    if connection.problem is not None:
         log.warning(
             "no Kubernetes client (%s); binds will answer an Error and the herd guard "
             "hears only of our own binds",
-            exc,
+            connection.problem,
         )
-        return None
+    return connection.client

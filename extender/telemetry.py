@@ -1,4 +1,4 @@
-"""The service's own Prometheus metrics and logging setup.
+"""The service's own Prometheus metrics (logging setup: extender.logs).
 
 A registry is passed in (prometheus/client_python style) so every test builds its own.
 Per-request updates are O(1): one counter and one histogram observation per call.
@@ -6,8 +6,6 @@ Per-request updates are O(1): one counter and one histogram observation per call
 
 from __future__ import annotations
 
-import logging
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 
@@ -218,12 +216,3 @@ class Telemetry:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-def configure_logging(level: str = "INFO") -> None:
-    """Plain one-line logs to stderr; requests are not logged one by one (hot path)."""
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import yaml
 
 from extender.cli import main
 from tests.conftest import fixture_bytes
+from tests.loopback import free_port, wait_until
 from tests.reliability.service import running_service
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +56,48 @@ def test_serve_demo_as_a_process(tmp_path: Path) -> None:
             scores = {h["Host"]: h["Score"] for h in orjson.loads(response.read())}
         assert scores == {"node-1": 6, "node-2": 4, "node-3": 9, "node-4": 6, "node-5": 3}
         assert svc.stop() == 0
+
+
+def _status(url: str, method: str = "GET") -> int:
+    request = urllib.request.Request(url, method=method, data=b"{}" if method == "POST" else None)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_serve_with_a_metrics_listener_keeps_the_verbs_off_it(tmp_path: Path) -> None:
+    """server.metricsPort: a second listener with /metrics, /healthz and /readyz only; the
+    verbs (bind above all) answer on the loopback listener and nowhere else."""
+    demo = yaml.safe_load(Path(DEMO).read_text())
+    metrics_port = free_port()
+    demo["server"] = {**demo.get("server", {}), "metricsPort": metrics_port}
+    demo["server"]["metricsHost"] = "127.0.0.1"  # tests listen on loopback only
+    with running_service(demo, tmp_path) as svc:
+        base = f"http://127.0.0.1:{metrics_port}"
+        wait_until(lambda: _status(f"{base}/healthz") == 200, 30, "the metrics listener")
+        assert _status(f"{base}/readyz") == 200
+        assert _status(f"{base}/metrics") == 200
+        for verb in ("filter", "prioritize", "bind", "preempt"):
+            assert _status(f"{base}/{verb}", "POST") == 404, verb
+            assert _status(f"{svc.url}/{verb}", "POST") == 400, verb  # {} is a bad body
+        assert _status(f"{base}/explain?uid=x") == 404
+        assert _status(f"{svc.url}/metrics") == 200  # still beside the verbs on loopback
+        assert svc.stop() == 0
+
+
+def test_serve_refuses_to_expose_bind_without_mutual_tls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "p.yaml"
+    demo = yaml.safe_load(Path(DEMO).read_text())
+    policy.write_text(yaml.safe_dump({**demo, "bind": {"enabled": True}}))
+    assert main(["serve", "--config", str(policy), "--host", "0.0.0.0"]) == 2
+    assert "--host: '0.0.0.0' would let anyone who reaches this pod bind pods" in (
+        capsys.readouterr().err
+    )
 
 
 def test_scheduler_config_with_mutual_tls_prints_a_tls_config(

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from extender.config import DEFAULT_CPU_QUERY, ConfigError, load_settings, parse_settings
+from tests.conftest import make_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,3 +140,25 @@ def test_explain_node_metrics_switch() -> None:
         parse_settings({"explain": {"nodeMetrics": "no", "event": True}})
     assert "explain.nodeMetrics: must be true or false" in str(caught.value)
     assert "explain.event: unknown key" in str(caught.value)
+
+
+def test_a_metrics_listener_of_its_own() -> None:
+    server = make_settings(server={"metricsPort": 9090, "metricsHost": "10.0.0.7"}).server
+    assert (server.metrics_port, server.metrics_host) == (9090, "10.0.0.7")
+    assert make_settings().server.metrics_port is None  # one listener, as before
+    with pytest.raises(ConfigError, match=r"server\.metricsPort: must be a port of its own"):
+        make_settings(server={"port": 8888, "metricsPort": 8888})
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.7", "decice.example"])
+def test_bind_is_never_exposed_beyond_the_pod_without_mutual_tls(host: str) -> None:
+    with pytest.raises(ConfigError, match="would let anyone who reaches this pod bind pods"):
+        make_settings(server={"host": host}, bind={"enabled": True})
+    make_settings(server={"host": host}, bind={"enabled": False})  # no /bind: fine
+    mtls = {"certFile": "/c.pem", "keyFile": "/k.pem", "clientCAFile": "/ca.pem"}
+    make_settings(server={"host": host, "tls": mtls}, bind={"enabled": True})
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
+def test_loopback_hosts_keep_bind(host: str) -> None:
+    assert make_settings(server={"host": host}, bind={"enabled": True}).server.host == host

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.redaction import redact
+from extender.redaction import redact, safe_url
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,23 @@ from extender.redaction import redact
 )
 def test_redact(text: str, expected: str) -> None:
     assert redact(text) == expected
+
+
+def test_redact_hides_the_userinfo_of_urls() -> None:
+    assert redact("GET https://admin:pa55@prom:9090/api failed") == (
+        "GET https://<redacted>@prom:9090/api failed"
+    )
+    assert redact("mail me at a@b.example") == "mail me at a@b.example"  # not a URL
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://prometheus:9090", "http://prometheus:9090"),
+        ("https://user:pass@prom.example/sub/?token=abc#x", "https://prom.example/sub/"),
+        ("http://[fd00::1]:9090/", "http://[fd00::1]:9090/"),
+        ("http://prom:notaport/", "<unparseable URL>"),
+    ],
+)
+def test_safe_url(url: str, expected: str) -> None:
+    assert safe_url(url) == expected

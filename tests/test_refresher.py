@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from extender.config import MetricSettings
@@ -20,7 +22,7 @@ def test_next_snapshot_keeps_last_values_on_error() -> None:
     second = next_snapshot(first, {"cpu": TimeoutError("read timed out"), "mem": {"a": 0.3}}, 200.0)
     assert second.metrics["cpu"].values == {"a": 0.1}
     assert second.metrics["cpu"].fetched_at == 100.0
-    assert second.metrics["cpu"].error == "TimeoutError: read timed out"
+    assert second.metrics["cpu"].error == "timeout (read timed out)"
     assert second.metrics["mem"].values == {"a": 0.3} and second.metrics["mem"].fetched_at == 200.0
     assert second.generation == first.generation + 1
 
@@ -100,3 +102,82 @@ async def test_an_unexpected_failure_counts_and_never_escapes() -> None:
         await refresher.refresh_once()
     await refresher.refresh_guarded()  # logged, counted, not raised
     assert refresher.failures == 1 and refresher.delay() == 4.0
+
+
+class Scripted:
+    """Per metric: one step per call (values, or an exception to raise); the last repeats."""
+
+    def __init__(self, **steps: list[dict[str, float] | BaseException]) -> None:
+        self.steps = steps
+        self.calls: dict[str, int] = {}
+
+    def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[str, float]:
+        steps = self.steps[metric.name]
+        n = self.calls[metric.name] = self.calls.get(metric.name, 0) + 1
+        step = steps[min(n, len(steps)) - 1]
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+
+def logged(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[tuple[str, str]]:
+    return [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name == "decice.refresher" and r.levelno >= level
+    ]
+
+
+PROMETHEUS = {"url": "http://prometheus:9090", "interval": 2, "maxBackoff": 10}
+
+
+async def test_a_failure_streak_is_logged_at_its_start_its_changes_every_tenth_and_its_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = make_settings(
+        provider="prometheus", prometheus=PROMETHEUS, metrics=[{"name": "cpu", "query": "up"}]
+    )
+    refused = ConnectionRefusedError(111, "Connection refused")
+    slow = TimeoutError("timed out")
+    script: list[dict[str, float] | BaseException] = [{"a": 0.5}, refused, refused, refused]
+    script += [slow] * 12 + [{"a": 0.6}]
+    clock = [1000.0]
+    engine = Engine(settings, Snapshot.empty(["cpu"]), clock[0])
+    refresher = Refresher(settings, engine, Scripted(cpu=script), clock=lambda: clock[0])
+    caplog.set_level(logging.DEBUG, logger="decice.refresher")
+    for _ in range(len(script) + 2):  # two more good refreshes: nothing more to say
+        await refresher.refresh_once()
+        clock[0] += 3.0
+    assert logged(caplog) == [
+        ("WARNING", "metric cpu: refresh failed (keeping the last values): connection refused"),
+        ("WARNING", "metric cpu: refresh still failing (4 failed refreshes), now: timeout"),
+        ("WARNING", "metric cpu: refresh still failing (14 failed refreshes in 39 s): timeout"),
+        ("INFO", "metric cpu: Prometheus answered again after 15 failed refreshes (45 s)"),
+    ]
+    debug = [m for level, m in logged(caplog, logging.DEBUG) if level == "DEBUG"]
+    assert len(debug) == 2 + 9 + 1  # each other failure, at debug
+    assert refresher.failure_log.failing("cpu") == 0
+
+
+async def test_metrics_failing_alike_share_a_line(caplog: pytest.LogCaptureFixture) -> None:
+    settings = make_settings(
+        provider="prometheus",
+        prometheus=PROMETHEUS,
+        metrics=[{"name": "cpu", "query": "a"}, {"name": "mem", "query": "b"}],
+    )
+    down = ConnectionRefusedError(111, "Connection refused")
+    provider = Scripted(cpu=[down, down, {"a": 0.1}], mem=[down, down, {"a": 0.2}])
+    clock = [0.0]
+    engine = Engine(settings, Snapshot.empty(["cpu", "mem"]), 0.0)
+    refresher = Refresher(settings, engine, provider, clock=lambda: clock[0])
+    with caplog.at_level(logging.INFO, logger="decice.refresher"):
+        for _ in range(3):
+            await refresher.refresh_once()
+            clock[0] += 20.0
+    assert logged(caplog) == [
+        (
+            "WARNING",
+            "metrics cpu, mem: refresh failed (keeping the last values): connection refused",
+        ),
+        ("INFO", "metrics cpu, mem: Prometheus answered again after 2 failed refreshes (40 s)"),
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 
 import orjson
@@ -10,7 +12,7 @@ from starlette.testclient import TestClient
 
 from extender.config import MetricSettings
 from extender.model import NodeInventory
-from extender.service import build_service, connect_kube
+from extender.service import KubeConnection, build_service, connect_kube, open_kube
 from tests.conftest import fixture_bytes, make_settings
 from tests.kubeapi import FakeKubeAPI, write_kubeconfig
 
@@ -74,3 +76,66 @@ def test_per_node_gauges_follow_the_table_and_can_be_turned_off() -> None:
     off = make_settings(explain={"nodeMetrics": False})
     with TestClient(build_service(off).app) as client:
         assert "decice_node_score" not in client.get("/metrics").text
+
+
+def test_bind_enabled_without_a_kube_client_is_not_ready(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No kubeconfig: filter and prioritize answer, every bind fails, so the pod is not
+    Ready, and the start-up log says why at ERROR."""
+    missing = tmp_path / "kubeconfig"
+    settings = make_settings(kubernetes={"kubeconfig": str(missing)})
+    kube = open_kube(settings)
+    assert kube.client is None and kube.problem is not None and str(missing) in kube.problem
+    with caplog.at_level(logging.WARNING, logger="decice.service"):
+        service = build_service(settings, kube=kube.client, kube_problem=kube.problem)
+    problem = f"bind: enabled but no Kubernetes client: {kube.problem}"
+    assert service.problems == (problem,)
+    assert [(r.levelname, r.getMessage().split("; every")[0]) for r in caplog.records] == [
+        ("ERROR", problem)
+    ]
+    with TestClient(service.app) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["problems"] == [problem]
+        assert ready.json()["metrics"]["cpu"]["fresh"] is True  # the metrics are fine
+        for verb in ("filter", "prioritize"):
+            body = fixture_bytes(f"{verb}-nodecache.json")
+            assert client.post(f"/{verb}", content=body, headers=JSON).status_code == 200
+        bound = client.post("/bind", content=fixture_bytes("bind.json"), headers=JSON)
+        assert "no Kubernetes client" in bound.json()["Error"]
+    # the metrics listener's /readyz (the kubelet's probe) says the same
+    with TestClient(service.metrics_app) as client:
+        assert client.get("/readyz").json()["problems"] == [problem]
+
+
+def test_without_bind_a_missing_kube_client_is_a_warning_and_ready(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = make_settings(bind={"enabled": False})
+    with caplog.at_level(logging.WARNING, logger="decice.service"):
+        service = build_service(settings, kube_problem="no usable kubeconfig")
+    assert service.problems == ()
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "no usable kubeconfig" in caplog.records[0].getMessage()
+    with TestClient(service.app) as client:
+        assert client.get("/readyz").status_code == 200
+        assert "problems" not in client.get("/readyz").json()
+
+
+def test_open_kube_builds_the_client_or_says_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nothing = {"enabled": False}
+    unneeded = open_kube(make_settings(bind=nothing, herdGuard=nothing, requeue=nothing))
+    assert unneeded == KubeConnection(None)
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [")
+    failed = open_kube(make_settings(kubernetes={"kubeconfig": str(broken)}))
+    assert failed.client is None and failed.problem is not None
+    assert failed.problem.startswith(f"Kubernetes API ConfigError: cannot load {broken}")
+    with FakeKubeAPI() as api:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, "t0ken")
+        built = open_kube(make_settings(kubernetes={"kubeconfig": str(kubeconfig)}))
+        assert built.client is not None and built.problem is None
+        asyncio.run(built.client.close())

@@ -314,7 +314,9 @@ def test_containers_and_probes() -> None:
     c = containers(objs)
     assert list(c) == ["kube-scheduler", "extender"]
     sched = c["kube-scheduler"]
-    assert sched["image"] == "registry.k8s.io/kube-scheduler:v1.35.4"
+    # No tag set: the cluster's own version (helm's default capabilities when rendered
+    # offline), so the scheduler never runs newer than its API server.
+    assert sched["image"] == f"registry.k8s.io/kube-scheduler:{render_default_kube_version()}"
     assert "--config=/etc/kubernetes/decice/scheduler-config.yaml" in sched["command"]
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         get = sched[probe]["httpGet"]
@@ -322,31 +324,116 @@ def test_containers_and_probes() -> None:
     ext = c["extender"]
     assert ext["args"] == ["--config", "/etc/decice/extender.yaml"]
     assert {"name": "policy", "mountPath": "/etc/decice", "readOnly": True} in ext["volumeMounts"]
-    # Loopback listener: kubelet probes the pod IP, so the probes run inside the container.
-    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-        command = ext[probe]["exec"]["command"]
-        assert f"http://127.0.0.1:8888{path}" in command[-1]
-        compile(command[-1], probe, "exec")
+    # Probes on the metrics listener (pod IP); the verbs have no containerPort at all.
+    assert ext["ports"] == [{"name": "metrics", "containerPort": 8889, "protocol": "TCP"}]
+    for probe, path in (
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ):
+        assert ext[probe]["httpGet"] == {"path": path, "port": "metrics"}
     assert "env" not in ext  # PROMETHEUS_URL only when extender.prometheusUrl is set
 
 
-def test_service_monitor_switches_to_a_pod_ip_listener_behind_a_network_policy() -> None:
+def render_default_kube_version() -> str:
+    """The KubeVersion helm renders with offline, read from a probe template's output."""
+    doc = rendered("default")["decice-extender/templates/deployment.yaml"]
+    tag = doc.split("registry.k8s.io/kube-scheduler:", 1)[1].split('"', 1)[0]
+    assert re.fullmatch(r"v1\.[0-9]+\.[0-9]+", tag), tag
+    return tag
+
+
+@pytest.mark.parametrize(
+    ("cluster", "tag"),
+    [
+        ("v1.31.4", "v1.31.4"),
+        ("v1.31.4-eks-2d5f260", "v1.31.4"),
+        ("v1.30.2+k3s1", "v1.30.2"),
+    ],
+)
+def test_scheduler_tag_follows_the_cluster_version(cluster: str, tag: str) -> None:
+    helper = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
+    block = helper.split('define "decice-extender.schedulerTag"', 1)[1]
+    pattern = re.search(r'regexFind "([^"]+)"', block)
+    assert pattern is not None
+    found = re.match(pattern.group(1).replace("\\\\", "\\"), cluster)
+    assert found is not None and "v" + found.group(0).removeprefix("v") == tag
+
+
+def test_a_pinned_scheduler_tag_wins() -> None:
+    objs = render_objects({"scheduler": {"image": {"tag": "v1.30.1"}}})
+    assert containers(objs)["kube-scheduler"]["image"].endswith(":v1.30.1")
+
+
+def render_objects(values: dict[str, Any]) -> list[dict[str, Any]]:
+    out = render_mod.render_chart(values, name=RELEASE, namespace=NAMESPACE)
+    return [yaml.safe_load(doc) for doc in render_mod.documents(out)]
+
+
+def test_the_verbs_stay_on_loopback_and_metrics_get_their_own_listener(tmp_path: Path) -> None:
+    for case in CASES:
+        settings = load_policy(objects(case), tmp_path)
+        assert settings.server.host == "127.0.0.1", case
+        assert (settings.server.metrics_host, settings.server.metrics_port) == ("0.0.0.0", 8889)
+
+
+def test_prometheus_credentials_come_from_secrets(tmp_path: Path) -> None:
+    objs = render_objects(
+        {
+            "extender": {
+                "prometheusAuth": {
+                    "bearerToken": {"secretName": "prom-token"},
+                    "ca": {"secretName": "prom-ca", "key": "bundle.pem"},
+                },
+                "extraEnvFrom": [{"secretRef": {"name": "more-env"}}],
+                "extraVolumes": [{"name": "x", "emptyDir": {}}],
+                "extraVolumeMounts": [{"name": "x", "mountPath": "/x"}],
+            }
+        }
+    )
+    ext = containers(objs)["extender"]
+    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["prometheus-bearertoken"]["secret"]["secretName"] == "prom-token"
+    assert volumes["prometheus-ca"]["secret"] == {
+        "secretName": "prom-ca",
+        "items": [{"key": "bundle.pem", "path": "bundle.pem"}],
+    }
+    mounts = {m["name"]: m for m in ext["volumeMounts"]}
+    assert mounts["prometheus-ca"] == {
+        "name": "prometheus-ca",
+        "mountPath": "/etc/decice-secrets/ca",
+        "readOnly": True,
+    }
+    assert "x" in volumes and mounts["x"]["mountPath"] == "/x"
+    assert ext["envFrom"] == [{"secretRef": {"name": "more-env"}}]
+    policy = yaml.safe_load(policy_text(objs))["prometheus"]
+    assert policy["bearerTokenFile"] == "/etc/decice-secrets/bearertoken/token"
+    assert policy["caFile"] == "/etc/decice-secrets/ca/bundle.pem"
+    assert "secret" not in policy_text(objs).lower().replace("decice-secrets", "")
+
+
+def test_an_authorization_header_in_the_policy_configmap_is_refused() -> None:
+    values = {"policy": {"prometheus": {"headers": {"authorization": "Bearer abc"}}}}
+    with pytest.raises(helm.HelmRenderError, match="plain ConfigMap"):
+        render_mod.render_chart(values, name=RELEASE, namespace=NAMESPACE)
+
+
+def test_service_monitor_scrapes_the_metrics_listener_behind_a_network_policy() -> None:
     objs = objects("monitoring-values")
     ext = containers(objs)["extender"]
-    assert yaml.safe_load(policy_text(objs))["server"]["host"] == "0.0.0.0"
-    assert ext["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert ext["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert ext["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert {
         "name": "PROMETHEUS_URL",
         "value": "http://kube-prometheus-stack-prometheus.monitoring.svc:9090",
     } in ext["env"]
     service = find(objs, "Service")
-    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
     monitor = find(objs, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     policy = find(objs, "NetworkPolicy")["spec"]
     assert policy["policyTypes"] == ["Ingress"]
-    assert [r["ports"] for r in policy["ingress"]] == [[{"port": 8888, "protocol": "TCP"}]]
+    assert [r["ports"] for r in policy["ingress"]] == [[{"port": 8889, "protocol": "TCP"}]]
     assert policy["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "monitoring"
     }
@@ -468,12 +555,9 @@ def test_policy_loads_with_the_extender_loader(case: str, tmp_path: Path) -> Non
     settings = load_policy(objs, tmp_path)
     ext = scheduler_config(objs)["extenders"][0]
     url = urlsplit(ext["urlPrefix"])
-    assert (
-        settings.server.port
-        == url.port
-        == containers(objs)["extender"]["ports"][0]["containerPort"]
-    )
-    assert settings.server.host in {"127.0.0.1", "0.0.0.0", "::"}  # 127.0.0.1 reaches all three
+    assert settings.server.port == url.port
+    assert settings.server.metrics_port == containers(objs)["extender"]["ports"][0]["containerPort"]
+    assert settings.server.host == url.hostname == "127.0.0.1"
     assert settings.server.url_prefix == url.path.rstrip("/")
     assert settings.scheduler_names == frozenset({"decice_sched"})
     assert ("bindVerb" in ext) == settings.bind.enabled
@@ -555,10 +639,11 @@ def test_notes_tell_how_to_use_it() -> None:
     assert "curl" in notes and "http://127.0.0.1:8888/prioritize" in notes
     body = re.search(r"-d '(.+)'", notes)
     assert body is not None and set(json.loads(body.group(1))) == {"Pod", "Nodes", "NodeNames"}
-    assert "WARNING" not in notes
-    assert "WARNING" not in rendered("monitoring-values")[f"{RELEASE}/templates/NOTES.txt"]
+    assert "ImagePullBackOff" in notes and "ghcr.io/decice/decice-extender:0.1.0" in notes
+    assert "Note: /metrics" not in notes
+    assert "Note: /metrics" not in rendered("monitoring-values")[f"{RELEASE}/templates/NOTES.txt"]
     exposed = render_mod.render_chart({"metrics": {"service": {"enabled": True}}})
-    assert "WARNING: the metrics Service" in exposed[f"{RELEASE}/templates/NOTES.txt"]
+    assert "(the verbs are not)" in exposed[f"{RELEASE}/templates/NOTES.txt"]
 
 
 # --- the policy schema stays in step with docs/configuration.md -------------------------
@@ -673,3 +758,81 @@ def test_nginx_pod_example() -> None:
     kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
     assert pod["spec"]["schedulerName"] == "decice_sched"
     assert all(c["resources"]["requests"]["cpu"] for c in pod["spec"]["containers"])
+
+
+# --- leader election: the lease and its RBAC ---------------------------------------------
+
+
+def _lease_objects(values: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    docs = render_mod.render_chart(values, name=RELEASE, namespace=namespace)
+    return [yaml.safe_load(doc) for doc in render_mod.documents(docs)]
+
+
+def test_the_lease_lives_in_the_release_namespace_under_its_configured_name() -> None:
+    """Never kube-system: there system:kube-scheduler may only use the lease kube-scheduler."""
+    values = {"scheduler": {"leaderElection": {"resourceName": "team-a-scheduler"}}}
+    objs = _lease_objects(values, "team-a")
+    le = scheduler_config(objs)["leaderElection"]
+    assert le["leaderElect"] is True
+    assert le["resourceLock"] == "leases"
+    assert (le["resourceNamespace"], le["resourceName"]) == ("team-a", "team-a-scheduler")
+    role = find(objs, "Role", f"{RELEASE}-leader-election")
+    assert role["metadata"]["namespace"] == "team-a"
+    assert role["rules"][1]["resourceNames"] == ["team-a-scheduler"]
+    binding = find(objs, "RoleBinding", f"{RELEASE}-leader-election")
+    assert binding["metadata"]["namespace"] == "team-a"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": RELEASE, "namespace": "team-a"}
+    ]
+    assert find(objs, "Deployment")["metadata"]["namespace"] == "team-a"
+
+
+def test_the_lease_role_grants_exactly_what_client_go_leader_election_uses() -> None:
+    """get/update on the lease by name, create unnarrowed (create has no name to check);
+    no list/watch/patch/delete, no other resource. Events come from system:kube-scheduler."""
+    objs = objects("default")
+    role = find(objs, "Role", f"{RELEASE}-leader-election")
+    granted = {
+        (group, res, verb, tuple(rule.get("resourceNames", ())))
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for res in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert granted == {
+        ("coordination.k8s.io", "leases", "create", ()),
+        ("coordination.k8s.io", "leases", "get", (LEASE,)),
+        ("coordination.k8s.io", "leases", "update", (LEASE,)),
+    }
+    binding = find(objs, "RoleBinding", f"{RELEASE}-leader-election")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": f"{RELEASE}-leader-election",
+    }
+
+
+def test_the_lease_role_is_what_decice_extender_scheduler_config_rbac_prints() -> None:
+    from extender.schedconfig import Subject, rbac_documents
+
+    objs = objects("default")
+    cli_role, cli_binding = rbac_documents(LEASE, NAMESPACE, Subject("ServiceAccount", RELEASE))
+    assert find(objs, "Role", f"{RELEASE}-leader-election")["rules"] == cli_role["rules"]
+    binding = find(objs, "RoleBinding", f"{RELEASE}-leader-election")
+    assert binding["subjects"] == cli_binding["subjects"]
+
+
+def test_no_lease_role_without_leader_election() -> None:
+    objs = _lease_objects({"scheduler": {"leaderElection": {"enabled": False}}}, NAMESPACE)
+    assert scheduler_config(objs)["leaderElection"]["leaderElect"] is False
+    assert not [o for o in objs if o["metadata"]["name"] == f"{RELEASE}-leader-election"]
+    assert find(objs, "ClusterRoleBinding", f"{RELEASE}-kube-scheduler")
+
+
+def test_a_lease_name_longer_than_a_dns_subdomain_is_refused() -> None:
+    values = {"scheduler": {"leaderElection": {"resourceName": "a" * 254}}}
+    with helm.Chart.load(CHART) as chart:
+        with pytest.raises(helm.HelmValuesError, match="resourceName"):
+            chart.render(values, name=RELEASE, namespace=NAMESPACE)
+        merged = chart.merge_values(values)
+    assert any("resourceName" in e for e in schema_errors(merged))

@@ -112,11 +112,11 @@ def make(prom: FakePrometheus, on_missing: str, **kw: Any) -> Harness:
 def test_down_at_start_up(on_missing: str) -> None:
     h = Harness(prom_policy(f"http://127.0.0.1:{free_port()}", on_missing))
     errors = h.refresh()
-    assert "ConnectionError" in errors["cpu"]
+    assert errors["cpu"].startswith("connection refused to 127.0.0.1:")
     failed, scores = h.verdicts()
     status, ready = h.readyz()
     assert ready["metrics"]["cpu"]["fresh"] is False
-    assert "ConnectionError" in ready["metrics"]["cpu"]["error"]
+    assert ready["metrics"]["cpu"]["error"] == errors["cpu"]
     assert h.age() == math.inf
     if on_missing == "fail-open":
         assert failed == {} and status == 200
@@ -183,7 +183,7 @@ def test_slow_prometheus_times_out_and_does_not_block(prom: FakePrometheus) -> N
     started = time.monotonic()
     errors = h.refresh()
     assert time.monotonic() - started < 3.0  # gave up before the held 3 s answer
-    assert "Timeout" in errors["cpu"]
+    assert errors["cpu"].startswith("timeout after 0.5s waiting for 127.0.0.1:")
     # the request path never asks Prometheus anything
     asked = len(prom.headers)
     h.verdicts()

@@ -88,4 +88,4 @@ def test_prometheus_down_at_start_up_then_mid_run(
         assert svc.alive()
         log = svc.stderr()
     assert "Traceback" not in log, log[-3000:]
-    assert "refresh of metric cpu failed" in log
+    assert "metric cpu: refresh failed" in log

@@ -357,14 +357,14 @@ def test_limits_and_secrets_on_the_real_server(tmp_path: Path) -> None:
             assert "401" in error and kube_token not in error
             # a few refreshes against the echoing Prometheus, and their failure logged
             wait_until(
-                lambda: len(prom.headers) >= 3 and "refresh of metric cpu failed" in svc.stderr(),
+                lambda: len(prom.headers) >= 3 and "metric cpu: refresh failed" in svc.stderr(),
                 30,
                 "three refreshes against the echoing Prometheus, their failure logged",
             )
         log = svc.stderr()
     assert any(h.get("authorization") == f"Bearer {prom_token}" for h in prom.headers)
     assert any(r.headers.get("authorization") == f"Bearer {kube_token}" for r in api.requests)
-    assert "refresh of metric cpu failed" in log
+    assert "metric cpu: refresh failed" in log
     assert prom_token not in log, log[-3000:]
     assert kube_token not in log, log[-3000:]
     assert "Bearer <redacted>" in log

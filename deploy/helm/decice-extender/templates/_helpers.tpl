@@ -39,19 +39,42 @@ app.kubernetes.io/part-of: decice
 {{- default (include "decice-extender.fullname" .) .Values.serviceAccount.name }}
 {{- end }}
 
-{{/* The Service (and so a pod-IP listener) exists for metrics.service or metrics.serviceMonitor. */}}
+{{/* The metrics Service exists for metrics.service or metrics.serviceMonitor. */}}
 {{- define "decice-extender.serviceEnabled" -}}
 {{- if or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled }}true{{ end }}
 {{- end }}
 
-{{/* Where the extender listens: loopback unless /metrics must be reachable on the pod IP. */}}
+{{/* Where the verbs listen: loopback; the scheduler is in the same pod. */}}
 {{- define "decice-extender.listenHost" -}}
-{{- if .Values.extender.listenAddress }}
-{{- .Values.extender.listenAddress }}
-{{- else if include "decice-extender.serviceEnabled" . }}
-{{- "0.0.0.0" }}
+{{- .Values.extender.listenAddress | default "127.0.0.1" }}
+{{- end }}
+
+{{/*
+The kube-scheduler image tag: scheduler.image.tag, else the cluster's own version
+(v1.31.4 from v1.31.4-eks-2d5f260 or v1.31.4+k3s1), so the scheduler is never newer
+than its API server (the version-skew policy) and runs under that version's
+system:kube-scheduler role.
+*/}}
+{{- define "decice-extender.schedulerTag" -}}
+{{- if .Values.scheduler.image.tag }}
+{{- .Values.scheduler.image.tag }}
 {{- else }}
-{{- "127.0.0.1" }}
+{{- $v := regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version }}
+{{- if not $v }}
+{{- fail (printf "cannot tell the kube-scheduler version from the cluster's %q: set scheduler.image.tag" .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- printf "v%s" (trimPrefix "v" $v) }}
+{{- end }}
+{{- end }}
+
+{{/* Prometheus credentials from Secrets: name -> (secretName, key, mount directory). */}}
+{{- define "decice-extender.prometheusSecrets" -}}
+{{- $auth := .Values.extender.prometheusAuth | default dict }}
+{{- range $name := list "bearerToken" "basicAuth" "ca" }}
+{{- $s := get $auth $name | default dict }}
+{{- if get $s "secretName" }}
+{{ $name }}: {secretName: {{ get $s "secretName" | quote }}, key: {{ get $s "key" | quote }}, dir: {{ printf "/etc/decice-secrets/%s" (lower $name) | quote }}}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -88,7 +111,28 @@ has not seen could evict pods for a node its filter then rejects.
 {{- $server := deepCopy (get $policy "server" | default dict) }}
 {{- $_ := set $server "host" (include "decice-extender.listenHost" .) }}
 {{- $_ := set $server "port" (int .Values.extender.port) }}
+{{- $_ := set $server "metricsHost" "0.0.0.0" }}
+{{- $_ := set $server "metricsPort" (int .Values.extender.metricsPort) }}
 {{- $_ := set $policy "server" $server }}
+{{- $prom := deepCopy (get $policy "prometheus" | default dict) }}
+{{- range $key, $_ := (get $prom "headers" | default dict) }}
+{{- if eq (lower $key) "authorization" }}
+{{- fail "policy.prometheus.headers.Authorization would land in a plain ConfigMap: use extender.prometheusAuth.bearerToken (or basicAuth) with a Secret" }}
+{{- end }}
+{{- end }}
+{{- $secrets := include "decice-extender.prometheusSecrets" . | fromYaml }}
+{{- with $secrets.bearerToken }}
+{{- $_ := set $prom "bearerTokenFile" (printf "%s/%s" .dir .key) }}
+{{- end }}
+{{- with $secrets.basicAuth }}
+{{- $_ := set $prom "basicAuth" (dict "username" $.Values.extender.prometheusAuth.basicAuth.username "passwordFile" (printf "%s/%s" .dir .key)) }}
+{{- end }}
+{{- with $secrets.ca }}
+{{- $_ := set $prom "caFile" (printf "%s/%s" .dir .key) }}
+{{- end }}
+{{- if $prom }}
+{{- $_ := set $policy "prometheus" $prom }}
+{{- end }}
 {{- $_ := set $policy "schedulerNames" (list .Values.scheduler.name) }}
 {{- toYaml $policy }}
 {{- end }}
