@@ -29,6 +29,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONFAULTHANDLER=1
 COPY --from=build /opt/venv /opt/venv
 USER 65532:65532
-EXPOSE 8888
+# 8888: the verbs (127.0.0.1 by default), 8889: /metrics, /healthz, /readyz (server.metricsPort)
+EXPOSE 8888 8889
 ENTRYPOINT ["decice-extender", "serve"]
 CMD ["--config", "/etc/decice/extender.yaml"]

@@ -28,7 +28,7 @@ import yaml
 
 from extender.app import verb_paths
 from extender.cli import scheduler_extender
-from extender.config import Settings, load_settings
+from extender.config import ConfigError, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "decice-extender"
@@ -836,3 +836,42 @@ def test_a_lease_name_longer_than_a_dns_subdomain_is_refused() -> None:
             chart.render(values, name=RELEASE, namespace=NAMESPACE)
         merged = chart.merge_values(values)
     assert any("resourceName" in e for e in schema_errors(merged))
+
+
+def test_tls_for_the_verbs_from_a_secret_or_cert_manager(tmp_path: Path) -> None:
+    tls = {"clientAuth": True, "certManager": {"enabled": True, "issuerRef": {"name": "ca"}}}
+    objs = render_objects({"extender": {"tls": tls, "listenAddress": "0.0.0.0"}})
+    cert = find(objs, "Certificate")
+    assert cert["spec"]["secretName"] == f"{RELEASE}-tls"
+    assert cert["spec"]["ipAddresses"] == ["127.0.0.1"]
+    assert set(cert["spec"]["usages"]) == {"server auth", "client auth"}
+    entry = scheduler_config(objs)["extenders"][0]
+    assert entry["urlPrefix"] == "https://127.0.0.1:8888" and entry["enableHTTPS"] is True
+    assert entry["tlsConfig"] == {
+        "caFile": "/etc/decice-tls/ca.crt",
+        "certFile": "/etc/decice-tls/tls.crt",
+        "keyFile": "/etc/decice-tls/tls.key",
+    }
+    mount = {"name": "tls", "mountPath": "/etc/decice-tls", "readOnly": True}
+    for name, container in containers(objs).items():
+        assert mount in container["volumeMounts"], name
+    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": f"{RELEASE}-tls"}} in pod["volumes"]
+    # Mutual TLS is what lets the extender accept a verbs address beyond loopback.
+    settings = load_policy(objs, tmp_path)
+    assert settings.server.tls.client_ca_file == "/etc/decice-tls/ca.crt"
+    assert settings.server.host == "0.0.0.0" and settings.bind.enabled
+
+
+def test_without_mutual_tls_the_extender_refuses_an_exposed_verbs_address(
+    tmp_path: Path,
+) -> None:
+    objs = render_objects({"extender": {"tls": {"secretName": "t"}, "listenAddress": "0.0.0.0"}})
+    assert scheduler_config(objs)["extenders"][0]["tlsConfig"] == {
+        "caFile": "/etc/decice-tls/ca.crt"
+    }
+    with pytest.raises(ConfigError, match="would let anyone who reaches this pod bind pods"):
+        load_policy(objs, tmp_path)
+    assert not any(o["kind"] == "Certificate" for o in objs)
+    with pytest.raises(helm.HelmRenderError, match="issuerRef.name"):
+        render_mod.render_chart({"extender": {"tls": {"certManager": {"enabled": True}}}})

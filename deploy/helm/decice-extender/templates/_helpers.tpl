@@ -78,6 +78,16 @@ system:kube-scheduler role.
 {{- end }}
 {{- end }}
 
+{{/* The Secret with the verbs' TLS certificate: extender.tls.secretName, or <fullname>-tls when cert-manager makes it; empty: no TLS. */}}
+{{- define "decice-extender.tlsSecret" -}}
+{{- $tls := .Values.extender.tls | default dict }}
+{{- if $tls.secretName }}
+{{- $tls.secretName }}
+{{- else if ($tls.certManager | default dict).enabled }}
+{{- printf "%s-tls" (include "decice-extender.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{/* The policy's urlPrefix, normalised to "" or "/path" without a trailing slash. */}}
 {{- define "decice-extender.urlPrefix" -}}
 {{- $server := (.Values.policy.server | default dict) }}
@@ -113,6 +123,13 @@ has not seen could evict pods for a node its filter then rejects.
 {{- $_ := set $server "port" (int .Values.extender.port) }}
 {{- $_ := set $server "metricsHost" "0.0.0.0" }}
 {{- $_ := set $server "metricsPort" (int .Values.extender.metricsPort) }}
+{{- if include "decice-extender.tlsSecret" . }}
+{{- $tls := dict "certFile" "/etc/decice-tls/tls.crt" "keyFile" "/etc/decice-tls/tls.key" }}
+{{- if .Values.extender.tls.clientAuth }}
+{{- $_ := set $tls "clientCAFile" "/etc/decice-tls/ca.crt" }}
+{{- end }}
+{{- $_ := set $server "tls" $tls }}
+{{- end }}
 {{- $_ := set $policy "server" $server }}
 {{- $prom := deepCopy (get $policy "prometheus" | default dict) }}
 {{- range $key, $_ := (get $prom "headers" | default dict) }}
@@ -155,7 +172,8 @@ percentageOfNodesToScore: {{ int .Values.scheduler.percentageOfNodesToScore }}
 profiles:
   - schedulerName: {{ .Values.scheduler.name }}
 extenders:
-  - urlPrefix: {{ printf "http://127.0.0.1:%d%s" (int .Values.extender.port) (include "decice-extender.urlPrefix" .) | quote }}
+  {{- $https := include "decice-extender.tlsSecret" . }}
+  - urlPrefix: {{ printf "%s://127.0.0.1:%d%s" (ternary "https" "http" (ne $https "")) (int .Values.extender.port) (include "decice-extender.urlPrefix" .) | quote }}
     {{- if include "decice-extender.filtersAnything" . }}
     filterVerb: filter
     preemptVerb: preempt
@@ -165,7 +183,15 @@ extenders:
     bindVerb: bind
     {{- end }}
     weight: {{ int $ext.weight }}
-    enableHTTPS: false
+    enableHTTPS: {{ ne $https "" }}
+    {{- if $https }}
+    tlsConfig:
+      caFile: /etc/decice-tls/ca.crt
+      {{- if .Values.extender.tls.clientAuth }}
+      certFile: /etc/decice-tls/tls.crt
+      keyFile: /etc/decice-tls/tls.key
+      {{- end }}
+    {{- end }}
     nodeCacheCapable: {{ $ext.nodeCacheCapable }}
     ignorable: {{ $ext.ignorable }}
     httpTimeout: {{ $ext.httpTimeout }}
