@@ -677,7 +677,14 @@ def _schema_has(path: str) -> bool:
     return True
 
 
-CHART_OWNED = {"schedulerNames", "server.host", "server.port", "server.tls"}
+CHART_OWNED = {
+    "schedulerNames",
+    "server.host",
+    "server.port",
+    "server.tls",
+    "server.metricsPort",
+    "server.metricsHost",
+}
 
 
 def test_policy_schema_knows_every_documented_key() -> None:
@@ -695,7 +702,7 @@ def test_policy_schema_knows_every_documented_key() -> None:
     # The documented example itself, minus the chart-owned keys, is a valid values.policy.
     trimmed = copy.deepcopy(example)
     del trimmed["schedulerNames"]
-    for key in ("host", "port", "tls"):
+    for key in ("host", "port", "tls", "metricsPort", "metricsHost"):
         del trimmed["server"][key]
     errors = jsonschema.Draft7Validator(schema()["properties"]["policy"]).iter_errors(trimmed)
     assert [e.message for e in errors] == []
