@@ -880,5 +880,5 @@ def test_without_mutual_tls_the_extender_refuses_an_exposed_verbs_address(
     with pytest.raises(ConfigError, match="would let anyone who reaches this pod bind pods"):
         load_policy(objs, tmp_path)
     assert not any(o["kind"] == "Certificate" for o in objs)
-    with pytest.raises(helm.HelmRenderError, match="issuerRef.name"):
+    with pytest.raises(helm.HelmRenderError, match=r"issuerRef\.name"):
         render_mod.render_chart({"extender": {"tls": {"certManager": {"enabled": True}}}})
