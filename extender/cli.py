@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from extender import __version__
 from extender.config import ConfigError, Settings, exposure_problem, load_settings
 
 log = logging.getLogger("decice")
@@ -87,10 +88,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """A Go duration flag (validated as scheduler-config does) in seconds."""
+    from extender.schedconfig import duration_ns, go_duration
+
+    return (duration_ns(go_duration(text)) or 0) / 1e9
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
-    settings = _load(args.config)
+    from extender.checks import policy_problems
+
+    path = args.config_flag or args.config
+    if path is None:
+        print("decice-extender check-config: give the policy file: --config FILE", file=sys.stderr)
+        return 2
+    settings = _load(path)
+    problems = policy_problems(settings, args.http_timeout)
+    if problems:
+        raise ConfigError(problems, path)
     names = ", ".join(m.name for m in settings.metrics)
-    print(f"{args.config}: ok ({settings.provider} provider; metrics: {names})")
+    print(f"{path}: ok ({settings.provider} provider; metrics: {names})")
     return 0
 
 
@@ -254,6 +271,7 @@ def cmd_scheduler_config(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="decice-extender", description=__doc__)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the extender HTTP service")
     s.add_argument("--config", required=True, help="policy YAML file")
@@ -267,7 +285,15 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_serve)
     c = sub.add_parser("check-config", help="validate a policy file and exit")
-    c.add_argument("config")
+    c.add_argument("config", nargs="?", help="policy YAML file (or --config)")
+    c.add_argument("--config", dest="config_flag", metavar="FILE", help="policy YAML file")
+    c.add_argument(
+        "--http-timeout",
+        type=_seconds,
+        default=5.0,
+        metavar="DURATION",
+        help="the scheduler's extender httpTimeout the bind budget must fit in (default 5s)",
+    )
     c.set_defaults(func=cmd_check_config)
     sc = sub.add_parser("scores", help="fetch metrics once and print each node's scores")
     sc.add_argument("--config", required=True)

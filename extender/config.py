@@ -173,6 +173,16 @@ class BindSettings:
     scheduler's default 5 s httpTimeout, so our Error arrives before its timeout."""
     retries: int = 1
 
+    @property
+    def budget(self) -> float:
+        """Seconds one bind may take at worst: every attempt timing out, plus the back-off
+        between them (RETRY_BACKOFF, doubling)."""
+        return self.timeout * (self.retries + 1) + RETRY_BACKOFF * ((1 << self.retries) - 1)
+
+
+RETRY_BACKOFF = 0.2
+"""Seconds before the first retry of a Kubernetes call; doubled for each next one."""
+
 
 @dataclass(frozen=True, slots=True)
 class KubernetesSettings:
@@ -626,6 +636,12 @@ def _parse_metrics(r: _Reader, raw: Any, provider: str) -> list[MetricSettings]:
                 above=r.get(f, f"{p}.filter", "above", _number, None, "a number"),
                 below=r.get(f, f"{p}.filter", "below", _number, None, "a number"),
             )
+            above, below = threshold.above, threshold.below
+            if above is not None and below is not None and above < below:
+                r.problems.append(
+                    f"{p}.filter: above ({above}) is less than below ({below}): every value "
+                    "is above one or below the other, so every node would be filtered"
+                )
         out.append(
             MetricSettings(
                 name=name,

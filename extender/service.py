@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from extender.app import create_apps
 from extender.binding import Binder, KubeBinder
 from extender.causes import describe
-from extender.config import Settings
+from extender.config import RETRY_BACKOFF, Settings
 from extender.engine import Engine
 from extender.events import EventPoster, EventSink
 from extender.informer import Informer, WatchCounter, Watcher
@@ -286,7 +286,10 @@ def open_kube(settings: Settings) -> KubeConnection:
         api = load_api_client(settings.kubernetes.kubeconfig)
         # TLS files and the proxy are read here: a bad one is a config problem too.
         client = KubeClient(
-            api.configuration, timeout=settings.bind.timeout, retries=settings.bind.retries
+            api.configuration,
+            timeout=settings.bind.timeout,
+            retries=settings.bind.retries,
+            backoff=RETRY_BACKOFF,
         )
     except Exception as exc:
         return KubeConnection(None, describe(exc))
