@@ -1,4 +1,5 @@
-"""The `decice-extender` console script: serve, check-config, scores, explain, scheduler-config."""
+"""The `decice-extender` console script: serve, check-config, scores, doctor, explain,
+scheduler-config."""
 
 from __future__ import annotations
 
@@ -143,6 +144,44 @@ def cmd_scores(args: argparse.Namespace) -> int:
     )
     print(node_table(rows))
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check a policy against Prometheus and the cluster: a table, exit 1 on any FAIL."""
+    from extender.causes import describe
+    from extender.doctor import Query, examine, exit_code, render
+    from extender.kube import KubeClient, load_api_client
+    from extender.metrics import PrometheusProvider
+
+    settings = _load(args.config)
+    query: Query | None = None
+    if settings.provider == "prometheus":
+        try:
+            query = PrometheusProvider(settings.prometheus).query
+        except Exception as exc:  # a basicAuth password file it cannot read
+            problem = exc
+
+            def query(promql: str) -> list[Any]:
+                raise problem
+
+    kube: KubeClient | None = None
+    kube_problem = None
+    try:
+        api = load_api_client(settings.kubernetes.kubeconfig)
+        kube = KubeClient(api.configuration, timeout=args.timeout, retries=1)
+    except Exception as exc:
+        kube_problem = describe(exc)
+
+    async def run() -> list[Any]:
+        try:
+            return await examine(settings, query, kube, kube_problem)
+        finally:
+            if kube is not None:
+                await kube.close()
+
+    rows = asyncio.run(run())
+    print(render(rows))
+    return exit_code(rows)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -298,6 +337,12 @@ def parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("scores", help="fetch metrics once and print each node's scores")
     sc.add_argument("--config", required=True)
     sc.set_defaults(func=cmd_scores)
+    d = sub.add_parser(
+        "doctor", help="check a policy against Prometheus and the cluster (exit 1 on FAIL)"
+    )
+    d.add_argument("--config", required=True, help="policy YAML file")
+    d.add_argument("--timeout", type=float, default=10.0, help="per Kubernetes API call")
+    d.set_defaults(func=cmd_doctor)
     e = sub.add_parser("explain", help="why a pod went where it went (or is still pending)")
     e.add_argument("pod", help="NAMESPACE/NAME (or a UID with --uid)")
     e.add_argument("--uid", action="store_true", help="POD is a pod UID")

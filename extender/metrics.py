@@ -116,23 +116,7 @@ class PrometheusProvider:
             self._client._session.mount(prefix, _single_try_adapter())
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
-        headers = dict(self._settings.headers)
-        if self._settings.bearer_token_file:  # re-read: projected tokens rotate
-            token = Path(self._settings.bearer_token_file).read_text(encoding="utf-8").strip()
-            headers["Authorization"] = f"Bearer {token}"
-        self._client.headers = headers
-        try:
-            result = self._client.custom_query(
-                metric.query,
-                params={"timeout": f"{self._settings.timeout:g}s"},
-                timeout=self._settings.timeout,
-            )
-        except PrometheusApiClientException as exc:
-            raise status_error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise BadAnswer(f"Prometheus answered 200 but not JSON: {excerpt(exc.doc)}") from exc
-        except (KeyError, TypeError) as exc:
-            raise BadAnswer("Prometheus answered 200 without data.result") from exc
+        result = self.query(metric.query)
         mapped = map_series(result, self._settings.node_label, inventory)
         if mapped.dropped:
             log.warning(
@@ -142,6 +126,29 @@ class PrometheusProvider:
                 "; ".join(mapped.dropped[:3]),
             )
         return mapped.values
+
+    def query(self, promql: str) -> list[Any]:
+        """Blocking: one instant query, its `data.result` as Prometheus sent it (labels,
+        `[timestamp, "value"]`). Raises with a cause for extender.causes.describe."""
+        headers = dict(self._settings.headers)
+        if self._settings.bearer_token_file:  # re-read: projected tokens rotate
+            token = Path(self._settings.bearer_token_file).read_text(encoding="utf-8").strip()
+            headers["Authorization"] = f"Bearer {token}"
+        self._client.headers = headers
+        try:
+            result = self._client.custom_query(
+                promql,
+                params={"timeout": f"{self._settings.timeout:g}s"},
+                timeout=self._settings.timeout,
+            )
+        except PrometheusApiClientException as exc:
+            raise status_error(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise BadAnswer(f"Prometheus answered 200 but not JSON: {excerpt(exc.doc)}") from exc
+        except (KeyError, TypeError) as exc:
+            raise BadAnswer("Prometheus answered 200 without data.result") from exc
+        series: list[Any] = result
+        return series
 
 
 _CLIENT_STATUS = re.compile(r"HTTP Status Code (\d+) \((b'.*'|b\".*\")\)\Z", re.DOTALL)

@@ -9,6 +9,7 @@ of a real kube-apiserver (see tests/fixtures/kube-apiserver/):
     GET   /api/v1/pods, /api/v1/nodes           (lists; honour limit / continue)
     GET   /api/v1/pods?watch=true, /api/v1/nodes?watch=true   (watch streams)
     POST  /apis/events.k8s.io/v1/namespaces/{ns}/events
+    POST  /apis/authorization.k8s.io/v1/selfsubjectaccessreviews   (allowed unless `deny`)
 
 Like the real server it accepts a bind to a node that does not exist, and it answers a
 second bind of a pod with 409 whatever the target. Faults are injected with
@@ -63,6 +64,7 @@ _BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 _EVENTS = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events$")
 _SUBDOMAIN_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9-])?")
+_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _NODES = "/api/v1/nodes"
 _PODS = "/api/v1/pods"
 _COLLECTIONS = {_PODS: "pods", _NODES: "nodes"}
@@ -194,6 +196,7 @@ class FakeKubeAPI:
         self._pods: dict[tuple[str, str], JSON] = {}
         self._nodes: dict[str, JSON] = {}
         self._binds: dict[tuple[str, str], int] = {}
+        self._denied: set[tuple[str, str, str]] = set()  # (verb, group, resource[/sub])
         self._failures: list[int] = []
         self._watch_failures: list[int] = []
         self._delays: list[tuple[float, bool]] = []
@@ -444,6 +447,12 @@ class FakeKubeAPI:
     # Watch requests have their own fault queue: the extender's watches reconnect in the
     # background, and must not use up a fault a test meant for a bind (or the reverse).
 
+    def deny(self, verb: str, resource: str, group: str = "") -> None:
+        """SelfSubjectAccessReviews for `verb` on `resource` ("pods/binding": with its
+        subresource) in API `group` answer `allowed: false` from now on."""
+        with self._lock:
+            self._denied.add((verb, group, resource))
+
     def fail_next(self, status: int, times: int = 1, *, watch: bool = False) -> None:
         """Answer the next `times` requests (watch requests with `watch=True`, any other
         request without) with a `Status` of code `status`."""
@@ -634,6 +643,8 @@ class FakeKubeAPI:
             return self._list_pods(request.query)
         if request.method == "POST" and (m := _EVENTS.match(request.path)):
             return self._create_event(m.group(1), request.body)
+        if request.method == "POST" and request.path == _ACCESS_REVIEWS:
+            return self._access_review(request)
         if _BINDING.match(request.path) or _POD.match(request.path) or request.path in _COLLECTIONS:
             return (
                 405,
@@ -888,6 +899,59 @@ class FakeKubeAPI:
             }
             self.events.append(stored)
         return 201, stored, {}
+
+    def _access_review(self, request: KubeRequest) -> tuple[int, JSON, dict[str, str]]:
+        """A SelfSubjectAccessReview, answered as in selfsubjectaccessreview.json: the
+        spec echoed, `status.allowed`; every attribute allowed unless `deny` named it."""
+        body = request.body
+        spec = body.get("spec") if isinstance(body, dict) else None
+        attributes = spec.get("resourceAttributes") if isinstance(spec, dict) else None
+        if not isinstance(attributes, dict):
+            details = {
+                "kind": "SelfSubjectAccessReview",
+                "causes": [
+                    {
+                        "reason": "FieldValueRequired",
+                        "message": "Required value: exactly one of nonResourceAttributes or "
+                        "resourceAttributes must be specified",
+                        "field": "spec.resourceAttributes",
+                    }
+                ],
+            }
+            message = (
+                'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
+                "spec.resourceAttributes: Required value: exactly one of "
+                "nonResourceAttributes or resourceAttributes must be specified"
+            )
+            return 422, status_body(422, message, "Invalid", details), {}
+        attributes = {k: v for k, v in attributes.items() if v}  # Go's omitempty
+        resource = str(attributes.get("resource", ""))
+        if attributes.get("subresource"):
+            resource += f"/{attributes['subresource']}"
+        key = (str(attributes.get("verb", "")), str(attributes.get("group", "")), resource)
+        with self._lock:
+            allowed = key not in self._denied
+        manager = request.headers.get("user-agent", "unknown").split("/")[0].split(" ")[0]
+        fields: JSON = {".": {}, **{f"f:{k}": {} for k in sorted(attributes)}}
+        answer: JSON = {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {
+                "managedFields": [
+                    {
+                        "manager": manager,
+                        "operation": "Update",
+                        "apiVersion": "authorization.k8s.io/v1",
+                        "time": _now(),
+                        "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:spec": {"f:resourceAttributes": fields}},
+                    }
+                ]
+            },
+            "spec": {"resourceAttributes": attributes},
+            "status": {"allowed": allowed},
+        }
+        return 201, answer, {}
 
     def _get_pod(self, namespace: str, name: str) -> tuple[int, JSON, dict[str, str]]:
         with self._lock:

@@ -559,3 +559,54 @@ def test_node_changes_are_watched_with_kind_node(
     assert modified["addresses"][0] == {"type": "InternalIP", "address": "10.0.0.9"}
     assert events[2]["object"]["metadata"]["resourceVersion"] == api.resource_version
     assert call(core.list_node)[1]["items"] == []
+
+
+# --- access reviews ---------------------------------------------------------------------------
+
+
+def _shape(doc: Any) -> Any:
+    """The keys of `doc`, nested; lists by their first item; leaves by their type."""
+    if isinstance(doc, dict):
+        return {key: _shape(value) for key, value in doc.items()}
+    if isinstance(doc, list):
+        return [_shape(doc[0])] if doc else []
+    return type(doc).__name__
+
+
+def test_an_access_review_is_answered_like_the_fixture(api: FakeKubeAPI) -> None:
+    captured = fixture("selfsubjectaccessreview")
+    path = captured["request"].split(" ", 1)[1]
+    want = captured["response"]
+    sent = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": want["spec"],
+    }
+    status, got = request(api, "POST", path, sent, "application/json")
+    assert status == captured["status"] == 201
+    assert _shape(got) == _shape(want)
+    assert got["spec"] == want["spec"]
+    assert got["status"] == want["status"] == {"allowed": True}
+    fields = got["metadata"]["managedFields"][0]
+    assert fields["fieldsV1"] == want["metadata"]["managedFields"][0]["fieldsV1"]
+    assert recent(fields["time"])
+
+
+def test_a_denied_access_review_answers_not_allowed(api: FakeKubeAPI) -> None:
+    api.deny("create", "pods/binding")
+    api.deny("create", "events", group="events.k8s.io")
+    path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+    def allowed(**attributes: str) -> bool:
+        sent = {"spec": {"resourceAttributes": attributes}}
+        status, got = request(api, "POST", path, sent, "application/json")
+        assert status == 201
+        answer: bool = got["status"]["allowed"]
+        return answer
+
+    assert not allowed(verb="create", resource="pods", subresource="binding")
+    assert allowed(verb="create", resource="pods")
+    assert not allowed(verb="create", group="events.k8s.io", resource="events")
+    assert allowed(verb="create", resource="events")
+    status, got = request(api, "POST", path, {"spec": {}}, "application/json")
+    assert (status, got["reason"]) == (422, "Invalid")
