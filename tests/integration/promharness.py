@@ -652,6 +652,19 @@ def prometheus_binary() -> str:
     )
 
 
+def backfill(binary: str, history: str, workdir: Path) -> None:
+    """Write OpenMetrics `history` into `workdir`/data as TSDB blocks (promtool, beside
+    `binary`), so `[5m]` rates are complete from a new server's first scrape."""
+    source = workdir.parent / f"{workdir.name}-history.om"
+    source.write_text(history)
+    promtool = str(Path(binary).with_name("promtool"))
+    command = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source)]
+    done = subprocess.run(
+        [*command, str(workdir / "data")], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+
+
 @contextlib.contextmanager
 def running_exporter() -> Iterator[FakeExporter]:
     with FakeExporter() as exporter:

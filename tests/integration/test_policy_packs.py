@@ -16,7 +16,6 @@ the values say and the filter must reject exactly the node above the threshold.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from tests.integration.promharness import (
     PrometheusServer,
     StockExporter,
     approx_values,
+    backfill,
     format_value,
     prometheus_binary,
 )
@@ -235,15 +235,8 @@ def packs_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prome
     with PackExporter(t0=start) as exporter:
         for node, load in CPU.items():
             exporter.set(node, load, now=start)
-        history = tmp / "history.om"
-        history.write_text(exporter.history(start, now - 2, step=1))
         workdir = tmp / "prometheus"
-        promtool = str(Path(binary).with_name("promtool"))
-        backfill = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(history)]
-        done = subprocess.run(
-            [*backfill, str(workdir / "data")], capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr
+        backfill(binary, exporter.history(start, now - 2, step=1), workdir)
         rules = tmp / "node-rules.yaml"
         rules.write_text(NODE_RULES)
         with PrometheusServer(

@@ -11,7 +11,6 @@ first scrape, as on a Prometheus that has been up for a while.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.integration.promharness import (
     PrometheusServer,
     StockExporter,
     approx_values,
+    backfill,
     prometheus_binary,
     values_by,
 )
@@ -48,15 +48,8 @@ def stock(tmp_path: Path) -> Iterator[tuple[StockExporter, PrometheusServer]]:
         start = now - 420
         for node, load in LOAD.items():
             exporter.set(node, load, now=start)
-        history = tmp_path / "history.om"
-        history.write_text(exporter.history(start, now - 2, step=1))
         workdir = tmp_path / "prometheus"
-        promtool = str(Path(binary).with_name("promtool"))
-        backfill = [promtool, "tsdb", "create-blocks-from", "openmetrics", str(history)]
-        done = subprocess.run(
-            [*backfill, str(workdir / "data")], capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr
+        backfill(binary, exporter.history(start, now - 2, step=1), workdir)
         with PrometheusServer(
             [exporter.target], workdir=workdir, binary=binary, rule_files=[RULES]
         ) as prometheus:
