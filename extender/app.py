@@ -13,7 +13,15 @@ import gc
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 
 import orjson
@@ -120,6 +128,7 @@ def create_apps(
     watches: Mapping[str, WatchStatus] | None = None,
     prepare: Callable[[], Awaitable[None]] | None = None,
     shutdown: Callable[[], Awaitable[None]] | None = None,
+    problems: Sequence[str] = (),
 ) -> Apps:
     """Routes over the parts extender.service.build_service wires (use that, not this)."""
     limit = settings.server.max_body_bytes
@@ -182,9 +191,8 @@ def create_apps(
 
     async def readyz(request: Request) -> Response:
         ready, detail = engine.readiness(clock())
-        # Set by build_service: what fails whatever the metrics say (bind enabled without
-        # a Kubernetes client). Filter and prioritize still answer; the pod is not Ready.
-        problems: tuple[str, ...] = getattr(request.app.state, "problems", ())
+        # `problems`: what fails whatever the metrics say (bind enabled without a
+        # Kubernetes client). Filter and prioritize still answer; the pod is not Ready.
         ready = ready and not problems
         body: dict[str, object] = {"ready": ready, "metrics": detail}
         if problems:

@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from extender.redaction import describe
+from extender.causes import describe
 
 log = logging.getLogger("decice.watch")
 

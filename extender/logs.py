@@ -214,7 +214,10 @@ def startup_line(
     """decice-extender 0.1.0 starting: policy p.yaml (sha256 3f2a9c1b7e4d); provider
     prometheus at http://prometheus:9090; metrics cpu, mem; verbs filter, prioritize,
     preempt, bind; listening on http://0.0.0.0:8888"""
-    f = startup_fields(settings, policy_path, policy_bytes, host, port)
+    return _startup_text(startup_fields(settings, policy_path, policy_bytes, host, port))
+
+
+def _startup_text(f: Mapping[str, Any]) -> str:
     if "prometheusUrl" in f:
         provider = f"provider prometheus at {f['prometheusUrl']}"
     else:
@@ -224,7 +227,7 @@ def startup_line(
     if len(f["listen"]) > 1:
         listen += f" (verbs) and {f['listen'][1]} (/metrics, /healthz, /readyz)"
     return (
-        f"decice-extender {f['version']} starting: policy {policy_path} "
+        f"decice-extender {f['version']} starting: policy {f['policy']} "
         f"(sha256 {f['policySha256']}); {provider}; metrics {', '.join(f['metrics'])}; "
         f"verbs {', '.join(f['verbs'])}{prefix}; listening on {listen}"
     )
@@ -238,11 +241,8 @@ def log_startup(
     port: int | None = None,
 ) -> None:
     """The start-up line at INFO on the `decice` logger, its facts as extra fields."""
-    logging.getLogger("decice").info(
-        "%s",
-        startup_line(settings, policy_path, policy_bytes, host, port),
-        extra=startup_fields(settings, policy_path, policy_bytes, host, port),
-    )
+    fields = startup_fields(settings, policy_path, policy_bytes, host, port)
+    logging.getLogger("decice").info("%s", _startup_text(fields), extra=fields)
 
 
 def _url(host: str, port: int, tls: bool) -> str:

@@ -34,10 +34,3 @@ def safe_url(url: str) -> str:
         host = f"[{host}]"
     netloc = host if port is None else f"{host}:{port}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def describe(exc: BaseException) -> str:
-    """The cause of `exc` for an operator: see extender.causes, its one owner."""
-    from extender.causes import describe as describe_cause  # causes imports redact from here
-
-    return describe_cause(exc)

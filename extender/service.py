@@ -174,9 +174,8 @@ def build_service(
         watches={i.status.resource: i.status for i in service_informers},
         prepare=lambda: _prepare(service_informers),
         shutdown=kube.close if kube is not None else None,
+        problems=problems,
     )
-    for app in (apps.verbs, apps.metrics):
-        app.state.problems = problems  # read by /readyz
     return Service(
         settings,
         apps.verbs,

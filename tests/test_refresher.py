@@ -6,12 +6,12 @@ import logging
 
 import pytest
 
+from extender.causes import describe
 from extender.config import MetricSettings
 from extender.engine import Engine
 from extender.metrics import StaticProvider
 from extender.model import NodeInfo, NodeInventory, Snapshot
 from extender.nodes import NodeCache
-from extender.redaction import describe
 from extender.refresher import Refresher, next_snapshot
 from tests.conftest import make_settings
 
