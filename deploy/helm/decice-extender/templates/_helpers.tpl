@@ -102,14 +102,33 @@ system:kube-scheduler role.
 {{- end }}
 
 {{/*
-Whether the policy can reject a node (a metric with a filter threshold, or
-onMissing: fail-closed), as extender.config.Settings.filters_anything
-(a non-empty filter map counts). Only then
+Every metric of the policy file as YAML {metrics: [...]}: the top-level policy.metrics
+(one policy) and the metrics of each of policy.policies (named policies). Read it with
+(include "decice-extender.policyMetrics" . | fromYaml).metrics.
+*/}}
+{{- define "decice-extender.policyMetrics" -}}
+{{- $policy := .Values.policy | default dict }}
+{{- $metrics := list }}
+{{- range (get $policy "metrics" | default list) }}
+{{- $metrics = append $metrics . }}
+{{- end }}
+{{- range $name, $named := (get $policy "policies" | default dict) }}
+{{- range (get ($named | default dict) "metrics" | default list) }}
+{{- $metrics = append $metrics . }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "metrics" $metrics) }}
+{{- end }}
+
+{{/*
+Whether some policy can reject a node (a metric of policy.metrics or of any of
+policy.policies with a filter threshold, or onMissing: fail-closed), as
+extender.config.Settings.filters_anything (a non-empty filter map counts). Only then
 does the scheduler call filter, and preempt with it: a preemption the extender
 has not seen could evict pods for a node its filter then rejects.
 */}}
 {{- define "decice-extender.filtersAnything" -}}
-{{- range (.Values.policy.metrics | default list) }}
+{{- range (include "decice-extender.policyMetrics" . | fromYaml).metrics }}
 {{- $filter := (get . "filter") | default dict }}
 {{- if or (gt (len $filter) 0) (eq (toString (get . "onMissing")) "fail-closed") }}true{{ end }}
 {{- end }}
