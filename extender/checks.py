@@ -28,10 +28,10 @@ def policy_problems(settings: Settings, http_timeout: float) -> list[str]:
     `http_timeout` seconds."""
     problems: list[str] = []
     if settings.provider == "prometheus":
-        for i, metric in enumerate(settings.metrics):
+        for path, metric in settings.metric_paths():
             problem = query_problem(metric.query)
             if problem is not None:
-                problems.append(f"metrics[{i}]({metric.name}).query: PromQL error: {problem}")
+                problems.append(f"{path}.query: PromQL error: {problem}")
     bind = settings.bind
     if bind.enabled and bind.budget >= http_timeout:
         problems.append(

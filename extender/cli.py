@@ -12,7 +12,6 @@ import ssl
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if tls.client_ca_file:
             options.update(ssl_ca_certs=tls.client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
     host = args.host or server.host
-    problem = exposure_problem(replace(server, host=host), settings.bind.enabled)
+    problem = exposure_problem(server.model_copy(update={"host": host}), settings.bind.enabled)
     if problem is not None:
         raise ConfigError([f"--host: {problem}"], args.config)
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
@@ -107,8 +106,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     problems = policy_problems(settings, args.http_timeout)
     if problems:
         raise ConfigError(problems, path)
-    names = ", ".join(m.name for m in settings.metrics)
-    print(f"{path}: ok ({settings.provider} provider; metrics: {names})")
+    policies = "; ".join(
+        f"{name}{' (default)' if name == settings.default.name else ''}: "
+        + ", ".join(m.name for m in policy.metrics)
+        for name, policy in settings.policy_map.items()
+    )
+    print(f"{path}: ok ({settings.provider} provider; policies {policies})")
     return 0
 
 
@@ -138,10 +141,16 @@ def cmd_scores(args: argparse.Namespace) -> int:
         print(f"warning: metric {name}: {error}", file=sys.stderr)
     engine = service.engine
     now = time.time()
-    table = engine.table(now)
-    rows = explain_nodes(
-        settings, engine.snapshot, table.stale, table.herd, sorted(table.evals), now
-    )
+    policy = settings.policy_map.get(args.policy) if args.policy else settings.default
+    if policy is None:
+        print(
+            f"decice-extender scores: no policy {args.policy!r} "
+            f"(policies: {', '.join(settings.policy_map)})",
+            file=sys.stderr,
+        )
+        return 2
+    table = engine.table(now, policy)
+    rows = explain_nodes(policy, engine.snapshot, table.stale, table.herd, sorted(table.evals), now)
     print(node_table(rows))
     return 0
 
@@ -336,6 +345,7 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_check_config)
     sc = sub.add_parser("scores", help="fetch metrics once and print each node's scores")
     sc.add_argument("--config", required=True)
+    sc.add_argument("--policy", help="a named policy of the file (default: defaultPolicy)")
     sc.set_defaults(func=cmd_scores)
     d = sub.add_parser(
         "doctor", help="check a policy against Prometheus and the cluster (exit 1 on FAIL)"

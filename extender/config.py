@@ -1,27 +1,52 @@
 """Typed, frozen settings: the policy YAML plus environment overrides, validated once.
 
-`load_settings` collects every problem before failing, so an operator fixes the file
-in one round trip instead of one key per restart. The format is documented in
-docs/configuration.md. This module does no I/O except reading the file it is given.
+The models below are the one source of the policy format: `load_settings` validates a
+file against them (every problem listed at once, by its key path), and
+docs/configuration.md's reference and the chart's `values.schema.json` policy block are
+generated from them (extender/reference.py). Keys are camelCase in YAML, snake_case in
+Python. This module does no I/O except reading the file it is given.
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
-import math
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
 
 Direction = Literal["lower", "higher"]
 Normalize = Literal["range", "candidates"]
 MissingPolicy = Literal["fail-open", "fail-closed"]
 ForeignPods = Literal["refuse", "bind"]
 ProviderKind = Literal["prometheus", "static"]
+
+Number = Annotated[float, Strict()]
+"""A YAML number: an int or a float, never a string or a bool; finite (allow_inf_nan)."""
+Positive = Annotated[float, Strict(), Field(gt=0)]
+Seconds = Annotated[float, Strict(), Field(gt=0)]
+Count = Annotated[int, Strict(), Field(ge=1)]
+Port = Annotated[int, Strict(), Field(ge=0, le=65535)]
+MetricName = Annotated[str, Strict(), Field(pattern=r"^[a-z][a-z0-9_]*$")]
+PolicyName = Annotated[
+    str, Strict(), Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+]
 
 DEFAULT_CPU_QUERY = """max by (node) (
   instance:node_cpu_utilisation:rate5m{job="node-exporter"}
@@ -32,7 +57,11 @@ DEFAULT_CPU_QUERY = """max by (node) (
 DEFAULT_SCHEDULER_NAME = "decice_sched"
 """The scheduler profile whose pods are ours when `schedulerNames` is not set."""
 
-_METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+DEFAULT_POLICY = "default"
+"""The name a single-policy file's top-level `metrics` get."""
+
+RETRY_BACKOFF = 0.2
+"""Seconds before the first retry of a Kubernetes call; doubled for each next one."""
 
 
 class ConfigError(ValueError):
@@ -44,38 +73,75 @@ class ConfigError(ValueError):
         super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}")
 
 
-@dataclass(frozen=True, slots=True)
-class TLSSettings:
-    cert_file: str | None = None
-    """Server certificate (PEM). TLS is on when cert_file and key_file are set."""
-    key_file: str | None = None
-    """Private key of cert_file (PEM)."""
-    client_ca_file: str | None = None
+class Model(BaseModel):
+    """The base of every section: unknown keys are errors, values never change after load."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        use_attribute_docstrings=True,
+        allow_inf_nan=False,
+    )
+
+
+class TLSSettings(Model):
+    cert_file: StrictStr | None = None
+    """Server certificate (PEM). TLS is on when certFile and keyFile are set."""
+    key_file: StrictStr | None = None
+    """Private key of certFile (PEM)."""
+    client_ca_file: StrictStr | None = Field(default=None, alias="clientCAFile")
     """CA bundle for client certificates; set it to require mutual TLS."""
 
     @property
     def enabled(self) -> bool:
         return self.cert_file is not None
 
+    @model_validator(mode="after")
+    def _pairs(self) -> TLSSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("certFile and keyFile must be set together")
+        if self.client_ca_file is not None and self.cert_file is None:
+            raise ValueError("clientCAFile needs certFile and keyFile")
+        return self
 
-@dataclass(frozen=True, slots=True)
-class ServerSettings:
-    host: str = "127.0.0.1"
-    """Listen address. Loopback by default: the scheduler runs beside us in the pod."""
-    port: int = 8888
-    url_prefix: str = ""
+
+class ServerSettings(Model):
+    host: StrictStr = "127.0.0.1"
+    """Listen address of the verbs. Loopback by default: the scheduler runs beside us in
+    the pod; beyond loopback only with mutual TLS while bind is on."""
+    port: Port = 8888
+    """Listen port of the verbs."""
+    url_prefix: StrictStr = Field(default="", json_schema_extra={"pattern": "^(/.*)?$"})
     """Path prefix: "/scheduler" serves /scheduler/filter and so on."""
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: Count = 32 * 1024 * 1024
     """Bodies larger than this get 413 (5,000 full Nodes are about 25 MB)."""
-    grace_period: float = 10.0
+    grace_period: Seconds = 10.0
     """Seconds to finish in-flight requests on SIGTERM."""
-    tls: TLSSettings = field(default_factory=TLSSettings)
-    metrics_port: int | None = None
+    tls: TLSSettings = TLSSettings()
+    """Optional TLS for the verbs; with clientCAFile, mutual TLS."""
+    metrics_port: Port | None = None
     """A second listener serving only /metrics, /healthz and /readyz, for Prometheus and
     kubelet probes on the pod IP, while the verbs stay on `host` (loopback). Unset: those
     paths are served beside the verbs."""
-    metrics_host: str = "0.0.0.0"
+    metrics_host: StrictStr = "0.0.0.0"
     """Listen address of the metrics listener."""
+
+    @field_validator("url_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        text = value.rstrip("/")
+        if text and not text.startswith("/"):
+            raise ValueError("must be a path like /scheduler (starting with '/')")
+        return text
+
+    @model_validator(mode="after")
+    def _own_port(self) -> ServerSettings:
+        if self.metrics_port is not None and self.metrics_port in (0, self.port):
+            raise ValueError(f"metricsPort must be a port of its own, not {self.metrics_port}")
+        return self
 
     @property
     def verbs_exposed(self) -> bool:
@@ -104,74 +170,152 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
-class BasicAuth:
-    username: str
-    password_file: str
+class BasicAuth(Model):
+    username: Annotated[str, Strict(), Field(min_length=1)]
+    """User name sent with HTTP basic auth."""
+    password_file: Annotated[str, Strict(), Field(min_length=1)]
+    """File holding the password (re-read each refresh)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PrometheusSettings:
-    url: str = "http://prometheus-operated.monitoring.svc:9090"
+class PrometheusSettings(Model):
+    url: StrictStr = Field(
+        default="http://prometheus-operated.monitoring.svc:9090",
+        json_schema_extra={"pattern": "^https?://"},
+    )
     """Prometheus base URL; PROMETHEUS_URL overrides it."""
-    interval: float = 15.0
+    interval: Seconds = 15.0
     """Seconds between refreshes."""
-    timeout: float = 5.0
+    timeout: Seconds = 5.0
     """Per-query timeout in seconds."""
-    max_backoff: float = 120.0
+    max_backoff: Seconds = 120.0
     """Ceiling of the refresh back-off after consecutive errors."""
-    node_label: str = "node"
-    """Label naming the node; `instance` addresses are mapped through node InternalIPs."""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    bearer_token_file: str | None = None
+    node_label: Annotated[str, Strict(), Field(min_length=1)] = "node"
+    """Label naming the node: node, nodename, instance or any label; `instance`
+    addresses are mapped to nodes through their InternalIP."""
+    headers: dict[StrictStr, StrictStr] = {}
+    """Extra HTTP headers sent with every query."""
+    bearer_token_file: StrictStr | None = None
+    """Sent as "Authorization: Bearer <token>", re-read each refresh (projected tokens rotate)."""
     basic_auth: BasicAuth | None = None
-    ca_file: str | None = None
-    insecure_skip_verify: bool = False
+    """HTTP basic auth: {username, passwordFile}."""
+    ca_file: StrictStr | None = Field(default=None, alias="caFile")
+    """CA bundle for https."""
+    insecure_skip_verify: StrictBool = False
+    """Do not verify the server certificate (tests only)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
 
 
-@dataclass(frozen=True, slots=True)
-class FilterThreshold:
-    above: float | None = None
+class StaticSettings(Model):
+    nodes: dict[StrictStr, dict[StrictStr, Number]] = {}
+    """node -> {metric: value}: fixed values for demos and tests (provider: static)."""
+
+
+class FilterThreshold(Model):
+    above: Number | None = None
     """A node whose value is greater than this is filtered."""
-    below: float | None = None
+    below: Number | None = None
     """A node whose value is less than this is filtered."""
 
+    @model_validator(mode="after")
+    def _not_everything(self) -> FilterThreshold:
+        if self.above is not None and self.below is not None and self.above < self.below:
+            raise ValueError(
+                f"above ({self.above:g}) is less than below ({self.below:g}): every value "
+                "is above one or below the other, so every node would be filtered"
+            )
+        return self
 
-@dataclass(frozen=True, slots=True)
-class MetricSettings:
-    name: str
-    query: str = ""
-    weight: float = 1.0
+
+class MetricSettings(Model):
+    name: MetricName
+    """Unique within its policy; [a-z][a-z0-9_]*. The same name in two policies must
+    fetch the same query (it is fetched once)."""
+    query: StrictStr = ""
+    """PromQL returning one value per node; required for provider: prometheus."""
+    weight: Positive = 1.0
+    """Share of this metric in the node's score."""
     direction: Direction = "lower"
+    """Which values are better: lower or higher."""
     normalize: Normalize = "range"
-    min: float = 0.0
-    max: float = 1.0
+    """range: fixed min..max; candidates: rescaled over the request's own nodes."""
+    min: Number = 0.0
+    """Value that scores as worst (lower) or best (higher); clamped."""
+    max: Number = 1.0
+    """The other end of the range."""
     filter: FilterThreshold | None = None
+    """Thresholds; a node outside them is filtered."""
     on_missing: MissingPolicy = "fail-open"
-    max_age: float = 60.0
-    """Data older than this many seconds counts as missing."""
+    """fail-open: a node without usable data gets a neutral score and is never filtered;
+    fail-closed: it is filtered."""
+    max_age: Seconds = 60.0
+    """Data older than this many seconds (since its last good fetch) counts as missing."""
+
+    @model_validator(mode="after")
+    def _range(self) -> MetricSettings:
+        if self.max <= self.min:
+            raise ValueError(f"max ({self.max:g}) must be greater than min ({self.min:g})")
+        return self
 
 
-@dataclass(frozen=True, slots=True)
-class HerdGuardSettings:
-    enabled: bool = True
-    metric: str = "cpu"
-    default_cpu_request: float = 0.1
+DEFAULT_METRICS = (MetricSettings(name="cpu", query=DEFAULT_CPU_QUERY),)
+
+
+class PolicySettings(Model):
+    metrics: tuple[MetricSettings, ...] = Field(json_schema_extra={"minItems": 1})
+    """The metrics this policy filters and scores by (at least one)."""
+    herd_metric: MetricName | None = None
+    """The metric the herd guard adds a placed pod's CPU request to. Unset: herdGuard.metric
+    when this policy has that metric, else no herd guard for this policy."""
+    description: StrictStr = ""
+    """What the policy is for (shown by doctor and /explain)."""
+
+    @field_validator("metrics")
+    @classmethod
+    def _checked(cls, metrics: tuple[MetricSettings, ...]) -> tuple[MetricSettings, ...]:
+        return checked_metrics(metrics)
+
+
+def checked_metrics(metrics: tuple[MetricSettings, ...]) -> tuple[MetricSettings, ...]:
+    """A policy's metrics: at least one, each name once."""
+    if not metrics:
+        raise ValueError("must list at least one metric (a policy with no metrics scores nothing)")
+    names = [m.name for m in metrics]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"duplicate metric name(s) {', '.join(map(repr, twice))}")
+    return metrics
+
+
+class HerdGuardSettings(Model):
+    enabled: StrictBool = True
+    """Count a placed pod on its node until fresh metrics include it."""
+    metric: MetricName = "cpu"
+    """The metric the pod's CPU request is added to (a policy's herdMetric overrides)."""
+    default_cpu_request: Positive = 0.1
     """Cores counted for a pod without a CPU request."""
-    default_node_cores: float = 4.0
+    default_node_cores: Positive = 4.0
     """Node size used when the node's allocatable CPU is unknown."""
-    settle: float = 30.0
+    settle: Annotated[float, Strict(), Field(ge=0)] = 30.0
     """Seconds after a bind before a newer snapshot may replace the pod's reservation."""
 
 
-@dataclass(frozen=True, slots=True)
-class BindSettings:
-    enabled: bool = True
+class BindSettings(Model):
+    enabled: StrictBool = True
+    """Answer /bind (set bindVerb in the scheduler config)."""
     foreign_pods: ForeignPods = "refuse"
-    timeout: float = 1.5
+    """A bind for a pod whose schedulerName is not ours: refuse (an Error naming the fix)
+    or bind it."""
+    timeout: Seconds = 1.5
     """Per Kubernetes API call. timeout x (retries + 1) + back-off stays under the
     scheduler's default 5 s httpTimeout, so our Error arrives before its timeout."""
-    retries: int = 1
+    retries: Annotated[int, Strict(), Field(ge=0)] = 1
+    """Retries for 429, 5xx, timeouts and connection errors."""
 
     @property
     def budget(self) -> float:
@@ -180,74 +324,63 @@ class BindSettings:
         return self.timeout * (self.retries + 1) + RETRY_BACKOFF * ((1 << self.retries) - 1)
 
 
-RETRY_BACKOFF = 0.2
-"""Seconds before the first retry of a Kubernetes call; doubled for each next one."""
-
-
-@dataclass(frozen=True, slots=True)
-class KubernetesSettings:
-    kubeconfig: str | None = None
-    """KUBECONFIG overrides; None means in-cluster, then ~/.kube/config."""
-    watch_pods: bool = True
+class KubernetesSettings(Model):
+    kubeconfig: StrictStr | None = None
+    """KUBECONFIG overrides; unset means in-cluster, then ~/.kube/config."""
+    watch_pods: StrictBool = True
     """Watch every pod: the herd guard then counts pods whichever binder placed them, and
     turned-away pods can be requeued (RBAC: list and watch pods)."""
-    watch_timeout: int = 300
+    watch_timeout: Count = 300
     """Seconds one watch request stays open before the API server ends it and we resume."""
-    node_refresh: float = 60.0
+    node_refresh: Seconds = 60.0
     """Deprecated and ignored: nodes are watched (kept so older policy files still load)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequeueSettings:
-    enabled: bool = True
+class RequeueSettings(Model):
+    enabled: StrictBool = True
     """Patch a pod our filter turned away from every node once metrics pass one of them,
     so kube-scheduler retries it now rather than after its 5-minute unschedulable wait
     (needs watchPods; RBAC: patch pods)."""
-    patches_per_second: float = 5.0
-    keep_seconds: float = 600.0
+    patches_per_second: Positive = 5.0
+    """Annotation patches (decice.io/metrics-recovered) at most this fast."""
+    keep_seconds: Seconds = 600.0
     """Turned-away pods are forgotten after this long (the scheduler retries them itself
     after 5 minutes, and our filter remembers them again if it still turns them away)."""
-    max_pods: int = 10_000
+    max_pods: Count = 10_000
+    """Turned-away pods remembered at most (oldest dropped)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PrioritizeSettings:
-    max_hosts: int | None = None
+class PrioritizeSettings(Model):
+    max_hosts: Count | None = None
     """Answer only the best K nodes; the scheduler scores the others 0."""
 
 
-@dataclass(frozen=True, slots=True)
-class ExplainSettings:
-    node_metrics: bool = True
+class ExplainSettings(Model):
+    node_metrics: StrictBool = True
     """Export each node's score and metric values in /metrics (decice_node_score,
     decice_node_metric): one series per node and metric, so off for clusters that do not
     want thousands of series."""
-    keep_pods: int = 10_000
+    keep_pods: Count = 10_000
     """Pods whose last decision is kept (for the bind guard and /explain)."""
-    max_nodes: int = 100
+    max_nodes: Count = 100
     """Nodes listed in one /explain answer (best first; the chosen node always)."""
-    events: bool = True
+    events: StrictBool = True
     """Post an Event on every pod we bind (RBAC: create events.k8s.io events)."""
-    events_per_second: float = 5.0
+    events_per_second: Positive = 5.0
     """At most this many Events a second; the rest wait in the queue."""
-    event_queue: int = 100
+    event_queue: Count = 100
     """Events waiting beyond this are dropped (counted in decice_events_total)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class Policy:
+    """One policy as the engine uses it: its metrics and the herd guard's, resolved."""
+
+    name: str
     metrics: tuple[MetricSettings, ...]
-    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})
-    server: ServerSettings = field(default_factory=ServerSettings)
-    provider: ProviderKind = "prometheus"
-    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
-    static_nodes: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    herd_guard: HerdGuardSettings = field(default_factory=HerdGuardSettings)
-    bind: BindSettings = field(default_factory=BindSettings)
-    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
-    requeue: RequeueSettings = field(default_factory=RequeueSettings)
-    prioritize: PrioritizeSettings = field(default_factory=PrioritizeSettings)
-    explain: ExplainSettings = field(default_factory=ExplainSettings)
+    herd_metric: str | None
+    """The metric placed pods add load to; None: this policy has no herd guard."""
+    description: str = ""
 
     @property
     def filters_anything(self) -> bool:
@@ -255,235 +388,203 @@ class Settings:
         return any(m.filter is not None or m.on_missing == "fail-closed" for m in self.metrics)
 
 
-T = TypeVar("T")
+class Settings(Model):
+    """The whole policy file."""
+
+    scheduler_names: Annotated[
+        frozenset[Annotated[str, Strict(), Field(min_length=1)]], Field(min_length=1)
+    ] = frozenset({DEFAULT_SCHEDULER_NAME})
+    """Pods with another spec.schedulerName pass through untouched."""
+    server: ServerSettings = ServerSettings()
+    """The verbs listener and the optional metrics listener."""
+    provider: ProviderKind = "prometheus"
+    """Where metric values come from: prometheus, or static (demos, tests)."""
+    prometheus: PrometheusSettings = PrometheusSettings()
+    """Used when provider: prometheus."""
+    static: StaticSettings = StaticSettings()
+    """Used when provider: static."""
+    single_metrics: tuple[MetricSettings, ...] | None = Field(
+        default=None, alias="metrics", json_schema_extra={"minItems": 1}
+    )
+    """A single-policy file: the metrics of the one policy (named "default"). Unset and no
+    `policies`: one metric, node CPU from a stock kube-prometheus-stack."""
+    policies: dict[PolicyName, PolicySettings] | None = Field(
+        default=None, json_schema_extra={"minProperties": 1}
+    )
+    """Named policies; a pod picks one with the annotation decice.io/policy: NAME.
+    Exclusive with top-level `metrics`."""
+    default_policy: PolicyName | None = None
+    """The policy of pods without the annotation (required with more than one policy)."""
+    herd_guard: HerdGuardSettings = HerdGuardSettings()
+    """A placed pod counts on its node until fresh data shows it."""
+    bind: BindSettings = BindSettings()
+    """The bind verb."""
+    kubernetes: KubernetesSettings = KubernetesSettings()
+    """The Kubernetes API client and watches."""
+    requeue: RequeueSettings = RequeueSettings()
+    """Retry pods our filter turned away from every node, once metrics recover."""
+    prioritize: PrioritizeSettings = PrioritizeSettings()
+    """The prioritize verb."""
+    explain: ExplainSettings = ExplainSettings()
+    """/explain, Events and per-node series."""
+
+    @field_validator("single_metrics")
+    @classmethod
+    def _some(cls, metrics: tuple[MetricSettings, ...] | None) -> tuple[MetricSettings, ...] | None:
+        if metrics is not None:
+            checked_metrics(metrics)
+        return metrics
+
+    _policies: dict[str, Policy] = PrivateAttr(default_factory=dict)
+    _default: str = PrivateAttr(default=DEFAULT_POLICY)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Settings:
+        problems = _policy_problems(self)
+        if problems:
+            raise ValueError("\n".join(problems))
+        self._policies = _resolved(self)
+        self._default = self.default_policy or next(iter(self._policies))
+        return self
+
+    # -- derived, once per load ------------------------------------------------------------
+
+    @property
+    def policy_map(self) -> Mapping[str, Policy]:
+        """name -> Policy, in file order."""
+        return self._policies
+
+    @property
+    def default(self) -> Policy:
+        """The policy of pods that do not name one."""
+        return self._policies[self._default]
+
+    @property
+    def fetched_metrics(self) -> tuple[MetricSettings, ...]:
+        """Each metric to fetch, once, whichever policies use it (same name, same query)."""
+        seen: dict[str, MetricSettings] = {}
+        for policy in self._policies.values():
+            for m in policy.metrics:
+                seen.setdefault(m.name, m)
+        return tuple(seen.values())
+
+    @property
+    def filters_anything(self) -> bool:
+        """True when some policy can filter a node (the scheduler needs filterVerb)."""
+        return any(p.filters_anything for p in self._policies.values())
+
+    @property
+    def herd_guarded(self) -> bool:
+        """Some policy adds placed pods' load to a metric."""
+        return any(p.herd_metric is not None for p in self._policies.values())
+
+    def metric_paths(self) -> list[tuple[str, MetricSettings]]:
+        """(key path as written in the file, metric) for every metric of every policy."""
+        out: list[tuple[str, MetricSettings]] = []
+        for name, policy in self._policies.items():
+            base = f"policies.{name}." if self.policies is not None else ""
+            out += [(f"{base}metrics[{i}]({m.name})", m) for i, m in enumerate(policy.metrics)]
+        return out
+
+    @property
+    def static_nodes(self) -> Mapping[str, Mapping[str, float]]:
+        return self.static.nodes
 
 
-class _Reader:
-    """Walks the raw YAML, converting values and recording every problem by its key path."""
-
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-
-    def section(self, raw: Any, path: str, allowed: set[str]) -> dict[str, Any]:
-        if raw is None:
-            return {}
-        if not isinstance(raw, dict):
-            self.problems.append(f"{path}: must be a mapping, got {type(raw).__name__}")
-            return {}
-        for key in sorted(set(map(str, raw)) - allowed):
-            self.problems.append(
-                f"{path}.{key}: unknown key (allowed: {', '.join(sorted(allowed))})"
+def _policy_problems(s: Settings) -> list[str]:
+    """Cross-key problems of the policies section, each naming its key path."""
+    problems: list[str] = []
+    if s.single_metrics is not None and s.policies is not None:
+        problems.append("metrics: give either top-level metrics (one policy) or policies, not both")
+    if s.policies is not None:
+        if not s.policies:
+            problems.append("policies: must name at least one policy")
+        elif s.default_policy is None and len(s.policies) > 1:
+            problems.append(
+                f"defaultPolicy: required with more than one policy (one of {sorted(s.policies)})"
             )
-        return raw
-
-    def get(
-        self,
-        raw: dict[str, Any],
-        path: str,
-        key: str,
-        convert: Callable[[Any], T],
-        default: T,
-        what: str,
-    ) -> T:
-        if key not in raw or raw[key] is None:
-            return default
-        try:
-            return convert(raw[key])
-        except (TypeError, ValueError) as exc:
-            detail = f" ({exc})" if str(exc) else ""
-            self.problems.append(f"{path}.{key}: must be {what}, got {raw[key]!r}{detail}")
-            return default
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError("")
-    if not math.isfinite(value):
-        raise ValueError("not finite")
-    return float(value)
-
-
-def _positive(value: Any) -> float:
-    number = _number(value)
-    if number <= 0:
-        raise ValueError("must be > 0")
-    return number
-
-
-def _non_negative_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError("")
-    return value
-
-
-def _port(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
-        raise TypeError("")
-    return value
-
-
-def _string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError("")
-    return value
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError("")
-    return value
-
-
-def _choice(*options: str) -> Callable[[Any], Any]:
-    def convert(value: Any) -> Any:
-        if value not in options:
-            raise ValueError("")
-        return value
-
-    return convert
-
-
-def _prefix(value: Any) -> str:
-    text = _string(value).rstrip("/")
-    if text and not text.startswith("/"):
-        raise ValueError("must start with '/'")
-    return text
-
-
-def _string_map(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        elif s.default_policy is not None and s.default_policy not in s.policies:
+            problems.append(
+                f"defaultPolicy: {s.default_policy!r} is not one of the policies "
+                f"{sorted(s.policies)}"
+            )
+    elif s.default_policy is not None and s.default_policy != DEFAULT_POLICY:
+        problems.append(
+            f"defaultPolicy: {s.default_policy!r} names no policy: a file without `policies` "
+            f"has one policy, {DEFAULT_POLICY!r}"
+        )
+    queries: dict[str, tuple[str, str]] = {}
+    for name, policy in _raw_policies(s).items():
+        where = f"policies.{name}" if s.policies is not None else "$"
+        names = {m.name for m in policy.metrics}
+        if policy.herd_metric is not None and policy.herd_metric not in names:
+            problems.append(
+                f"{where}.herdMetric: {policy.herd_metric!r} is not one of its metrics "
+                f"{sorted(names)}"
+            )
+        for i, m in enumerate(policy.metrics):
+            if s.provider == "prometheus" and not m.query.strip():
+                problems.append(
+                    f"{where}.metrics[{i}]({m.name}).query: required when provider is prometheus"
+                )
+            first = queries.setdefault(m.name, (name, m.query))
+            if first[1] != m.query:
+                problems.append(
+                    f"{where}.metrics[{i}]({m.name}).query: differs from the query of "
+                    f"{m.name!r} in policy {first[0]!r}; a metric name is fetched once, so give "
+                    "one of them another name"
+                )
+    if (
+        s.herd_guard.enabled
+        and "metric" in s.herd_guard.model_fields_set
+        and s.herd_guard.metric not in queries
     ):
-        raise TypeError("")
-    return dict(value)
+        problems.append(
+            f"herdGuard.metric: {s.herd_guard.metric!r} is not one of the metrics {sorted(queries)}"
+        )
+    if s.provider == "static" and not s.static.nodes:
+        problems.append("static.nodes: provider is static but no node values are given")
+    exposed = exposure_problem(s.server, s.bind.enabled)
+    if exposed is not None:
+        problems.append(f"server.host: {exposed}")
+    return problems
 
 
-_TOP = {
-    "schedulerNames",
-    "server",
-    "provider",
-    "prometheus",
-    "static",
-    "metrics",
-    "herdGuard",
-    "bind",
-    "kubernetes",
-    "requeue",
-    "prioritize",
-    "explain",
-}
+def _raw_policies(s: Settings) -> dict[str, PolicySettings]:
+    if s.policies is not None:
+        return dict(s.policies)
+    return {DEFAULT_POLICY: PolicySettings(metrics=s.single_metrics or DEFAULT_METRICS)}
+
+
+def _resolved(s: Settings) -> dict[str, Policy]:
+    out: dict[str, Policy] = {}
+    for name, raw in _raw_policies(s).items():
+        herd: str | None = None
+        if s.herd_guard.enabled:
+            names = {m.name for m in raw.metrics}
+            herd = raw.herd_metric or (
+                s.herd_guard.metric if s.herd_guard.metric in names else None
+            )
+        out[name] = Policy(name, raw.metrics, herd, raw.description)
+    return out
+
+
+# -- loading -----------------------------------------------------------------------------------
 
 
 def parse_settings(
     raw: Any, environ: Mapping[str, str] | None = None, source: str = "config"
 ) -> Settings:
     """Build Settings from parsed YAML; raise ConfigError naming every bad key."""
-    env = environ or {}
-    r = _Reader()
-    top = r.section(raw, "$", _TOP) if raw is not None else {}
     if raw is None:
-        r.problems.append("$: the file is empty")
-
-    names = top.get("schedulerNames", [DEFAULT_SCHEDULER_NAME])
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
-        r.problems.append(f"schedulerNames: must be a non-empty list of strings, got {names!r}")
-        names = [DEFAULT_SCHEDULER_NAME]
-
-    server = _parse_server(r, top.get("server"))
-    provider: ProviderKind = r.get(
-        top,
-        "$",
-        "provider",
-        _choice("prometheus", "static"),
-        "prometheus",
-        "one of prometheus, static",
-    )
-    prometheus = _parse_prometheus(r, top.get("prometheus"), env)
-    static_nodes = _parse_static(r, top.get("static"))
-    metrics = _parse_metrics(r, top.get("metrics"), provider)
-    herd = _parse_herd(r, top.get("herdGuard"), metrics)
-    bind = _parse_bind(r, top.get("bind"))
-    kube = _parse_kubernetes(r, top.get("kubernetes"), env)
-    requeue = _parse_requeue(r, top.get("requeue"))
-    prio_raw = r.section(top.get("prioritize"), "prioritize", {"maxHosts"})
-    max_hosts = r.get(
-        prio_raw, "prioritize", "maxHosts", _non_negative_int, None, "a positive integer or null"
-    )
-    if max_hosts == 0:
-        r.problems.append("prioritize.maxHosts: must be a positive integer or null, got 0")
-    explain_raw = r.section(
-        top.get("explain"),
-        "explain",
-        {"nodeMetrics", "keepPods", "maxNodes", "events", "eventsPerSecond", "eventQueue"},
-    )
-    d_explain = ExplainSettings()
-    explain = ExplainSettings(
-        node_metrics=r.get(explain_raw, "explain", "nodeMetrics", _boolean, True, "true or false"),
-        events=r.get(explain_raw, "explain", "events", _boolean, True, "true or false"),
-        events_per_second=r.get(
-            explain_raw,
-            "explain",
-            "eventsPerSecond",
-            _positive,
-            d_explain.events_per_second,
-            "a number > 0",
-        ),
-        event_queue=max(
-            1,
-            r.get(
-                explain_raw,
-                "explain",
-                "eventQueue",
-                _non_negative_int,
-                d_explain.event_queue,
-                "a positive integer",
-            ),
-        ),
-        keep_pods=max(
-            1,
-            r.get(
-                explain_raw,
-                "explain",
-                "keepPods",
-                _non_negative_int,
-                d_explain.keep_pods,
-                "a positive integer",
-            ),
-        ),
-        max_nodes=max(
-            1,
-            r.get(
-                explain_raw,
-                "explain",
-                "maxNodes",
-                _non_negative_int,
-                d_explain.max_nodes,
-                "a positive integer",
-            ),
-        ),
-    )
-    if provider == "static" and not static_nodes:
-        r.problems.append("static.nodes: provider is static but no node values are given")
-    exposed = exposure_problem(server, bind.enabled)
-    if exposed is not None:
-        r.problems.append(f"server.host: {exposed}")
-
-    if r.problems:
-        raise ConfigError(r.problems, source)
-    return Settings(
-        metrics=tuple(metrics),
-        scheduler_names=frozenset(names),
-        server=server,
-        provider=provider,
-        prometheus=prometheus,
-        static_nodes=static_nodes,
-        herd_guard=herd,
-        bind=bind,
-        kubernetes=kube,
-        requeue=requeue,
-        prioritize=PrioritizeSettings(max_hosts=max_hosts or None),
-        explain=explain,
-    )
+        raise ConfigError(["$: the file is empty"], source)
+    if not isinstance(raw, dict):
+        raise ConfigError([f"$: must be a mapping, got {type(raw).__name__}"], source)
+    raw = _with_environment(raw, environ or {})
+    try:
+        return Settings.model_validate(raw, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc), source) from None
 
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
@@ -492,255 +593,100 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"cannot read {path}: {exc.strerror or exc}"], str(path)) from exc
+    return parse_text(text, environ, str(path))
+
+
+def parse_text(
+    text: str, environ: Mapping[str, str] | None = None, source: str = "config"
+) -> Settings:
+    """Settings from the policy file's text (what a reload reads)."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError([f"not valid YAML: {exc}"], str(path)) from exc
-    return parse_settings(raw, environ, source=str(path))
+        raise ConfigError([f"not valid YAML: {exc}"], source) from exc
+    return parse_settings(raw, environ, source)
 
 
-def _parse_server(r: _Reader, raw: Any) -> ServerSettings:
-    p = "server"
-    allowed = {"host", "port", "urlPrefix", "maxBodyBytes", "gracePeriod", "tls"}
-    s = r.section(raw, p, allowed | {"metricsPort", "metricsHost"})
-    t = r.section(s.get("tls"), f"{p}.tls", {"certFile", "keyFile", "clientCAFile"})
-    tls = TLSSettings(
-        cert_file=r.get(t, f"{p}.tls", "certFile", _string, None, "a file path"),
-        key_file=r.get(t, f"{p}.tls", "keyFile", _string, None, "a file path"),
-        client_ca_file=r.get(t, f"{p}.tls", "clientCAFile", _string, None, "a file path"),
-    )
-    if (tls.cert_file is None) != (tls.key_file is None):
-        r.problems.append(f"{p}.tls: certFile and keyFile must be set together")
-    if tls.client_ca_file is not None and tls.cert_file is None:
-        r.problems.append(f"{p}.tls.clientCAFile: needs certFile and keyFile")
-    d = ServerSettings()
-    body = r.get(s, p, "maxBodyBytes", _non_negative_int, d.max_body_bytes, "a positive integer")
-    server = ServerSettings(
-        host=r.get(s, p, "host", _string, d.host, "a host name or address"),
-        port=r.get(s, p, "port", _port, d.port, "a port number 0..65535"),
-        url_prefix=r.get(s, p, "urlPrefix", _prefix, d.url_prefix, "a path like /scheduler"),
-        max_body_bytes=max(body, 1),
-        grace_period=r.get(s, p, "gracePeriod", _positive, d.grace_period, "seconds > 0"),
-        tls=tls,
-        metrics_port=r.get(s, p, "metricsPort", _port, None, "a port number 1..65535"),
-        metrics_host=r.get(s, p, "metricsHost", _string, d.metrics_host, "a host name or address"),
-    )
-    if server.metrics_port is not None and server.metrics_port in (0, server.port):
-        r.problems.append(f"{p}.metricsPort: must be a port of its own, not {server.metrics_port}")
-    return server
-
-
-def _parse_prometheus(r: _Reader, raw: Any, env: Mapping[str, str]) -> PrometheusSettings:
-    p = "prometheus"
-    allowed = {
-        "url",
-        "interval",
-        "timeout",
-        "maxBackoff",
-        "nodeLabel",
-        "headers",
-        "bearerTokenFile",
-        "basicAuth",
-        "caFile",
-        "insecureSkipVerify",
-    }
-    s = r.section(raw, p, allowed)
-    d = PrometheusSettings()
-    url = env.get("PROMETHEUS_URL") or r.get(s, p, "url", _string, d.url, "a URL")
-    if not url.startswith(("http://", "https://")):
-        r.problems.append(f"{p}.url: must start with http:// or https://, got {url!r}")
-    basic = None
-    b = r.section(s.get("basicAuth"), f"{p}.basicAuth", {"username", "passwordFile"})
-    if b:
-        user = r.get(b, f"{p}.basicAuth", "username", _string, "", "a string")
-        pw = r.get(b, f"{p}.basicAuth", "passwordFile", _string, "", "a file path")
-        if not user or not pw:
-            r.problems.append(f"{p}.basicAuth: needs both username and passwordFile")
-        basic = BasicAuth(user, pw)
-    return PrometheusSettings(
-        url=url.rstrip("/"),
-        interval=r.get(s, p, "interval", _positive, d.interval, "seconds > 0"),
-        timeout=r.get(s, p, "timeout", _positive, d.timeout, "seconds > 0"),
-        max_backoff=r.get(s, p, "maxBackoff", _positive, d.max_backoff, "seconds > 0"),
-        node_label=r.get(s, p, "nodeLabel", _string, d.node_label, "a label name"),
-        headers=r.get(s, p, "headers", _string_map, {}, "a mapping of strings"),
-        bearer_token_file=r.get(s, p, "bearerTokenFile", _string, None, "a file path"),
-        basic_auth=basic,
-        ca_file=r.get(s, p, "caFile", _string, None, "a file path"),
-        insecure_skip_verify=r.get(s, p, "insecureSkipVerify", _boolean, False, "true or false"),
-    )
-
-
-def _parse_static(r: _Reader, raw: Any) -> dict[str, dict[str, float]]:
-    s = r.section(raw, "static", {"nodes"})
-    nodes = s.get("nodes") or {}
-    if not isinstance(nodes, dict):
-        r.problems.append("static.nodes: must be a mapping node -> {metric: value}")
-        return {}
-    out: dict[str, dict[str, float]] = {}
-    for node, values in nodes.items():
-        if not isinstance(values, dict):
-            r.problems.append(f"static.nodes.{node}: must be a mapping metric -> number")
+def _with_environment(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """PROMETHEUS_URL and KUBECONFIG replace their keys (as in the original DECICE setup)."""
+    raw = dict(raw)
+    for section, key, var in (
+        ("prometheus", "url", "PROMETHEUS_URL"),
+        ("kubernetes", "kubeconfig", "KUBECONFIG"),
+    ):
+        value = env.get(var)
+        if not value:
             continue
-        out[str(node)] = {}
-        for metric in values:
-            out[str(node)][str(metric)] = r.get(
-                values, f"static.nodes.{node}", metric, _number, math.nan, "a number"
-            )
+        current = raw.get(section)
+        raw[section] = {**(current if isinstance(current, dict) else {}), key: value}
+    return raw
+
+
+def describe_errors(exc: ValidationError) -> list[str]:
+    """One line per problem: `path: what is wrong (got value)`, paths as written in YAML."""
+    out: list[str] = []
+    for error in exc.errors(include_url=False):
+        path = _path(error["loc"])
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            key = str(error["loc"][-1])
+            hint = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+            out.append(f"{path}: unknown key{suggestion}")
+            continue
+        message = str(error["msg"])
+        if kind == "value_error":
+            message = message.removeprefix("Value error, ")
+            if error["loc"] == ():
+                out.extend(message.split("\n"))  # _policy_problems: each names its path
+                continue
+        elif kind == "missing":
+            out.append(f"{path}: required")
+            continue
+        shown = repr(error["input"])
+        got = "" if kind in ("value_error",) else f" (got {shown[:80]})"
+        out.append(f"{path}: {message}{got}")
     return out
 
 
-_METRIC_KEYS = {
-    "name",
-    "query",
-    "weight",
-    "direction",
-    "normalize",
-    "min",
-    "max",
-    "filter",
-    "onMissing",
-    "maxAge",
-}
+def _path(loc: tuple[int | str, ...]) -> str:
+    path = "$"
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif "[" in part or part in ("function-after", "function-before"):
+            continue  # pydantic's names for union members and validators, not keys
+        else:
+            path = part if path == "$" else f"{path}.{part}"
+    return path
 
 
-def _parse_metrics(r: _Reader, raw: Any, provider: str) -> list[MetricSettings]:
-    if raw is None:
-        return [MetricSettings(name="cpu", query=DEFAULT_CPU_QUERY)]
-    if not isinstance(raw, list) or not raw:
-        r.problems.append("metrics: must be a non-empty list")
-        return []
-    out: list[MetricSettings] = []
-    seen: set[str] = set()
-    for i, item in enumerate(raw):
-        p = f"metrics[{i}]"
-        s = r.section(item, p, _METRIC_KEYS)
-        name = r.get(s, p, "name", _string, "", "a name")
-        if not _METRIC_NAME.match(name):
-            r.problems.append(f"{p}.name: must match [a-z][a-z0-9_]*, got {s.get('name')!r}")
-        elif name in seen:
-            r.problems.append(f"{p}.name: duplicate metric name {name!r}")
-        seen.add(name)
-        p = f"metrics[{i}]({name})" if name else p
-        query = r.get(s, p, "query", _string, "", "a PromQL string")
-        if provider == "prometheus" and not query.strip():
-            r.problems.append(f"{p}.query: required when provider is prometheus")
-        lo = r.get(s, p, "min", _number, 0.0, "a number")
-        hi = r.get(s, p, "max", _number, 1.0, "a number")
-        if hi <= lo:
-            r.problems.append(f"{p}: max ({hi}) must be greater than min ({lo})")
-        f = r.section(s.get("filter"), f"{p}.filter", {"above", "below"})
-        threshold = None
-        if f:
-            threshold = FilterThreshold(
-                above=r.get(f, f"{p}.filter", "above", _number, None, "a number"),
-                below=r.get(f, f"{p}.filter", "below", _number, None, "a number"),
-            )
-            above, below = threshold.above, threshold.below
-            if above is not None and below is not None and above < below:
-                r.problems.append(
-                    f"{p}.filter: above ({above}) is less than below ({below}): every value "
-                    "is above one or below the other, so every node would be filtered"
-                )
-        out.append(
-            MetricSettings(
-                name=name,
-                query=query,
-                weight=r.get(s, p, "weight", _positive, 1.0, "a number > 0"),
-                direction=r.get(
-                    s, p, "direction", _choice("lower", "higher"), "lower", "lower or higher"
-                ),
-                normalize=r.get(
-                    s,
-                    p,
-                    "normalize",
-                    _choice("range", "candidates"),
-                    "range",
-                    "range or candidates",
-                ),
-                min=lo,
-                max=hi,
-                filter=threshold,
-                on_missing=r.get(
-                    s,
-                    p,
-                    "onMissing",
-                    _choice("fail-open", "fail-closed"),
-                    "fail-open",
-                    "fail-open or fail-closed",
-                ),
-                max_age=r.get(s, p, "maxAge", _positive, 60.0, "seconds > 0"),
+def _aliases(model: type[BaseModel]) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+_KNOWN_KEYS = sorted(
+    set().union(
+        *(
+            _aliases(m)
+            for m in (
+                Settings,
+                ServerSettings,
+                TLSSettings,
+                PrometheusSettings,
+                BasicAuth,
+                StaticSettings,
+                MetricSettings,
+                FilterThreshold,
+                PolicySettings,
+                HerdGuardSettings,
+                BindSettings,
+                KubernetesSettings,
+                RequeueSettings,
+                PrioritizeSettings,
+                ExplainSettings,
             )
         )
-    return out
-
-
-def _parse_herd(r: _Reader, raw: Any, metrics: list[MetricSettings]) -> HerdGuardSettings:
-    p = "herdGuard"
-    s = r.section(raw, p, {"enabled", "metric", "defaultCpuRequest", "defaultNodeCores", "settle"})
-    d = HerdGuardSettings()
-    herd = HerdGuardSettings(
-        enabled=r.get(s, p, "enabled", _boolean, d.enabled, "true or false"),
-        metric=r.get(s, p, "metric", _string, d.metric, "a metric name"),
-        default_cpu_request=r.get(
-            s, p, "defaultCpuRequest", _positive, d.default_cpu_request, "cores > 0"
-        ),
-        default_node_cores=r.get(
-            s, p, "defaultNodeCores", _positive, d.default_node_cores, "cores > 0"
-        ),
-        settle=r.get(s, p, "settle", _number, d.settle, "seconds >= 0"),
     )
-    names = {m.name for m in metrics}
-    if herd.enabled and metrics and herd.metric not in names:
-        if "metric" in s:
-            r.problems.append(
-                f"{p}.metric: {herd.metric!r} is not one of the metrics {sorted(names)}"
-            )
-        else:  # the default names a metric this policy does not have: guard nothing
-            herd = HerdGuardSettings(enabled=False)
-    return herd
-
-
-def _parse_bind(r: _Reader, raw: Any) -> BindSettings:
-    p = "bind"
-    s = r.section(raw, p, {"enabled", "foreignPods", "timeout", "retries"})
-    d = BindSettings()
-    return BindSettings(
-        enabled=r.get(s, p, "enabled", _boolean, d.enabled, "true or false"),
-        foreign_pods=r.get(
-            s, p, "foreignPods", _choice("refuse", "bind"), d.foreign_pods, "refuse or bind"
-        ),
-        timeout=r.get(s, p, "timeout", _positive, d.timeout, "seconds > 0"),
-        retries=r.get(s, p, "retries", _non_negative_int, d.retries, "an integer >= 0"),
-    )
-
-
-def _parse_kubernetes(r: _Reader, raw: Any, env: Mapping[str, str]) -> KubernetesSettings:
-    p = "kubernetes"
-    s = r.section(raw, p, {"kubeconfig", "watchPods", "watchTimeout", "nodeRefresh"})
-    d = KubernetesSettings()
-    return KubernetesSettings(
-        kubeconfig=env.get("KUBECONFIG") or r.get(s, p, "kubeconfig", _string, None, "a path"),
-        watch_pods=r.get(s, p, "watchPods", _boolean, d.watch_pods, "true or false"),
-        watch_timeout=max(
-            1,
-            r.get(s, p, "watchTimeout", _non_negative_int, d.watch_timeout, "seconds, an integer"),
-        ),
-        node_refresh=r.get(s, p, "nodeRefresh", _positive, d.node_refresh, "seconds > 0"),
-    )
-
-
-def _parse_requeue(r: _Reader, raw: Any) -> RequeueSettings:
-    p = "requeue"
-    s = r.section(raw, p, {"enabled", "patchesPerSecond", "keepSeconds", "maxPods"})
-    d = RequeueSettings()
-    return RequeueSettings(
-        enabled=r.get(s, p, "enabled", _boolean, d.enabled, "true or false"),
-        patches_per_second=r.get(
-            s, p, "patchesPerSecond", _positive, d.patches_per_second, "a number > 0"
-        ),
-        keep_seconds=r.get(s, p, "keepSeconds", _positive, d.keep_seconds, "seconds > 0"),
-        max_pods=max(
-            1, r.get(s, p, "maxPods", _non_negative_int, d.max_pods, "a positive integer")
-        ),
-    )
+)
+"""Every key of the format, to suggest the one a typo meant."""

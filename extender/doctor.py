@@ -424,7 +424,7 @@ async def _prometheus_rows(
     rows = [reachable_row(settings.prometheus, error)]
     if error is not None:
         return rows
-    for metric in settings.metrics:
+    for metric in settings.fetched_metrics:
         series = await ask(metric.query)
         rows.append(query_row(metric, series))
         if isinstance(series, BaseException) or not series:

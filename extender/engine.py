@@ -9,10 +9,10 @@ needs no locks: the refresher builds tables in a thread and installs them here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import filterfalse
 
-from extender.config import Settings
+from extender.config import Policy, Settings
 from extender.model import FilterDecision, NodeName, Priorities, Snapshot
 from extender.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, PodMemory
 from extender.scoring import (
@@ -27,6 +27,10 @@ from extender.scoring import (
 from extender.table import Table, build_table, patch_table
 from extender.turnedaway import TurnedAway, TurnedAwayPods
 from extender.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
+
+UNKNOWN_POLICY = 'decice: unknown policy "{}"'
+"""The filter reason on every node for a pod naming a policy that does not exist: it
+surfaces in the pod's FailedScheduling event (one entry, the text is the same)."""
 
 
 class Engine:
@@ -46,16 +50,17 @@ class Engine:
         self._load: dict[NodeName, float] = {}
         """node -> utilisation the reservations add (herd_load, kept incrementally)."""
         self._node_cores: Mapping[NodeName, float] = {}
-        self._candidates = has_candidates_metric(settings)
-        self._table = build_table(
-            settings, snapshot, stale_metrics(settings, snapshot, now), {}, now
-        )
+        self._tables: dict[str, Table] = build_tables(settings, snapshot, {}, now)
 
     # -- state -------------------------------------------------------------------------------
 
     @property
     def snapshot(self) -> Snapshot:
         return self._snapshot
+
+    @property
+    def policies(self) -> Mapping[str, Policy]:
+        return self.settings.policy_map
 
     def herd(self) -> dict[NodeName, float]:
         return dict(self._load)
@@ -66,7 +71,7 @@ class Engine:
         guard = self.settings.herd_guard
         self._load = (
             herd_load(self._reservations.values(), self._node_cores, guard.default_node_cores)
-            if guard.enabled
+            if self.settings.herd_guarded
             else {}
         )
 
@@ -74,38 +79,84 @@ class Engine:
         default = self.settings.herd_guard.default_node_cores
         return reservation.cores / (self._node_cores.get(reservation.node) or default)
 
-    def install(self, snapshot: Snapshot, table: Table | None, now: float) -> None:
-        """Swap in a snapshot (and its table, built off the loop); expire covered reservations."""
-        guard = self.settings.herd_guard
-        live = live_reservations(self._reservations.values(), snapshot, guard.metric, guard.settle)
+    def install(self, snapshot: Snapshot, tables: Mapping[str, Table] | None, now: float) -> None:
+        """Swap in a snapshot (and its tables, built off the loop); expire covered reservations."""
+        live = live_reservations(
+            self._reservations.values(),
+            snapshot,
+            herd_metrics(self.settings),
+            self.settings.herd_guard.settle,
+        )
         self._reservations = {r.uid: r for r in live}
         self._recount()
         self._snapshot = snapshot
-        stale = stale_metrics(self.settings, snapshot, now)
-        if table is None or table.stale != stale:
-            table = build_table(self.settings, snapshot, stale, self.herd(), now)
-        self._table = patch_table(table, self.settings, snapshot, self.herd(), now)
+        self._tables = self._fresh_tables(snapshot, tables or {}, now)
+
+    def swap_settings(self, settings: Settings, tables: Mapping[str, Table], now: float) -> None:
+        """A reloaded policy file: its policies and tables (built off the loop from the
+        current snapshot) replace the old ones at once. The engine runs on the event loop
+        and no verb awaits between reading a table and answering, so a request is decided
+        wholly on the old tables or wholly on the new."""
+        self.settings = settings
+        self._recount()
+        self._tables = self._fresh_tables(self._snapshot, tables, now)
+
+    def _fresh_tables(
+        self, snapshot: Snapshot, tables: Mapping[str, Table], now: float
+    ) -> dict[str, Table]:
+        """Each policy's table for `snapshot` with the current herd load: the given one when
+        it is still right, else built here."""
+        herd = self.herd()
+        out: dict[str, Table] = {}
+        for name, policy in self.policies.items():
+            table = tables.get(name)
+            stale = stale_metrics(policy, snapshot, now)
+            if table is None or table.stale != stale:
+                table = build_table(policy, snapshot, stale, herd, now)
+            out[name] = patch_table(table, policy, snapshot, herd, now)
+        return out
 
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
         if cores != self._node_cores:
             self._node_cores = cores
             self._recount()
 
-    def table(self, now: float) -> Table:
-        """The current table; rebuilt only when a metric crosses its maxAge."""
-        stale = stale_metrics(self.settings, self._snapshot, now)
-        if stale != self._table.stale:
-            self._table = build_table(self.settings, self._snapshot, stale, self.herd(), now)
-        return self._table
+    def policy_of(self, pod: PodFacts) -> Policy | None:
+        """The policy the pod asks for (decice.io/policy), else the default; None when it
+        names one that does not exist."""
+        if pod.policy is None:
+            return self.settings.default
+        return self.policies.get(pod.policy)
 
-    def answered_nodes(self, now: float) -> frozenset[NodeName]:
-        """The nodes of the precomputed prioritize answer, for wire.parse_extender_args."""
-        return self.table(now).whole.nodes
+    def table(self, now: float, policy: Policy | None = None) -> Table:
+        """The policy's current table (the default policy's when None); rebuilt only when
+        one of its metrics crosses its maxAge."""
+        policy = policy or self.settings.default
+        table = self._tables[policy.name]
+        stale = stale_metrics(policy, self._snapshot, now)
+        if stale != table.stale:
+            table = build_table(policy, self._snapshot, stale, self.herd(), now)
+            self._tables[policy.name] = table
+        return table
 
-    def node_figures(self, now: float) -> tuple[dict[NodeName, int], dict[str, dict[str, float]]]:
-        """(node -> score, metric -> node -> value) for dashboards: the table in force."""
+    def answered_nodes(self, now: float) -> Callable[[PodFacts], frozenset[NodeName]]:
+        """For wire.parse_extender_args: the nodes of the precomputed prioritize answer of
+        the pod's policy (none for a pod that is not ours or names no known policy)."""
+
+        def nodes(pod: PodFacts) -> frozenset[NodeName]:
+            policy = self.policy_of(pod) if self.is_ours(pod) else None
+            return self.table(now, policy).whole.nodes if policy is not None else frozenset()
+
+        return nodes
+
+    def node_figures(
+        self, now: float
+    ) -> tuple[dict[str, dict[NodeName, int]], dict[str, dict[str, float]]]:
+        """(policy -> node -> score, metric -> node -> value) for dashboards: the tables in
+        force."""
         values = {name: dict(series.values) for name, series in self._snapshot.metrics.items()}
-        return dict(self.table(now).scores), values
+        scores = {name: dict(self.table(now, p).scores) for name, p in self.policies.items()}
+        return scores, values
 
     def reserve(
         self, uid: str, node: NodeName, cores: float | None, now: float, source: str = "bind"
@@ -115,7 +166,7 @@ class Engine:
         `source` says who told us: "bind" (our own bind) or "watch" (the pod watch saw
         the assignment, whoever bound it); a UID counts once whichever comes first."""
         guard = self.settings.herd_guard
-        if not guard.enabled or uid in self._reservations:
+        if not self.settings.herd_guarded or uid in self._reservations:
             return False
         amount = cores if cores is not None else guard.default_cpu_request
         reservation = Reservation(uid, node, amount, now, source)
@@ -138,13 +189,20 @@ class Engine:
         return True
 
     def _patch(self, node: NodeName, now: float) -> None:
-        # One node's load changed: re-score that node only (a burst binds one pod at a time).
-        self._table = patch_table(
-            self.table(now), self.settings, self._snapshot, self._load, now, changed=(node,)
-        )
+        # One node's load changed: re-score that node only (a burst binds one pod at a time),
+        # in the policies whose score it moves.
+        for policy in self.policies.values():
+            if policy.herd_metric is None:
+                continue
+            self._tables[policy.name] = patch_table(
+                self.table(now, policy), policy, self._snapshot, self._load, now, changed=(node,)
+            )
 
     def recovered(self, now: float) -> list[TurnedAway]:
-        """Turned-away pods with a candidate node the current table passes (forgotten here)."""
+        """Turned-away pods with a candidate node the current table passes (forgotten here).
+
+        Judged by the default policy's table: turned-away pods do not keep their policy,
+        and a pod of another policy that still fails is simply turned away again."""
         if self.turned_away is None or not len(self.turned_away):
             return []
         table = self.table(now)
@@ -168,9 +226,14 @@ class Engine:
         if not self.is_ours(args.pod):
             return FilterDecision(failed={})
         names = args.names
-        table = self.table(now)
+        policy = self.policy_of(args.pod)
+        if policy is None:
+            reason = UNKNOWN_POLICY.format(args.pod.policy)
+            self._remember(args, None, None, frozenset(names), now)
+            return FilterDecision(failed=dict.fromkeys(names, reason))
+        table = self.table(now, policy)
         failed = _rejected(table, names)
-        self._remember(args, table, frozenset(failed), now)
+        self._remember(args, policy, table, frozenset(failed), now)
         if self.turned_away is not None:
             pod = args.pod
             if names and len(failed) == len(names):
@@ -181,7 +244,12 @@ class Engine:
         return FilterDecision(failed=failed)
 
     def _remember(
-        self, args: ExtenderArgs, table: Table, rejected: frozenset[str], now: float
+        self,
+        args: ExtenderArgs,
+        policy: Policy | None,
+        table: Table | None,
+        rejected: frozenset[str],
+        now: float,
     ) -> None:
         """What was decided, for the bind guard and /explain: references, no copies of
         the big request (O(1) on the request path)."""
@@ -194,25 +262,28 @@ class Engine:
             asked=len(names),
             at=now,
             snapshot=self._snapshot,
-            stale=table.stale,
-            herd=table.herd,
+            stale=table.stale if table is not None else frozenset(),
+            herd=table.herd if table is not None else {},
+            policy=policy,
         )
         self.pods.remember(memo)
 
     def prioritize(self, args: ExtenderArgs, now: float) -> Priorities:
         names = args.names
-        table = self.table(now)
-        if not self.is_ours(args.pod):
+        policy = self.policy_of(args.pod) if self.is_ours(args.pod) else None
+        if policy is None:  # not ours, or an unknown policy (the filter rejected it)
             return Priorities(names, whole=NO_SCORES)
+        table = self.table(now, policy)
         if self.pods.get(args.pod.uid) is None:  # no filterVerb: remember it here
-            self._remember(args, table, frozenset(), now)
+            self._remember(args, policy, table, frozenset(), now)
         max_hosts = self.settings.prioritize.max_hosts
-        if not self._candidates and (max_hosts is None or len(names) <= max_hosts):
+        candidates = has_candidates_metric(policy)
+        if not candidates and (max_hosts is None or len(names) <= max_hosts):
             if args.exactly is table.whole.nodes:  # the common case: see table.WholeAnswer
                 return Priorities(names, whole=table.whole.encoded())
             return Priorities(names, fragments=table.fragments)
-        if self._candidates:
-            scores = score_candidates(self.settings, [table.eval_of(n) for n in names])
+        if candidates:
+            scores = score_candidates(policy, [table.eval_of(n) for n in names])
         else:
             scores = [table.scores.get(n, table.unknown_score) for n in names]
         if not max_hosts:
@@ -224,7 +295,10 @@ class Engine:
         """Keep the scheduler's victims exactly, for the nodes our filter would pass."""
         if not self.is_ours(args.pod):
             return args.victims
-        table = self.table(now)
+        policy = self.policy_of(args.pod)
+        if policy is None:
+            return {}
+        table = self.table(now, policy)
         return {
             n: v
             for n, v in args.victims.items()
@@ -233,26 +307,50 @@ class Engine:
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""
-        table = self.table(now)
         detail: dict[str, object] = {}
         ready = True
-        for m in self.settings.metrics:
-            series = self._snapshot.metrics.get(m.name)
-            fetched = series.fetched_at if series else None
-            fresh = m.name not in table.stale
-            # fail-closed with no fresh values (or fresh but empty, as before Prometheus's
-            # first scrape) filters every node: not ready.
-            empty = series is None or not series.values
-            if m.on_missing == "fail-closed" and (not fresh or empty):
-                ready = False
-            detail[m.name] = {
-                "fresh": fresh,
-                "ageSeconds": None if fetched is None else round(now - fetched, 3),
-                "nodes": len(series.values) if series else 0,
-                "onMissing": m.on_missing,
-                "error": series.error if series else None,
-            }
+        for policy in self.policies.values():
+            stale = self.table(now, policy).stale
+            for m in policy.metrics:
+                series = self._snapshot.metrics.get(m.name)
+                fetched = series.fetched_at if series else None
+                fresh = m.name not in stale
+                # fail-closed with no fresh values (or fresh but empty, as before Prometheus's
+                # first scrape) filters every node: not ready.
+                empty = series is None or not series.values
+                if m.on_missing == "fail-closed" and (not fresh or empty):
+                    ready = False
+                entry = {
+                    "fresh": fresh,
+                    "ageSeconds": None if fetched is None else round(now - fetched, 3),
+                    "nodes": len(series.values) if series else 0,
+                    "onMissing": m.on_missing,
+                    "error": series.error if series else None,
+                }
+                # One entry per metric; a metric shared by policies is fresh for all or none,
+                # but fail-closed in any of them decides readiness.
+                if m.name not in detail or m.on_missing == "fail-closed":
+                    detail[m.name] = entry
         return ready, detail
+
+
+def herd_metrics(settings: Settings) -> frozenset[str]:
+    """The metrics the herd guard adds load to, across policies."""
+    return frozenset(p.herd_metric for p in settings.policy_map.values() if p.herd_metric)
+
+
+def build_tables(
+    settings: Settings,
+    snapshot: Snapshot,
+    herd: Mapping[NodeName, float],
+    now: float,
+) -> dict[str, Table]:
+    """policy -> its table for `snapshot`: O(policies x nodes x metrics), off the request
+    path (the refresher and a reload run it in a thread)."""
+    return {
+        name: build_table(policy, snapshot, stale_metrics(policy, snapshot, now), herd, now)
+        for name, policy in settings.policy_map.items()
+    }
 
 
 def _rejected(table: Table, names: list[str]) -> dict[str, str]:

@@ -38,15 +38,16 @@ def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str
     """The `Placed` Event for a pod we bound, from its recorded decision."""
     facts = memo.facts
     snapshot = memo.snapshot
-    if snapshot is None or not memo.node:
+    policy = memo.policy
+    if snapshot is None or not memo.node or policy is None:
         note = f"placed on {memo.node}"
     else:
         # A big request's names are not kept (nor worth re-scoring per Event): the note
         # then gives the chosen node and the counts; `decice-extender explain` the rest.
         nodes = list(memo.candidates) if memo.candidates is not None else [memo.node]
-        rows = explain_nodes(settings, snapshot, memo.stale, memo.herd, nodes, memo.at)
+        rows = explain_nodes(policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
         note = placement_note(
-            rows, memo.node, [m.name for m in settings.metrics], memo.asked, len(memo.rejected)
+            rows, memo.node, [m.name for m in policy.metrics], memo.asked, len(memo.rejected)
         )
     return PodEvent(
         namespace=facts.namespace,

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from extender.config import MetricSettings, Settings
+from extender.config import MetricSettings, Policy, Settings
 from extender.model import NodeName, Snapshot
 from extender.pods import PodMemo
 from extender.scoring import evaluate_node, normalise_range, range_score, score_candidates
@@ -38,7 +38,7 @@ def _detail(m: MetricSettings, value: float | None, age: float | None) -> str:
 
 
 def explain_nodes(
-    settings: Settings,
+    policy: Policy,
     snapshot: Snapshot,
     stale: frozenset[str],
     herd: Mapping[NodeName, float],
@@ -47,20 +47,19 @@ def explain_nodes(
 ) -> list[Document]:
     """One row per node: each metric's raw value, normalised value, weight and herd load,
     the score, the verdict and the reason with its values; best score first."""
-    evals = [evaluate_node(settings, snapshot, n, stale, herd, now) for n in nodes]
-    if any(m.normalize == "candidates" for m in settings.metrics):
-        scores = score_candidates(settings, evals)
+    evals = [evaluate_node(policy, snapshot, n, stale, herd, now) for n in nodes]
+    if any(m.normalize == "candidates" for m in policy.metrics):
+        scores = score_candidates(policy, evals)
     else:
-        scores = [range_score(settings, e) for e in evals]
-    guard = settings.herd_guard
+        scores = [range_score(policy, e) for e in evals]
     rows: list[Document] = []
     for node, e, score in zip(nodes, evals, scores, strict=True):
         metrics: dict[str, Document] = {}
         details: list[str] = []
-        for m, value in zip(settings.metrics, e.values, strict=True):
+        for m, value in zip(policy.metrics, e.values, strict=True):
             series = snapshot.metrics.get(m.name)
             raw = series.values.get(node) if series is not None else None
-            load = herd.get(node, 0.0) if guard.enabled and m.name == guard.metric else 0.0
+            load = herd.get(node, 0.0) if m.name == policy.herd_metric else 0.0
             fetched = series.fetched_at if series is not None else None
             metrics[m.name] = {
                 "value": raw,
@@ -137,7 +136,7 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
     doc: Document = {
         "pod": {"namespace": facts.namespace, "name": facts.name, "uid": facts.uid},
         "schedulerName": facts.scheduler_name,
-        "policy": "default",
+        "policy": memo.policy.name if memo.policy is not None else facts.policy,
         "decidedAt": memo.at,
         "secondsAgo": round(now - memo.at, 3),
         "placedOn": memo.node or None,
@@ -145,6 +144,12 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
         "filtered": len(memo.rejected),
     }
     snapshot = memo.snapshot
+    if memo.policy is None:
+        doc["detail"] = (
+            f"the pod names the policy {facts.policy!r}, which this extender does not have "
+            f"(policies: {', '.join(settings.policy_map)}): every node was rejected"
+        )
+        return doc
     if snapshot is None:
         doc["detail"] = (
             "the per-node figures of this decision are gone (its snapshot was replaced "
@@ -158,7 +163,7 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
     nodes = list(memo.candidates) if memo.candidates is not None else sorted(_nodes_of(snapshot))
     if memo.candidates is None:
         doc["candidatesListed"] = "the snapshot's nodes (the request named more than 256)"
-    rows = explain_nodes(settings, snapshot, memo.stale, memo.herd, nodes, memo.at)
+    rows = explain_nodes(memo.policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
     _, by_reason = summary(rows)
     doc["filteredBy"] = dict(by_reason)
     limit = settings.explain.max_nodes

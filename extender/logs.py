@@ -197,7 +197,10 @@ def startup_fields(
         fields["prometheusUrl"] = safe_url(settings.prometheus.url)
     else:
         fields["staticNodes"] = len(settings.static_nodes)
-    fields["metrics"] = [m.name for m in settings.metrics]
+    fields["policies"] = {
+        name: [m.name for m in policy.metrics] for name, policy in settings.policy_map.items()
+    }
+    fields["defaultPolicy"] = settings.default.name
     fields["verbs"] = served_verbs(settings)
     fields["urlPrefix"] = settings.server.url_prefix
     fields["listen"] = listening(settings, host, port)
@@ -228,8 +231,19 @@ def _startup_text(f: Mapping[str, Any]) -> str:
         listen += f" (verbs) and {f['listen'][1]} (/metrics, /healthz, /readyz)"
     return (
         f"decice-extender {f['version']} starting: policy {f['policy']} "
-        f"(sha256 {f['policySha256']}); {provider}; metrics {', '.join(f['metrics'])}; "
+        f"(sha256 {f['policySha256']}); {provider}; {_policies_text(f)}; "
         f"verbs {', '.join(f['verbs'])}{prefix}; listening on {listen}"
+    )
+
+
+def _policies_text(f: Mapping[str, Any]) -> str:
+    """`metrics cpu` for one policy; `policies cpu (default): cpu; gpu: gpu_util` for more."""
+    policies: Mapping[str, list[str]] = f["policies"]
+    if len(policies) == 1:
+        return f"metrics {', '.join(next(iter(policies.values())))}"
+    return "policies " + "; ".join(
+        f"{name}{' (default)' if name == f['defaultPolicy'] else ''}: {', '.join(metrics)}"
+        for name, metrics in policies.items()
     )
 
 

@@ -15,9 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender.model import Snapshot
+
+if TYPE_CHECKING:
+    from extender.config import Policy
+
+POLICY_ANNOTATION = "decice.io/policy"
+"""The pod annotation that picks a named policy (config.Settings.policies)."""
 
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server writes into an empty `spec.schedulerName`."""
@@ -64,6 +70,8 @@ class PodFacts:
     """Cores, as the scheduler counts them (see `cpu_request`); None when nothing asks."""
     node_name: str = ""
     """`spec.nodeName`: empty while the pod is pending."""
+    policy: str | None = None
+    """The named policy the pod asks for (annotation decice.io/policy); None: the default."""
 
 
 # resource.Quantity: a signed decimal, then a binary or decimal SI suffix or an exponent.
@@ -189,7 +197,14 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
         cpu_request=cpu_request(spec, f"{where}.spec"),
         node_name=_str(spec, "nodeName", f"{where}.spec"),
+        policy=_policy_of(meta.get("annotations")),
     )
+
+
+def _policy_of(annotations: Any) -> str | None:
+    """The decice.io/policy annotation; the API server only stores string values."""
+    value = annotations.get(POLICY_ANNOTATION) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +229,8 @@ class PodMemo:
     """Staleness and herd load the table had: with the snapshot, the table's exact inputs."""
     node: str = ""
     """Where the pod went, once we bound it."""
+    policy: Policy | None = None
+    """The policy that decided (None: the pod named one that does not exist)."""
 
 
 CANDIDATES_KEPT_UP_TO = 256

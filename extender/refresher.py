@@ -18,11 +18,9 @@ from typing import Protocol
 
 from extender.causes import describe
 from extender.config import Settings
-from extender.engine import Engine
+from extender.engine import Engine, build_tables
 from extender.metrics import MetricsProvider
 from extender.model import MetricSeries, NodeInventory, NodeName, Snapshot
-from extender.scoring import stale_metrics
-from extender.table import build_table
 
 log = logging.getLogger("decice.refresher")
 
@@ -179,7 +177,8 @@ class Refresher:
         self, inventory: NodeInventory
     ) -> dict[str, dict[NodeName, float] | BaseException]:
         results: dict[str, dict[NodeName, float] | BaseException] = {}
-        for m in self._settings.metrics:
+        # The engine's settings, not ours: a reload may have changed the policies.
+        for m in self._engine.settings.fetched_metrics:
             try:
                 results[m.name] = self._provider.fetch(m, inventory)
             except Exception as exc:
@@ -194,11 +193,14 @@ class Refresher:
         results = await asyncio.to_thread(self._fetch_all, inventory)
         now = self._clock()
         snapshot = next_snapshot(self._engine.snapshot, results, now)
-        stale = stale_metrics(self._settings, snapshot, now)
         herd = self._engine.herd()
-        table = await asyncio.to_thread(build_table, self._settings, snapshot, stale, herd, now)
+        settings = self._engine.settings
+        tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now)
         self._engine.set_node_cores(inventory.cpu_cores)
-        self._engine.install(snapshot, table, self._clock())
+        # A reload while the tables were built: install() rebuilds what they no longer fit.
+        self._engine.install(
+            snapshot, tables if settings is self._engine.settings else None, self._clock()
+        )
         if self._installed is not None:
             self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}

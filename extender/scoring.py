@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.config import MetricSettings, Settings
+from extender.config import MetricSettings, Policy
 from extender.model import MetricSeries, NodeName, Snapshot
 
 MAX_SCORE = 10  # MaxExtenderPriority
@@ -32,10 +32,10 @@ class Reservation:
     """"bind" (ours) or "watch" (seen assigned through the pod watch)."""
 
 
-def stale_metrics(settings: Settings, snapshot: Snapshot, now: float) -> frozenset[str]:
-    """Metrics whose data is missing or older than their maxAge at `now`."""
+def stale_metrics(policy: Policy, snapshot: Snapshot, now: float) -> frozenset[str]:
+    """The policy's metrics whose data is missing or older than their maxAge at `now`."""
     out = set()
-    for m in settings.metrics:
+    for m in policy.metrics:
         series = snapshot.metrics.get(m.name)
         if series is None or series.fetched_at is None or now - series.fetched_at > m.max_age:
             out.add(m.name)
@@ -43,13 +43,18 @@ def stale_metrics(settings: Settings, snapshot: Snapshot, now: float) -> frozens
 
 
 def live_reservations(
-    reservations: Iterable[Reservation], snapshot: Snapshot, metric: str, settle: float
+    reservations: Iterable[Reservation], snapshot: Snapshot, metrics: Iterable[str], settle: float
 ) -> list[Reservation]:
-    """Reservations not yet covered by a snapshot fetched `settle` seconds after the bind."""
-    series = snapshot.metrics.get(metric)
-    fetched = (
-        series.fetched_at if series is not None and series.fetched_at is not None else -math.inf
-    )
+    """Reservations not yet covered: a reservation lives until every metric the herd guard
+    adds load to (`metrics`, one per policy at most) was fetched `settle` seconds after the
+    bind, so no policy counts the pod twice or not at all."""
+    fetched = math.inf
+    for name in metrics:
+        series = snapshot.metrics.get(name)
+        at = series.fetched_at if series is not None else None
+        fetched = min(fetched, at if at is not None else -math.inf)
+    if fetched == math.inf:  # no metric guarded: nothing to keep
+        return []
     return [r for r in reservations if fetched < r.bound_at + settle]
 
 
@@ -121,24 +126,24 @@ class NodeEval:
     range_part: float
     """Sum of weight * normalised value over `range` metrics."""
     values: tuple[float | None, ...]
-    """Per metric in settings order: usable value (herd load added) or None."""
+    """Per metric in policy order: usable value (herd load added) or None."""
 
 
 def evaluate_node(
-    settings: Settings,
+    policy: Policy,
     snapshot: Snapshot,
     node: NodeName,
     stale: frozenset[str],
     extra: Mapping[NodeName, float],
     now: float,
 ) -> NodeEval:
-    herd = settings.herd_guard
+    herd = policy.herd_metric
     reason: str | None = None
     part = 0.0
     values: list[float | None] = []
-    for m in settings.metrics:
+    for m in policy.metrics:
         series = snapshot.metrics.get(m.name)
-        add = extra.get(node, 0.0) if herd.enabled and m.name == herd.metric else 0.0
+        add = extra.get(node, 0.0) if m.name == herd else 0.0
         value = metric_value(series, node, m.name in stale, add)
         values.append(value)
         if value is None:
@@ -154,14 +159,14 @@ def evaluate_node(
     return NodeEval(reason=reason, range_part=part, values=tuple(values))
 
 
-def score_candidates(settings: Settings, evals: Sequence[NodeEval]) -> list[int]:
+def score_candidates(policy: Policy, evals: Sequence[NodeEval]) -> list[int]:
     """Scores for one request's nodes, rescaling `candidates` metrics over those nodes.
 
     For each such metric the best candidate gets 1 and the worst 0 (all 1 when equal),
     so with only candidates metrics the least loaded node scores 10.
     """
     parts = [e.range_part for e in evals]
-    for i, m in enumerate(settings.metrics):
+    for i, m in enumerate(policy.metrics):
         if m.normalize != "candidates":
             continue
         present = [v for e in evals if (v := e.values[i]) is not None]
@@ -177,16 +182,16 @@ def score_candidates(settings: Settings, evals: Sequence[NodeEval]) -> list[int]
             else:
                 x = (hi - v) / span if m.direction == "lower" else (v - lo) / span
             parts[j] += m.weight * x
-    total = sum(m.weight for m in settings.metrics)
+    total = sum(m.weight for m in policy.metrics)
     return [to_score(p, total) for p in parts]
 
 
-def has_candidates_metric(settings: Settings) -> bool:
-    return any(m.normalize == "candidates" for m in settings.metrics)
+def has_candidates_metric(policy: Policy) -> bool:
+    return any(m.normalize == "candidates" for m in policy.metrics)
 
 
-def range_score(settings: Settings, e: NodeEval) -> int:
-    return to_score(e.range_part, sum(m.weight for m in settings.metrics))
+def range_score(policy: Policy, e: NodeEval) -> int:
+    return to_score(e.range_part, sum(m.weight for m in policy.metrics))
 
 
 def top_hosts(names: Sequence[NodeName], scores: Sequence[int], k: int) -> list[int]:

@@ -101,7 +101,7 @@ def build_service(
         else None
     )
     engine = Engine(
-        settings, Snapshot.empty(m.name for m in settings.metrics), clock(), turned_away
+        settings, Snapshot.empty(m.name for m in settings.fetched_metrics), clock(), turned_away
     )
     telemetry.watch(lambda: engine.snapshot, clock)
     if settings.explain.node_metrics:
@@ -274,9 +274,7 @@ def open_kube(settings: Settings) -> KubeConnection:
     """The Kubernetes client when the policy needs one (bind, `instance` labels, the pod
     watch of the herd guard or requeue); else none. When no kubeconfig or service account
     can be loaded: no client, and the cause, for `build_service(kube_problem=...)`."""
-    watch = settings.kubernetes.watch_pods and (
-        settings.herd_guard.enabled or settings.requeue.enabled
-    )
+    watch = settings.kubernetes.watch_pods and (settings.herd_guarded or settings.requeue.enabled)
     if not (settings.bind.enabled or watch or settings.prometheus.node_label == "instance"):
         return KubeConnection(None)
     from extender.kube import KubeClient, load_api_client  # the client is slow to import

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from extender.config import Settings
+from extender.config import Policy
 from extender.model import NodeName, Snapshot
 from extender.scoring import NodeEval, evaluate_node, range_score
 from extender.wire import host_priority, join_priorities
@@ -87,7 +87,7 @@ class Table:
 
 
 def build_table(
-    settings: Settings,
+    policy: Policy,
     snapshot: Snapshot,
     stale: frozenset[str],
     herd: Mapping[NodeName, float],
@@ -97,11 +97,11 @@ def build_table(
     nodes: set[NodeName] = set(herd)
     for series in snapshot.metrics.values():
         nodes.update(series.values)
-    evals = {n: evaluate_node(settings, snapshot, n, stale, herd, now) for n in sorted(nodes)}
-    unknown = evaluate_node(settings, snapshot, "", stale, {}, now)
-    unknown_score = range_score(settings, unknown)
+    evals = {n: evaluate_node(policy, snapshot, n, stale, herd, now) for n in sorted(nodes)}
+    unknown = evaluate_node(policy, snapshot, "", stale, {}, now)
+    unknown_score = range_score(policy, unknown)
     reasons = {n: e.reason for n, e in evals.items() if e.reason is not None}
-    scores = {n: range_score(settings, e) for n, e in evals.items()}
+    scores = {n: range_score(policy, e) for n, e in evals.items()}
     fragments = Fragments({n: host_priority(n, s) for n, s in scores.items()}, unknown_score)
     ok = frozenset(n for n, e in evals.items() if e.reason is None)
     return Table(
@@ -121,7 +121,7 @@ def build_table(
 
 def patch_table(
     table: Table,
-    settings: Settings,
+    policy: Policy,
     snapshot: Snapshot,
     herd: Mapping[NodeName, float],
     now: float,
@@ -140,9 +140,9 @@ def patch_table(
     reasons = dict(table.reasons)
     ok = set(table.ok)
     for n in changed:
-        e = evaluate_node(settings, snapshot, n, table.stale, herd, now)
+        e = evaluate_node(policy, snapshot, n, table.stale, herd, now)
         evals[n] = e
-        scores[n] = range_score(settings, e)
+        scores[n] = range_score(policy, e)
         fragments[n] = host_priority(n, scores[n])
         if e.reason is None:
             reasons.pop(n, None)

@@ -44,8 +44,8 @@ class _CacheAgeCollector(Collector):
         yield nodes
 
 
-NodeFigures = tuple[Mapping[str, int], Mapping[str, Mapping[str, float]]]
-"""(node -> score, metric -> node -> value) of the table in force."""
+NodeFigures = tuple[Mapping[str, Mapping[str, int]], Mapping[str, Mapping[str, float]]]
+"""(policy -> node -> score, metric -> node -> value) of the tables in force."""
 
 
 class _NodeCollector(Collector):
@@ -59,11 +59,12 @@ class _NodeCollector(Collector):
         scores, values = self._figures()
         score = GaugeMetricFamily(
             "decice_node_score",
-            "The node's prioritize score (0..10) for our pods.",
-            labels=["node"],
+            "The node's prioritize score (0..10) for our pods of each policy.",
+            labels=["node", "policy"],
         )
-        for node, value in scores.items():
-            score.add_metric([node], float(value))
+        for policy, node_scores in scores.items():
+            for node, value in node_scores.items():
+                score.add_metric([node, policy], float(value))
         metric = GaugeMetricFamily(
             "decice_node_metric",
             "The node's value of each policy metric in the current snapshot.",
@@ -115,6 +116,39 @@ class _PlacementCollector(Collector):
         for resource, watching in watches.items():
             up.add_metric([resource], 1.0 if watching else 0.0)
         yield up
+
+
+ConfigFigures = tuple[bool, float, str]
+"""(last reload successful, unix time of the last successful load, sha256 of the active file)."""
+
+
+class _ConfigCollector(Collector):
+    """The policy file's reload state, read from the reloader when scraped (names as
+    Prometheus' and Alertmanager's own: alert on `..._successful == 0`)."""
+
+    def __init__(self, figures: Callable[[], ConfigFigures]) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        successful, success_at, sha256 = self._figures()
+        yield GaugeMetricFamily(
+            "decice_config_last_reload_successful",
+            "1 if the last reload of the policy file succeeded, 0 if it failed (the previous "
+            "policy is still in force).",
+            value=1.0 if successful else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "decice_config_last_reload_success_timestamp_seconds",
+            "Unix time the policy in force was loaded (at start or by a reload).",
+            value=success_at,
+        )
+        info = GaugeMetricFamily(
+            "decice_config_info",
+            "Always 1; sha256 (first 12 hex digits) of the policy file in force.",
+            labels=["sha256"],
+        )
+        info.add_metric([sha256[:12]], 1.0)
+        yield info
 
 
 class Telemetry:
@@ -184,6 +218,9 @@ class Telemetry:
 
     def watch_placement(self, figures: Callable[[], PlacementFigures]) -> None:
         self.registry.register(_PlacementCollector(figures))
+
+    def watch_config(self, figures: Callable[[], ConfigFigures]) -> None:
+        self.registry.register(_ConfigCollector(figures))
 
     def watch_restart(self, resource: str, reason: str) -> None:
         self.watch_restarts.labels(resource, reason).inc()

@@ -9,7 +9,7 @@ returns decisions (model.py) and the encoders below turn them into answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -92,12 +92,14 @@ def _node_names_of(node_list: Any) -> list[str]:
     return names
 
 
-def parse_extender_args(body: bytes, exactly: frozenset[str] = frozenset()) -> ExtenderArgs:
+def parse_extender_args(
+    body: bytes, answered: Callable[[PodFacts], frozenset[str]] | None = None
+) -> ExtenderArgs:
     """ExtenderArgs: `Pod` plus `NodeNames` (nodeCacheCapable) or `Nodes` (a v1.NodeList).
 
-    `exactly`: valid node names (prioritize passes the nodes of its precomputed answer,
-    table.WholeAnswer). When `NodeNames` names exactly these, the result says so and the
-    names need no other check: each was found in a set of non-empty strings."""
+    `answered(pod)`: valid node names (prioritize passes the nodes of the pod's policy's
+    precomputed answer, table.WholeAnswer). When `NodeNames` names exactly these, the result
+    says so and the names need no other check: each was found in a set of non-empty strings."""
     data = decode_object(body, "ExtenderArgs")
     pod = _pod(data.get("Pod"))
     names = data.get("NodeNames")
@@ -105,6 +107,7 @@ def parse_extender_args(body: bytes, exactly: frozenset[str] = frozenset()) -> E
     if names is not None:
         if not isinstance(names, list):
             raise WireError(f"NodeNames: must be a list of node names, got {type(names).__name__}")
+        exactly = answered(pod) if answered is not None and names else frozenset()
         if names and _names_exactly(names, exactly):
             return ExtenderArgs(pod=pod, names=names, node_list=None, exactly=exactly)
         _check_names(names)
