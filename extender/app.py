@@ -129,6 +129,7 @@ def create_apps(
     prepare: Callable[[], Awaitable[None]] | None = None,
     shutdown: Callable[[], Awaitable[None]] | None = None,
     problems: Sequence[str] = (),
+    policy: Callable[[], dict[str, object]] | None = None,
 ) -> Apps:
     """Routes over the parts extender.service.build_service wires (use that, not this)."""
     limit = settings.server.max_body_bytes
@@ -195,6 +196,9 @@ def create_apps(
         # Kubernetes client). Filter and prioritize still answer; the pod is not Ready.
         ready = ready and not problems
         body: dict[str, object] = {"ready": ready, "metrics": detail}
+        if policy is not None:
+            # Not part of `ready`: a failed reload keeps serving the last valid policy.
+            body["policy"] = policy()
         if problems:
             body["problems"] = list(problems)
         if watches:

@@ -31,11 +31,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from extender import logs
-    from extender.service import build_service, open_kube
+    from extender.reload import read_policy
+    from extender.service import PolicyFile, build_service, open_kube
 
     log_format = logs.log_format(args.log_format, os.environ)
     logs.configure_logging(args.log_level, log_format)
-    settings = _load(args.config)
+    # One read: the hash /readyz shows is of the very bytes the settings came from.
+    settings, sha256 = read_policy(Path(args.config), os.environ)
     server = settings.server
     tls = server.tls
     options: dict[str, Any] = {}
@@ -52,7 +54,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     logs.log_startup(settings, args.config, Path(args.config).read_bytes(), host, args.port)
     kube = open_kube(settings)
-    service = build_service(settings, kube=kube.client, kube_problem=kube.problem)
+    policy_file = PolicyFile(Path(args.config), dict(os.environ), sha256)
+    service = build_service(
+        settings, kube=kube.client, kube_problem=kube.problem, policy_file=policy_file
+    )
     common: dict[str, Any] = {
         "loop": "uvloop",
         "http": "httptools",

@@ -14,7 +14,7 @@ from itertools import filterfalse
 
 from extender.config import Policy, Settings
 from extender.model import FilterDecision, NodeName, Priorities, Snapshot
-from extender.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, PodMemory
+from extender.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, PodMemory, shown
 from extender.scoring import (
     Reservation,
     has_candidates_metric,
@@ -79,8 +79,20 @@ class Engine:
         default = self.settings.herd_guard.default_node_cores
         return reservation.cores / (self._node_cores.get(reservation.node) or default)
 
-    def install(self, snapshot: Snapshot, tables: Mapping[str, Table] | None, now: float) -> None:
-        """Swap in a snapshot (and its tables, built off the loop); expire covered reservations."""
+    def install(
+        self,
+        snapshot: Snapshot,
+        tables: Mapping[str, Table] | None,
+        now: float,
+        settings: Settings | None = None,
+    ) -> None:
+        """Swap in a snapshot (and its tables, built off the loop); expire covered reservations.
+
+        With `settings` (a reload), their policies replace the old ones in the same step.
+        The engine runs on the event loop and no verb awaits between reading a table and
+        answering, so a request is decided wholly on the old tables or wholly on the new."""
+        if settings is not None:
+            self.settings = settings
         live = live_reservations(
             self._reservations.values(),
             snapshot,
@@ -91,15 +103,6 @@ class Engine:
         self._recount()
         self._snapshot = snapshot
         self._tables = self._fresh_tables(snapshot, tables or {}, now)
-
-    def swap_settings(self, settings: Settings, tables: Mapping[str, Table], now: float) -> None:
-        """A reloaded policy file: its policies and tables (built off the loop from the
-        current snapshot) replace the old ones at once. The engine runs on the event loop
-        and no verb awaits between reading a table and answering, so a request is decided
-        wholly on the old tables or wholly on the new."""
-        self.settings = settings
-        self._recount()
-        self._tables = self._fresh_tables(self._snapshot, tables, now)
 
     def _fresh_tables(
         self, snapshot: Snapshot, tables: Mapping[str, Table], now: float
@@ -228,7 +231,7 @@ class Engine:
         names = args.names
         policy = self.policy_of(args.pod)
         if policy is None:
-            reason = UNKNOWN_POLICY.format(args.pod.policy)
+            reason = UNKNOWN_POLICY.format(shown(args.pod.policy or ""))
             self._remember(args, None, None, frozenset(names), now)
             return FilterDecision(failed=dict.fromkeys(names, reason))
         table = self.table(now, policy)

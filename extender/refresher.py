@@ -152,6 +152,7 @@ class Refresher:
         self._clock = clock
         self._installed = installed
         self._failures = 0
+        self._lock = asyncio.Lock()
         source = (
             "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
         )
@@ -174,33 +175,37 @@ class Refresher:
         return min(backoff, self._settings.prometheus.max_backoff)
 
     def _fetch_all(
-        self, inventory: NodeInventory
+        self, settings: Settings, inventory: NodeInventory
     ) -> dict[str, dict[NodeName, float] | BaseException]:
         results: dict[str, dict[NodeName, float] | BaseException] = {}
-        # The engine's settings, not ours: a reload may have changed the policies.
-        for m in self._engine.settings.fetched_metrics:
+        for m in settings.fetched_metrics:
             try:
                 results[m.name] = self._provider.fetch(m, inventory)
             except Exception as exc:
                 results[m.name] = exc
         return results
 
-    async def refresh_once(self) -> dict[str, str]:
-        """One refresh; returns metric -> error for the queries that failed."""
+    async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
+        """One refresh; returns metric -> error for the queries that failed.
+
+        `settings`: a reloaded policy, put in force with the first snapshot that has its
+        metrics (so a new fail-closed metric never filters nodes for want of a fetch).
+        Refreshes run one at a time: a reload's must not be overtaken by one started
+        under the old policies."""
+        async with self._lock:  # the engine's settings as they are once it is our turn
+            return await self._refresh(settings or self._engine.settings)
+
+    async def _refresh(self, settings: Settings) -> dict[str, str]:
         started = time.perf_counter()
         # The node cache (nodes.py) changes on the loop: read it here, not in the thread.
         inventory = self._inventory()
-        results = await asyncio.to_thread(self._fetch_all, inventory)
+        results = await asyncio.to_thread(self._fetch_all, settings, inventory)
         now = self._clock()
         snapshot = next_snapshot(self._engine.snapshot, results, now)
         herd = self._engine.herd()
-        settings = self._engine.settings
         tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now)
         self._engine.set_node_cores(inventory.cpu_cores)
-        # A reload while the tables were built: install() rebuilds what they no longer fit.
-        self._engine.install(
-            snapshot, tables if settings is self._engine.settings else None, self._clock()
-        )
+        self._engine.install(snapshot, tables, self._clock(), settings)
         if self._installed is not None:
             self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}

@@ -33,10 +33,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
 from watchfiles import Change, awatch
 
 from extender.causes import describe
-from extender.config import ConfigError, Settings, parse_text
+from extender.config import ConfigError, Settings, describe_errors, parse_text
 from extender.telemetry import ConfigFigures, Telemetry
 
 log = logging.getLogger("decice.reload")
@@ -86,6 +87,21 @@ def restart_sections(running: Settings, new: Settings) -> list[str]:
         for name, field in Settings.model_fields.items()
         if (field.alias or name) not in RELOADABLE and getattr(running, name) != getattr(new, name)
     ]
+
+
+def effective(running: Settings, new: Settings) -> Settings:
+    """What a reload puts in force: the new file's RELOADABLE sections on top of the
+    running service's other sections (those were read at start: listeners, clients and
+    their tasks are built from them). Validated again as a whole: ConfigError when the
+    mix does not hold (a static provider whose values lack a new metric, say)."""
+    fields = {
+        name: getattr(new if (field.alias or name) in RELOADABLE else running, name)
+        for name, field in Settings.model_fields.items()
+    }
+    try:
+        return Settings(**fields)
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc), "reloaded policy") from None
 
 
 def _parse(data: bytes, environ: Mapping[str, str], source: str) -> Settings:

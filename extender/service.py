@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.applications import Starlette
@@ -26,6 +27,7 @@ from extender.model import NodeInfo, Snapshot
 from extender.nodes import NodeCache
 from extender.podwatch import PodEventHandler
 from extender.refresher import Refresher
+from extender.reload import PolicyReloader, effective
 from extender.requeue import PodAnnotator, Requeuer
 from extender.telemetry import PlacementFigures, Telemetry
 from extender.turnedaway import TurnedAwayPods
@@ -49,6 +51,17 @@ class KubeAPI(KubeBinder, EventSink, Watcher, PodAnnotator, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyFile:
+    """Where the policy came from, for live reload (reload.read_policy gives the hash)."""
+
+    path: Path
+    environ: Mapping[str, str]
+    """The overrides read at start (PROMETHEUS_URL, KUBECONFIG), applied on reload too."""
+    sha256: str
+    """sha256 of the bytes the running Settings were read from."""
+
+
+@dataclass(frozen=True, slots=True)
 class Service:
     settings: Settings
     app: Starlette
@@ -65,6 +78,8 @@ class Service:
     problems: tuple[str, ...] = ()
     """What keeps the service from working as configured, whatever the metrics say
     (bind enabled without a Kubernetes client): /readyz answers 503 and lists them."""
+    reloader: PolicyReloader | None = None
+    """Live reload of the policy file, when the service was built from one."""
 
     async def prepare(self) -> None:
         """What the app does before its first refresh (the CLI calls it too)."""
@@ -81,6 +96,7 @@ def build_service(
     kube: KubeAPI | None = None,
     kube_problem: str | None = None,
     clock: Callable[[], float] = time.time,
+    policy_file: PolicyFile | None = None,
 ) -> Service:
     """The engine, refresher, binder, watches and app for `settings`.
 
@@ -89,7 +105,8 @@ def build_service(
     labels cannot be mapped to nodes, and the herd guard hears only of our own binds.
     `kube_problem` says why a client the policy needs is missing (`open_kube`): with
     bind enabled, that is logged at ERROR and /readyz answers 503 naming it.
-    The first refresh runs when the app starts.
+    The first refresh runs when the app starts. With `policy_file`, a change of that
+    file or SIGHUP reloads its policies (extender.reload).
     """
     problems = _kube_problems(settings, kube_problem) if kube is None else ()
     telemetry = Telemetry()
@@ -163,6 +180,23 @@ def build_service(
 
     telemetry.watch_placement(placement)
     service_informers = tuple(informers)
+    reloader = None
+    if policy_file is not None:
+
+        async def apply(new: Settings) -> None:
+            # The first refresh with the new metrics installs the new policies with it.
+            await refresher.refresh_once(effective(engine.settings, new))
+
+        reloader = PolicyReloader(
+            policy_file.path,
+            policy_file.environ,
+            settings,
+            policy_file.sha256,
+            apply,
+            telemetry,
+            clock,
+        )
+        background["policy-watch"] = reloader.watch
     apps = create_apps(
         settings,
         engine,
@@ -172,9 +206,10 @@ def build_service(
         clock,
         background,
         watches={i.status.resource: i.status for i in service_informers},
-        prepare=lambda: _prepare(service_informers),
-        shutdown=kube.close if kube is not None else None,
+        prepare=lambda: _prepare(service_informers, reloader),
+        shutdown=lambda: _shutdown(kube, reloader),
         problems=problems,
+        policy=lambda: _policy_detail(engine.settings, reloader),
     )
     return Service(
         settings,
@@ -188,6 +223,7 @@ def build_service(
         service_informers,
         requeuer,
         problems=problems,
+        reloader=reloader,
     )
 
 
@@ -215,11 +251,32 @@ def _nothing(uid: str) -> None:
     pass
 
 
-async def _prepare(informers: tuple[Informer, ...]) -> None:
+async def _prepare(informers: tuple[Informer, ...], reloader: PolicyReloader | None = None) -> None:
     """Each watch's first list, bounded in time (nodes map `instance` labels in the first
-    refresh); a failure is logged and the watch loop retries it."""
+    refresh); a failure is logged and the watch loop retries it. SIGHUP reloads the policy
+    from now on (uvicorn handles SIGINT and SIGTERM only)."""
+    if reloader is not None:
+        reloader.install_sighup()
     for informer in informers:
         await informer.prime(PREPARE_TIMEOUT)
+
+
+async def _shutdown(kube: KubeAPI | None, reloader: PolicyReloader | None) -> None:
+    if reloader is not None:
+        reloader.remove_sighup()
+    if kube is not None:
+        await kube.close()
+
+
+def _policy_detail(settings: Settings, reloader: PolicyReloader | None) -> dict[str, object]:
+    """/readyz: the policies in force and, from a file, its hash and the last reload."""
+    detail: dict[str, object] = {
+        "policies": list(settings.policy_map),
+        "defaultPolicy": settings.default.name,
+    }
+    if reloader is not None:
+        detail.update(reloader.detail())
+    return detail
 
 
 def _node_informer(
