@@ -350,6 +350,52 @@ class RequeueSettings(Model):
     """Turned-away pods remembered at most (oldest dropped)."""
 
 
+RebalanceMode = Literal["dry-run", "evict"]
+
+
+class RebalanceSettings(Model):
+    """`decice-extender rebalance`: move running pods off nodes the policy now rejects or
+    scores clearly worse, through the Eviction API (their controllers recreate them, and
+    the scheduler places the successors with the same policy)."""
+
+    mode: RebalanceMode = "dry-run"
+    """dry-run: log, post an Event and count what would move, evict nothing; evict: act."""
+    interval: Seconds = 60.0
+    """Seconds between re-checks of every running pod of ours."""
+    margin: Annotated[int, Strict(), Field(ge=1, le=10)] = 3
+    """Score points (0..10) the best node must beat the pod's node by before the pod is a
+    candidate to move (stickiness: equal or near-equal nodes never cause a move)."""
+    sustain: Count = 3
+    """Consecutive checks a pod must be a candidate before it moves (one bad sample never
+    moves a pod)."""
+    min_age: Annotated[float, Strict(), Field(ge=0)] = 600.0
+    """Pods younger than this many seconds are left where they are."""
+    max_evictions_per_cycle: Count = 5
+    """Evictions (or, in dry-run, would-be evictions) per check, in the whole cluster."""
+    max_evictions_per_node: Count = 1
+    """Evictions per check from one node."""
+    lease_name: Annotated[str, Strict(), Field(min_length=1)] = "decice-rebalancer"
+    """The coordination.k8s.io/v1 Lease that elects the one active rebalancer."""
+    lease_namespace: StrictStr | None = None
+    """The Lease's namespace; unset: POD_NAMESPACE, else the service account's namespace,
+    else "default"."""
+    lease_duration: Annotated[int, Strict(), Field(ge=2)] = 15
+    """Seconds a Lease holds without renewal before another replica may take it."""
+    renew_deadline: Annotated[int, Strict(), Field(ge=2)] = 10
+    """Seconds the leader keeps trying to renew before it stops evicting."""
+    retry_period: Count = 2
+    """Seconds between attempts to acquire or renew the Lease."""
+
+    @model_validator(mode="after")
+    def _lease_times(self) -> RebalanceSettings:
+        # kubernetes.leaderelection's own rules (it would sys.exit on them).
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("leaseDuration must be greater than renewDeadline")
+        if self.renew_deadline <= 1.2 * self.retry_period:
+            raise ValueError("renewDeadline must be greater than 1.2 x retryPeriod")
+        return self
+
+
 class PrioritizeSettings(Model):
     max_hosts: Count | None = None
     """Answer only the best K nodes; the scheduler scores the others 0."""
@@ -427,6 +473,8 @@ class Settings(Model):
     """The prioritize verb."""
     explain: ExplainSettings = ExplainSettings()
     """/explain, Events and per-node series."""
+    rebalance: RebalanceSettings = RebalanceSettings()
+    """The rebalancer (`decice-extender rebalance`, its own Deployment)."""
 
     @field_validator("single_metrics")
     @classmethod
@@ -515,22 +563,22 @@ def _policy_problems(s: Settings) -> list[str]:
         )
     queries: dict[str, tuple[str, str]] = {}
     for name, policy in _raw_policies(s).items():
-        where = f"policies.{name}" if s.policies is not None else "$"
+        where = f"policies.{name}." if s.policies is not None else ""  # key paths as written
         names = {m.name for m in policy.metrics}
         if policy.herd_metric is not None and policy.herd_metric not in names:
             problems.append(
-                f"{where}.herdMetric: {policy.herd_metric!r} is not one of its metrics "
+                f"{where}herdMetric: {policy.herd_metric!r} is not one of its metrics "
                 f"{sorted(names)}"
             )
         for i, m in enumerate(policy.metrics):
             if s.provider == "prometheus" and not m.query.strip():
                 problems.append(
-                    f"{where}.metrics[{i}]({m.name}).query: required when provider is prometheus"
+                    f"{where}metrics[{i}]({m.name}).query: required when provider is prometheus"
                 )
             first = queries.setdefault(m.name, (name, m.query))
             if first[1] != m.query:
                 problems.append(
-                    f"{where}.metrics[{i}]({m.name}).query: differs from the query of "
+                    f"{where}metrics[{i}]({m.name}).query: differs from the query of "
                     f"{m.name!r} in policy {first[0]!r}; a metric name is fetched once, so give "
                     "one of them another name"
                 )
@@ -685,6 +733,7 @@ _KNOWN_KEYS = sorted(
                 RequeueSettings,
                 PrioritizeSettings,
                 ExplainSettings,
+                RebalanceSettings,
             )
         )
     )
