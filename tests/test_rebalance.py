@@ -69,7 +69,7 @@ def check(
 # value (weight x value / 10) and the policy averages two `higher` metrics on 0..10: the
 # same inputs give A 5 and B 1 (Krake's scores halved, rounded), and swap the same way.
 
-KRAKE = {
+KRAKE: dict[str, Any] = {
     "provider": "static",
     "static": {"nodes": {"a": {"electricity_cost": 0.9, "green_energy_ratio": 0.01}}},
     "metrics": [
