@@ -54,7 +54,7 @@ def fetch_error(settings: Settings) -> str:
     """What the refresher shows when the provider's fetch of `cpu` fails."""
     provider = PrometheusProvider(settings.prometheus)
     with pytest.raises(Exception) as caught:
-        provider.fetch(settings.metrics[0], NodeInventory())
+        provider.fetch(settings.default.metrics[0], NodeInventory())
     return describe(caught.value)
 
 
@@ -163,7 +163,9 @@ def test_a_certificate_we_do_not_trust(tmp_path: Path) -> None:
         ca.cert_pem.write_to_path(str(ca_file))
         settings = prometheus(url, caFile=str(ca_file))  # trusted: the answer is read
         with pytest.raises(BadAnswer):
-            PrometheusProvider(settings.prometheus).fetch(settings.metrics[0], NodeInventory())
+            PrometheusProvider(settings.prometheus).fetch(
+                settings.default.metrics[0], NodeInventory()
+            )
     finally:
         server.shutdown()
         server.server_close()

@@ -22,14 +22,16 @@ DEMO = str(ROOT / "config" / "demo.yaml")
 
 def test_check_config_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-config", DEMO]) == 0
-    assert "ok (static provider; metrics: cpu, memory)" in capsys.readouterr().out
+    assert (
+        "ok (static provider; policies default (default): cpu, memory)" in capsys.readouterr().out
+    )
     bad = tmp_path / "bad.yaml"
     bad.write_text("metrics:\n  - name: cpu\n    wieght: 2\nserver: {port: -1}\n")
     assert main(["check-config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "invalid configuration" in err
     assert "metrics[0].wieght: unknown key" in err
-    assert "server.port: must be a port number" in err
+    assert "server.port: Input should be greater than or equal to 0 (got -1)" in err
 
 
 def test_scores_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,8 +73,8 @@ def test_reachability_names_the_auth_and_the_cause_without_secrets() -> None:
         url="https://prom:9090",
         headers={"X-Scope-OrgID": "tenant-a"},
         bearer_token_file="/var/run/token",
-        basic_auth=BasicAuth("decice", "/etc/pw"),
-        ca_file="/etc/ca.pem",
+        basic_auth=BasicAuth(username="decice", password_file="/etc/pw"),
+        caFile="/etc/ca.pem",
     )
     text = auth_text(settings)
     assert "bearer token from /var/run/token" in text and "basic auth as decice" in text

@@ -39,7 +39,7 @@ def request(names: list[str], uid: str = "u-1") -> bytes:
 def test_rows_carry_values_normalisation_weights_and_the_reason_with_its_values() -> None:
     e = engine()
     rows = explain_nodes(
-        e.settings,
+        e.settings.default,
         e.snapshot,
         frozenset(),
         {"node-3": 0.25},
@@ -69,7 +69,7 @@ def test_rows_carry_values_normalisation_weights_and_the_reason_with_its_values(
 def test_scores_are_the_ones_the_table_answered() -> None:
     e = engine()
     names = ["node-1", "node-2", "node-3", "node-4"]
-    rows = explain_nodes(e.settings, e.snapshot, frozenset(), {}, names, NOW)
+    rows = explain_nodes(e.settings.default, e.snapshot, frozenset(), {}, names, NOW)
     assert {r["node"]: r["score"] for r in rows} == {n: e.table(NOW).scores[n] for n in names}
 
 

@@ -44,7 +44,7 @@ class Flaky:
 async def test_refresher_backs_off_and_recovers() -> None:
     settings = make_settings(prometheus={"interval": 2, "maxBackoff": 10})
     clock = [1000.0]
-    engine = Engine(settings, Snapshot.empty(m.name for m in settings.metrics), clock[0])
+    engine = Engine(settings, Snapshot.empty(m.name for m in settings.fetched_metrics), clock[0])
     refresher = Refresher(settings, engine, Flaky(4), clock=lambda: clock[0])
     delays = []
     for _ in range(5):
@@ -65,7 +65,7 @@ async def test_refresher_reads_the_node_cache_and_reports_each_install() -> None
             seen.append(inventory)
             return super().fetch(metric, inventory)
 
-    engine = Engine(settings, Snapshot.empty(m.name for m in settings.metrics), 0.0)
+    engine = Engine(settings, Snapshot.empty(m.name for m in settings.fetched_metrics), 0.0)
     refresher = Refresher(
         settings,
         engine,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from extender.config import Settings
+from extender.config import Policy
 from extender.model import MetricSeries, Snapshot
 from extender.scoring import (
     Reservation,
@@ -22,8 +22,8 @@ from extender.table import build_table, patch_table
 from tests.conftest import NOW, make_settings, make_snapshot
 
 
-def cpu(**metric: Any) -> Settings:
-    return make_settings(metrics=[{"name": "cpu", **metric}])
+def cpu(**metric: Any) -> Policy:
+    return make_settings(metrics=[{"name": "cpu", **metric}]).default
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_weighted_sum_of_metrics_with_min_max() -> None:
             {"name": "latency", "weight": 1, "min": 0, "max": 200, "direction": "lower"},
             {"name": "free", "weight": 1, "min": 0, "max": 64, "direction": "higher"},
         ]
-    )
+    ).default
     snap = make_snapshot({"cpu": {"n": 0.2}, "latency": {"n": 50}, "free": {"n": 16}})
     table = build_table(s, snap, frozenset(), {}, NOW)
     # (3*0.8 + 1*0.75 + 1*0.25) / 5 = 0.68 -> 6.8 -> 7
@@ -137,5 +137,5 @@ def test_herd_guard_adds_request_until_a_settled_snapshot() -> None:
     # Covered only by a snapshot fetched at least `settle` after the bind.
     early = make_snapshot({"cpu": {"a": 0.3}}, fetched_at=NOW + 10)
     late = make_snapshot({"cpu": {"a": 0.3}}, fetched_at=NOW + 31)
-    assert live_reservations([r], early, "cpu", settle=30) == [r]
-    assert live_reservations([r], late, "cpu", settle=30) == []
+    assert live_reservations([r], early, ("cpu",), settle=30) == [r]
+    assert live_reservations([r], late, ("cpu",), settle=30) == []

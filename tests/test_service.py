@@ -71,7 +71,7 @@ def test_per_node_gauges_follow_the_table_and_can_be_turned_off() -> None:
     settings = make_settings(static={"nodes": {"node-1": {"cpu": 0.9}, "node-3": {"cpu": 0.1}}})
     with TestClient(build_service(settings).app) as client:
         text = client.get("/metrics").text
-        assert 'decice_node_score{node="node-3"} 9.0' in text
+        assert 'decice_node_score{node="node-3",policy="default"} 9.0' in text
         assert 'decice_node_metric{metric="cpu",node="node-1"} 0.9' in text
     off = make_settings(explain={"nodeMetrics": False})
     with TestClient(build_service(off).app) as client:

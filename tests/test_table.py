@@ -9,7 +9,7 @@ from tests.conftest import NOW, make_settings, make_snapshot
 
 
 def test_fragments_for_unknown_nodes() -> None:
-    s = make_settings(metrics=[{"name": "cpu"}])
+    s = make_settings(metrics=[{"name": "cpu"}]).default
     table = build_table(s, make_snapshot({"cpu": {"a": 0.0}}), frozenset(), {}, NOW)
     assert table.fragments["a"] == b'{"Host":"a","Score":10}'
     assert table.fragments["zzz"] == b'{"Host":"zzz","Score":5}'
@@ -17,7 +17,7 @@ def test_fragments_for_unknown_nodes() -> None:
 
 
 def test_the_whole_answer_covers_exactly_the_passing_nodes_and_leaves_out_zero_scores() -> None:
-    s = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.99}}])
+    s = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.99}}]).default
     snap = make_snapshot({"cpu": {"a": 0.0, "b": 1.0, "c": 0.5, "d": 0.97}})
     table = build_table(s, snap, frozenset(), {}, NOW)
     assert table.whole.nodes == {"a", "c", "d"}
@@ -32,7 +32,7 @@ def test_the_whole_answer_covers_exactly_the_passing_nodes_and_leaves_out_zero_s
 
 
 def test_patch_rescored_only_the_nodes_whose_load_changed() -> None:
-    s = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}])
+    s = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}]).default
     snap = make_snapshot({"cpu": {"a": 0.5, "b": 0.5}})
     base = build_table(s, snap, frozenset(), {}, NOW)
     assert base.passes_all and base.ok == {"a", "b"}

@@ -70,8 +70,11 @@ def test_refresh_errors_per_metric() -> None:
 
 def test_node_scores_and_metric_values_for_dashboards() -> None:
     t = Telemetry()
-    t.watch_nodes(lambda: ({"a": 8, "b": 1}, {"cpu": {"a": 0.2, "b": 0.95}}))
+    scores = {"default": {"a": 8, "b": 1}, "batch": {"a": 3}}
+    t.watch_nodes(lambda: (scores, {"cpu": {"a": 0.2, "b": 0.95}}))
     got = samples(t)
-    assert got[("decice_node_score", (("node", "a"),))] == 8
-    assert got[("decice_node_score", (("node", "b"),))] == 1
+    assert got[("decice_node_score", (("node", "a"), ("policy", "default")))] == 8
+    assert got[("decice_node_score", (("node", "b"), ("policy", "default")))] == 1
+    assert got[("decice_node_score", (("node", "a"), ("policy", "batch")))] == 3
+    assert ("decice_node_score", (("node", "b"), ("policy", "batch"))) not in got
     assert got[("decice_node_metric", (("metric", "cpu"), ("node", "b")))] == 0.95

@@ -756,7 +756,7 @@ def test_policy_examples_load(name: str, label: str) -> None:
     settings = load_settings(ROOT / "config" / name, environ={})
     assert settings.prometheus.node_label == label
     assert settings.server.host == "127.0.0.1" and settings.server.port == 8888
-    [metric] = settings.metrics
+    [metric] = settings.default.metrics
     assert f"by ({label})" in re.sub(r"\s+", " ", metric.query)
 
 

@@ -119,7 +119,7 @@ def exported_series() -> dict[str, str]:
     <name>_bucket/_count/_sum), plus Prometheus' own `up`."""
     telemetry = Telemetry()
     telemetry.watch(lambda: Snapshot.empty(["cpu"]))
-    telemetry.watch_nodes(lambda: ({"node-1": 5}, {"cpu": {"node-1": 0.5}}))
+    telemetry.watch_nodes(lambda: ({"default": {"node-1": 5}}, {"cpu": {"node-1": 0.5}}))
     telemetry.watch_placement(lambda: ({"bind": 1}, 1, 1, {"pods": True}))
     names = {"up": "gauge"}
     for family in telemetry.registry.collect():

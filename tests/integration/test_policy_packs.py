@@ -287,9 +287,9 @@ def run_pack(
     our counters are read, hence the tolerance."""
     settings = load_settings(POLICIES / name, environ={"PROMETHEUS_URL": prometheus.url})
     assert settings.prometheus.url == prometheus.url
-    assert [m.name for m in settings.metrics] == list(expected)
+    assert [m.name for m in settings.default.metrics] == list(expected)
     label = settings.prometheus.node_label
-    for m in settings.metrics:
+    for m in settings.default.metrics:
         # The first scrape lands ~5 s after start; the rules need one more evaluation.
         prometheus.wait_for(m.query, approx_values(expected[m.name], label, tol), timeout=40)
     outcome = Outcome(settings, nodes)
@@ -380,5 +380,5 @@ def test_every_pack_loads(path: Path) -> None:
     settings = load_settings(path, environ={"PROMETHEUS_URL": "http://127.0.0.1:9090"})
     assert settings.provider == "prometheus"
     assert settings.prometheus.url == "http://127.0.0.1:9090"
-    assert all(m.query.strip() for m in settings.metrics)
+    assert all(m.query.strip() for m in settings.fetched_metrics)
     assert path.read_text(encoding="utf-8").startswith("# Policy pack: ")

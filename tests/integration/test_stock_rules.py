@@ -70,7 +70,7 @@ async def test_shipped_policy_reads_the_stock_recording_rules(
     exporter, prometheus = stock
     settings = load_settings(SHIPPED, {"PROMETHEUS_URL": prometheus.url})
     assert settings.prometheus.url == prometheus.url
-    query = settings.metrics[0].query
+    query = settings.default.metrics[0].query
     # Prometheus's own answer first: the rules joined node-exporter to node names.
     prometheus.wait_for(query, approx_values(LOAD, tol=0.005), timeout=40)
 
