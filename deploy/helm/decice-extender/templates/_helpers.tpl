@@ -215,3 +215,40 @@ extenders:
     ignorable: {{ $ext.ignorable }}
     httpTimeout: {{ $ext.httpTimeout }}
 {{- end }}
+
+{{/*
+The rebalancer (rebalancer.enabled): its own name, labels and ServiceAccount. Its
+app.kubernetes.io/name differs from the extender's, so neither the extender's Deployment
+selector nor its Service, ServiceMonitor, PDB or NetworkPolicy select rebalancer pods.
+*/}}
+{{- define "decice-extender.rebalancerFullname" -}}
+{{- printf "%s-rebalancer" (include "decice-extender.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "decice-extender.rebalancerSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-rebalancer" (include "decice-extender.name" . | trunc 52 | trimSuffix "-") }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "decice-extender.rebalancerLabels" -}}
+helm.sh/chart: {{ include "decice-extender.chart" . }}
+{{ include "decice-extender.rebalancerSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: rebalancer
+app.kubernetes.io/part-of: decice
+{{- end }}
+
+{{- define "decice-extender.rebalancerServiceAccountName" -}}
+{{- default (include "decice-extender.rebalancerFullname" .) (dig "serviceAccount" "name" "" .Values.rebalancer) }}
+{{- end }}
+
+{{/* The rebalancer's Lease: policy.rebalance.leaseName (default decice-rebalancer). */}}
+{{- define "decice-extender.rebalancerLease" -}}
+{{- dig "rebalance" "leaseName" "decice-rebalancer" (.Values.policy | default dict) | default "decice-rebalancer" }}
+{{- end }}
+
+{{/* Its namespace: policy.rebalance.leaseNamespace, else the release's (POD_NAMESPACE). */}}
+{{- define "decice-extender.rebalancerLeaseNamespace" -}}
+{{- dig "rebalance" "leaseNamespace" "" (.Values.policy | default dict) | default .Release.Namespace }}
+{{- end }}
