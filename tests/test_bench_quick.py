@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -50,29 +51,51 @@ def test_server_timing_on_every_verb_and_every_outcome(verb: str) -> None:
     orjson.loads(ok.content)
 
 
-def test_bench_quick_writes_every_key(tmp_path: Path) -> None:
+def bench_quick(tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """`bench --quick --json FILE ARGS...`: (the JSON written, stdout)."""
     out = tmp_path / "bench.json"
     run = subprocess.run(
-        [sys.executable, "-m", "tests.benchmarks.bench", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "tests.benchmarks.bench", "--quick", "--json", str(out), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    data = json.loads(out.read_text())
-    assert set(data["rss_mb"]) >= {"idle", "warm", "after", "requests_since_warm"}
-    assert data["rss_mb"]["idle"] > 0
-    assert data["rss_mb"]["after"] > 0
-    rows = data["results"]
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data, run.stdout
+
+
+def check_rows(rows: list[dict[str, Any]], forms: tuple[str, ...], policies: int) -> None:
     assert {(r["verb"], r["form"]) for r in rows} == {
-        (v, f) for v in ("filter", "prioritize") for f in ("names", "nodes")
+        (v, f) for v in ("filter", "prioritize") for f in forms
     }
     for row in rows:
         assert set(KEYS) <= set(row), set(KEYS) - set(row)
         assert row["nodes"] == 100
+        assert row["policies"] == policies
         assert row["answer_hosts"] == 100  # the benchmark's snapshot passes every node
         assert row["answer_bytes"] > 0
         for key in ("server_p50_ms", "rtt_p50_ms", "floor_orjson_ms", "floor_echo_ms"):
             assert row[key] > 0, key
-    assert "r_orjson" in run.stdout  # the readable table
+
+
+def test_bench_quick_writes_every_key(tmp_path: Path) -> None:
+    data, stdout = bench_quick(tmp_path)
+    assert set(data["rss_mb"]) >= {"idle", "warm", "after", "requests_since_warm"}
+    assert data["rss_mb"]["idle"] > 0
+    assert data["rss_mb"]["after"] > 0
+    assert (data["policies"], data["policy_named"], data["policy_hosts"]) == (1, None, {})
+    check_rows(data["results"], ("names", "nodes"), 1)
+    assert "r_orjson" in stdout  # the readable table
+    assert "policies: 1 " in stdout
+
+
+def test_bench_quick_named_policies(tmp_path: Path) -> None:
+    """--policies 3: three tables, the measured pod naming p3 (not the default); before
+    measuring the benchmark checks each policy answers every node and p3 is not p1."""
+    data, stdout = bench_quick(tmp_path, "--policies", "3", "--forms", "names")
+    assert (data["policies"], data["policy_named"]) == (3, "p3")
+    assert data["policy_hosts"] == {"100": {"p1": 100, "p2": 100, "p3": 100}}
+    check_rows(data["results"], ("names",), 3)
+    assert "policies: 3 (p1..p3, default p1; the pod names p3)" in stdout

@@ -1,6 +1,6 @@
 """Filter and prioritize latency against two floors measured in the same run (issue 7).
 
-    python -m tests.benchmarks.bench [--quick] [--json FILE]
+    python -m tests.benchmarks.bench [--quick] [--json FILE] [--policies N]
 
 Starts the real service (`python -m extender serve`: uvicorn, one worker, uvloop,
 httptools, no access log) on 127.0.0.1 with a static policy of three metrics that
@@ -17,6 +17,13 @@ fixture), measures filter and prioritize:
 - ratio_orjson = server p50 / orjson floor, ratio_echo = rtt p50 / echo rtt p50,
   ratio_rps = rps c1 / echo rps c1; RSS idle (5,000-node snapshot loaded), warm (after
   the first rows' requests) and after 10,000 more requests.
+
+With `--policies N` (N > 1) the policy file has N named policies p1..pN over the same
+three metrics, each with other weights and thresholds (so N different tables, every node
+still passing), `defaultPolicy: p1`, and the measured pod names the last one, pN, with the
+annotation decice.io/policy: a lookup by name, not the default. Before measuring, one
+prioritize per policy checks that each answers every node and that pN's answer is not
+p1's (the annotation is honoured). N = 1 sends exactly the policy and bodies of before.
 
 Every loop is bounded in count and in time; a full run takes about three minutes on
 2 cores. Not part of the test run (tests/test_bench_quick.py runs `--quick`).
@@ -57,6 +64,7 @@ HOST = "127.0.0.1"
 VERBS = ("filter", "prioritize")
 FORMS = ("names", "nodes")
 RSS_REQUESTS = 10_000
+POLICY_ANNOTATION = "decice.io/policy"
 
 KEYS = (
     "verb",
@@ -105,8 +113,11 @@ def node_names(n: int) -> list[str]:
     ]
 
 
-def policy(names: Sequence[str], port: int) -> dict[str, Any]:
-    """Three metrics over a static snapshot covering every node; every node passes."""
+def policy(names: Sequence[str], port: int, policies: int = 1) -> dict[str, Any]:
+    """Three metrics over a static snapshot covering every node; every node passes.
+
+    With `policies` > 1: that many named policies p1..pN (see `named_policies`) instead of
+    top-level metrics, p1 the default."""
     rng = random.Random(7)
     nodes = {
         n: {
@@ -116,24 +127,54 @@ def policy(names: Sequence[str], port: int) -> dict[str, Any]:
         }
         for n in names
     }
+    shape: dict[str, Any] = {"metrics": policy_metrics(1)}
+    if policies > 1:
+        shape = {"policies": named_policies(policies), "defaultPolicy": policy_name(1)}
     return {
         "schedulerNames": ["decice_sched"],
         "server": {"host": HOST, "port": port},
         "provider": "static",
         "static": {"nodes": nodes},
-        "metrics": [
-            {"name": "cpu", "weight": 2, "direction": "lower", "filter": {"above": 0.9}},
-            {"name": "memory", "weight": 1, "direction": "lower"},
-            {"name": "disk", "weight": 1, "direction": "lower", "onMissing": "fail-open"},
-        ],
+        **shape,
         "herdGuard": {"enabled": True, "metric": "cpu"},
         "bind": {"enabled": False},
     }
 
 
-def request_body(names: Sequence[str], form: str) -> bytes:
-    """ExtenderArgs for the captured pod, in NodeNames form or full Nodes form."""
+def policy_name(i: int) -> str:
+    return f"p{i}"
+
+
+def policy_metrics(i: int) -> list[dict[str, Any]]:
+    """The metrics of policy i (1-based); i = 1 is the single policy of every earlier run.
+
+    The same three metrics (same names, no query: static) with weights and the cpu
+    threshold changing with i, so each policy has a table of its own; cpu values stay
+    below 0.85, so every node passes every policy's threshold. Integers where they were
+    integers, so policy 1 serializes byte for byte as before."""
+    return [
+        {
+            "name": "cpu",
+            "weight": 2,
+            "direction": "lower",
+            "filter": {"above": round(0.9 + (i - 1) / 100, 2)},
+        },
+        {"name": "memory", "weight": i, "direction": "lower"},
+        {"name": "disk", "weight": (i + 1) // 2, "direction": "lower", "onMissing": "fail-open"},
+    ]
+
+
+def named_policies(n: int) -> dict[str, Any]:
+    return {policy_name(i): {"metrics": policy_metrics(i)} for i in range(1, n + 1)}
+
+
+def request_body(names: Sequence[str], form: str, policy: str | None = None) -> bytes:
+    """ExtenderArgs for the captured pod, in NodeNames form or full Nodes form; with
+    `policy`, the pod names that policy (annotation decice.io/policy)."""
     captured = orjson.loads((FIXTURES / "filter-fullnodes.json").read_bytes())
+    if policy is not None:
+        meta = captured["Pod"]["metadata"]
+        meta["annotations"] = {**meta.get("annotations", {}), POLICY_ANNOTATION: policy}
     if form == "names":
         return orjson.dumps({"Pod": captured["Pod"], "Nodes": None, "NodeNames": list(names)})
     template = orjson.dumps(captured["Nodes"]["items"][0])
@@ -387,12 +428,16 @@ def measure_row(
 
 
 def top_up(port: int, body_file: Path, target: int) -> int:
-    """Send prioritize requests until the service has answered `target` in all (bounded)."""
-    for _ in range(5):
+    """Send prioritize requests until the service has answered `target` in all (bounded).
+
+    wrk sleeps out its whole -d even once every thread has stopped at BENCH_MAX, so it
+    runs in short slices (2 s) until the count is reached, 60 s at most in all."""
+    deadline = time.monotonic() + 60
+    while have_wrk() and time.monotonic() < deadline:
         missing = target - served_requests(port)
-        if missing <= 0 or not have_wrk():
+        if missing <= 0:
             break
-        wrk_rps(port, "/prioritize", body_file, 1, 1, 60, max_per_thread=missing)
+        wrk_rps(port, "/prioritize", body_file, 1, 1, 2, max_per_thread=missing)
     conn = http.client.HTTPConnection(HOST, port, timeout=30)
     body = body_file.read_bytes()
     for _ in range(RSS_REQUESTS):  # without wrk: the Python client, still bounded
@@ -405,9 +450,38 @@ def top_up(port: int, body_file: Path, target: int) -> int:
     return served_requests(port)
 
 
-def run(sizes: Sequence[int], forms: Sequence[str], budget: Budget, log: Any) -> dict[str, Any]:
+def check_policies(port: int, names: Sequence[str], policies: int) -> dict[str, int]:
+    """One prioritize per policy (NodeNames form): policy -> hosts answered. Raises when a
+    policy does not answer every node or pN answers exactly as p1 (annotation ignored)."""
+    hosts: dict[str, int] = {}
+    answers: dict[str, bytes] = {}
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    for i in range(1, policies + 1):
+        name = policy_name(i)
+        body = request_body(names, "names", name)
+        conn.request("POST", "/prioritize", body, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        answers[name] = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"policy {name}: HTTP {resp.status}: {answers[name][:200]!r}")
+        hosts[name] = answer_hosts("prioritize", orjson.loads(answers[name]))
+    conn.close()
+    short = {k: v for k, v in hosts.items() if v != len(names)}
+    if short:
+        raise RuntimeError(f"policies answering fewer than {len(names)} hosts: {short}")
+    first, last = policy_name(1), policy_name(policies)
+    if policies > 1 and answers[first] == answers[last]:
+        raise RuntimeError(f"{last} answered exactly as {first}: is the annotation read?")
+    return hosts
+
+
+def run(
+    sizes: Sequence[int], forms: Sequence[str], budget: Budget, log: Any, policies: int = 1
+) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     rss: dict[str, Any] = {}
+    checked: dict[str, dict[str, int]] = {}
+    named = policy_name(policies) if policies > 1 else None
     with tempfile.TemporaryDirectory(prefix="decice-bench-") as tmp:
         work = Path(tmp)
         echo_port = free_port()
@@ -417,7 +491,7 @@ def run(sizes: Sequence[int], forms: Sequence[str], budget: Budget, log: Any) ->
                 names = node_names(n)
                 port = free_port()
                 config = work / f"policy-{n}.yaml"
-                config.write_bytes(orjson.dumps(policy(names, port)))  # JSON is YAML
+                config.write_bytes(orjson.dumps(policy(names, port, policies)))  # JSON is YAML
                 argv = [
                     sys.executable,
                     "-m",
@@ -433,13 +507,16 @@ def run(sizes: Sequence[int], forms: Sequence[str], budget: Budget, log: Any) ->
                     if n == max(sizes):
                         rss["nodes"] = n
                         rss["idle"] = round(rss_mb(service.pid), 1)
+                    if named is not None:
+                        checked[str(n)] = check_policies(port, names, policies)
                     for form in forms:
-                        body = request_body(names, form)
+                        body = request_body(names, form, named)
                         body_file = work / f"body-{n}-{form}.json"
                         body_file.write_bytes(body)
                         echo = measure_echo(echo_port, body, body_file, budget)
                         for verb in VERBS:
                             row = measure_row(port, verb, n, form, body, body_file, echo, budget)
+                            row["policies"] = policies
                             results.append(row)
                             log(format_row(row))
                         if n == max(sizes) and form == "names":
@@ -453,7 +530,13 @@ def run(sizes: Sequence[int], forms: Sequence[str], budget: Budget, log: Any) ->
                     if n == max(sizes):
                         rss["after_all_forms"] = round(rss_mb(service.pid), 1)
                         rss["requests_all_forms"] = served_requests(port)
-    return {"rss_mb": rss, "results": results}
+    return {
+        "policies": policies,
+        "policy_named": named,
+        "policy_hosts": checked,
+        "rss_mb": rss,
+        "results": results,
+    }
 
 
 # -- output --------------------------------------------------------------------------------
@@ -523,7 +606,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--sizes", help="comma-separated node counts (default 100,1000,5000)")
     p.add_argument("--forms", default="names,nodes", help="names,nodes")
+    p.add_argument(
+        "--policies",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N named policies p1..pN, the measured pod naming pN (default 1: no names)",
+    )
     args = p.parse_args(argv)
+    if args.policies < 1:
+        p.error("--policies: at least 1")
     budget = QUICK if args.quick else FULL
     default = [100] if args.quick else [100, 1000, 5000]
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else default
@@ -535,8 +627,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     print(f"machine: {os.cpu_count()} cpus, {cpu_model()}; python {sys.version.split()[0]}")
+    if args.policies == 1:
+        print("policies: 1 (top-level metrics, the pod names none)")
+    else:
+        print(
+            f"policies: {args.policies} ({policy_name(1)}..{policy_name(args.policies)}, "
+            f"default {policy_name(1)}; the pod names {policy_name(args.policies)})"
+        )
     print(format_header(), flush=True)
-    data = run(sizes, forms, budget, lambda line: print(line, flush=True))
+    data = run(sizes, forms, budget, lambda line: print(line, flush=True), args.policies)
     data["machine"] = {"nproc": os.cpu_count(), "cpu": cpu_model()}
     data["seconds"] = round(time.monotonic() - started, 1)
     rss = data["rss_mb"]
