@@ -129,9 +129,14 @@ def create_apps(
     prepare: Callable[[], Awaitable[None]] | None = None,
     shutdown: Callable[[], Awaitable[None]] | None = None,
     problems: Sequence[str] = (),
-    policy: Callable[[], dict[str, object]] | None = None,
+    details: Mapping[str, Callable[[], object]] | None = None,
+    verbs: bool = True,
 ) -> Apps:
-    """Routes over the parts extender.service.build_service wires (use that, not this)."""
+    """Routes over the parts extender.service.build_service wires (use that, not this).
+
+    `details`: more /readyz sections, each read when asked (the policy file, the
+    rebalancer). `verbs` False: the first app serves health and metrics only, with the
+    lifespan (the rebalancer runs the refresher and watches, and answers no scheduler)."""
     limit = settings.server.max_body_bytes
     paths = verb_paths(settings)
     background = background or {}
@@ -196,9 +201,10 @@ def create_apps(
         # Kubernetes client). Filter and prioritize still answer; the pod is not Ready.
         ready = ready and not problems
         body: dict[str, object] = {"ready": ready, "metrics": detail}
-        if policy is not None:
-            # Not part of `ready`: a failed reload keeps serving the last valid policy.
-            body["policy"] = policy()
+        # Not part of `ready`: a failed reload keeps serving the last valid policy, and a
+        # rebalancer that does not hold the lease is a healthy standby.
+        for name, detail_of in (details or {}).items():
+            body[name] = detail_of()
         if problems:
             body["problems"] = list(problems)
         if watches:
@@ -269,6 +275,13 @@ def create_apps(
         "bind": do_bind,
         "preempt": do_preempt,
     }
+    health = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    if not verbs:
+        return Apps(Starlette(routes=health, lifespan=lifespan), Starlette(routes=health))
     routes = [verb_route(verb, handlers[verb]) for verb in VERBS]
     for base in sorted({"", prefix}):
         routes += [
@@ -278,9 +291,4 @@ def create_apps(
             Route(f"{base}/openapi.json", openapi, methods=["GET"]),
             Route(f"{base}/explain", explain, methods=["GET"]),
         ]
-    health = [
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ]
     return Apps(Starlette(routes=routes, lifespan=lifespan), Starlette(routes=health))

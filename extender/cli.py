@@ -1,5 +1,5 @@
-"""The `decice-extender` console script: serve, check-config, scores, doctor, explain,
-scheduler-config."""
+"""The `decice-extender` console script: serve, rebalance, check-config, scores, doctor,
+explain, scheduler-config."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import ssl
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from extender import __version__
 from extender.config import ConfigError, Settings, exposure_problem, load_settings
+
+if TYPE_CHECKING:
+    from extender.logs import LogFormat
 
 log = logging.getLogger("decice")
 
@@ -28,8 +32,6 @@ def _load(path: str) -> Settings:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from extender import logs
     from extender.reload import read_policy
     from extender.service import PolicyFile, build_service, open_kube
@@ -49,48 +51,123 @@ def cmd_serve(args: argparse.Namespace) -> int:
     problem = exposure_problem(server.model_copy(update={"host": host}), settings.bind.enabled)
     if problem is not None:
         raise ConfigError([f"--host: {problem}"], args.config)
-    # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
-    # that was installed before it: make that one a no-op so a clean shutdown exits 0.
-    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     logs.log_startup(settings, args.config, Path(args.config).read_bytes(), host, args.port)
     kube = open_kube(settings)
     policy_file = PolicyFile(Path(args.config), dict(os.environ), sha256)
     service = build_service(
         settings, kube=kube.client, kube_problem=kube.problem, policy_file=policy_file
     )
+    port = args.port if args.port is not None else server.port
+    apps = [(service.app, host, port, options)]
+    if server.metrics_port is not None:
+        # The metrics listener: /metrics, /healthz, /readyz only (apps.Apps.metrics). Its
+        # server captures SIGTERM last, stops first (probes fail while we drain), then
+        # hands the signal on to the verbs server, which drains in-flight requests.
+        apps.append((service.metrics_app, server.metrics_host, server.metrics_port, {}))
+    _run_servers(settings, args, log_format, apps)
+    return 0
+
+
+def cmd_rebalance(args: argparse.Namespace) -> int:
+    """The rebalancer: the extender's refresher, engine and watches, no verbs, evicting
+    (or in dry-run reporting) while it holds the Lease."""
+    from extender import logs
+    from extender.kube import load_api_client
+    from extender.leader import LeaderElector
+    from extender.reload import read_policy
+    from extender.service import PolicyFile, build_service, open_kube
+
+    log_format = logs.log_format(args.log_format, os.environ)
+    logs.configure_logging(args.log_level, log_format)
+    settings, sha256 = read_policy(Path(args.config), os.environ)
+    rules = settings.rebalance
+    kube = open_kube(settings, required=True)
+    if kube.client is None:
+        print(f"decice-extender rebalance: no Kubernetes client: {kube.problem}", file=sys.stderr)
+        return 2
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    namespace = rules.lease_namespace or _own_namespace(os.environ)
+    leader = LeaderElector(
+        load_api_client(settings.kubernetes.kubeconfig),
+        name=rules.lease_name,
+        namespace=namespace,
+        identity=identity,
+        lease_duration=rules.lease_duration,
+        renew_deadline=rules.renew_deadline,
+        retry_period=rules.retry_period,
+    )
+    log.info(
+        "decice-extender rebalancer starting: policy %s (sha256 %s), mode %s, every %gs, "
+        "margin %d, sustain %d, lease %s/%s as %s",
+        args.config,
+        sha256[:12],
+        rules.mode,
+        rules.interval,
+        rules.margin,
+        rules.sustain,
+        namespace,
+        rules.lease_name,
+        identity,
+    )
+    service = build_service(
+        settings,
+        kube=kube.client,
+        policy_file=PolicyFile(Path(args.config), dict(os.environ), sha256),
+        leader=leader,
+    )
+    port = args.port if args.port is not None else settings.server.metrics_port or 8889
+    _run_servers(settings, args, log_format, [(service.app, args.host, port, {})])
+    return 0
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace(environ: Mapping[str, str]) -> str:
+    """POD_NAMESPACE (the downward API), else the service account's, else "default"."""
+    if environ.get("POD_NAMESPACE"):
+        return environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
+    except OSError:
+        return "default"
+
+
+def _run_servers(
+    settings: Settings,
+    args: argparse.Namespace,
+    log_format: LogFormat,
+    apps: list[tuple[Any, str, int, dict[str, Any]]],
+) -> None:
+    """Serve each (app, host, port, options) with uvicorn on one loop until SIGTERM."""
+    import uvicorn
+    import uvloop
+
+    from extender import logs
+
+    # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
+    # that was installed before it: make that one a no-op so a clean shutdown exits 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     common: dict[str, Any] = {
         "loop": "uvloop",
         "http": "httptools",
         "access_log": False,
         "log_level": args.log_level.lower(),
         "log_config": logs.uvicorn_log_config(args.log_level, log_format),
-        "timeout_graceful_shutdown": int(server.grace_period + 0.999),
+        "timeout_graceful_shutdown": int(settings.server.grace_period + 0.999),
     }
-    port = args.port if args.port is not None else server.port
-    servers = [
-        uvicorn.Server(uvicorn.Config(service.app, host=host, port=port, **common, **options))
-    ]
-    if server.metrics_port is not None:
-        # The metrics listener: /metrics, /healthz, /readyz only (apps.Apps.metrics). Its
-        # server captures SIGTERM last, stops first (probes fail while we drain), then
-        # hands the signal on to the verbs server, which drains in-flight requests.
-        metrics = uvicorn.Config(
-            service.metrics_app,
-            host=server.metrics_host,
-            port=server.metrics_port,
-            lifespan="off",
-            **common,
-        )
-        servers.append(uvicorn.Server(metrics))
+    servers = []
+    for i, (app, host, port, options) in enumerate(apps):
+        # The first app runs the lifespan (refresher, watches); the others share its state.
+        extra: dict[str, Any] = {} if i == 0 else {"lifespan": "off"}
+        config = uvicorn.Config(app, host=host, port=port, **common, **extra, **options)
+        servers.append(uvicorn.Server(config))
 
     async def serve_all() -> None:
         await asyncio.gather(*(s.serve() for s in servers))
 
-    import uvloop
-
     uvloop.run(serve_all())
     log.info("stopped")
-    return 0
 
 
 def _seconds(text: str) -> float:
@@ -337,6 +414,20 @@ def parser() -> argparse.ArgumentParser:
         help="text (default) or json lines; also $DECICE_LOG_FORMAT",
     )
     s.set_defaults(func=cmd_serve)
+    rb = sub.add_parser(
+        "rebalance",
+        help="re-check running pods and move them through the Eviction API (rebalance:)",
+    )
+    rb.add_argument("--config", required=True, help="policy YAML file")
+    rb.add_argument("--host", default="0.0.0.0", help="/metrics, /healthz, /readyz address")
+    rb.add_argument("--port", type=int, help="their port (default server.metricsPort, or 8889)")
+    rb.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    rb.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="text (default) or json lines; also $DECICE_LOG_FORMAT",
+    )
+    rb.set_defaults(func=cmd_rebalance)
     c = sub.add_parser("check-config", help="validate a policy file and exit")
     c.add_argument("config", nargs="?", help="policy YAML file (or --config)")
     c.add_argument("--config", dest="config_flag", metavar="FILE", help="policy YAML file")

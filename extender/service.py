@@ -26,10 +26,11 @@ from extender.metrics import MetricsProvider, provider_for
 from extender.model import NodeInfo, Snapshot
 from extender.nodes import NodeCache
 from extender.podwatch import PodEventHandler
+from extender.rebalancer import Leadership, RebalanceAPI, Rebalancer
 from extender.refresher import Refresher
 from extender.reload import PolicyReloader, effective
 from extender.requeue import PodAnnotator, Requeuer
-from extender.telemetry import PlacementFigures, Telemetry
+from extender.telemetry import PlacementFigures, RebalanceTelemetry, Telemetry
 from extender.turnedaway import TurnedAwayPods
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("decice.service")
 
 
-class KubeAPI(KubeBinder, EventSink, Watcher, PodAnnotator, Protocol):
+class KubeAPI(KubeBinder, EventSink, Watcher, PodAnnotator, RebalanceAPI, Protocol):
     """What the service asks of the Kubernetes API (extender.kube.KubeClient, async)."""
 
     async def list_nodes(self) -> tuple[list[NodeInfo], str]: ...
@@ -80,6 +81,8 @@ class Service:
     (bind enabled without a Kubernetes client): /readyz answers 503 and lists them."""
     reloader: PolicyReloader | None = None
     """Live reload of the policy file, when the service was built from one."""
+    rebalancer: Rebalancer | None = None
+    """The rebalancer, in rebalance mode (`build_service(leader=...)`)."""
 
     async def prepare(self) -> None:
         """What the app does before its first refresh (the CLI calls it too)."""
@@ -97,6 +100,7 @@ def build_service(
     kube_problem: str | None = None,
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
+    leader: Elector | None = None,
 ) -> Service:
     """The engine, refresher, binder, watches and app for `settings`.
 
@@ -107,7 +111,15 @@ def build_service(
     bind enabled, that is logged at ERROR and /readyz answers 503 naming it.
     The first refresh runs when the app starts. With `policy_file`, a change of that
     file or SIGHUP reloads its policies (extender.reload).
+
+    `leader` (an elector on the rebalancer's Lease) builds the rebalance mode instead: the
+    same refresher, engine and watches, no verbs, and the rebalancer acting while `leader`
+    holds the Lease. Events on placed pods and requeue patches stay the extender's.
     """
+    if leader is not None:
+        if kube is None:
+            raise ValueError(f"the rebalancer needs a Kubernetes client: {kube_problem}")
+        settings = _for_rebalancing(settings)
     problems = _kube_problems(settings, kube_problem) if kube is None else ()
     telemetry = Telemetry()
     watch_pods = kube is not None and settings.kubernetes.watch_pods
@@ -197,6 +209,18 @@ def build_service(
             clock,
         )
         background["policy-watch"] = reloader.watch
+    details: dict[str, Callable[[], object]] = {
+        "policy": lambda: _policy_detail(engine.settings, reloader)
+    }
+    rebalancer = None
+    if leader is not None and kube is not None:
+        counters = RebalanceTelemetry(telemetry.registry)
+        rebalancer = Rebalancer(
+            engine, kube, leader, counters, lambda: nodes.inventory().cpu_cores, clock
+        )
+        background["leader"] = leader.run
+        background["rebalance"] = rebalancer.run
+        details["rebalancer"] = lambda: _rebalancer_detail(engine.settings, leader, rebalancer)
     apps = create_apps(
         settings,
         engine,
@@ -209,7 +233,8 @@ def build_service(
         prepare=lambda: _prepare(service_informers, reloader),
         shutdown=lambda: _shutdown(kube, reloader),
         problems=problems,
-        policy=lambda: _policy_detail(engine.settings, reloader),
+        details=details,
+        verbs=leader is None,
     )
     return Service(
         settings,
@@ -224,6 +249,7 @@ def build_service(
         requeuer,
         problems=problems,
         reloader=reloader,
+        rebalancer=rebalancer,
     )
 
 
@@ -266,6 +292,38 @@ async def _shutdown(kube: KubeAPI | None, reloader: PolicyReloader | None) -> No
         reloader.remove_sighup()
     if kube is not None:
         await kube.close()
+
+
+class Elector(Leadership, Protocol):
+    """The rebalancer's leader election (extender.leader.LeaderElector)."""
+
+    async def run(self) -> None: ...
+
+    def detail(self) -> dict[str, object]: ...
+
+
+def _for_rebalancing(settings: Settings) -> Settings:
+    """The rebalancer's view of the policy: the extender posts the Events of placements
+    and requeues turned-away pods; a second writer would only duplicate them."""
+    return settings.model_copy(
+        update={
+            "explain": settings.explain.model_copy(update={"events": False}),
+            "requeue": settings.requeue.model_copy(update={"enabled": False}),
+        }
+    )
+
+
+def _rebalancer_detail(
+    settings: Settings, leader: Elector, rebalancer: Rebalancer
+) -> dict[str, object]:
+    last = rebalancer.last
+    detail: dict[str, object] = {"mode": settings.rebalance.mode, "leader": leader.detail()}
+    if last is not None:
+        counts: dict[str, int] = {}
+        for d in last.decisions:
+            counts[d.outcome] = counts.get(d.outcome, 0) + 1
+        detail["lastCheck"] = {"decisions": counts, "protected": dict(last.skipped)}
+    return detail
 
 
 def _policy_detail(settings: Settings, reloader: PolicyReloader | None) -> dict[str, object]:
@@ -327,12 +385,14 @@ class KubeConnection:
     """Why the client the policy needs could not be built (None: built, or not needed)."""
 
 
-def open_kube(settings: Settings) -> KubeConnection:
+def open_kube(settings: Settings, required: bool = False) -> KubeConnection:
     """The Kubernetes client when the policy needs one (bind, `instance` labels, the pod
     watch of the herd guard or requeue); else none. When no kubeconfig or service account
-    can be loaded: no client, and the cause, for `build_service(kube_problem=...)`."""
+    can be loaded: no client, and the cause, for `build_service(kube_problem=...)`.
+    `required`: a client whatever the policy (the rebalancer)."""
     watch = settings.kubernetes.watch_pods and (settings.herd_guarded or settings.requeue.enabled)
-    if not (settings.bind.enabled or watch or settings.prometheus.node_label == "instance"):
+    needed = settings.bind.enabled or watch or settings.prometheus.node_label == "instance"
+    if not (needed or required):
         return KubeConnection(None)
     from extender.kube import KubeClient, load_api_client  # the client is slow to import
 

@@ -151,6 +151,33 @@ class _ConfigCollector(Collector):
         yield info
 
 
+class RebalanceTelemetry:
+    """The rebalancer's counters, on the registry of the service it runs in (only the
+    rebalancer exports them: the extender's /metrics stays as it was)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.decisions = Counter(
+            "decice_rebalance_decisions",
+            "Rebalancer decisions by mode and outcome: would_move (dry-run), evicted, "
+            "blocked (a PodDisruptionBudget said wait, 429), gone (404 or recreated), "
+            "failed, held (a limit), waiting (sustain), stay.",
+            ["mode", "outcome"],
+            registry=registry,
+        )
+        self.cycles = Counter(
+            "decice_rebalance_cycles",
+            "Rebalancer checks by result: done, skipped (not the leader), failed.",
+            ["result"],
+            registry=registry,
+        )
+
+    def rebalanced(self, mode: str, outcome: str, count: int = 1) -> None:
+        self.decisions.labels(mode, outcome).inc(count)
+
+    def rebalance_cycle(self, result: str) -> None:
+        self.cycles.labels(result).inc()
+
+
 class Telemetry:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
