@@ -110,7 +110,12 @@ def uvicorn_log_config(
             }
         },
         "root": {"level": level.upper(), "handlers": ["default"]},
-        "loggers": {name: {"handlers": [], "propagate": True} for name in UVICORN_LOGGERS},
+        "loggers": {
+            **{name: {"handlers": [], "propagate": True} for name in UVICORN_LOGGERS},
+            # watchfiles logs every batch of changes at INFO ("1 change detected"):
+            # reload.py logs what a change did instead.
+            "watchfiles": {"level": "WARNING"},
+        },
     }
 
 

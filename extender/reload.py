@@ -288,7 +288,7 @@ class PolicyReloader:
         identity = _identity(directory)
         async for changes in awatch(
             directory,
-            watch_filter=None,  # any entry: `..data`, the timestamped dirs, an editor's rename
+            watch_filter=self._concerns_policy,
             debounce=debounce_ms,
             step=50,
             stop_event=stop,
@@ -307,6 +307,15 @@ class PolicyReloader:
                 self.watching.set()
             elif changes:
                 await self.reload("file changed")
+
+    def _concerns_policy(self, change: Change, path: str) -> bool:
+        """The changes that may touch the policy: the file itself (an edit, an editor's
+        rename onto it), kubelet's `..data` and `..<timestamp>` entries, and the directory.
+        Anything else in the directory (a log written beside the file) is not read for."""
+        name = Path(path).name
+        return name == self.path.name or name.startswith("..") or path == str(
+            self.path.absolute().parent
+        )
 
     # -- triggers: SIGHUP ----------------------------------------------------------------------
 
