@@ -4,17 +4,22 @@ It answers the few paths the extender calls with the paths, status codes and bod
 of a real kube-apiserver (see tests/fixtures/kube-apiserver/):
 
     POST  /api/v1/namespaces/{ns}/pods/{name}/binding
+    POST  /api/v1/namespaces/{ns}/pods/{name}/eviction   (policy/v1 Eviction; block_evictions)
     GET   /api/v1/namespaces/{ns}/pods/{name}
     PATCH /api/v1/namespaces/{ns}/pods/{name}   (merge / strategic merge: labels, annotations)
     GET   /api/v1/pods, /api/v1/nodes           (lists; honour limit / continue)
+    GET   /api/v1/namespaces/{ns}/pods          (list; pods also honour fieldSelector)
+    GET, POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]; PUT .../{name}
     GET   /api/v1/pods?watch=true, /api/v1/nodes?watch=true   (watch streams)
     POST  /apis/events.k8s.io/v1/namespaces/{ns}/events
     POST  /apis/authorization.k8s.io/v1/selfsubjectaccessreviews   (allowed unless `deny`)
 
 Like the real server it accepts a bind to a node that does not exist, and it answers a
 second bind of a pod with 409 whatever the target. Faults are injected with
-`fail_next`, `delay_next`, `break_watches` and `expire_history`; a `token` turns on
-bearer authentication.
+`fail_next`, `delay_next`, `break_watches`, `expire_history`, `block_evictions` (a
+PodDisruptionBudget that refuses) and `break_leases`; a `token` turns on bearer
+authentication. Leases are written with optimistic concurrency (a stale
+resourceVersion is a 409 Conflict); `steal_lease` lets another holder take one.
 
 Every change of a pod or node (the helpers below, a bind, a patch) takes the next
 resourceVersion and is kept in a bounded per-resource history, so a watch from a
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime
 import json
 import re
 import socket
@@ -61,7 +67,11 @@ DEFAULT_USER = "system:serviceaccount:decice:nobody"
 _CREATED = "2026-11-23T02:41:05Z"
 
 _BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
+_EVICTION = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
+_NAMESPACED_PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
+_LEASES = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
+_LEASE_GROUP = "coordination.k8s.io"
 _EVENTS = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events$")
 _SUBDOMAIN_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9-])?")
 _ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -83,6 +93,40 @@ _UNSUPPORTED_PATCH = (
     "application/strategic-merge-patch+json"
 )
 _PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+#: The pod fields a fieldSelector may name (upstream's pod field label conversion).
+_POD_FIELDS: dict[str, tuple[str, str]] = {
+    "metadata.name": ("metadata", "name"),
+    "metadata.namespace": ("metadata", "namespace"),
+    "spec.nodeName": ("spec", "nodeName"),
+    "spec.restartPolicy": ("spec", "restartPolicy"),
+    "spec.schedulerName": ("spec", "schedulerName"),
+    "spec.serviceAccountName": ("spec", "serviceAccountName"),
+    "status.phase": ("status", "phase"),
+    "status.podIP": ("status", "podIP"),
+    "status.nominatedNodeName": ("status", "nominatedNodeName"),
+}
+#: apiVersion of an owner by kind (ownerReferences of add_pod).
+_OWNER_API = {
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "Job": "batch/v1",
+    "Node": "v1",
+}
+#: A Lease's spec fields in Go's declaration order; the MicroTime ones.
+_LEASE_SPEC = (
+    "holderIdentity",
+    "leaseDurationSeconds",
+    "acquireTime",
+    "renewTime",
+    "leaseTransitions",
+    "strategy",
+    "preferredHolder",
+)
+_LEASE_TIMES = ("acquireTime", "renewTime")
+_BUDGET_BLOCKED = "The disruption budget {budget} needs 1 healthy pods and has 1 currently"
+_BUDGET_NOT_PROCESSED = "The disruption budget {budget} is still being processed by the server."
 #: A BOOKMARK carries an empty object of the watched kind with only its resourceVersion,
 #: serialised as Go does (fixture watch-pods.json): a Pod's spec.containers has no
 #: omitempty, so it is null; a Node's status holds the zero daemonEndpoints and nodeInfo
@@ -193,6 +237,13 @@ class FakeKubeAPI:
         self.bookmark_interval = bookmark_interval
         self.requests: list[KubeRequest] = []
         self.events: list[JSON] = []  # created Events, as stored
+        #: every eviction request, injected faults included: (namespace, name, UID of its
+        #: precondition or "")
+        self.evictions: list[tuple[str, str, str]] = []
+        self._leases: dict[tuple[str, str], JSON] = {}
+        self._lease_fault: int | None = None
+        # (namespace, pod) -> (budget, processed): evictions refused with 429
+        self._budgets: dict[tuple[str, str], tuple[str, bool]] = {}
         self._pods: dict[tuple[str, str], JSON] = {}
         self._nodes: dict[str, JSON] = {}
         self._binds: dict[tuple[str, str], int] = {}
@@ -262,8 +313,32 @@ class FakeKubeAPI:
         scheduler_name: str = "decice_sched",
         cpu_request: str | Sequence[str | None] | None = "500m",
         node_name: str | None = None,
+        *,
+        phase: str = "Pending",
+        owner: tuple[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        created: str | float | None = None,
     ) -> JSON:
-        """Add a pending pod; `cpu_request` may list one request per container."""
+        """Add a pod (pending unless `phase`); `cpu_request` may list one request per
+        container.
+
+        `owner`: (kind, name) of its controller, an ownerReferences entry with
+        `controller: true` (ReplicaSet, StatefulSet, DaemonSet, Job; ("Node", node) makes a
+        mirror pod, with the kubelet's `kubernetes.io/config.mirror` annotation).
+        `created`: creationTimestamp, RFC 3339 or epoch seconds (a fixed past time by
+        default). A pod not Pending gets `status.startTime` (= creationTimestamp).
+        """
+        if phase not in _PHASES:
+            raise ValueError(f"unknown pod phase {phase!r}")
+        if owner is not None and owner[0] not in _OWNER_API:
+            raise ValueError(f"unknown owner kind {owner[0]!r}")
+        if created is None:
+            stamp = _CREATED
+        elif isinstance(created, str):
+            stamp = created
+        else:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
         requests = (
             [cpu_request]
             if cpu_request is None or isinstance(cpu_request, str)
@@ -295,23 +370,47 @@ class FakeKubeAPI:
         }
         if node_name is not None:
             spec["nodeName"] = node_name
+        metadata: JSON = {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "resourceVersion": "",
+            "generation": 1,
+            "creationTimestamp": stamp,
+        }
+        if labels:
+            metadata["labels"] = dict(labels)
+        notes = dict(annotations or {})
+        if owner is not None:
+            kind, owner_name = owner
+            if kind == "Node":
+                notes.setdefault(
+                    "kubernetes.io/config.mirror", uuid.uuid5(uuid.NAMESPACE_DNS, name).hex
+                )
+            reference: JSON = {
+                "apiVersion": _OWNER_API[kind],
+                "kind": kind,
+                "name": owner_name,
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{kind}/{namespace}/{owner_name}")),
+                "controller": True,
+            }
+            if kind != "Node":
+                reference["blockOwnerDeletion"] = True
+            metadata["ownerReferences"] = [reference]
+        if notes:
+            metadata["annotations"] = notes
+        status: JSON = {"phase": phase}
+        if phase != "Pending":
+            status["startTime"] = stamp
+        status["qosClass"] = "Burstable" if any(requests) else "BestEffort"
         with self._lock:
+            metadata["resourceVersion"] = self._next_version()
             pod: JSON = {
                 "kind": "Pod",
                 "apiVersion": "v1",
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "uid": uid,
-                    "resourceVersion": self._next_version(),
-                    "generation": 1,
-                    "creationTimestamp": _CREATED,
-                },
+                "metadata": _metadata_in_order(metadata),
                 "spec": spec,
-                "status": {
-                    "phase": "Pending",
-                    "qosClass": "Burstable" if any(requests) else "BestEffort",
-                },
+                "status": status,
             }
             replaced = self._pods.get((namespace, name))
             if replaced is not None:  # a pod recreated under the same name
@@ -411,17 +510,20 @@ class FakeKubeAPI:
         server sent for a delete with gracePeriodSeconds=0. KeyError if there is no pod.
         """
         with self._lock:
-            pod = self._pods[(namespace, name)]
-            if "deletionTimestamp" not in pod["metadata"]:
-                grace = pod["spec"].get("terminationGracePeriodSeconds", 30) if graceful else 0
-                self._mark_deleted(pod, grace)
-                pod["metadata"]["resourceVersion"] = self._next_version()
-                self._record("pods", "MODIFIED", pod)
-            if graceful:
-                return
-            del self._pods[(namespace, name)]
+            self._delete_locked(namespace, name, graceful)
+
+    def _delete_locked(self, namespace: str, name: str, graceful: bool) -> None:
+        pod = self._pods[(namespace, name)]
+        if "deletionTimestamp" not in pod["metadata"]:
+            grace = pod["spec"].get("terminationGracePeriodSeconds", 30) if graceful else 0
+            self._mark_deleted(pod, grace)
             pod["metadata"]["resourceVersion"] = self._next_version()
-            self._record("pods", "DELETED", pod)
+            self._record("pods", "MODIFIED", pod)
+        if graceful:
+            return
+        del self._pods[(namespace, name)]
+        pod["metadata"]["resourceVersion"] = self._next_version()
+        self._record("pods", "DELETED", pod)
 
     @property
     def resource_version(self) -> str:
@@ -441,6 +543,66 @@ class FakeKubeAPI:
     def requests_to(self, method: str, path: str) -> list[KubeRequest]:
         with self._lock:
             return [r for r in self.requests if r.method == method and r.path == path]
+
+    def lease(self, namespace: str, name: str) -> JSON | None:
+        """The Lease as stored (a copy), or None."""
+        with self._lock:
+            lease = self._leases.get((namespace, name))
+            return copy.deepcopy(lease) if lease is not None else None
+
+    def steal_lease(
+        self, namespace: str, name: str, holder: str, *, duration: int | None = None
+    ) -> JSON:
+        """Another replica takes the Lease (creating it if absent): holderIdentity, fresh
+        acquireTime / renewTime, leaseTransitions + 1, a new resourceVersion. It does not
+        renew it afterwards: the lease runs out `leaseDurationSeconds` later."""
+        now = _micro_now()
+        with self._lock:
+            lease = self._leases.get((namespace, name))
+            if lease is None:
+                spec: JSON = {
+                    "holderIdentity": holder,
+                    "leaseDurationSeconds": duration or 15,
+                    "acquireTime": now,
+                    "renewTime": now,
+                    "leaseTransitions": 0,
+                }
+                lease = self._store_lease(namespace, name, spec, "fake-kube-api")
+            else:
+                spec = dict(lease["spec"])
+                if spec.get("holderIdentity") != holder:
+                    spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+                spec.update(holderIdentity=holder, acquireTime=now, renewTime=now)
+                if duration is not None:
+                    spec["leaseDurationSeconds"] = duration
+                lease["spec"] = _lease_spec(spec)
+                lease["metadata"]["resourceVersion"] = self._next_version()
+            return copy.deepcopy(lease)
+
+    def delete_lease(self, namespace: str, name: str) -> None:
+        """Remove the Lease (KeyError if there is none)."""
+        with self._lock:
+            del self._leases[(namespace, name)]
+
+    def block_evictions(
+        self, namespace: str, name: str, budget: str = "pdb-g", *, processed: bool = True
+    ) -> None:
+        """A PodDisruptionBudget `budget` covers the pod and allows no disruption: its
+        evictions are refused with 429 as evict-pdb-blocked.json, or, `processed=False`,
+        as evict-pdb-not-processed.json (retryAfterSeconds 10). As upstream, a pod that is
+        Pending, Succeeded, Failed or terminating skips budgets and is deleted anyway."""
+        with self._lock:
+            self._budgets[(namespace, name)] = (budget, processed)
+
+    def allow_evictions(self, namespace: str, name: str) -> None:
+        """Undo `block_evictions` for the pod."""
+        with self._lock:
+            self._budgets.pop((namespace, name), None)
+
+    def eviction_count(self, namespace: str, name: str) -> int:
+        """How many eviction requests named this pod (whatever the answer)."""
+        with self._lock:
+            return sum(1 for ns, n, _ in self.evictions if (ns, n) == (namespace, name))
 
     # --- faults ---
 
@@ -465,6 +627,12 @@ class FakeKubeAPI:
         late)."""
         with self._lock:
             self._delays.extend([(seconds, after)] * times)
+
+    def break_leases(self, status: int | None = 503) -> None:
+        """Answer every Lease request with a `Status` of code `status` (as `fail_next`
+        does) from now on; `None` mends them."""
+        with self._lock:
+            self._lease_fault = status
 
     def break_watches(self) -> None:
         """Cut every open watch stream: its socket is shut down without the terminating
@@ -623,12 +791,30 @@ class FakeKubeAPI:
 
     def _answer(self, request: KubeRequest) -> _Answer:
         with self._lock:
+            if request.method == "POST" and (m := _EVICTION.match(request.path)):
+                # every eviction request, injected faults included
+                self.evictions.append((m.group(1), m.group(2), _precondition_uid(request.body)))
             queue = self._watch_failures if _is_watch(request) else self._failures
             failure = queue.pop(0) if queue else None
         if failure is not None:
             return self._injected(failure, request)
+        lease = _LEASES.match(request.path)
+        with self._lock:
+            lease_fault = self._lease_fault
+        if lease is not None and lease_fault is not None:
+            return self._injected(lease_fault, request)
         if self.token is not None and not self._authenticated(request):
             return 401, _unauthorized(), {}
+        if request.method == "POST" and (m := _EVICTION.match(request.path)):
+            return self._evict(m.group(1), m.group(2), request.body)
+        if lease is not None:
+            return self._lease_request(request, lease.group(1), lease.group(2))
+        if (
+            request.method == "GET"
+            and (m := _NAMESPACED_PODS.match(request.path))
+            and not _watching(request.query)
+        ):
+            return self._list_pods(request.query, m.group(1))
         if request.method == "POST" and (m := _BINDING.match(request.path)):
             return self._bind(m.group(1), m.group(2), request.body)
         if request.method == "GET" and (m := _POD.match(request.path)):
@@ -645,7 +831,12 @@ class FakeKubeAPI:
             return self._create_event(m.group(1), request.body)
         if request.method == "POST" and request.path == _ACCESS_REVIEWS:
             return self._access_review(request)
-        if _BINDING.match(request.path) or _POD.match(request.path) or request.path in _COLLECTIONS:
+        if (
+            _BINDING.match(request.path)
+            or _EVICTION.match(request.path)
+            or _POD.match(request.path)
+            or request.path in _COLLECTIONS
+        ):
             return (
                 405,
                 status_body(
@@ -702,19 +893,7 @@ class FakeKubeAPI:
             actual_uid = pod["metadata"]["uid"]
             wanted_uid = metadata.get("uid")
             if wanted_uid and wanted_uid != actual_uid:
-                return (
-                    409,
-                    status_body(
-                        409,
-                        f'Operation cannot be fulfilled on pods "{name}": StorageError: invalid '
-                        f"object, Code: 4, Key: /registry/pods/{namespace}/{name}, "
-                        f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
-                        f"precondition: {wanted_uid}, UID in object meta: {actual_uid}",
-                        "Conflict",
-                        {"name": name, "kind": "pods"},
-                    ),
-                    {},
-                )
+                return 409, _uid_conflict(namespace, name, wanted_uid, actual_uid), {}
             bound_to = pod["spec"].get("nodeName")
             if bound_to:
                 return (
@@ -965,10 +1144,211 @@ class FakeKubeAPI:
             items = [self._nodes[n] for n in sorted(self._nodes)]
             return 200, self._page("NodeList", items, query), {}
 
-    def _list_pods(self, query: dict[str, list[str]]) -> tuple[int, JSON, dict[str, str]]:
+    def _list_pods(
+        self, query: dict[str, list[str]], namespace: str | None = None
+    ) -> tuple[int, JSON, dict[str, str]]:
+        """Every pod (or the namespace's) matching `fieldSelector`, paged."""
+        try:
+            selected = _field_selector(query.get("fieldSelector", [""])[0])
+        except ValueError as exc:
+            return 400, status_body(400, str(exc), "BadRequest"), {}
         with self._lock:
-            items = [self._pods[key] for key in sorted(self._pods)]  # etcd key order
+            items = [
+                self._pods[key]
+                for key in sorted(self._pods)  # etcd key order
+                if (namespace is None or key[0] == namespace) and selected(self._pods[key])
+            ]
             return 200, self._page("PodList", items, query), {}
+
+    def _evict(self, namespace: str, name: str, body: Any) -> tuple[int, JSON, dict[str, str]]:
+        """policy/v1 Eviction, in the order of upstream EvictionREST.Create: the body's name,
+        the pod, budgets (skipped by a pod Pending, terminal or terminating), then the
+        delete with the UID precondition (evict-*.json)."""
+        wanted_uid = _precondition_uid(body)
+        if not isinstance(body, dict):
+            return (
+                400,
+                status_body(400, "the body of the request was in an unknown format", "BadRequest"),
+                {},
+            )
+        metadata = body.get("metadata") or {}
+        if metadata.get("namespace") not in (None, "", namespace):
+            return (
+                400,
+                status_body(
+                    400,
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request",
+                    "BadRequest",
+                ),
+                {},
+            )
+        if metadata.get("name") != name:
+            return (
+                400,
+                status_body(
+                    400, "name in URL does not match name in Eviction object", "BadRequest"
+                ),
+                {},
+            )
+        with self._lock:
+            pod = self._pods.get((namespace, name))
+            if pod is None:
+                return 404, _not_found(name), {}
+            phase = pod["status"].get("phase", "Pending")
+            terminating = "deletionTimestamp" in pod["metadata"]
+            skips_budgets = terminating or phase in ("Pending", "Succeeded", "Failed")
+            budget = self._budgets.get((namespace, name))
+            if budget is not None and not skips_budgets:
+                budget_name, processed = budget
+                cause = (_BUDGET_BLOCKED if processed else _BUDGET_NOT_PROCESSED).format(
+                    budget=budget_name
+                )
+                details: JSON = {"causes": [{"reason": "DisruptionBudget", "message": cause}]}
+                if not processed:
+                    details["retryAfterSeconds"] = 10
+                message = "Cannot evict pod as it would violate the pod's disruption budget."
+                return 429, status_body(429, message, "TooManyRequests", details), {}
+            actual_uid = pod["metadata"]["uid"]
+            if wanted_uid and wanted_uid != actual_uid:
+                return 409, _uid_conflict(namespace, name, wanted_uid, actual_uid), {}
+            if not terminating:
+                # a pod on no node, or done, goes at once; else it terminates on its kubelet
+                at_once = not pod["spec"].get("nodeName") or phase in ("Succeeded", "Failed")
+                self._delete_locked(namespace, name, graceful=not at_once)
+        return 201, {**_SUCCESS, "code": 201}, {}
+
+    # --- leases (coordination.k8s.io/v1) ---
+
+    def _lease_request(
+        self, request: KubeRequest, namespace: str, name: str | None
+    ) -> tuple[int, JSON, dict[str, str]]:
+        manager = request.headers.get("user-agent", "unknown").split("/")[0].split(" ")[0]
+        if name is None and request.method == "POST":
+            return self._create_lease(namespace, request.body, manager)
+        if name is not None and request.method == "GET":
+            with self._lock:
+                lease = self._leases.get((namespace, name))
+                if lease is None:
+                    return 404, _lease_not_found(name), {}
+                return 200, copy.deepcopy(lease), {}
+        if name is not None and request.method == "PUT":
+            return self._replace_lease(namespace, name, request.body, manager)
+        if name is None and request.method == "GET":  # not called by the extender
+            return 500, status_body(500, "fake kube-apiserver: lease lists not supported"), {}
+        return (
+            405,
+            status_body(
+                405,
+                "the server does not allow this method on the requested resource",
+                "MethodNotAllowed",
+                {},
+            ),
+            {},
+        )
+
+    def _create_lease(
+        self, namespace: str, body: Any, manager: str
+    ) -> tuple[int, JSON, dict[str, str]]:
+        """A Lease create, answered as lease-create.json / lease-conflict.json."""
+        try:
+            metadata, spec = _lease_body(namespace, body, None)
+        except _Refused as refused:
+            return refused.answer
+        name = str(metadata.get("name") or "")
+        if not name:
+            message = (
+                'Lease.coordination.k8s.io "" is invalid: metadata.name: Required value: name '
+                "or generateName is required"
+            )
+            cause = {
+                "reason": "FieldValueRequired",
+                "message": "Required value: name or generateName is required",
+                "field": "metadata.name",
+            }
+            details = {"group": _LEASE_GROUP, "kind": "Lease", "causes": [cause]}
+            return 422, status_body(422, message, "Invalid", details), {}
+        with self._lock:
+            if (namespace, name) in self._leases:
+                return (
+                    409,
+                    status_body(
+                        409,
+                        f'leases.coordination.k8s.io "{name}" already exists',
+                        "AlreadyExists",
+                        {"name": name, "group": _LEASE_GROUP, "kind": "leases"},
+                    ),
+                    {},
+                )
+            return 201, copy.deepcopy(self._store_lease(namespace, name, spec, manager)), {}
+
+    def _replace_lease(
+        self, namespace: str, name: str, body: Any, manager: str
+    ) -> tuple[int, JSON, dict[str, str]]:
+        """A Lease update (PUT): the stored resourceVersion must be the one sent."""
+        try:
+            metadata, spec = _lease_body(namespace, body, name)
+        except _Refused as refused:
+            return refused.answer
+        with self._lock:
+            lease = self._leases.get((namespace, name))
+            if lease is None:
+                return 404, _lease_not_found(name), {}
+            sent = str(metadata.get("resourceVersion") or "")
+            if not sent:
+                text = "Invalid value: 0x0: must be specified for an update"
+                cause = {
+                    "reason": "FieldValueInvalid",
+                    "message": text,
+                    "field": "metadata.resourceVersion",
+                }
+                return (
+                    422,
+                    status_body(
+                        422,
+                        f'Lease.coordination.k8s.io "{name}" is invalid: '
+                        f"metadata.resourceVersion: {text}",
+                        "Invalid",
+                        {"name": name, "group": _LEASE_GROUP, "kind": "Lease", "causes": [cause]},
+                    ),
+                    {},
+                )
+            if sent != lease["metadata"]["resourceVersion"]:
+                return (
+                    409,
+                    status_body(
+                        409,
+                        f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
+                        "the object has been modified; please apply your changes to the latest "
+                        "version and try again",
+                        "Conflict",
+                        {"name": name, "group": _LEASE_GROUP, "kind": "leases"},
+                    ),
+                    {},
+                )
+            if spec != lease["spec"]:  # a no-op update writes nothing, as upstream
+                lease["spec"] = spec
+                lease["metadata"]["resourceVersion"] = self._next_version()
+                lease["metadata"]["managedFields"] = _lease_fields(spec, manager)
+            return 200, copy.deepcopy(lease), {}
+
+    def _store_lease(self, namespace: str, name: str, spec: JSON, manager: str) -> JSON:
+        """A new Lease as the server stores it (lock held)."""
+        lease: JSON = {
+            "kind": "Lease",
+            "apiVersion": f"{_LEASE_GROUP}/v1",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "resourceVersion": self._next_version(),
+                "creationTimestamp": _now(),
+                "managedFields": _lease_fields(spec, manager),
+            },
+            "spec": spec,
+        }
+        self._leases[(namespace, name)] = lease
+        return lease
 
     def _page(self, kind: str, items: list[JSON], query: dict[str, list[str]]) -> JSON:
         """One page of a list (lock held): `continue` is the index of the next item; the
@@ -1041,6 +1421,29 @@ class FakeKubeAPI:
     def _forbidden(self, request: KubeRequest) -> JSON:
         if m := _BINDING.match(request.path):
             namespace, name, verb, resource = m.group(1), m.group(2), "create", "pods/binding"
+        elif m := _EVICTION.match(request.path):
+            namespace, name, verb, resource = m.group(1), m.group(2), "create", "pods/eviction"
+        elif m := _LEASES.match(request.path):
+            verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}.get(
+                request.method, "get" if m.group(2) else "list"
+            )
+            what = "leases.coordination.k8s.io" + (f' "{m.group(2)}"' if m.group(2) else "")
+            details: JSON = {"name": m.group(2)} if m.group(2) else {}
+            return status_body(
+                403,
+                f'{what} is forbidden: User "{self.user}" cannot {verb} resource "leases" in API '
+                f'group "{_LEASE_GROUP}" in the namespace "{m.group(1)}"',
+                "Forbidden",
+                {**details, "group": _LEASE_GROUP, "kind": "leases"},
+            )
+        elif m := _NAMESPACED_PODS.match(request.path):
+            return status_body(
+                403,
+                f'pods is forbidden: User "{self.user}" cannot list resource "pods" in API group '
+                f'"" in the namespace "{m.group(1)}"',
+                "Forbidden",
+                {"kind": "pods"},
+            )
         elif m := _POD.match(request.path):
             verb = {"PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(
                 request.method, "get"
@@ -1107,6 +1510,144 @@ def _metadata_in_order(meta: JSON) -> JSON:
 
 def _is_watch(request: KubeRequest) -> bool:
     return request.method == "GET" and request.path in _COLLECTIONS and _watching(request.query)
+
+
+def _field_selector(text: str) -> Callable[[JSON], bool]:
+    """A pod fieldSelector (`a=b,c!=d`; `==` too) as a predicate; ValueError (a 400) for a
+    field upstream does not support or a term that is not a comparison."""
+    terms: list[tuple[tuple[str, str], str, bool]] = []
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        op = next((op for op in ("!=", "==", "=") if op in term), None)
+        if op is None:
+            raise ValueError(f"invalid selector: '{text}'; can't understand '{term}'")
+        key, _, value = term.partition(op)
+        equal = op != "!="
+        key = key.strip()
+        if key not in _POD_FIELDS:
+            raise ValueError(f"field label not supported: {key}")
+        terms.append((_POD_FIELDS[key], value.strip(), equal))
+
+    def selected(pod: JSON) -> bool:
+        for (part, key), value, equal in terms:
+            actual = str(pod.get(part, {}).get(key) or "")
+            if (actual == value) != equal:
+                return False
+        return True
+
+    return selected
+
+
+def _precondition_uid(body: Any) -> str:
+    """deleteOptions.preconditions.uid of an Eviction, or ""."""
+    options = body.get("deleteOptions") if isinstance(body, dict) else None
+    preconditions = options.get("preconditions") if isinstance(options, dict) else None
+    return str(preconditions.get("uid") or "") if isinstance(preconditions, dict) else ""
+
+
+def _micro_now() -> str:
+    """A MicroTime now, as the API server writes it: 2026-11-23T13:26:23.000000Z."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _micro(value: Any) -> str:
+    """An RFC 3339 time as the server stores a MicroTime (UTC, microseconds, Z)."""
+    try:
+        stamp = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        stamp = None
+    if stamp is None or stamp.tzinfo is None:
+        raise ValueError(
+            f'Lease in version "v1" cannot be handled as a Lease: parsing time "{value}" as '
+            f'"2006-01-02T15:04:05.000000Z07:00": cannot parse "{value}"'
+        )
+    return stamp.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _lease_spec(spec: JSON) -> JSON:
+    """A LeaseSpec as stored: Go's field order, nulls dropped, times as MicroTime."""
+    stored = {key: spec[key] for key in _LEASE_SPEC if spec.get(key) is not None}
+    for key in _LEASE_TIMES:
+        if key in stored:
+            stored[key] = _micro(stored[key])
+    return stored
+
+
+class _Refused(Exception):
+    """A request the server refuses with `answer`."""
+
+    def __init__(self, code: int, body: JSON) -> None:
+        super().__init__(body.get("message"))
+        self.answer: tuple[int, JSON, dict[str, str]] = (code, body, {})
+
+
+def _lease_body(namespace: str, body: Any, name: str | None) -> tuple[JSON, JSON]:
+    """(metadata, stored spec) of a Lease sent to create (`name` None) or replace; raises
+    `_Refused` with the answer refusing it."""
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    spec = body.get("spec") if isinstance(body, dict) else None
+    if not isinstance(metadata, dict) or not isinstance(spec, dict | None):
+        raise _Refused(
+            400, status_body(400, "the body of the request was in an unknown format", "BadRequest")
+        )
+    if metadata.get("namespace") not in (None, "", namespace):
+        raise _Refused(
+            400,
+            status_body(
+                400,
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request",
+                "BadRequest",
+            ),
+        )
+    if name is not None and metadata.get("name") != name:
+        raise _Refused(
+            400,
+            status_body(
+                400,
+                f"the name of the object ({metadata.get('name')}) does not match the name on "
+                f"the URL ({name})",
+                "BadRequest",
+            ),
+        )
+    try:
+        return metadata, _lease_spec(spec or {})
+    except ValueError as exc:
+        raise _Refused(400, status_body(400, str(exc), "BadRequest")) from exc
+
+
+def _lease_fields(spec: JSON, manager: str) -> list[JSON]:
+    """managedFields of a Lease written by `manager` (lease-create.json)."""
+    return [
+        {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": f"{_LEASE_GROUP}/v1",
+            "time": _now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {f"f:{key}": {} for key in sorted(spec)}},
+        }
+    ]
+
+
+def _lease_not_found(name: str) -> JSON:
+    return status_body(
+        404,
+        f'leases.coordination.k8s.io "{name}" not found',
+        "NotFound",
+        {"name": name, "group": _LEASE_GROUP, "kind": "leases"},
+    )
+
+
+def _uid_conflict(namespace: str, name: str, wanted: str, actual: str) -> JSON:
+    """409 of a UID precondition that failed (bind-uid-mismatch.json)."""
+    return status_body(
+        409,
+        f'Operation cannot be fulfilled on pods "{name}": StorageError: invalid object, Code: 4, '
+        f"Key: /registry/pods/{namespace}/{name}, ResourceVersion: 0, AdditionalErrorMsg: "
+        f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}",
+        "Conflict",
+        {"name": name, "kind": "pods"},
+    )
 
 
 def _unauthorized() -> JSON:

@@ -610,3 +610,396 @@ def test_a_denied_access_review_answers_not_allowed(api: FakeKubeAPI) -> None:
     assert allowed(verb="create", resource="events")
     status, got = request(api, "POST", path, {"spec": {}}, "application/json")
     assert (status, got["reason"]) == (422, "Invalid")
+
+
+# --- evictions --------------------------------------------------------------------------------
+
+EVICTION_PATH = f"/api/v1/namespaces/{NS}/pods/{{}}/eviction"
+
+
+def eviction(name: str, uid: str | None = None, namespace: str = NS) -> JSON:
+    """A policy/v1 Eviction, as the extender sends it."""
+    body: JSON = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    if uid is not None:
+        body["deleteOptions"] = {"preconditions": {"uid": uid}}
+    return body
+
+
+def evict(core: kubernetes.client.CoreV1Api, url_name: str, body: JSON) -> tuple[int, JSON]:
+    return call(core.create_namespaced_pod_eviction, url_name, NS, body)
+
+
+def running(api: FakeKubeAPI, name: str, uid: str = UID, node: str = "node-1") -> JSON:
+    return api.add_pod(
+        NS, name, uid, node_name=node, phase="Running", owner=("ReplicaSet", "web-5d4f8")
+    )
+
+
+def test_an_eviction_is_answered_like_evict_ok_and_marks_the_pod(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "w2")
+    since = api.resource_version
+    want = fixture("evict-ok")
+    assert want["request"] == f"POST {EVICTION_PATH.format('w2')}"
+    assert evict(core, "w2", eviction("w2", UID)) == (want["status"], want["response"])
+    assert api.evictions == [(NS, "w2", UID)]
+    pod = api.pod(NS, "w2")
+    assert pod is not None  # Terminating: it stays until its kubelet confirms
+    assert recent(pod["metadata"]["deletionTimestamp"])
+    assert pod["metadata"]["deletionGracePeriodSeconds"] == 30
+    with watch(api, "pods", resourceVersion=since, timeoutSeconds="30") as response:
+        event = next_event(response)
+    assert event["type"] == "MODIFIED"
+    assert event["object"]["metadata"]["deletionTimestamp"] == pod["metadata"]["deletionTimestamp"]
+    # evicting it again (a retry whose first answer was lost) is accepted, and changes nothing
+    version = api.resource_version
+    assert evict(core, "w2", eviction("w2", UID)) == (201, want["response"])
+    assert api.resource_version == version
+    assert api.eviction_count(NS, "w2") == 2
+
+
+def test_a_pending_pod_is_deleted_at_once_and_skips_its_budget(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    api.add_pod(NS, "w3", UID)  # Pending, on no node
+    api.block_evictions(NS, "w3")
+    since = api.resource_version
+    assert evict(core, "w3", eviction("w3"))[0] == 201
+    assert api.pod(NS, "w3") is None
+    assert api.evictions == [(NS, "w3", "")]
+    with watch(api, "pods", resourceVersion=since, timeoutSeconds="30") as response:
+        events = [next_event(response) for _ in range(2)]
+    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+    assert events[0]["object"]["metadata"]["deletionGracePeriodSeconds"] == 0
+
+
+def test_evicting_a_missing_pod_is_the_fixture_404(core: kubernetes.client.CoreV1Api) -> None:
+    want = fixture("evict-pod-missing")
+    assert evict(core, "nope", eviction("nope")) == (want["status"], want["response"])
+
+
+def test_an_eviction_naming_another_pod_is_the_fixture_400(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "w3")
+    want = fixture("evict-bad-body")
+    assert evict(core, "w3", eviction("w2")) == (want["status"], want["response"])
+    assert "deletionTimestamp" not in api.pod(NS, "w3")["metadata"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "processed"),
+    [("evict-pdb-blocked", True), ("evict-pdb-not-processed", False)],
+)
+def test_a_budget_refuses_like_the_fixtures(
+    scenario: str, processed: bool, api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "w3")
+    api.block_evictions(NS, "w3", processed=processed)
+    want = fixture(scenario)
+    assert evict(core, "w3", eviction("w3", UID)) == (want["status"], want["response"])
+    assert "deletionTimestamp" not in api.pod(NS, "w3")["metadata"]  # type: ignore[index]
+
+    api.block_evictions(NS, "w3", "web-budget", processed=processed)  # named in the cause
+    code, answer = evict(core, "w3", eviction("w3", UID))
+    (cause,) = answer["details"]["causes"]
+    assert code == 429
+    assert cause["message"] == want["response"]["details"]["causes"][0]["message"].replace(
+        "pdb-g", "web-budget"
+    )
+    api.allow_evictions(NS, "w3")
+    assert evict(core, "w3", eviction("w3", UID))[0] == 201
+    assert api.eviction_count(NS, "w3") == 3
+
+
+def test_an_eviction_with_another_uid_is_a_conflict_like_a_bind(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "p2", uid="e63a0047-c806-4c7b-943d-7f05c8a7d03f")  # bind-uid-mismatch's
+    want = fixture("bind-uid-mismatch")
+    assert evict(core, "p2", eviction("p2", OTHER_UID)) == (want["status"], want["response"])
+    assert "deletionTimestamp" not in api.pod(NS, "p2")["metadata"]  # type: ignore[index]
+
+
+def test_fault_knobs_apply_to_evictions(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "w2")
+    api.fail_next(403)
+    code, answer = evict(core, "w2", eviction("w2", UID))
+    assert code == 403
+    assert answer["message"] == (
+        f'pods "w2" is forbidden: User "{DEFAULT_USER}" cannot create resource "pods/eviction" '
+        f'in API group "" in the namespace "{NS}"'
+    )
+    api.fail_next(503)
+    assert evict(core, "w2", eviction("w2", UID))[0] == 503
+    assert "deletionTimestamp" not in api.pod(NS, "w2")["metadata"]  # type: ignore[index]
+
+
+# --- leases -----------------------------------------------------------------------------------
+
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
+
+
+@pytest.fixture
+def coordination(api: FakeKubeAPI) -> Iterator[kubernetes.client.CoordinationV1Api]:
+    client = client_for(api)
+    yield kubernetes.client.CoordinationV1Api(client)
+    closer: Callable[[], None] = client.close
+    closer()
+
+
+def lease_body(name: str = "decice-rebalancer", **spec: Any) -> JSON:
+    want = fixture("lease-create")["response"]
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name},
+        "spec": {**want["spec"], **spec},
+    }
+
+
+def test_a_lease_is_created_like_the_fixture(
+    api: FakeKubeAPI, coordination: kubernetes.client.CoordinationV1Api
+) -> None:
+    want = fixture("lease-create")
+    assert want["request"] == f"POST {LEASES}"
+    real = want["response"]
+    code, lease = call(coordination.create_namespaced_lease, NS, lease_body())
+    assert code == want["status"] == 201
+    assert list(lease) == list(real)
+    assert list(lease["metadata"]) == list(real["metadata"])
+    assert lease["spec"] == real["spec"]
+    assert (lease["metadata"]["name"], lease["metadata"]["namespace"]) == (
+        real["metadata"]["name"],
+        real["metadata"]["namespace"],
+    )
+    assert lease["metadata"]["resourceVersion"] == api.resource_version
+    assert RFC3339.match(lease["metadata"]["creationTimestamp"])
+    (fields,) = lease["metadata"]["managedFields"]
+    (real_fields,) = real["metadata"]["managedFields"]
+    assert list(fields) == list(real_fields)
+    assert fields["fieldsV1"] == real_fields["fieldsV1"]
+    assert api.lease(NS, "decice-rebalancer") == lease
+
+    # times come back as MicroTime whatever RFC 3339 spelling was sent
+    code, other = call(
+        coordination.create_namespaced_lease,
+        NS,
+        lease_body("other", acquireTime="2026-11-23T14:26:23.5+01:00", leaseTransitions=None),
+    )
+    assert code == 201
+    assert other["spec"]["acquireTime"] == "2026-11-23T13:26:23.500000Z"
+    assert "leaseTransitions" not in other["spec"]  # omitempty, as Go
+
+
+def test_a_second_create_is_the_fixture_conflict(
+    coordination: kubernetes.client.CoordinationV1Api,
+) -> None:
+    assert call(coordination.create_namespaced_lease, NS, lease_body())[0] == 201
+    want = fixture("lease-conflict")
+    got = call(coordination.create_namespaced_lease, NS, lease_body())
+    assert got == (want["status"], want["response"])
+
+
+def test_a_missing_lease_is_a_not_found_of_its_group(
+    coordination: kubernetes.client.CoordinationV1Api,
+) -> None:
+    conflict = fixture("lease-conflict")["response"]
+    missing = fixture("evict-pod-missing")["response"]
+    code, answer = call(coordination.read_namespaced_lease, "nope", NS)
+    assert code == 404
+    assert list(answer) == list(missing)
+    assert answer["message"] == 'leases.coordination.k8s.io "nope" not found'
+    assert answer["reason"] == "NotFound"
+    assert answer["details"] == {**conflict["details"], "name": "nope"}
+    code, answer = call(coordination.replace_namespaced_lease, "nope", NS, lease_body("nope"))
+    assert (code, answer["reason"]) == (404, "NotFound")
+
+
+def test_lease_updates_are_optimistic(
+    api: FakeKubeAPI, coordination: kubernetes.client.CoordinationV1Api
+) -> None:
+    _, lease = call(coordination.create_namespaced_lease, NS, lease_body())
+    name, version = "decice-rebalancer", lease["metadata"]["resourceVersion"]
+    lease["spec"]["renewTime"] = "2026-11-23T13:26:25.000000Z"
+    code, renewed = call(coordination.replace_namespaced_lease, name, NS, lease)
+    assert code == 200
+    assert renewed["spec"]["renewTime"] == "2026-11-23T13:26:25.000000Z"
+    assert int(renewed["metadata"]["resourceVersion"]) > int(version)
+    assert renewed["metadata"]["uid"] == lease["metadata"]["uid"]
+
+    lease["spec"]["holderIdentity"] = "decice-extender-1"  # from the stale version
+    code, answer = call(coordination.replace_namespaced_lease, name, NS, lease)
+    assert (code, answer) == (
+        409,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
+            "the object has been modified; please apply your changes to the latest version "
+            "and try again",
+            "reason": "Conflict",
+            "details": {"name": name, "group": "coordination.k8s.io", "kind": "leases"},
+            "code": 409,
+        },
+    )
+    assert api.lease(NS, name)["spec"]["holderIdentity"] == "decice-extender-0"  # type: ignore[index]
+    same = call(coordination.replace_namespaced_lease, name, NS, renewed)[1]
+    assert same["metadata"]["resourceVersion"] == renewed["metadata"]["resourceVersion"]  # no-op
+    del renewed["metadata"]["resourceVersion"]
+    code, answer = call(coordination.replace_namespaced_lease, name, NS, renewed)
+    assert (code, answer["reason"]) == (422, "Invalid")
+
+
+def test_lease_knobs(api: FakeKubeAPI, coordination: kubernetes.client.CoordinationV1Api) -> None:
+    name = "decice-rebalancer"
+    assert api.lease(NS, name) is None
+    _, lease = call(coordination.create_namespaced_lease, NS, lease_body())
+    stolen = api.steal_lease(NS, name, "decice-extender-9")
+    assert stolen["spec"]["holderIdentity"] == "decice-extender-9"
+    assert stolen["spec"]["leaseTransitions"] == 1
+    assert stolen["spec"]["acquireTime"] == stolen["spec"]["renewTime"]
+    assert MICRO_TIME.match(stolen["spec"]["renewTime"])
+    assert int(stolen["metadata"]["resourceVersion"]) > int(lease["metadata"]["resourceVersion"])
+    # the stolen lease's older copy can no longer be written
+    assert call(coordination.replace_namespaced_lease, name, NS, lease)[0] == 409
+    assert api.steal_lease(NS, "fresh", "x", duration=5)["spec"]["leaseDurationSeconds"] == 5
+
+    api.break_leases(503)
+    assert call(coordination.read_namespaced_lease, name, NS)[0] == 503
+    assert call(coordination.create_namespaced_lease, NS, lease_body("y"))[0] == 503
+    assert call(core_of(coordination).list_pod_for_all_namespaces)[0] == 200  # pods unaffected
+    api.break_leases(None)
+    assert call(coordination.read_namespaced_lease, name, NS)[0] == 200
+    api.fail_next(403)
+    code, answer = call(coordination.read_namespaced_lease, name, NS)
+    assert (code, answer["message"]) == (
+        403,
+        f'leases.coordination.k8s.io "{name}" is forbidden: User "{DEFAULT_USER}" cannot get '
+        f'resource "leases" in API group "coordination.k8s.io" in the namespace "{NS}"',
+    )
+    api.delete_lease(NS, name)
+    assert call(coordination.read_namespaced_lease, name, NS)[0] == 404
+
+
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def core_of(api: kubernetes.client.CoordinationV1Api) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(api.api_client)
+
+
+# --- pod field selectors and the pod helpers --------------------------------------------------
+
+
+def test_pod_lists_honour_field_selectors_and_page(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    for i in range(5):
+        api.add_pod(NS, f"run-{i}", f"uid-r{i}", node_name=f"node-{i % 2}", phase="Running")
+    api.add_pod("other", "run-x", "uid-x", node_name="node-0", phase="Running")
+    api.add_pod(NS, "pending", "uid-p")
+    api.add_pod(NS, "foreign", "uid-f", scheduler_name="default-scheduler", phase="Running")
+
+    def names(**kwargs: Any) -> list[str]:
+        if "namespace" in kwargs:
+            code, answer = call(core.list_namespaced_pod, **kwargs)
+        else:
+            code, answer = call(core.list_pod_for_all_namespaces, **kwargs)
+        assert code == 200, answer
+        return [p["metadata"]["name"] for p in answer["items"]]
+
+    mine = "spec.schedulerName=decice_sched,status.phase=Running"
+    assert names(field_selector=mine) == [*(f"run-{i}" for i in range(5)), "run-x"]
+    assert names(field_selector=mine, namespace=NS) == [f"run-{i}" for i in range(5)]
+    assert names(field_selector="spec.nodeName=node-0,metadata.namespace=decice") == [
+        "run-0",
+        "run-2",
+        "run-4",
+    ]
+    assert names(field_selector="status.phase!=Running") == ["pending"]
+    assert names(field_selector="spec.nodeName=") == ["foreign", "pending"]  # unbound ones
+    assert names(field_selector="spec.schedulerName==default-scheduler") == ["foreign"]
+
+    # paging within the selection
+    seen: list[str] = []
+    token = None
+    for _ in range(4):
+        _, page = call(
+            core.list_pod_for_all_namespaces, field_selector=mine, limit=4, _continue=token
+        )
+        seen += [p["metadata"]["name"] for p in page["items"]]
+        token = page["metadata"].get("continue")
+        if token is None:
+            break
+        assert page["metadata"]["remainingItemCount"] == 2
+    assert seen == names(field_selector=mine)
+
+    code, answer = call(core.list_pod_for_all_namespaces, field_selector="spec.priority=0")
+    assert (code, answer["reason"], answer["message"]) == (
+        400,
+        "BadRequest",
+        "field label not supported: spec.priority",
+    )
+
+
+def test_add_pod_makes_owned_running_pods(api: FakeKubeAPI) -> None:
+    pod = api.add_pod(
+        NS,
+        "web-1",
+        UID,
+        node_name="node-1",
+        phase="Running",
+        owner=("ReplicaSet", "web-5d4f8"),
+        annotations={"decice.io/policy": "gpu"},
+        labels={"app": "web"},
+        created=1_700_000_000,
+    )
+    meta = pod["metadata"]
+    assert list(meta) == [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "labels",
+        "annotations",
+        "ownerReferences",
+    ]
+    assert meta["creationTimestamp"] == "2023-11-14T22:13:20Z"
+    (owner,) = meta["ownerReferences"]
+    assert owner["apiVersion"] == "apps/v1"
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("ReplicaSet", "web-5d4f8", True)
+    assert owner["blockOwnerDeletion"] is True
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["startTime"] == meta["creationTimestamp"]
+    assert pod["spec"]["nodeName"] == "node-1"
+
+    mirror = api.add_pod(
+        "kube-system",
+        "etcd-node-1",
+        "uid-m",
+        node_name="node-1",
+        phase="Running",
+        owner=("Node", "node-1"),
+    )
+    (owner,) = mirror["metadata"]["ownerReferences"]
+    assert (owner["apiVersion"], owner["kind"], owner["controller"]) == ("v1", "Node", True)
+    assert "kubernetes.io/config.mirror" in mirror["metadata"]["annotations"]
+    for kind in ("StatefulSet", "DaemonSet"):
+        made = api.add_pod(NS, kind.lower(), f"uid-{kind}", owner=(kind, "x"))
+        assert made["metadata"]["ownerReferences"][0]["kind"] == kind
+    with pytest.raises(ValueError, match="owner"):
+        api.add_pod(NS, "bad", "uid-b", owner=("CronJob", "x"))
+    with pytest.raises(ValueError, match="phase"):
+        api.add_pod(NS, "bad", "uid-b", phase="Sleeping")
