@@ -17,7 +17,7 @@ import os
 import re
 import socket
 import ssl
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +43,7 @@ __all__ = [
     "KubeAlreadyBound",
     "KubeClient",
     "KubeError",
+    "KubeEvictionRefused",
     "KubeUnavailable",
     "load_api_client",
 ]
@@ -55,6 +56,8 @@ _ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
 _MAX_MESSAGE = 500
 REPORTING_CONTROLLER = "decice.io/extender"
 _LIST_PAGE = 500
+#: list_pods gives up after this many pages by default (500 pods each: 50 000 pods).
+MAX_LIST_PAGES = 100
 #: The longest watch event line accepted (a hostile server cannot exhaust memory).
 MAX_WATCH_LINE = 16 * 1024 * 1024
 #: A watch stream may be silent for its whole `timeoutSeconds`; the read timeout is longer.
@@ -70,10 +73,19 @@ _USER_AGENT = "decice-extender"
 class KubeError(Exception):
     """A Kubernetes API call failed; `str()` is a one-line message for the operator."""
 
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = _clean(message)
+        #: `details` of the API's `Status` answer (causes, retryAfterSeconds...), or {}
+        self.details: Mapping[str, Any] = details or {}
         super().__init__(self.message)
 
     def __str__(self) -> str:
@@ -102,6 +114,50 @@ class KubeUnavailable(KubeError):
     """Timeouts, refused connections, or 429/5xx answers: the ones worth a retry."""
 
 
+class KubeEvictionRefused(KubeError):
+    """429 to an eviction: a PodDisruptionBudget allows no disruption now (or the API
+    server throttles). Not retried by `evict`: the caller tries again in a later cycle,
+    not before `retry_after` seconds when the server named them
+    (`details.retryAfterSeconds`, e.g. a budget still being processed). `causes` holds the
+    messages of the answer's causes ("The disruption budget pdb-g needs 1 healthy pods
+    and has 1 currently"), also appended to `message`."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        causes: tuple[str, ...] = (),
+        status: int | None = 429,
+        reason: str = "TooManyRequests",
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        if causes:
+            message = f"{message} ({'; '.join(causes)})"
+        super().__init__(message, status=status, reason=reason, details=details)
+        self.retry_after = retry_after
+        self.causes = causes
+
+    @classmethod
+    def from_error(cls, err: KubeError) -> KubeEvictionRefused:
+        details = err.details
+        raw = details.get("retryAfterSeconds")
+        retry_after = float(raw) if isinstance(raw, int | float) and raw > 0 else None
+        causes = tuple(
+            _clean(str(cause.get("message")))
+            for cause in details.get("causes") or ()
+            if isinstance(cause, dict) and cause.get("message")
+        )
+        return cls(
+            err.message,
+            retry_after=retry_after,
+            causes=causes,
+            status=err.status,
+            reason=err.reason or "TooManyRequests",
+            details=details,
+        )
+
+
 def _clean(message: str) -> str:
     redacted = redact(" ".join(message.split()))
     if len(redacted) > _MAX_MESSAGE:
@@ -121,6 +177,7 @@ def _phrase(status: int | None) -> str:
 def _error_from_status(status: int, body: bytes | str | None, http_reason: str | None) -> KubeError:
     """Map an HTTP error answer (a `Status` object, usually) to our hierarchy."""
     message, reason = "", ""
+    details: dict[str, Any] = {}
     if body:
         try:
             doc = orjson.loads(body)
@@ -129,6 +186,8 @@ def _error_from_status(status: int, body: bytes | str | None, http_reason: str |
         if isinstance(doc, dict):
             message = str(doc.get("message") or "")
             reason = str(doc.get("reason") or "")
+            if isinstance(doc.get("details"), dict):
+                details = doc["details"]
         elif isinstance(body, bytes):
             message = body.decode("utf-8", "replace")
         else:
@@ -140,8 +199,8 @@ def _error_from_status(status: int, body: bytes | str | None, http_reason: str |
         if assigned:
             return KubeAlreadyBound(message, node=assigned.group(1), status=status, reason=reason)
     if status in _RETRYABLE_STATUS or status >= 500:
-        return KubeUnavailable(message, status=status, reason=reason)
-    return KubeError(message, status=status, reason=reason)
+        return KubeUnavailable(message, status=status, reason=reason, details=details)
+    return KubeError(message, status=status, reason=reason, details=details)
 
 
 def _is_tls_failure(exc: BaseException) -> bool:
@@ -420,14 +479,18 @@ class KubeClient:
         content_type: str = _JSON,
         params: Mapping[str, str] | None = None,
         retries: int | None = None,
+        final: Collection[int] = (),
     ) -> Any:
-        """Send, retrying transient failures; the decoded JSON answer."""
+        """Send, retrying transient failures (but answers whose status is in `final`);
+        the decoded JSON answer."""
         retries = self._retries if retries is None else retries
         attempt = 0
         while True:
             try:
                 return await self._once(method, path, body, content_type, params)
             except KubeError as err:
+                if err.status in final:
+                    raise
                 if not _retryable(err) or attempt >= retries:
                     if isinstance(err, KubeUnavailable):
                         err.message = (
@@ -506,6 +569,80 @@ class KubeClient:
             raise
         return BIND_BOUND
 
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        """Evict pod `namespace/name` through the Eviction API (policy/v1 `Eviction`), with
+        `uid` as the delete precondition, so a pod re-created under the name is left alone
+        (an empty `uid` sends none).
+
+        Success means the API accepted it: the pod is terminating (it keeps running until
+        its kubelet stops it), or is gone at once if it was Pending. Raises
+        `KubeEvictionRefused` (429) when a PodDisruptionBudget refuses, never retried here;
+        `KubeError` 404 when the pod is gone, 409 `Conflict` when its UID differs, 400
+        `BadRequest` for a body the API rejects. Timeouts, connection errors and 5xx are
+        retried (a repeated eviction of a terminating pod is accepted again).
+        """
+        for arg, value in (("namespace", namespace), ("name", name)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"evict: {arg} must be a non-empty string, got {value!r}")
+        doc: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if uid:
+            doc["deleteOptions"] = {"preconditions": {"uid": uid}}
+        try:
+            await self._request(
+                "POST",
+                f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                body=orjson.dumps(doc),
+                final=(429,),
+            )
+        except KubeError as err:
+            if err.status == 429:
+                raise KubeEvictionRefused.from_error(err) from err
+            raise
+
+    async def list_pods(
+        self,
+        field_selector: str = "",
+        *,
+        namespace: str | None = None,
+        limit: int = _LIST_PAGE,
+        max_pages: int = MAX_LIST_PAGES,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The pods matching `field_selector` (e.g. "spec.schedulerName=decice_sched,
+        status.phase=Running"), of every namespace or of `namespace`, as the API lists
+        them (items without kind / apiVersion), read `limit` at a time following
+        `continue` tokens: one page in memory at a time.
+
+        Raises `KubeError` (reason "TooManyPages") when a `max_pages`-th page still
+        announces more, and the API's error for a failed page (a 410 `Expired` when a
+        `continue` token went stale: list again). Pages are retried like any read.
+        """
+        if max_pages < 1:
+            raise ValueError("list_pods: max_pages must be >= 1")
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        token: str | None = None
+        for _ in range(max_pages):
+            doc = await self.list_page(
+                path, limit=limit, continue_token=token, field_selector=field_selector
+            )
+            items = doc.get("items") or ()
+            metadata = doc.get("metadata") or {}
+            if not isinstance(items, list | tuple) or not isinstance(metadata, dict):
+                raise KubeError(f"GET {path}: unexpected pod list", reason="BadResponse")
+            for item in items:
+                if isinstance(item, dict):
+                    yield item
+            token = metadata.get("continue") or None
+            if token is None:
+                return
+        raise KubeError(
+            f"GET {path}: more than {max_pages} pages of {limit} pods; gave up",
+            reason="TooManyPages",
+        )
+
     async def create_event(self, event: PodEvent) -> None:
         """POST an events.k8s.io/v1 Event about a pod (once: events are best-effort)."""
         body = {
@@ -565,9 +702,15 @@ class KubeClient:
         )
 
     async def list_page(
-        self, path: str, *, limit: int, continue_token: str | None = None
+        self,
+        path: str,
+        *,
+        limit: int,
+        continue_token: str | None = None,
+        field_selector: str = "",
     ) -> dict[str, Any]:
-        """One page of a list (`GET path?limit=N&continue=T`), decoded as it came.
+        """One page of a list (`GET path?limit=N&continue=T&fieldSelector=S`), decoded as
+        it came.
 
         `list_page("/api/v1/pods", limit=1)["metadata"]["resourceVersion"]` starts a watch
         from now without listing every pod."""
@@ -576,6 +719,8 @@ class KubeClient:
         params = {"limit": str(limit)}
         if continue_token:
             params["continue"] = continue_token
+        if field_selector:
+            params["fieldSelector"] = field_selector
         doc = await self._request("GET", path, params=params)
         if not isinstance(doc, dict):
             raise KubeError(f"GET {path}: answer is not a list", reason="BadResponse")

@@ -31,6 +31,7 @@ from extender.kube import (
     KubeAlreadyBound,
     KubeClient,
     KubeError,
+    KubeEvictionRefused,
     KubeUnavailable,
     load_api_client,
 )
@@ -1110,3 +1111,131 @@ async def test_an_event_is_posted_once(api: FakeKubeAPI, kube: Make) -> None:
             await client.create_event(event)
     assert len(api.requests_to("POST", path)) == 3
     assert len(api.events) == 1
+
+
+# --- evictions ----------------------------------------------------------------------------
+
+
+def running(api: FakeKubeAPI, name: str, uid: str, node: str = "node-1") -> None:
+    api.add_pod(NS, name, uid, node_name=node, phase="Running", owner=("ReplicaSet", "web-1"))
+
+
+async def test_evict_sends_the_eviction_with_the_uid(api: FakeKubeAPI, kube: Make) -> None:
+    running(api, "w2", UID2)
+    await kube(api).evict(NS, "w2", UID2)
+    (request,) = api.requests_to("POST", f"/api/v1/namespaces/{NS}/pods/w2/eviction")
+    assert request.body == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "w2", "namespace": NS},
+        "deleteOptions": {"preconditions": {"uid": UID2}},
+    }
+    assert api.evictions == [(NS, "w2", UID2)]
+    assert "deletionTimestamp" in api.pod(NS, "w2")["metadata"]  # type: ignore[index]
+    await kube(api).evict(NS, "w2", "")  # no precondition: none sent; terminating: accepted
+    assert api.evictions[-1] == (NS, "w2", "")
+    assert "deleteOptions" not in api.requests[-1].body
+
+
+async def test_evict_a_missing_pod_is_not_found(kube: Make, api: FakeKubeAPI) -> None:
+    with pytest.raises(KubeError) as caught:
+        await kube(api).evict(NS, "nope", UID1)
+    assert (caught.value.status, caught.value.reason) == (404, "NotFound")
+    assert not isinstance(caught.value, KubeEvictionRefused)
+    assert caught.value.message == fixture("evict-pod-missing")["response"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "processed", "retry_after"),
+    [("evict-pdb-blocked", True, None), ("evict-pdb-not-processed", False, 10.0)],
+)
+async def test_evict_refused_by_a_budget_is_not_retried(
+    scenario: str, processed: bool, retry_after: float | None, api: FakeKubeAPI, kube: Make
+) -> None:
+    running(api, "w3", UID3)
+    api.block_evictions(NS, "w3", "pdb-g", processed=processed)
+    want = fixture(scenario)["response"]
+    with pytest.raises(KubeEvictionRefused) as caught:
+        await kube(api, retries=3).evict(NS, "w3", UID3)
+    err = caught.value
+    assert (err.status, err.reason) == (429, "TooManyRequests")
+    assert err.retry_after == retry_after
+    assert err.causes == (want["details"]["causes"][0]["message"],)
+    assert err.message.startswith(want["message"])
+    assert "pdb-g" in str(err)
+    assert err.details == want["details"]
+    assert api.eviction_count(NS, "w3") == 1  # the caller waits for its next cycle
+    assert "deletionTimestamp" not in api.pod(NS, "w3")["metadata"]  # type: ignore[index]
+
+
+async def test_evict_a_recreated_pod_is_a_conflict(api: FakeKubeAPI, kube: Make) -> None:
+    running(api, "w2", UID2)
+    with pytest.raises(KubeError) as caught:
+        await kube(api).evict(NS, "w2", OTHER_UID)
+    assert (caught.value.status, caught.value.reason) == (409, "Conflict")
+    assert f"UID in precondition: {OTHER_UID}" in str(caught.value)
+    assert api.eviction_count(NS, "w2") == 1
+
+
+async def test_evict_errors_and_retries(api: FakeKubeAPI, kube: Make) -> None:
+    running(api, "w2", UID2)
+    client = kube(api)
+    api.fail_next(400)
+    with pytest.raises(KubeError) as caught:
+        await client.evict(NS, "w2", UID2)
+    assert (caught.value.status, caught.value.reason) == (400, "BadRequest")
+    api.fail_next(503)  # transient: retried
+    await client.evict(NS, "w2", UID2)
+    assert api.eviction_count(NS, "w2") == 3  # 400, then 503 and its retry
+    api.fail_next(429)  # API throttling is refused too, with its retryAfterSeconds
+    with pytest.raises(KubeEvictionRefused) as refused:
+        await client.evict(NS, "w2", UID2)
+    assert (refused.value.retry_after, refused.value.causes) == (1.0, ())
+    with pytest.raises(ValueError):
+        await client.evict(NS, "", UID2)
+
+
+# --- pod lists ----------------------------------------------------------------------------
+
+
+async def test_list_pods_with_a_field_selector_follows_continue(
+    api: FakeKubeAPI, kube: Make
+) -> None:
+    for i in range(7):
+        api.add_pod("apps", f"r{i}", f"uid-{i}", node_name="node-1", phase="Running")
+    api.add_pod("apps", "other", "uid-o", scheduler_name="default-scheduler", phase="Running")
+    selector = "spec.schedulerName=decice_sched,status.phase=Running"
+    client = kube(api)
+    pods = [pod async for pod in client.list_pods(selector, limit=3)]
+    assert [p["metadata"]["name"] for p in pods] == [f"r{i}" for i in range(7)]
+    pages = api.requests_to("GET", "/api/v1/pods")
+    assert [r.query for r in pages] == [
+        {"limit": ["3"], "fieldSelector": [selector]},
+        {"limit": ["3"], "continue": ["3"], "fieldSelector": [selector]},
+        {"limit": ["3"], "continue": ["6"], "fieldSelector": [selector]},
+    ]
+    pending = [p async for p in client.list_pods("status.phase=Pending", namespace=NS)]
+    assert [p["metadata"]["name"] for p in pending] == ["p1", "p2", "p3"]
+    assert api.requests[-1].path == f"/api/v1/namespaces/{NS}/pods"
+    everything = [p async for p in client.list_pods()]
+    assert len(everything) == 11
+
+
+async def test_list_pods_is_bounded_and_maps_errors(api: FakeKubeAPI, kube: Make) -> None:
+    client = kube(api)
+    with pytest.raises(KubeError) as caught:
+        async for _ in client.list_pods(limit=1, max_pages=2):
+            pass
+    assert caught.value.reason == "TooManyPages"
+    assert len(api.requests_to("GET", "/api/v1/pods")) == 2
+    with pytest.raises(KubeError) as caught:
+        async for _ in client.list_pods("spec.priority=1"):
+            pass
+    assert (caught.value.status, caught.value.reason) == (400, "BadRequest")
+    api.fail_next(403)
+    with pytest.raises(KubeError, match=r"^Kubernetes API 403 "):
+        async for _ in client.list_pods(namespace=NS):
+            pass
+    with pytest.raises(ValueError):
+        async for _ in client.list_pods(max_pages=0):
+            pass
