@@ -22,7 +22,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from tabulate import tabulate
@@ -325,7 +325,8 @@ def permissions(settings: Settings) -> list[Permission]:
             "create",
             "pods",
             subresource="eviction",
-            why="the rebalancer, a future feature",
+            why="decice-extender rebalance in evict mode; the chart gives it to the "
+            "rebalancer's own account",
             required=False,
         )
     )
@@ -424,9 +425,16 @@ async def _prometheus_rows(
     rows = [reachable_row(settings.prometheus, error)]
     if error is not None:
         return rows
+    users: dict[str, list[str]] = {}
+    for name, policy in settings.policy_map.items():
+        for m in policy.metrics:
+            users.setdefault(m.name, []).append(name)
     for metric in settings.fetched_metrics:
         series = await ask(metric.query)
-        rows.append(query_row(metric, series))
+        row = query_row(metric, series)
+        if settings.policies is not None:  # named policies: say which use the metric
+            row = replace(row, detail=f"{row.detail} (policies {', '.join(users[metric.name])})")
+        rows.append(row)
         if isinstance(series, BaseException) or not series:
             continue
         if nodes is None:

@@ -38,7 +38,7 @@ from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
 __all__ = ["LeaderElector"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("decice.leader")
 
 #: The library's own logger says "lease held by X and has not expired" at INFO on every
 #: retry of every follower; this module reports what matters (transitions, errors).

@@ -515,3 +515,36 @@ def test_a_denied_permission(doctor: Run, api: FakeKubeAPI) -> None:
     assert "denied: bind.enabled needs it" in rows["rbac create pods/binding"].detail
     assert rows["rbac create pods/eviction"].status == "warn"
     assert [r.check for r in rows.values() if r.status == "FAIL"] == ["rbac create pods/binding"]
+
+
+@pytest.mark.integration
+def test_two_policies_each_metric_checked_once_with_its_users(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    api: FakeKubeAPI,
+    prometheus: PrometheusServer,
+) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, "doctor-token")
+    monkeypatch.delenv("PROMETHEUS_URL", raising=False)
+    cpu = {"name": "cpu", "query": "doctor_cpu", "maxAge": 30, "filter": {"above": 0.9}}
+    busy = {"name": "busy", "query": "doctor_pct", "max": 100, "maxAge": 30}
+    policy = {
+        "prometheus": {"url": prometheus.url, "timeout": 3},
+        "kubernetes": {"kubeconfig": str(kubeconfig)},
+        "defaultPolicy": "web",
+        "policies": {
+            "web": {"metrics": [cpu]},
+            "batch": {"metrics": [{**cpu, "weight": 1}, {**busy, "weight": 3}]},
+        },
+    }
+    path = tmp_path / "two-policies.yaml"
+    path.write_text(json.dumps(policy))
+    code = main(["doctor", "--config", str(path)])
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0, out
+    lines = out.splitlines()
+    assert [ln.split()[1] for ln in lines if ln.startswith("query ")] == ["cpu", "busy"]
+    assert "3 series (policies web, batch)" in out and "3 series (policies batch)" in out
+    assert "range busy" in out and "values 20 .. 60 within min 0 .. max 100" in out

@@ -185,7 +185,7 @@ async def test_failing_lease_calls_stop_leading_and_are_logged_once(
     api: FakeKubeAPI, make: Make, caplog: pytest.LogCaptureFixture
 ) -> None:
     elector = make("replica-a")
-    caplog.set_level(logging.INFO, logger="extender.leader")
+    caplog.set_level(logging.INFO, logger="decice.leader")
     async with campaigning(elector):
         await asyncio.wait_for(elector.leading.wait(), LOST_WITHIN)
         api.break_leases(503)
