@@ -313,8 +313,10 @@ class PolicyReloader:
         rename onto it), kubelet's `..data` and `..<timestamp>` entries, and the directory.
         Anything else in the directory (a log written beside the file) is not read for."""
         name = Path(path).name
-        return name == self.path.name or name.startswith("..") or path == str(
-            self.path.absolute().parent
+        return (
+            name == self.path.name
+            or name.startswith("..")
+            or path == str(self.path.absolute().parent)
         )
 
     # -- triggers: SIGHUP ----------------------------------------------------------------------
