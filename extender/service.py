@@ -214,7 +214,7 @@ def build_service(
     }
     rebalancer = None
     if leader is not None and kube is not None:
-        counters = RebalanceTelemetry(telemetry.registry)
+        counters = RebalanceTelemetry(telemetry.registry, lambda: leader.is_leader)
         rebalancer = Rebalancer(
             engine, kube, leader, counters, lambda: nodes.inventory().cpu_cores, clock
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -155,7 +155,15 @@ class RebalanceTelemetry:
     """The rebalancer's counters, on the registry of the service it runs in (only the
     rebalancer exports them: the extender's /metrics stays as it was)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, leading: Callable[[], bool] | None = None
+    ) -> None:
+        if leading is not None:
+            Gauge(
+                "decice_rebalance_leader",
+                "1 while this rebalancer holds the Lease (only the holder evicts).",
+                registry=registry,
+            ).set_function(lambda: float(leading()))
         self.decisions = Counter(
             "decice_rebalance_decisions",
             "Rebalancer decisions by mode and outcome: would_move (dry-run), evicted, "

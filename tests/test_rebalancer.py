@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from extender.config import Settings, parse_settings
 from extender.engine import Engine
 from extender.kube import KubeClient
 from extender.model import PodEvent
 from extender.rebalancer import Rebalancer
+from extender.telemetry import RebalanceTelemetry
 from tests.conftest import NOW, make_snapshot
 from tests.kubeapi import FakeKubeAPI, client_for
 from tests.test_rebalance import KRAKE, krake_values
@@ -254,6 +256,18 @@ async def test_a_recreated_pod_is_gone_not_retried(stack: Stack) -> None:
     assert stack.counts.decisions[("evict", "gone")] == 1
     pod = api.pod("shop", "app")
     assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_the_leader_gauge_follows_the_lease() -> None:
+    registry = CollectorRegistry()
+    lease = Lease(leading=False)
+    counters = RebalanceTelemetry(registry, lambda: lease.is_leader)
+    assert registry.get_sample_value("decice_rebalance_leader") == 0
+    lease.leading = True
+    counters.rebalanced("evict", "evicted")
+    assert registry.get_sample_value("decice_rebalance_leader") == 1
+    labels = {"mode": "evict", "outcome": "evicted"}
+    assert registry.get_sample_value("decice_rebalance_decisions_total", labels) == 1
 
 
 async def test_losing_the_lease_stops_evictions_at_once(api: FakeKubeAPI) -> None:
