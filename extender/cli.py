@@ -399,6 +399,18 @@ def cmd_scheduler_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _log_options(command: argparse.ArgumentParser) -> None:
+    """--log-level and --log-format, for the long-running commands."""
+    command.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    command.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="text (default) or json lines; also $DECICE_LOG_FORMAT",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="decice-extender", description=__doc__)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -407,12 +419,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--config", required=True, help="policy YAML file")
     s.add_argument("--host", help="listen address (overrides server.host)")
     s.add_argument("--port", type=int, help="listen port (overrides server.port)")
-    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    s.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        help="text (default) or json lines; also $DECICE_LOG_FORMAT",
-    )
+    _log_options(s)
     s.set_defaults(func=cmd_serve)
     rb = sub.add_parser(
         "rebalance",
@@ -421,12 +428,7 @@ def parser() -> argparse.ArgumentParser:
     rb.add_argument("--config", required=True, help="policy YAML file")
     rb.add_argument("--host", default="0.0.0.0", help="/metrics, /healthz, /readyz address")
     rb.add_argument("--port", type=int, help="their port (default server.metricsPort, or 8889)")
-    rb.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    rb.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        help="text (default) or json lines; also $DECICE_LOG_FORMAT",
-    )
+    _log_options(rb)
     rb.set_defaults(func=cmd_rebalance)
     c = sub.add_parser("check-config", help="validate a policy file and exit")
     c.add_argument("config", nargs="?", help="policy YAML file (or --config)")

@@ -859,31 +859,11 @@ class FakeKubeAPI:
 
     def _bind(self, namespace: str, name: str, body: Any) -> tuple[int, JSON, dict[str, str]]:
         # The order of checks follows upstream BindingREST.Create and assignPod.
-        if not isinstance(body, dict):
-            return (
-                400,
-                status_body(400, "the body of the request was in an unknown format", "BadRequest"),
-                {},
-            )
+        refused = _subresource_body_problem(body, namespace, name, "Binding")
+        if refused is not None:
+            return 400, refused, {}
         metadata = body.get("metadata") or {}
         target = body.get("target") or {}
-        if metadata.get("namespace") not in (None, "", namespace):
-            return (
-                400,
-                status_body(
-                    400,
-                    "the namespace of the provided object does not match the namespace sent "
-                    "on the request",
-                    "BadRequest",
-                ),
-                {},
-            )
-        if metadata.get("name") != name:
-            return (
-                400,
-                status_body(400, "name in URL does not match name in Binding object", "BadRequest"),
-                {},
-            )
         if not target.get("name"):
             return 500, status_body(500, "target.name: Required value"), {}
         with self._lock:
@@ -1165,32 +1145,9 @@ class FakeKubeAPI:
         the pod, budgets (skipped by a pod Pending, terminal or terminating), then the
         delete with the UID precondition (evict-*.json)."""
         wanted_uid = _precondition_uid(body)
-        if not isinstance(body, dict):
-            return (
-                400,
-                status_body(400, "the body of the request was in an unknown format", "BadRequest"),
-                {},
-            )
-        metadata = body.get("metadata") or {}
-        if metadata.get("namespace") not in (None, "", namespace):
-            return (
-                400,
-                status_body(
-                    400,
-                    "the namespace of the provided object does not match the namespace sent "
-                    "on the request",
-                    "BadRequest",
-                ),
-                {},
-            )
-        if metadata.get("name") != name:
-            return (
-                400,
-                status_body(
-                    400, "name in URL does not match name in Eviction object", "BadRequest"
-                ),
-                {},
-            )
+        refused = _subresource_body_problem(body, namespace, name, "Eviction")
+        if refused is not None:
+            return 400, refused, {}
         with self._lock:
             pod = self._pods.get((namespace, name))
             if pod is None:
@@ -1738,6 +1695,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def _subresource_body_problem(body: Any, namespace: str, name: str, kind: str) -> JSON | None:
+    """The 400 Status the API answers a pod subresource's body (Binding, Eviction) that is
+    not an object or names another pod (bind-bad-body.json, evict-bad-body.json); None
+    when it is fine."""
+    if not isinstance(body, dict):
+        return status_body(400, "the body of the request was in an unknown format", "BadRequest")
+    metadata = body.get("metadata") or {}
+    if metadata.get("namespace") not in (None, "", namespace):
+        return status_body(
+            400,
+            "the namespace of the provided object does not match the namespace sent on the request",
+            "BadRequest",
+        )
+    if metadata.get("name") != name:
+        return status_body(400, f"name in URL does not match name in {kind} object", "BadRequest")
+    return None
 
 
 def client_for(server: FakeKubeAPI, token: str | None = None) -> kubernetes.client.ApiClient:

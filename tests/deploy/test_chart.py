@@ -9,14 +9,11 @@ paths the extender serves.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +26,7 @@ import yaml
 from extender.app import verb_paths
 from extender.cli import scheduler_extender
 from extender.config import ConfigError, Settings, load_settings
+from tests.deploy.chart import render_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "decice-extender"
@@ -72,18 +70,6 @@ VERB_KEYS = {
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-
-def _load_render_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("deploy_render", ROOT / "deploy" / "render.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("deploy_render", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-render_mod = _load_render_module()
 
 
 def values_for(case: str) -> dict[str, Any]:

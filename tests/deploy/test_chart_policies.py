@@ -3,32 +3,18 @@ alert follow the metrics of every policy, not only `policy.metrics`."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
 from extender.config import Settings, parse_text
+from tests.deploy.chart import render_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "decice-extender"
 NAMESPACE = "decice-system"
-
-
-def _load_render_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("deploy_render", ROOT / "deploy" / "render.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("deploy_render", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-render_mod = _load_render_module()
 
 
 def _metric(name: str, **extra: Any) -> dict[str, Any]:

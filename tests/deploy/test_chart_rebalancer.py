@@ -5,11 +5,8 @@ Rendered offline with helm-python-sdk, validated with kubernetes-validate."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import helm_python as helm
@@ -19,6 +16,7 @@ import pytest
 import yaml
 
 from extender.config import load_settings
+from tests.deploy.chart import render_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "decice-extender"
@@ -40,18 +38,6 @@ CLUSTER_GRANTS = {
     ("", "nodes", "watch"),
     ("events.k8s.io", "events", "create"),
 }
-
-
-def _load_render_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("deploy_render", ROOT / "deploy" / "render.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("deploy_render", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-render_mod = _load_render_module()
 
 
 def render(values: dict[str, Any], namespace: str = NAMESPACE) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from extender.model import Snapshot
 from extender.telemetry import Telemetry
+from tests.deploy.chart import render_mod
 from tests.deploy.test_chart import (
     CHART,
     KUBE_VERSION,
@@ -47,7 +48,6 @@ from tests.deploy.test_chart import (
     RELEASE,
     REQUIRED_LABELS,
     find,
-    render_mod,
     schema_errors,
 )
 from tests.integration.promharness import (
