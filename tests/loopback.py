@@ -139,6 +139,16 @@ def wait_until(
     return True
 
 
+def wait_until_logged(
+    predicate: Callable[[], object], timeout: float, what: str, log: Callable[[], str]
+) -> bool:
+    """`wait_until` for a subprocess: a timeout's AssertionError carries its log."""
+    try:
+        return wait_until(predicate, timeout, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log()}") from None
+
+
 async def wait_until_async(
     predicate: Callable[[], object],
     timeout: float,

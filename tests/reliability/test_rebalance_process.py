@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kubeapi import FakeKubeAPI, write_kubeconfig
-from tests.loopback import free_port
+from tests.loopback import free_port, wait_until_logged
 from tests.reliability.service import command
 
 # Krake's example after the swap (tests/test_rebalance.py): a scores 1, b scores 5.
@@ -75,12 +75,7 @@ def rebalancer(
 
 
 def until(what: str, check: Callable[[], bool], log: Path, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {within}s: {what}\n{log.read_text(errors='replace')}")
+    wait_until_logged(check, within, what, lambda: log.read_text(errors="replace"))
 
 
 def test_dry_run_then_evict_with_one_leader(tmp_path: Path) -> None:

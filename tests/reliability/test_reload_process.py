@@ -11,11 +11,11 @@ import hashlib
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.loopback import wait_until_logged
 from tests.reliability.service import Service, running_service
 
 NODES = {"a": {"cpu": 0.1, "mem": 0.9}, "b": {"cpu": 0.9, "mem": 0.1}}
@@ -53,12 +53,7 @@ def readyz(svc: Service) -> dict[str, Any]:
 
 
 def until(what: str, check: Callable[[], bool], svc: Service, within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {within}s: {what}\n{svc.stderr()}")
+    wait_until_logged(check, within, what, svc.stderr)
 
 
 def best(svc: Service, policy: str | None) -> str:
