@@ -6,9 +6,11 @@ from typing import Any
 
 import orjson
 import pytest
+from starlette.testclient import TestClient
 
 from extender.config import ConfigError, Settings, parse_settings
 from extender.engine import UNKNOWN_POLICY, Engine, build_tables
+from extender.service import build_service
 from extender.wire import encode_filter, parse_extender_args
 from tests.conftest import NOW, make_snapshot, prioritize_answer
 
@@ -195,3 +197,31 @@ def test_a_swap_replaces_every_table_between_requests() -> None:
     # A policy that went away is now unknown.
     gone = e.filter(parse_extender_args(body(pod("batch"), ["a"])), NOW).failed
     assert gone == {"a": UNKNOWN_POLICY.format("batch")}
+
+
+# -- on the wire ------------------------------------------------------------------------------
+
+
+def test_an_unknown_or_hostile_policy_name_is_a_200_with_a_short_reason() -> None:
+    service = build_service(settings())
+    hostile = "gpu\n\x1b[31m" + "x" * 10_000
+    with TestClient(service.app) as client:
+        for name, shown in (("gpu", "gpu"), (hostile, None)):
+            r = client.post(
+                "/filter",
+                content=body(pod(name), ["a", "b"]),
+                headers={"Content-Type": "application/json"},
+            )
+            assert r.status_code == 200
+            reasons = set(r.json()["FailedAndUnresolvableNodes"].values())
+            [reason] = reasons  # one text for every node: one line in FailedScheduling
+            assert reason.startswith('decice: unknown policy "') and len(reason) < 120
+            assert "\n" not in reason and "\x1b" not in reason
+            if shown is not None:
+                assert reason == f'decice: unknown policy "{shown}"'
+            r = client.post(
+                "/prioritize",
+                content=body(pod(name), ["a", "b"]),
+                headers={"Content-Type": "application/json"},
+            )
+            assert r.status_code == 200 and r.json() == []
