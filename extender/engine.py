@@ -59,8 +59,17 @@ class Engine:
         return self._snapshot
 
     @property
-    def policies(self) -> Mapping[str, Policy]:
-        return self.settings.policy_map
+    def settings(self) -> Settings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        # Resolved once per install: Settings' derived policies are pydantic private
+        # attributes, ~10 us a read, too slow for every request.
+        self._settings = settings
+        self.policies: Mapping[str, Policy] = settings.policy_map
+        self._default: Policy = settings.default
+        self._guarded = settings.herd_guarded
 
     def herd(self) -> dict[NodeName, float]:
         return dict(self._load)
@@ -71,7 +80,7 @@ class Engine:
         guard = self.settings.herd_guard
         self._load = (
             herd_load(self._reservations.values(), self._node_cores, guard.default_node_cores)
-            if self.settings.herd_guarded
+            if self._guarded
             else {}
         )
 
@@ -128,13 +137,13 @@ class Engine:
         """The policy the pod asks for (decice.io/policy), else the default; None when it
         names one that does not exist."""
         if pod.policy is None:
-            return self.settings.default
+            return self._default
         return self.policies.get(pod.policy)
 
     def table(self, now: float, policy: Policy | None = None) -> Table:
         """The policy's current table (the default policy's when None); rebuilt only when
         one of its metrics crosses its maxAge."""
-        policy = policy or self.settings.default
+        policy = policy or self._default
         table = self._tables[policy.name]
         stale = stale_metrics(policy, self._snapshot, now)
         if stale != table.stale:
@@ -169,7 +178,7 @@ class Engine:
         `source` says who told us: "bind" (our own bind) or "watch" (the pod watch saw
         the assignment, whoever bound it); a UID counts once whichever comes first."""
         guard = self.settings.herd_guard
-        if not self.settings.herd_guarded or uid in self._reservations:
+        if not self._guarded or uid in self._reservations:
             return False
         amount = cores if cores is not None else guard.default_cpu_request
         reservation = Reservation(uid, node, amount, now, source)
