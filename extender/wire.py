@@ -257,8 +257,12 @@ what the scheduler gives a host missing from the answer (DESIGN.md §7)."""
 
 
 def host_priority(host: str, score: int) -> bytes:
-    """One pre-serialised HostPriority; the request path joins these."""
-    return orjson.dumps({"Host": host, "Score": score})
+    """One pre-serialised HostPriority; the request path joins these.
+
+    Copied to an exact-size object: orjson's output keeps the 4 KB buffer it wrote into,
+    and a table keeps one fragment per node and policy (100 MB at 5,000 nodes and 5
+    policies, 0.4 MB copied)."""
+    return bytes(memoryview(orjson.dumps({"Host": host, "Score": score})))
 
 
 def join_priorities(fragments: Iterable[bytes]) -> bytes:
