@@ -116,6 +116,7 @@ def build_service(
     same refresher, engine and watches, no verbs, and the rebalancer acting while `leader`
     holds the Lease. Events on placed pods and requeue patches stay the extender's.
     """
+    as_read = settings  # what the file says: a reload compares the new file with it
     if leader is not None:
         if kube is None:
             raise ValueError(f"the rebalancer needs a Kubernetes client: {kube_problem}")
@@ -202,7 +203,7 @@ def build_service(
         reloader = PolicyReloader(
             policy_file.path,
             policy_file.environ,
-            settings,
+            as_read,
             policy_file.sha256,
             apply,
             telemetry,
