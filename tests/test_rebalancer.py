@@ -7,10 +7,12 @@ the fake API server (tests/kubeapi.py), listed and evicted through the real Kube
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -19,6 +21,7 @@ from extender.engine import Engine
 from extender.kube import KubeClient
 from extender.model import PodEvent
 from extender.rebalancer import Rebalancer
+from extender.service import build_service
 from extender.telemetry import RebalanceTelemetry
 from tests.conftest import NOW, make_snapshot
 from tests.kubeapi import FakeKubeAPI, client_for
@@ -285,3 +288,33 @@ async def test_losing_the_lease_stops_evictions_at_once(api: FakeKubeAPI) -> Non
         assert stack.counts.cycles["skipped"] == 1 and len(api.evictions) == 1
     finally:
         await stack.kube.close()
+
+
+class Elector(Lease):
+    """A stand-in for extender.leader.LeaderElector in the service wiring."""
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()  # campaigns until cancelled
+
+    def detail(self) -> dict[str, object]:
+        return {"identity": "test", "leading": self.is_leader}
+
+
+async def test_rebalance_mode_serves_health_and_no_verbs(api: FakeKubeAPI) -> None:
+    kube = KubeClient(client_for(api), timeout=2.0, retries=1, backoff=0.01)
+    service = build_service(settings("dry-run"), kube=kube, leader=Elector())
+    assert service.rebalancer is not None
+    # The extender posts placement Events and requeues; the rebalancer never does.
+    assert not service.engine.settings.explain.events
+    assert not service.engine.settings.requeue.enabled
+    transport = httpx.ASGITransport(app=service.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        assert (await client.post("/filter", content=b"{}")).status_code == 404
+        ready = (await client.get("/readyz")).json()
+        assert ready["rebalancer"]["mode"] == "dry-run"
+        assert ready["rebalancer"]["leader"] == {"identity": "test", "leading": True}
+        metrics = (await client.get("/metrics")).text
+        assert "decice_rebalance_leader 1.0" in metrics
+    await kube.close()
+    with pytest.raises(ValueError, match="needs a Kubernetes client"):
+        build_service(settings(), leader=Elector())
