@@ -121,6 +121,7 @@ def exported_series() -> dict[str, str]:
     telemetry.watch(lambda: Snapshot.empty(["cpu"]))
     telemetry.watch_nodes(lambda: ({"default": {"node-1": 5}}, {"cpu": {"node-1": 0.5}}))
     telemetry.watch_placement(lambda: ({"bind": 1}, 1, 1, {"pods": True}))
+    telemetry.watch_config(lambda: (True, 1.8e9, "a" * 64))  # a service run from a file
     names = {"up": "gauge"}
     for family in telemetry.registry.collect():
         if family.type == "counter":
@@ -489,6 +490,7 @@ INDUCED = {
     "DeciceRefreshFailing": {"metric": "broken"},  # a query Prometheus rejects
     "DeciceBindErrors": {"verb": "bind", "outcome": "error"},  # a pod the API does not have
     "DecicePodsTurnedAway": {},  # a pod whose only candidate is above the threshold
+    "DeciceConfigReloadFailed": {},  # the policy file rewritten with no metrics
 }
 #: Alerts of a healthy service: their series exist but the final comparison holds for none.
 QUIET = {"DeciceExtenderDown", "DeciceExtenderAbsent", "DeciceWatchDown"}
@@ -714,6 +716,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             answer = post(svc, "bind", ghost_bind)
             assert "failed" in answer["Error"], answer
             prom.wait_for(bind_error, value_is(count))
+        # the policy file rewritten invalid: the reload fails, the old policy stays in force
+        svc.config.write_text(json.dumps({**service_policy(prom.url), "metrics": []}))
+        wait_until(
+            lambda: "decice_config_last_reload_successful 0.0" in scraped(svc),
+            30,
+            "the failed reload of the policy file",
+        )
+        status, ready = svc.get("/readyz")
+        assert status == 200, ready  # a failed reload is not unready
+        last = json.loads(ready)["policy"]["lastReload"]
+        assert not last["successful"] and last["problems"], last
 
         # Prometheus holds every series the service now exports
         wanted = series_with_samples(scraped(svc))
@@ -722,6 +735,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             lambda r: {s["metric"]["__name__"] for s in r} >= wanted,
         )
         prom.wait_for(f"decice_turned_away_pods{{{JOB_SELECTOR}}} == 1", bool)
+        prom.wait_for(f"decice_config_last_reload_successful{{{JOB_SELECTOR}}} == 0", bool)
         yield Stack(prom, svc, api, exporter, since)
 
 
