@@ -188,12 +188,15 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     problems = policy_problems(settings, args.http_timeout)
     if problems:
         raise ConfigError(problems, path)
-    policies = "; ".join(
-        f"{name}{' (default)' if name == settings.default.name else ''}: "
-        + ", ".join(m.name for m in policy.metrics)
-        for name, policy in settings.policy_map.items()
-    )
-    print(f"{path}: ok ({settings.provider} provider; policies {policies})")
+    if settings.policies is None:
+        what = "metrics " + ", ".join(m.name for m in settings.default.metrics)
+    else:
+        what = "policies " + "; ".join(
+            f"{name}{' (default)' if name == settings.default.name else ''}: "
+            + ", ".join(m.name for m in policy.metrics)
+            for name, policy in settings.policy_map.items()
+        )
+    print(f"{path}: ok ({settings.provider} provider; {what})")
     return 0
 
 

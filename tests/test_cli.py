@@ -22,9 +22,24 @@ DEMO = str(ROOT / "config" / "demo.yaml")
 
 def test_check_config_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-config", DEMO]) == 0
-    assert (
-        "ok (static provider; policies default (default): cpu, memory)" in capsys.readouterr().out
+    assert "ok (static provider; metrics cpu, memory)" in capsys.readouterr().out
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        yaml.safe_dump(
+            {
+                "provider": "static",
+                "static": {"nodes": {"n": {"cpu": 0.1}}},
+                "bind": {"enabled": False},
+                "defaultPolicy": "b",
+                "policies": {
+                    "a": {"metrics": [{"name": "cpu"}]},
+                    "b": {"metrics": [{"name": "cpu", "weight": 2}]},
+                },
+            }
+        )
     )
+    assert main(["check-config", "--config", str(two)]) == 0
+    assert "ok (static provider; policies a: cpu; b (default): cpu)" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("metrics:\n  - name: cpu\n    wieght: 2\nserver: {port: -1}\n")
     assert main(["check-config", str(bad)]) == 2
