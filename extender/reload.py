@@ -179,7 +179,15 @@ class PolicyReloader:
             return self._failed(reason, "cannot read the file", [describe(exc)])
         sha = sha256_hex(data)
         if sha == self._sha256:
-            log.debug("policy unchanged (%s): sha256 %s", reason, sha[:12])
+            if not self._last.successful:
+                # The bad file was put back as it was: the file is the policy in force
+                # again, and the failure no longer stands (the alert clears).
+                self._last = Outcome(at=self._clock(), successful=True, reason=reason)
+                log.info(
+                    "policy file back to the policy in force (%s): sha256 %s", reason, sha[:12]
+                )
+            else:
+                log.debug("policy unchanged (%s): sha256 %s", reason, sha[:12])
             return True
         try:
             # Off the event loop: a large file's validation must not delay requests.

@@ -230,6 +230,20 @@ async def test_bad_file_keeps_the_old_policy(
     assert successful(rig.telemetry) == 1 and success_at(rig.telemetry) == 2000.0
 
 
+async def test_putting_back_the_policy_in_force_clears_the_failure(rig: Rig) -> None:
+    good = rig.path.read_bytes()
+    rig.path.write_text("metrics: []\n")
+    assert await rig.reloader.reload("file changed") is False
+    assert successful(rig.telemetry) == 0
+    rig.path.write_bytes(good)  # the operator reverts the ConfigMap
+    rig.clock.now = 3000.0
+    assert await rig.reloader.reload("file changed") is True
+    assert rig.applied.trace == []  # nothing to apply: it is the policy in force
+    assert successful(rig.telemetry) == 1 and success_at(rig.telemetry) == 1000.0
+    last = rig.reloader.detail()["lastReload"]
+    assert isinstance(last, dict) and last["successful"] is True and last["at"] == 3000.0
+
+
 async def test_same_bytes_do_nothing(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="decice.reload")
     rig.clock.now = 2000.0
