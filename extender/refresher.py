@@ -152,7 +152,6 @@ class Refresher:
         self._clock = clock
         self._installed = installed
         self._failures = 0
-        self._lock = asyncio.Lock()
         source = (
             "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
         )
@@ -190,13 +189,11 @@ class Refresher:
 
         `settings`: a reloaded policy, put in force with the first snapshot that has its
         metrics (so a new fail-closed metric never filters nodes for want of a fetch).
-        Refreshes run one at a time: a reload's must not be overtaken by one started
-        under the old policies."""
-        async with self._lock:  # the engine's settings as they are once it is our turn
-            return await self._refresh(settings or self._engine.settings)
-
-    async def _refresh(self, settings: Settings) -> dict[str, str]:
+        A refresh that finds other policies in force when it is done (a reload installed
+        them meanwhile) is dropped: it must not put the old policies back."""
         started = time.perf_counter()
+        in_force = self._engine.settings
+        settings = settings or in_force
         # The node cache (nodes.py) changes on the loop: read it here, not in the thread.
         inventory = self._inventory()
         results = await asyncio.to_thread(self._fetch_all, settings, inventory)
@@ -204,6 +201,9 @@ class Refresher:
         snapshot = next_snapshot(self._engine.snapshot, results, now)
         herd = self._engine.herd()
         tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now)
+        if self._engine.settings is not in_force:
+            log.info("refresh dropped: the policies were reloaded while it ran")
+            return {}
         self._engine.set_node_cores(inventory.cpu_cores)
         self._engine.install(snapshot, tables, self._clock(), settings)
         if self._installed is not None:

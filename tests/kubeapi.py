@@ -837,16 +837,7 @@ class FakeKubeAPI:
             or _POD.match(request.path)
             or request.path in _COLLECTIONS
         ):
-            return (
-                405,
-                status_body(
-                    405,
-                    "the server does not allow this method on the requested resource",
-                    "MethodNotAllowed",
-                    {},
-                ),
-                {},
-            )
+            return 405, _method_not_allowed(), {}
         return (
             404,
             status_body(404, "the server could not find the requested resource", "NotFound", {}),
@@ -1193,16 +1184,7 @@ class FakeKubeAPI:
             return self._replace_lease(namespace, name, request.body, manager)
         if name is None and request.method == "GET":  # not called by the extender
             return 500, status_body(500, "fake kube-apiserver: lease lists not supported"), {}
-        return (
-            405,
-            status_body(
-                405,
-                "the server does not allow this method on the requested resource",
-                "MethodNotAllowed",
-                {},
-            ),
-            {},
-        )
+        return 405, _method_not_allowed(), {}
 
     def _create_lease(
         self, namespace: str, body: Any, manager: str
@@ -1695,6 +1677,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def _method_not_allowed() -> JSON:
+    return status_body(
+        405,
+        "the server does not allow this method on the requested resource",
+        "MethodNotAllowed",
+        {},
+    )
 
 
 def _subresource_body_problem(body: Any, namespace: str, name: str, kind: str) -> JSON | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 
 import pytest
 
@@ -181,3 +183,34 @@ async def test_metrics_failing_alike_share_a_line(caplog: pytest.LogCaptureFixtu
         ),
         ("INFO", "metrics cpu, mem: Prometheus answered again after 2 failed refreshes (40 s)"),
     ]
+
+
+class Gated:
+    """Answers once `gate` opens, so a test can act while a refresh is in flight."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[str, float]:
+        self.entered.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        return {"a": 0.5}
+
+
+async def test_a_refresh_overtaken_by_a_reload_is_dropped() -> None:
+    old = make_settings()
+    new = make_settings(metrics=[{"name": "cpu", "weight": 3}])
+    engine = Engine(old, Snapshot.empty(["cpu"]), 100.0)
+    provider = Gated()
+    refresher = Refresher(old, engine, provider, clock=lambda: 100.0)
+    slow = asyncio.create_task(refresher.refresh_once())
+    assert await asyncio.to_thread(provider.entered.wait, 10)
+    # A reload installs other policies while the old refresh is still fetching.
+    engine.install(engine.snapshot, None, 100.0, new)
+    provider.gate.set()
+    assert await slow == {}
+    assert engine.settings is new  # the old refresh did not put its policies back
+    assert engine.snapshot.generation == 0  # nor its snapshot
+    assert await refresher.refresh_once() == {}
+    assert engine.settings is new and engine.snapshot.generation == 1
