@@ -12,12 +12,11 @@ later updates, or the event of a pod we bound ourselves, add nothing.
 
 from __future__ import annotations
 
-import datetime
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from extender.pods import PodError, cpu_request
+from extender.pods import PodError, api_time, cpu_request
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 CLOCK_SKEW = 5.0
@@ -53,19 +52,6 @@ class Waiting:
 PodChange = Assigned | Released | Waiting
 
 
-def _timestamp(value: Any) -> float | None:
-    """An RFC 3339 time as the API writes it (2026-11-23T13:26:11Z), in epoch seconds."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        stamp = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.UTC)
-    return stamp.timestamp()
-
-
 def _scheduled_at(status: Any) -> float | None:
     conditions = status.get("conditions") if isinstance(status, dict) else None
     for condition in conditions if isinstance(conditions, list) else ():
@@ -74,7 +60,7 @@ def _scheduled_at(status: Any) -> float | None:
             and condition.get("type") == "PodScheduled"
             and condition.get("status") == "True"
         ):
-            return _timestamp(condition.get("lastTransitionTime"))
+            return api_time(condition.get("lastTransitionTime"))
     return None
 
 
@@ -101,7 +87,7 @@ def pod_change(event_type: str, pod: Any) -> PodChange | None:
         cores = cpu_request(spec)
     except PodError:
         cores = None  # counted with the policy's default request
-    assigned_at = _scheduled_at(status) or _timestamp(meta.get("creationTimestamp"))
+    assigned_at = _scheduled_at(status) or api_time(meta.get("creationTimestamp"))
     return Assigned(
         uid=uid,
         namespace=str(meta.get("namespace") or ""),

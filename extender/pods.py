@@ -9,6 +9,7 @@ for that UID, kept in a small bounded map. Pure: no I/O, no Kubernetes client.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -56,6 +57,20 @@ def shown(value: str, limit: int = 80) -> str:
     """A request value fit for a log line or an answer: control characters escaped, capped."""
     text = value if value.isprintable() else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def api_time(value: Any) -> float | None:
+    """An RFC 3339 time as the API writes it (2026-11-23T13:26:11Z), in epoch seconds;
+    None when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return stamp.timestamp()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any, Literal
 
 from extender.config import Policy, RebalanceSettings, Settings
 from extender.model import NodeName, Snapshot
-from extender.pods import PodFacts, read_pod
+from extender.pods import PodFacts, api_time, read_pod
 from extender.scoring import NodeEval, evaluate_node, range_score, score_candidates
 from extender.table import Table
 
@@ -112,20 +111,11 @@ def read_running_pod(doc: Any) -> RunningPod:
     return RunningPod(
         facts=facts,
         owner_kind=owner,
-        created=_timestamp(meta.get("creationTimestamp")),
+        created=api_time(meta.get("creationTimestamp")),
         opted_out=str(annotations.get(OPT_OUT_ANNOTATION, "")).lower() == "false",
         mirror=MIRROR_ANNOTATION in annotations,
         terminating=meta.get("deletionTimestamp") is not None,
     )
-
-
-def _timestamp(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def protection(pod: RunningPod, rules: RebalanceSettings, now: float) -> str | None:
