@@ -26,13 +26,12 @@ import yaml
 from extender.app import verb_paths
 from extender.cli import scheduler_extender
 from extender.config import ConfigError, Settings, load_settings
-from tests.deploy.chart import render_mod
+from tests.deploy.chart import KUBE_VERSION, render_mod, schema_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "decice-extender"
 RELEASE = "decice-extender"
 NAMESPACE = "decice-system"
-KUBE_VERSION = "1.35.4"  # the kube-scheduler the chart ships; kubernetes-validate has 1.35
 LEASE = "decice-scheduler"
 CASES = ["default", *sorted(p.stem for p in (CHART / "ci").glob("*-values.yaml"))]
 
@@ -233,17 +232,10 @@ def _check_service_monitor(obj: dict[str, Any], objs: list[dict[str, Any]]) -> N
 @pytest.mark.parametrize("case", CASES)
 def test_manifests_validate_against_kubernetes_schemas(case: str) -> None:
     objs = objects(case)
-    problems = []
     for obj in objs:
         if obj["apiVersion"].startswith("monitoring.coreos.com/"):
             _check_service_monitor(obj, objs)
-            continue
-        try:
-            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            path = ".".join(map(str, exc.path))
-            problems.append(f"{obj['kind']}/{obj['metadata']['name']} {path}: {exc.message}")
-    assert problems == []
+    assert schema_problems(objs) == []
 
 
 def test_default_resources() -> None:

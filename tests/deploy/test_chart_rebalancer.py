@@ -11,18 +11,16 @@ from typing import Any
 
 import helm_python as helm
 import jsonschema
-import kubernetes_validate
 import pytest
 import yaml
 
 from extender.config import load_settings
-from tests.deploy.chart import render_mod
+from tests.deploy.chart import KUBE_VERSION, render_mod, schema_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "decice-extender"
 RELEASE = "decice-extender"
 NAMESPACE = "decice-system"
-KUBE_VERSION = "1.35.4"
 NAME = f"{RELEASE}-rebalancer"
 LEASE_ROLE = f"{NAME}-leader-election"
 POLICY_PATH = "/etc/decice/extender.yaml"
@@ -462,16 +460,7 @@ FULL: dict[str, Any] = {
 
 @pytest.mark.parametrize("values", [ON, FULL], ids=["enabled", "everything"])
 def test_manifests_validate_against_kubernetes_schemas(values: dict[str, Any]) -> None:
-    problems = []
-    for obj in render(values):
-        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
-            continue  # a CRD: checked structurally in test_chart.py
-        try:
-            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            path = ".".join(map(str, exc.path))
-            problems.append(f"{obj['kind']}/{obj['metadata']['name']} {path}: {exc.message}")
-    assert problems == []
+    assert schema_problems(render(values)) == []
 
 
 @pytest.mark.parametrize("values", [ON, FULL], ids=["enabled", "everything"])

@@ -40,10 +40,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from extender.model import Snapshot
 from extender.telemetry import Telemetry
-from tests.deploy.chart import render_mod
+from tests.deploy.chart import KUBE_VERSION, render_mod
 from tests.deploy.test_chart import (
     CHART,
-    KUBE_VERSION,
     NAMESPACE,
     RELEASE,
     REQUIRED_LABELS,
