@@ -17,7 +17,6 @@ Only pods whose controller recreates them are ever moved (see `protection`).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -160,9 +159,9 @@ class Standing:
         self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
         self._scores = self._score_all(table.evals)
         self._touched: dict[NodeName, tuple[str | None, int]] = {}
-        # Best first: (-score, node) over the passing nodes; a heap, read lazily.
-        self._ranking = [(-s, n) for n, s in self._scores.items() if n in table.ok]
-        heapq.heapify(self._ranking)
+        # Best first, ties by name: sorted once per check; a lookup skips the few nodes
+        # excluded or touched by planned moves, so it stops after a handful of entries.
+        self._ranking = sorted((-s, n) for n, s in self._scores.items() if n in table.ok)
 
     def _score_all(self, evals: Mapping[NodeName, NodeEval]) -> dict[NodeName, int]:
         if not self._candidates:
@@ -199,7 +198,7 @@ class Standing:
         for n, (reason, score) in self._touched.items():
             if n != exclude and reason is None and (found is None or (-score, n) < found):
                 found = (-score, n)
-        for neg, n in heapq.nsmallest(len(self._touched) + 2, self._ranking):
+        for neg, n in self._ranking:
             if n == exclude or n in self._touched:
                 continue
             if found is None or (neg, n) < found:
