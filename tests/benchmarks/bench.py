@@ -26,7 +26,7 @@ prioritize per policy checks that each answers every node and that pN's answer i
 p1's (the annotation is honoured). N = 1 sends exactly the policy and bodies of before.
 
 Every loop is bounded in count and in time; a full run takes about three minutes on
-2 cores. Not part of the test run (tests/test_bench_quick.py runs `--quick`).
+2 cores. Not part of the test run (tests/benchmarks/test_bench_quick.py runs `--quick`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from typing import Any
 
 import orjson
 
-from tests.loopback import free_port
+from tests.harness.loopback import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -3,7 +3,7 @@
     python -m tests.benchmarks.burst [--quick] [--json FILE] [--root DIR]
 
 Starts the real service (`python -m extender serve`, static policy, Events off) from the
-checkout DIR (default: this one), with KUBECONFIG pointing at a tests.kubeapi.FakeKubeAPI
+checkout DIR (default: this one), with KUBECONFIG pointing at a tests.harness.kubeapi.FakeKubeAPI
 that runs in this process, so the fake's CPU is not counted as the service's.
 
 1. bind: pods filtered with 3 candidate nodes each, then bound one by one: the service's
@@ -20,7 +20,7 @@ that runs in this process, so the fake's CPU is not counted as the service's.
    wall time) per 1,000 filter -> prioritize -> bind cycles, the whole extender's cost per
    pod on a big cluster.
 
-Prints numbers, asserts nothing (tests/test_burst_quick.py runs `--quick`). Every loop is
+Prints numbers, asserts nothing (tests/benchmarks/test_burst_quick.py runs `--quick`). Every loop is
 bounded in count and in time; a full run takes about a minute or two on 2 cores.
 """
 
@@ -48,8 +48,8 @@ import orjson
 
 from tests.benchmarks.bench import HOST, ROOT, cpu_model, node_names, pct, running
 from tests.benchmarks.bench import policy as bench_policy
-from tests.kubeapi import FakeKubeAPI, _Handler, write_kubeconfig
-from tests.loopback import free_port
+from tests.harness.kubeapi import FakeKubeAPI, _Handler, write_kubeconfig
+from tests.harness.loopback import free_port
 
 T = TypeVar("T")
 JSON = dict[str, Any]

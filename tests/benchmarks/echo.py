@@ -1,6 +1,6 @@
 """The echo floor: a bare starlette endpoint that answers the request body unchanged.
 
-Served exactly like the extender (`extender.cli.cmd_serve`): uvicorn, one worker,
+Served exactly like the extender (`extender.cli.serve`): uvicorn, one worker,
 uvloop, httptools, no access log. `python tests/benchmarks/echo.py PORT`.
 """
 

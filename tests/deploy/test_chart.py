@@ -23,9 +23,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from extender.app import verb_paths
-from extender.cli import scheduler_extender
-from extender.config import ConfigError, Settings, load_settings
+from extender.cli.scheduler_config import scheduler_extender
+from extender.policy.fields import ConfigError
+from extender.policy.loading import load_settings
+from extender.policy.settings import Settings
+from extender.service.verbs import verb_paths
 from tests.deploy.chart import KUBE_VERSION, render_mod, schema_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -798,7 +800,7 @@ def test_the_lease_role_grants_exactly_what_client_go_leader_election_uses() -> 
 
 
 def test_the_lease_role_is_what_decice_extender_scheduler_config_rbac_prints() -> None:
-    from extender.schedconfig import Subject, rbac_documents
+    from extender.policy.scheduler_config import Subject, rbac_documents
 
     objs = objects("default")
     cli_role, cli_binding = rbac_documents(LEASE, NAMESPACE, Subject("ServiceAccount", RELEASE))

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.config import Settings, parse_text
+from extender.policy.loading import parse_text
+from extender.policy.settings import Settings
 from tests.deploy.chart import render_mod
 
 ROOT = Path(__file__).resolve().parents[2]

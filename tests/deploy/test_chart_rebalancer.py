@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from extender.config import load_settings
+from extender.policy.loading import load_settings
 from tests.deploy.chart import KUBE_VERSION, render_mod, schema_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,7 +158,7 @@ def test_deployment_runs_decice_extender_rebalance() -> None:
 
 
 def test_the_cli_accepts_the_rendered_args_and_the_policy_loads(tmp_path: Path) -> None:
-    from extender.cli import parser
+    from extender.cli.main import parser
 
     values = {**ON, "policy": {"rebalance": {"mode": "evict", "margin": 4}}}
     objs = render(values)
@@ -478,7 +478,7 @@ def test_values_schema() -> None:
     assert block["additionalProperties"] is False
     assert block["properties"]["serviceAccount"]["additionalProperties"] is False
     assert schema_errors(ON) == [] and schema_errors(FULL) == []
-    # The mode is a policy key (generated from extender/config.py), not a chart value.
+    # The mode is a policy key (generated from extender/policy/settings.py), not a chart value.
     assert "mode" not in block["properties"]
     assert schema["properties"]["policy"]["properties"]["rebalance"]["properties"]["mode"][
         "enum"

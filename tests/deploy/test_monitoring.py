@@ -4,7 +4,7 @@
   and `test rules` on tests/deploy/alerts_test.yaml, whose cases cover every alert firing
   and not firing; skipped only when promtool is not installed (CI installs it).
 - the dashboard JSON, offline: unique panel ids, gridPos, datasource and targets, defined
-  variables, and only series extender/telemetry.py exports (counters only under rate).
+  variables, and only series extender/service/telemetry.py exports (counters only under rate).
 - the chart: both objects render and pass `helm lint --strict`; the ConfigMap carries the
   dashboard JSON and the sidecar label; the PrometheusRule carries the rules file's groups,
   with the release's job and the policy's maxAge.
@@ -38,8 +38,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from extender.model import Snapshot
-from extender.telemetry import Telemetry
+from extender.decisions.model import Snapshot
+from extender.service.telemetry import Telemetry
 from tests.deploy.chart import KUBE_VERSION, render_mod
 from tests.deploy.test_chart import (
     CHART,
@@ -49,15 +49,10 @@ from tests.deploy.test_chart import (
     find,
     schema_errors,
 )
-from tests.integration.promharness import (
-    FakeExporter,
-    PrometheusServer,
-    Result,
-    prometheus_binary,
-)
-from tests.kubeapi import FakeKubeAPI, write_kubeconfig
-from tests.loopback import LOCALHOST, wait_until
-from tests.reliability.service import Service, running_service
+from tests.harness.kubeapi import FakeKubeAPI, write_kubeconfig
+from tests.harness.loopback import LOCALHOST, wait_until
+from tests.harness.promharness import FakeExporter, PrometheusServer, Result, prometheus_binary
+from tests.harness.service import Service, running_service
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = CHART / "files"
@@ -113,7 +108,7 @@ def alert_rules() -> dict[str, dict[str, Any]]:
 
 
 def exported_series() -> dict[str, str]:
-    """Every series name extender/telemetry.py exports -> its metric type, from the real
+    """Every series name extender/service/telemetry.py exports -> its metric type, from the real
     Telemetry with every collector registered (counters as <name>_total, histograms as
     <name>_bucket/_count/_sum), plus Prometheus' own `up`."""
     telemetry = Telemetry()

@@ -25,9 +25,10 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.config import Settings, load_settings
-from extender.service import build_service
-from tests.integration.promharness import (
+from extender.policy.loading import load_settings
+from extender.policy.settings import Settings
+from extender.service.compose import build_service
+from tests.harness.promharness import (
     PrometheusServer,
     StockExporter,
     approx_values,

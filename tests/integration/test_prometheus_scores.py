@@ -12,11 +12,13 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.config import DEFAULT_CPU_QUERY, Settings, parse_settings
-from extender.kube import KubeClient
-from extender.service import build_service
-from tests.integration.promharness import FakeExporter, PrometheusServer, approx_values
-from tests.kubeapi import FakeKubeAPI, client_for
+from extender.cluster.client import KubeClient
+from extender.policy.loading import parse_settings
+from extender.policy.policies import DEFAULT_CPU_QUERY
+from extender.policy.settings import Settings
+from extender.service.compose import build_service
+from tests.harness.kubeapi import FakeKubeAPI, client_for
+from tests.harness.promharness import FakeExporter, PrometheusServer, approx_values
 
 pytestmark = pytest.mark.integration
 

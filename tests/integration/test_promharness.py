@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from prometheus_api_client import PrometheusConnect
 
-from tests.integration.promharness import (
+from tests.harness.promharness import (
     STOCK_NODE_CPU_QUERY,
     FakeExporter,
     PrometheusServer,

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from extender.config import Settings
-from extender.service import Service, build_service
-from tests.conftest import fixture_json
-from tests.kubeapi import FakeKubeAPI
-from tests.reliability.conftest import MAX_BODY, NS, kube_client
-from tests.reliability.counts import COUNTS
+from extender.policy.settings import Settings
+from extender.service.compose import Service, build_service
+from tests.harness.counts import COUNTS
+from tests.harness.fixtures import fixture_json
+from tests.harness.kubeapi import FakeKubeAPI
+from tests.harness.stack import MAX_BODY, NS, kube_client
 
 VERBS = ("filter", "prioritize", "bind", "preempt")
 GETS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
@@ -80,8 +80,8 @@ odd_text = st.one_of(
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[Service, FakeKubeAPI]]:
-    from extender.config import parse_settings
-    from tests.reliability.conftest import policy
+    from extender.policy.loading import parse_settings
+    from tests.harness.stack import policy
 
     settings: Settings = parse_settings(policy())
     with FakeKubeAPI() as api:

@@ -13,12 +13,13 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.config import Settings, parse_settings
-from extender.service import build_service
-from extender.wire import parse_binding_args
-from tests.kubeapi import FakeKubeAPI
-from tests.loopback import free_port, wait_until_async
-from tests.reliability.conftest import (
+from extender.decisions.wire import parse_binding_args
+from extender.policy.loading import parse_settings
+from extender.policy.settings import Settings
+from extender.service.compose import build_service
+from tests.harness.kubeapi import FakeKubeAPI
+from tests.harness.loopback import free_port, wait_until_async
+from tests.harness.stack import (
     NS,
     binding_args,
     extender_args,

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import orjson
 
-from tests.kubeapi import FakeKubeAPI, write_kubeconfig
-from tests.reliability.conftest import NS, binding_args, extender_args, policy
-from tests.reliability.counts import COUNTS
-from tests.reliability.service import LOCALHOST, rss_kib, running_service
+from tests.harness.counts import COUNTS
+from tests.harness.kubeapi import FakeKubeAPI, write_kubeconfig
+from tests.harness.service import LOCALHOST, rss_kib, running_service
+from tests.harness.stack import NS, binding_args, extender_args, policy
 
 CONCURRENCY = 32
 WARMUP_PODS = 500

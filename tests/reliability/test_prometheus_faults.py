@@ -17,11 +17,12 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.config import Settings, parse_settings
-from extender.service import Service, build_service
-from tests.loopback import free_port, wait_until
-from tests.reliability.conftest import extender_args
-from tests.reliability.fakeprom import FakePrometheus, series, success
+from extender.policy.loading import parse_settings
+from extender.policy.settings import Settings
+from extender.service.compose import Service, build_service
+from tests.harness.fakeprom import FakePrometheus, series, success
+from tests.harness.loopback import free_port, wait_until
+from tests.harness.stack import extender_args
 
 T0 = 1_800_000_000.0
 MAX_AGE = 30.0

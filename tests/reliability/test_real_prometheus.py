@@ -8,10 +8,10 @@ import json
 import math
 from pathlib import Path
 
-from tests.integration.promharness import FakeExporter, PrometheusServer
-from tests.loopback import wait_until
-from tests.reliability.conftest import extender_args, policy
-from tests.reliability.service import Service, running_service
+from tests.harness.loopback import wait_until
+from tests.harness.promharness import FakeExporter, PrometheusServer
+from tests.harness.service import Service, running_service
+from tests.harness.stack import extender_args, policy
 
 MAX_AGE = 4.0
 

@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.kubeapi import FakeKubeAPI, write_kubeconfig
-from tests.loopback import free_port, wait_until_logged
-from tests.reliability.service import command
+from tests.harness.kubeapi import FakeKubeAPI, write_kubeconfig
+from tests.harness.loopback import free_port, wait_until_logged
+from tests.harness.service import command
 
-# Krake's example after the swap (tests/test_rebalance.py): a scores 1, b scores 5.
+# Krake's example after the swap (tests/rebalancing/test_plan.py): a scores 1, b scores 5.
 VALUES = {
     "a": {"electricity_cost": 0.1, "green_energy_ratio": 0.09},
     "b": {"electricity_cost": 0.01, "green_energy_ratio": 0.9},

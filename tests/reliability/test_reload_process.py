@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.loopback import wait_until_logged
-from tests.reliability.service import Service, running_service
+from tests.harness.loopback import wait_until_logged
+from tests.harness.service import Service, running_service
 
 NODES = {"a": {"cpu": 0.1, "mem": 0.9}, "b": {"cpu": 0.9, "mem": 0.1}}
 BASE: dict[str, Any] = {

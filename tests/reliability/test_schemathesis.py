@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.generation.modes import GenerationMode
 
-from extender.config import parse_settings
-from extender.service import build_service
-from tests.kubeapi import FakeKubeAPI
-from tests.reliability.conftest import NS, kube_client, policy
-from tests.reliability.counts import COUNTS
+from extender.policy.loading import parse_settings
+from extender.service.compose import build_service
+from tests.harness.counts import COUNTS
+from tests.harness.kubeapi import FakeKubeAPI
+from tests.harness.stack import NS, kube_client, policy
 from tests.reliability.test_fuzz import check
 
 

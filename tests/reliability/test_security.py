@@ -18,12 +18,15 @@ import trustme
 import yaml
 from starlette.testclient import TestClient
 
-from extender.config import ServerSettings, parse_settings
-from extender.service import Service, build_service
-from tests.conftest import fixture_bytes, make_snapshot
-from tests.kubeapi import FakeKubeAPI, KubeRequest, write_kubeconfig
-from tests.loopback import LOCALHOST, wait_until
-from tests.reliability.conftest import (
+from extender.policy.loading import parse_settings
+from extender.policy.sections import ServerSettings
+from extender.service.compose import Service, build_service
+from tests.harness.fakeprom import FakePrometheus
+from tests.harness.fixtures import fixture_bytes, make_snapshot
+from tests.harness.kubeapi import FakeKubeAPI, KubeRequest, write_kubeconfig
+from tests.harness.loopback import LOCALHOST, wait_until
+from tests.harness.service import running_service
+from tests.harness.stack import (
     NODES,
     NS,
     binding_args,
@@ -32,8 +35,6 @@ from tests.reliability.conftest import (
     policy,
     post,
 )
-from tests.reliability.fakeprom import FakePrometheus
-from tests.reliability.service import running_service
 
 REPO = Path(__file__).resolve().parents[2]
 TLS_SCHEDULER_CONFIG = REPO / "config" / "scheduler-config-tls.yaml"

@@ -16,10 +16,10 @@ import subprocess
 import threading
 from pathlib import Path
 
-from tests.kubeapi import FakeKubeAPI, write_kubeconfig
-from tests.loopback import LOCALHOST, wait_until
-from tests.reliability.conftest import NS, binding_args, extender_args, policy
-from tests.reliability.service import Service, running_service
+from tests.harness.kubeapi import FakeKubeAPI, write_kubeconfig
+from tests.harness.loopback import LOCALHOST, wait_until
+from tests.harness.service import Service, running_service
+from tests.harness.stack import NS, binding_args, extender_args, policy
 
 UID = "7a1e5b0c-2222-4a4e-9d35-1f0f2e6d0bbb"
 BINDING = f"/api/v1/namespaces/{NS}/pods/p1/binding"

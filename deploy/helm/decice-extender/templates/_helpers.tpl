@@ -123,7 +123,7 @@ Every metric of the policy file as YAML {metrics: [...]}: the top-level policy.m
 {{/*
 Whether some policy can reject a node (a metric of policy.metrics or of any of
 policy.policies with a filter threshold, or onMissing: fail-closed), as
-extender.config.Settings.filters_anything (a non-empty filter map counts). Only then
+extender.policy.settings.Settings.filters_anything (a non-empty filter map counts). Only then
 does the scheduler call filter, and preempt with it: a preemption the extender
 has not seen could evict pods for a node its filter then rejects.
 */}}

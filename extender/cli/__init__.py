@@ -1,0 +1,1 @@
+"""The `decice-extender` console script (extender.cli.main), one module per command."""

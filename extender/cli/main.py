@@ -1,0 +1,48 @@
+"""The `decice-extender` console script: one module per command (extender.cli.<command>),
+each adding its own subparser."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from extender import __version__
+from extender.cli import (
+    check_config,
+    doctor,
+    explain,
+    rebalance,
+    scheduler_config,
+    scores,
+    serve,
+)
+from extender.policy.fields import ConfigError
+
+COMMANDS = (serve, rebalance, check_config, scores, doctor, explain, scheduler_config)
+
+DESCRIPTION = """The `decice-extender` console script: serve, rebalance, check-config, scores,
+doctor, explain, scheduler-config."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="decice-extender", description=DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_to(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(f"decice-extender: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

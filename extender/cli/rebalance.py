@@ -1,0 +1,92 @@
+"""`decice-extender rebalance`: the rebalancer, the extender's refresher, engine and
+watches with no verbs, evicting (or in dry-run reporting) while it holds the Lease."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from extender.cli.common import log_options
+from extender.cli.servers import run_servers
+
+log = logging.getLogger("decice")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rb = sub.add_parser(
+        "rebalance",
+        help="re-check running pods and move them through the Eviction API (rebalance:)",
+    )
+    rb.add_argument("--config", required=True, help="policy YAML file")
+    rb.add_argument("--host", default="0.0.0.0", help="/metrics, /healthz, /readyz address")
+    rb.add_argument("--port", type=int, help="their port (default server.metricsPort, or 8889)")
+    log_options(rb)
+    rb.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from extender.cluster.client import load_api_client
+    from extender.cluster.connect import open_kube
+    from extender.cluster.leader.elector import LeaderElector
+    from extender.policy.reload import read_policy
+    from extender.service import logs
+    from extender.service.compose import PolicyFile, build_service
+
+    log_format = logs.log_format(args.log_format, os.environ)
+    logs.configure_logging(args.log_level, log_format)
+    settings, sha256 = read_policy(Path(args.config), os.environ)
+    rules = settings.rebalance
+    kube = open_kube(settings, required=True)
+    if kube.client is None:
+        print(f"decice-extender rebalance: no Kubernetes client: {kube.problem}", file=sys.stderr)
+        return 2
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    namespace = rules.lease_namespace or own_namespace(os.environ)
+    leader = LeaderElector(
+        load_api_client(settings.kubernetes.kubeconfig),
+        name=rules.lease_name,
+        namespace=namespace,
+        identity=identity,
+        lease_duration=rules.lease_duration,
+        renew_deadline=rules.renew_deadline,
+        retry_period=rules.retry_period,
+    )
+    log.info(
+        "decice-extender rebalancer starting: policy %s (sha256 %s), mode %s, every %gs, "
+        "margin %d, sustain %d, lease %s/%s as %s",
+        args.config,
+        sha256[:12],
+        rules.mode,
+        rules.interval,
+        rules.margin,
+        rules.sustain,
+        namespace,
+        rules.lease_name,
+        identity,
+    )
+    service = build_service(
+        settings,
+        kube=kube.client,
+        policy_file=PolicyFile(Path(args.config), dict(os.environ), sha256),
+        leader=leader,
+    )
+    port = args.port if args.port is not None else settings.server.metrics_port or 8889
+    run_servers(settings, args, log_format, [(service.app, args.host, port, {})])
+    return 0
+
+
+def own_namespace(environ: Mapping[str, str]) -> str:
+    """POD_NAMESPACE (the downward API), else the service account's, else "default"."""
+    if environ.get("POD_NAMESPACE"):
+        return environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
+    except OSError:
+        return "default"

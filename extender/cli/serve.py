@@ -1,0 +1,61 @@
+"""`decice-extender serve`: the extender HTTP service."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+from pathlib import Path
+from typing import Any
+
+from extender.cli.common import log_options
+from extender.cli.servers import Listener, run_servers
+from extender.policy.fields import ConfigError
+from extender.policy.sections import exposure_problem
+
+
+def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("serve", help="run the extender HTTP service")
+    s.add_argument("--config", required=True, help="policy YAML file")
+    s.add_argument("--host", help="listen address (overrides server.host)")
+    s.add_argument("--port", type=int, help="listen port (overrides server.port)")
+    log_options(s)
+    s.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from extender.cluster.connect import open_kube
+    from extender.policy.reload import read_policy
+    from extender.service import logs
+    from extender.service.compose import PolicyFile, build_service
+
+    log_format = logs.log_format(args.log_format, os.environ)
+    logs.configure_logging(args.log_level, log_format)
+    # One read: the hash /readyz shows is of the very bytes the settings came from.
+    settings, sha256 = read_policy(Path(args.config), os.environ)
+    server = settings.server
+    tls = server.tls
+    options: dict[str, Any] = {}
+    if tls.enabled:
+        options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)
+        if tls.client_ca_file:
+            options.update(ssl_ca_certs=tls.client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    host = args.host or server.host
+    problem = exposure_problem(server.model_copy(update={"host": host}), settings.bind.enabled)
+    if problem is not None:
+        raise ConfigError([f"--host: {problem}"], args.config)
+    logs.log_startup(settings, args.config, Path(args.config).read_bytes(), host, args.port)
+    kube = open_kube(settings)
+    policy_file = PolicyFile(Path(args.config), dict(os.environ), sha256)
+    service = build_service(
+        settings, kube=kube.client, kube_problem=kube.problem, policy_file=policy_file
+    )
+    port = args.port if args.port is not None else server.port
+    apps: list[Listener] = [(service.app, host, port, options)]
+    if server.metrics_port is not None:
+        # The metrics listener: /metrics, /healthz, /readyz only (apps.Apps.metrics). Its
+        # server captures SIGTERM last, stops first (probes fail while we drain), then
+        # hands the signal on to the verbs server, which drains in-flight requests.
+        apps.append((service.metrics_app, server.metrics_host, server.metrics_port, {}))
+    run_servers(settings, args, log_format, apps)
+    return 0

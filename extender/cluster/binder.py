@@ -1,0 +1,213 @@
+"""The bind verb: guard, de-duplicate, and create the Binding through the Kubernetes API.
+
+A bind endpoint can place any pod on any node, and the scheduler retries binds, so:
+- one API call per pod UID at a time (a concurrent retry waits for the first call);
+- a pod we already bound to the same node is reported bound without a second call;
+- a pod that is not ours, or a node our filter rejected for it, is refused with an
+  `Error` that tells the operator what to change.
+The Kubernetes client is async: its calls run on the event loop, no thread hop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
+
+from extender.decisions.engine import Engine
+from extender.decisions.pods import PodFacts, PodMemo, name_problem, shown
+from extender.decisions.wire import BindingArgs
+from extender.policy.settings import Settings
+
+log = logging.getLogger("decice.bind")
+
+
+def _name_problem(args: BindingArgs) -> str | None:
+    """Why the request cannot name a real pod and node (Kubernetes name rules), or None.
+
+    Checked before any API call: such a bind can only fail, and the names go into URLs."""
+    checks = (
+        ("PodNamespace", args.pod_namespace, True),
+        ("PodName", args.pod_name, False),
+        ("Node", args.node, False),
+    )
+    for field, value, namespace in checks:
+        if (problem := name_problem(value, namespace=namespace)) is not None:
+            return f"{field} {shown(value)} {problem}"
+    return None
+
+
+def _who(args: BindingArgs) -> str:
+    """The pod and node of a bind request, fit for a log line."""
+    return (
+        f"{shown(args.pod_namespace)}/{shown(args.pod_name)} ({shown(args.pod_uid)}) "
+        f"-> {shown(args.node)}"
+    )
+
+
+class KubeBinder(Protocol):
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
+    async def get_pod(self, namespace: str, name: str) -> PodFacts: ...
+
+
+class BindRefused(Exception):
+    """Our own guard said no; the message goes to the scheduler as the bind Error."""
+
+
+class Binder:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        kube: KubeBinder | None,
+        clock: Callable[[], float] = time.time,
+        on_outcome: Callable[[str], None] | None = None,
+        on_placed: Callable[[str], None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._engine = engine
+        self._kube = kube
+        self._clock = clock
+        self._on_outcome = on_outcome or (lambda outcome: None)
+        self._on_placed = on_placed or (lambda uid: None)
+        self._inflight: dict[str, tuple[str, asyncio.Future[str]]] = {}  # uid -> (node, result)
+        self._bound: OrderedDict[str, str] = OrderedDict()  # uid -> node, bounded
+        self._bound_capacity = 10_000
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    def binding(self, uid: str) -> bool:
+        """True while our bind of this pod runs (its watch event may arrive first)."""
+        return uid in self._inflight
+
+    async def bind(self, args: BindingArgs) -> str:
+        """Bind and return the ExtenderBindingResult Error string ("" on success)."""
+        uid = args.pod_uid
+        while (running := self._inflight.get(uid)) is not None:
+            # The scheduler retried while the first call runs: the same target shares its
+            # answer; another node waits for it and is then decided afresh (refused when
+            # the first one bound the pod), never answered with the first one's success.
+            node, first = running
+            error = await asyncio.shield(first)
+            if node == args.node:
+                return error
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._inflight[uid] = (args.node, future)
+        # What concurrent duplicates get if this call is cancelled (shutdown) before the end:
+        # they must not wait forever on a future nobody completes.
+        error = "decice: bind interrupted before it finished (extender shutting down); retry"
+        try:
+            error = await self._bind(args)
+        except Exception as exc:  # never a 500 on the scheduler's bind path
+            log.exception(
+                "bind of %s/%s failed unexpectedly", shown(args.pod_namespace), shown(args.pod_name)
+            )
+            error = f"decice: bind failed unexpectedly: {type(exc).__name__}: {exc}"
+        finally:
+            del self._inflight[uid]
+            future.set_result(error)
+        return error
+
+    async def _bind(self, args: BindingArgs) -> str:
+        try:
+            outcome = await self._guarded_bind(args)
+        except BindRefused as refused:
+            log.warning("bind refused: %s: %s", _who(args), refused)
+            self._on_outcome("refused")
+            return f"decice: {refused}"
+        except Exception as exc:
+            log.warning("bind failed: %s: %s", _who(args), exc)
+            self._on_outcome("error")
+            return (
+                f"decice: bind of {args.pod_namespace}/{args.pod_name} to {args.node} failed: {exc}"
+            )
+        if log.isEnabledFor(logging.INFO):  # the line is built only when it is written
+            log.info("bind %s: %s", outcome, _who(args))
+        self._on_outcome(outcome)
+        return ""
+
+    async def _guarded_bind(self, args: BindingArgs) -> str:
+        if not self._settings.bind.enabled:
+            raise BindRefused(
+                "binding is disabled in this extender's policy (bind.enabled: false); "
+                "remove bindVerb from the scheduler's extender entry"
+            )
+        problem = _name_problem(args)
+        if problem is not None:
+            raise BindRefused(problem)
+        done = self._bound.get(args.pod_uid)
+        if done is not None:
+            if done == args.node:
+                return "already-bound"
+            raise BindRefused(f"pod {args.pod_name} is already bound to node {done!r}")
+        if self._kube is None:
+            raise BindRefused(
+                "no Kubernetes client is configured (set KUBECONFIG or run in-cluster)"
+            )
+        kube = self._kube
+        memo = self._engine.pods.get(args.pod_uid)
+        cores: float | None
+        if memo is not None:
+            ours = self._engine.is_ours(memo.facts)
+            scheduler, cores = memo.facts.scheduler_name, memo.facts.cpu_request
+            self._check_node(args, memo)
+        else:  # no filter call seen for this UID (restart, or no filterVerb): ask the API
+            pod = await kube.get_pod(args.pod_namespace, args.pod_name)
+            if pod.uid != args.pod_uid:
+                raise BindRefused(
+                    f"pod {args.pod_namespace}/{args.pod_name} has UID {pod.uid}, "
+                    f"not {args.pod_uid}: it was deleted and re-created"
+                )
+            if pod.node_name:
+                if pod.node_name == args.node:
+                    self._remember(args)
+                    return "already-bound"
+                raise BindRefused(f"pod {args.pod_name} is already bound to node {pod.node_name!r}")
+            ours = pod.scheduler_name in self._settings.scheduler_names
+            scheduler, cores = pod.scheduler_name, pod.cpu_request
+        if not ours and self._settings.bind.foreign_pods == "refuse":
+            raise BindRefused(
+                f"pod {args.pod_namespace}/{args.pod_name} has schedulerName {scheduler!r}, "
+                f"not one of {sorted(self._settings.scheduler_names)}; this extender owns bindVerb "
+                "for every profile of its scheduler: run a dedicated scheduler whose only profile "
+                "is ours, drop bindVerb, or set bind.foreignPods: bind"
+            )
+        outcome = await kube.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        self._remember(args)
+        self._engine.pods.placed(args.pod_uid, args.node)
+        if ours:
+            self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
+            if outcome == "bound":  # a retried bind (already-bound) had its Event
+                self._on_placed(args.pod_uid)
+        return outcome
+
+    def _check_node(self, args: BindingArgs, memo: PodMemo) -> None:
+        # The API accepts a Binding to a node that does not exist, so check it ourselves.
+        if memo.candidates is not None and args.node not in memo.candidates:
+            raise BindRefused(
+                f"node {args.node!r} was not among the nodes sent to this extender's filter for "
+                f"pod {args.pod_namespace}/{args.pod_name} in its latest filter call"
+            )
+        if args.node in memo.rejected:
+            raise BindRefused(
+                f"node {args.node!r} was rejected by this extender's filter for pod "
+                f"{args.pod_namespace}/{args.pod_name} in its latest filter call"
+            )
+
+    def _remember(self, args: BindingArgs) -> None:
+        self._bound[args.pod_uid] = args.node
+        while len(self._bound) > self._bound_capacity:
+            self._bound.popitem(last=False)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait for in-flight binds (graceful shutdown); True when none is left."""
+        pending = [future for _, future in self._inflight.values()]
+        if not pending:
+            return True
+        _, not_done = await asyncio.wait(pending, timeout=timeout)
+        return not not_done

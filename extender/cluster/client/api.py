@@ -1,0 +1,260 @@
+"""The client's transport: one aiohttp session per event loop, timeouts, bounded retries and
+auth headers asked of the configuration on every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import ssl
+from collections.abc import AsyncGenerator, Collection, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import kubernetes.client
+import kubernetes.config
+import orjson
+
+from extender.cluster.client.auth import proxy_for, ssl_context
+from extender.cluster.client.errors import (
+    TRANSPORT_ERRORS,
+    KubeError,
+    KubeUnavailable,
+    error_from_status,
+    error_from_transport,
+    retryable,
+)
+
+_JSON = "application/json"
+_USER_AGENT = "decice-extender"
+
+
+# --- the client -----------------------------------------------------------------------
+
+
+class KubeTransport:
+    """Async Kubernetes calls with timeouts, bounded retries and mapped errors.
+
+    `retries` extra attempts follow a 429, 5xx, timeout or connection error, after
+    `backoff`, then twice that, and so on. Each attempt is limited to `timeout` seconds.
+    The HTTP session (at most `max_connections` connections, open watches included) opens
+    on the first call, in the running event loop; `close()` closes it, and a later call
+    opens a new one, in whatever loop runs then. A session left open closes when its loop
+    shuts down.
+    """
+
+    def __init__(
+        self,
+        configuration: kubernetes.client.Configuration | kubernetes.client.ApiClient,
+        *,
+        timeout: float = 10.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        max_connections: int = 16,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        if max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        # Typed loosely: the `kubernetes` package's own annotations are partial.
+        config: Any = configuration
+        if isinstance(config, kubernetes.client.ApiClient):
+            config = config.configuration
+        self._configuration = config
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = max(backoff, 0.0)
+        self._max_connections = max_connections
+        self._base = str(config.host or "").rstrip("/")
+        url = urlsplit(self._base)
+        try:
+            port = url.port or (443 if url.scheme == "https" else 80)
+        except ValueError:
+            port = 0
+        if url.scheme not in ("http", "https") or not url.hostname or not port:
+            raise KubeError(f"not an API server URL: {self._base!r}", reason="ConfigError")
+        self._where = f"{url.hostname}:{port}"
+        self._ssl: ssl.SSLContext | None = None
+        if url.scheme == "https":
+            try:
+                self._ssl = ssl_context(config)
+            except (OSError, ValueError) as exc:
+                raise KubeError(f"bad TLS settings: {exc}", reason="ConfigError") from exc
+        self._options: dict[str, Any] = {"allow_redirects": False}
+        # Sent with each request through a plain-HTTP proxy (aiohttp sends its
+        # proxy_headers only on the CONNECT of a tunnel).
+        self._static: dict[str, str] = {}
+        proxy = proxy_for(config, self._base)
+        if proxy is not None:
+            self._options["proxy"] = proxy
+            if config.proxy_headers:
+                if self._ssl is not None:
+                    self._options["proxy_headers"] = dict(config.proxy_headers)
+                else:
+                    self._static.update(config.proxy_headers)
+        server_name = config.tls_server_name or (
+            config.assert_hostname
+            if isinstance(config.assert_hostname, str) and config.assert_hostname
+            else None
+        )
+        if self._ssl is not None and server_name:
+            self._options["server_hostname"] = str(server_name)
+        if config.username or config.password:
+            pair = f"{config.username or ''}:{config.password or ''}".encode()
+            self._static["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        self._timeouts = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._guard: AsyncGenerator[None, None] | None = None
+
+    # --- session ---
+
+    def _http(self) -> aiohttp.ClientSession:
+        """The session of the running loop, opened on first use."""
+        loop = asyncio.get_running_loop()
+        session = self._session
+        if session is not None and self._loop is loop and not session.closed:
+            return session
+        if session is not None:
+            _abandon(session, self._loop)
+        self._guard = None
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections, ssl=self._ssl if self._ssl is not None else True
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=self._timeouts,
+            headers={"Accept": _JSON, "User-Agent": _USER_AGENT},
+            trust_env=False,
+        )
+        self._loop = loop
+        self._guard = _closed_with_the_loop(self._session)
+        return self._session
+
+    async def close(self) -> None:
+        """Close the HTTP session (its connections); the next call opens a new one."""
+        session, loop, guard = self._session, self._loop, self._guard
+        self._session, self._loop, self._guard = None, None, None
+        if session is None or session.closed:
+            return
+        if loop is not asyncio.get_running_loop():
+            _abandon(session, loop)
+        elif guard is not None:
+            await guard.aclose()  # closes the session
+        else:
+            await session.close()
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        """Per-request headers: auth from the configuration, asked each time, so refresh
+        hooks (in-cluster token rotation, exec plugins) take effect."""
+        headers = self._static.copy()
+        for setting in self._configuration.auth_settings().values():
+            value = setting.get("value")
+            if value and setting.get("in") == "header":
+                key = str(setting["key"])
+                headers["Authorization" if key.lower() == "authorization" else key] = value
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        return headers
+
+    # --- requests ---
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        content_type: str = _JSON,
+        params: Mapping[str, str] | None = None,
+        retries: int | None = None,
+        final: Collection[int] = (),
+    ) -> Any:
+        """Send, retrying transient failures (but answers whose status is in `final`);
+        the decoded JSON answer."""
+        retries = self._retries if retries is None else retries
+        attempt = 0
+        while True:
+            try:
+                return await self._once(method, path, body, content_type, params)
+            except KubeError as err:
+                if err.status in final:
+                    raise
+                if not retryable(err) or attempt >= retries:
+                    if isinstance(err, KubeUnavailable):
+                        err.message = (
+                            f"{method} {path}: {err.message} (gave up after {attempt + 1} attempts)"
+                        )
+                    raise
+            await asyncio.sleep(self._backoff * (2**attempt))
+            attempt += 1
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        content_type: str,
+        params: Mapping[str, str] | None,
+    ) -> Any:
+        headers = self._headers(content_type if body is not None else None)
+        try:
+            async with self._http().request(
+                method,
+                self._base + path,
+                data=body,
+                params=params,
+                headers=headers,
+                **self._options,
+            ) as response:
+                data = await response.read()
+                status, http_reason = response.status, response.reason
+        except TRANSPORT_ERRORS as exc:
+            raise error_from_transport(exc, self._where, self._timeout) from exc
+        if status >= 300:
+            raise error_from_status(status, data, http_reason)
+        if not data:
+            return {}
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise KubeError(
+                f"{method} {path}: answer is not JSON: {exc}", reason="BadResponse"
+            ) from exc
+
+
+def _closed_with_the_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """An async generator, started and left suspended, that closes `session` when it is
+    finalized: the event loop's shutdown (`asyncio.run`, `asyncio.Runner`, uvicorn) closes
+    every async generator still open, so a session whose owner forgot `close()` still
+    closes its connections in its own loop, before the loop is gone."""
+
+    async def guard() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await session.close()
+
+    generator = guard()
+    step = generator.asend(None)  # registers it with the running loop's asyncgen hooks
+    with contextlib.suppress(StopIteration):
+        step.send(None)  # runs to the `yield`: nothing there awaits
+    return generator
+
+
+def _abandon(session: aiohttp.ClientSession, loop: asyncio.AbstractEventLoop | None) -> None:
+    """Drop a session of another event loop: close it there if that loop still runs, else
+    drop its connections without a loop (a closed loop already lost its transports)."""
+    if session.closed:
+        return
+    if loop is not None and loop.is_running() and not loop.is_closed():
+        asyncio.run_coroutine_threadsafe(session.close(), loop)
+        return
+    connector = session.connector
+    session.detach()
+    if connector is not None:
+        connector._close()

@@ -1,0 +1,211 @@
+"""Every Kubernetes API or transport failure as a `KubeError`: callers never see aiohttp,
+ssl or socket errors, and only the kinds production code tells apart get a class.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import socket
+import ssl
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+import aiohttp
+import orjson
+
+from extender.errors.redaction import redact
+
+_RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+_ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
+_MAX_MESSAGE = 500
+
+
+# --- errors -------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """A Kubernetes API call failed; `str()` is a one-line message for the operator."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = clean_message(message)
+        #: `details` of the API's `Status` answer (causes, retryAfterSeconds...), or {}
+        self.details: Mapping[str, Any] = details or {}
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        reason = self.reason or _phrase(self.status) or "error"
+        if self.status is None:
+            return f"Kubernetes API {reason}: {self.message}"
+        return f"Kubernetes API {self.status} {reason}: {self.message}"
+
+
+# Only the kinds production code tells apart get a class; the rest is KubeError with its
+# HTTP `status` and API `reason` (401, 403, 404, a UID conflict...).
+
+
+class KubeAlreadyBound(KubeError):
+    """409: the pod is already assigned to `node` (a retried bind to the same node is a
+    success, since the API is not idempotent)."""
+
+    def __init__(
+        self, message: str, *, node: str, status: int | None = 409, reason: str = "Conflict"
+    ) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.node = node
+
+
+class KubeUnavailable(KubeError):
+    """Timeouts, refused connections, or 429/5xx answers: the ones worth a retry."""
+
+
+class KubeEvictionRefused(KubeError):
+    """429 to an eviction: a PodDisruptionBudget allows no disruption now (or the API
+    server throttles). Not retried by `evict`: the caller tries again in a later cycle,
+    not before `retry_after` seconds when the server named them
+    (`details.retryAfterSeconds`, e.g. a budget still being processed). `causes` holds the
+    messages of the answer's causes ("The disruption budget pdb-g needs 1 healthy pods
+    and has 1 currently"), also appended to `message`."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        causes: tuple[str, ...] = (),
+        status: int | None = 429,
+        reason: str = "TooManyRequests",
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        if causes:
+            message = f"{message} ({'; '.join(causes)})"
+        super().__init__(message, status=status, reason=reason, details=details)
+        self.retry_after = retry_after
+        self.causes = causes
+
+    @classmethod
+    def from_error(cls, err: KubeError) -> KubeEvictionRefused:
+        details = err.details
+        raw = details.get("retryAfterSeconds")
+        retry_after = float(raw) if isinstance(raw, int | float) and raw > 0 else None
+        causes = tuple(
+            clean_message(str(cause.get("message")))
+            for cause in details.get("causes") or ()
+            if isinstance(cause, dict) and cause.get("message")
+        )
+        return cls(
+            err.message,
+            retry_after=retry_after,
+            causes=causes,
+            status=err.status,
+            reason=err.reason or "TooManyRequests",
+            details=details,
+        )
+
+
+def clean_message(message: str) -> str:
+    redacted = redact(" ".join(message.split()))
+    if len(redacted) > _MAX_MESSAGE:
+        return redacted[: _MAX_MESSAGE - 3] + "..."
+    return redacted
+
+
+def _phrase(status: int | None) -> str:
+    if status is None:
+        return ""
+    try:
+        return HTTPStatus(status).phrase.replace(" ", "")
+    except ValueError:
+        return ""
+
+
+def error_from_status(status: int, body: bytes | str | None, http_reason: str | None) -> KubeError:
+    """Map an HTTP error answer (a `Status` object, usually) to our hierarchy."""
+    message, reason = "", ""
+    details: dict[str, Any] = {}
+    if body:
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict):
+            message = str(doc.get("message") or "")
+            reason = str(doc.get("reason") or "")
+            if isinstance(doc.get("details"), dict):
+                details = doc["details"]
+        elif isinstance(body, bytes):
+            message = body.decode("utf-8", "replace")
+        else:
+            message = body
+    reason = reason or _phrase(status) or (http_reason or "")
+    message = message or http_reason or "no message"
+    if status == 409:
+        assigned = _ALREADY_ASSIGNED.search(message)
+        if assigned:
+            return KubeAlreadyBound(message, node=assigned.group(1), status=status, reason=reason)
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return KubeUnavailable(message, status=status, reason=reason, details=details)
+    return KubeError(message, status=status, reason=reason, details=details)
+
+
+def _is_tls_failure(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(5):  # aiohttp wraps; the ssl error may be the cause
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLError | aiohttp.ClientSSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def error_from_transport(exc: BaseException, where: str, timeout: float | None) -> KubeError:
+    """Map an aiohttp / socket / ssl failure (no HTTP answer) to our hierarchy."""
+    if _is_tls_failure(exc):
+        return KubeError(f"TLS with {where} failed: {exc}", reason="TLSError")
+    if isinstance(exc, TimeoutError):
+        within = f" within {timeout:g} s" if timeout is not None else ""
+        return KubeUnavailable(f"no answer from {where}{within}", reason="Timeout")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        where = f"{exc.host}:{exc.port}"
+        cause = exc.os_error
+        if isinstance(cause, socket.gaierror) or isinstance(exc, _DNS_ERRORS):
+            return KubeUnavailable(
+                f"cannot resolve {exc.host}: {cause.strerror or cause}", reason="Unreachable"
+            )
+        if isinstance(cause, ConnectionRefusedError) or cause.errno == errno.ECONNREFUSED:
+            return KubeUnavailable(
+                f"cannot connect to {where}: connection refused", reason="Unreachable"
+            )
+        return KubeUnavailable(
+            f"cannot connect to {where}: {cause.strerror or cause}", reason="Unreachable"
+        )
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return KubeUnavailable(
+            f"{where} closed the connection before answering", reason="Unreachable"
+        )
+    detail = str(exc) or type(exc).__name__
+    return KubeUnavailable(f"{where}: {detail}", reason="Unreachable")
+
+
+def retryable(err: KubeError) -> bool:
+    return isinstance(err, KubeUnavailable) and (
+        err.status is None or err.status in _RETRYABLE_STATUS
+    )
+
+
+TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
+# aiohttp >= 3.11 tells DNS failures apart.
+_DNS_ERRORS: tuple[type[BaseException], ...] = tuple(
+    error for error in (getattr(aiohttp, "ClientConnectorDNSError", None),) if error is not None
+)

@@ -1,0 +1,47 @@
+"""Posting events.k8s.io/v1 Events (best-effort: sent once, never retried)."""
+
+from __future__ import annotations
+
+import datetime
+
+import orjson
+
+from extender.cluster.client.api import KubeTransport
+from extender.decisions.model import PodEvent
+
+REPORTING_CONTROLLER = "decice.io/extender"
+
+
+def _micro_time(seconds: float) -> str:
+    """A MicroTime as the API server writes it: 2026-11-23T13:26:23.000000Z."""
+    stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class EventPosting(KubeTransport):
+    """Event posting."""
+
+    async def create_event(self, event: PodEvent) -> None:
+        """POST an events.k8s.io/v1 Event about a pod (once: events are best-effort)."""
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            # generateName must be a DNS subdomain prefix: "<pod>-", never "<pod>."
+            "metadata": {"generateName": f"{event.name[:200]}-", "namespace": event.namespace},
+            "eventTime": _micro_time(event.time),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": event.instance[:128],
+            "action": event.action,
+            "reason": event.reason,
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": event.namespace,
+                "name": event.name,
+                "uid": event.uid,
+            },
+            "note": event.note[:1024],
+            "type": event.type,
+        }
+        path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events"
+        await self._request("POST", path, body=orjson.dumps(body), retries=0)

@@ -1,0 +1,110 @@
+"""Watch streams: the events of a watch, line by line, bounded in size."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import aiohttp
+import orjson
+
+from extender.cluster.client.api import KubeTransport
+from extender.cluster.client.errors import (
+    TRANSPORT_ERRORS,
+    KubeError,
+    KubeUnavailable,
+    error_from_status,
+    error_from_transport,
+)
+
+#: The longest watch event line accepted (a hostile server cannot exhaust memory).
+MAX_WATCH_LINE = 16 * 1024 * 1024
+#: A watch stream may be silent for its whole `timeoutSeconds`; the read timeout is longer.
+_WATCH_GRACE = 10.0
+
+
+def _watch_event(line: bytearray, what: str) -> dict[str, Any]:
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise KubeError(f"{what}: an event is not JSON: {exc}", reason="BadResponse") from exc
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise KubeError(f"{what}: an event without a type", reason="BadResponse")
+    return event
+
+
+class Watching(KubeTransport):
+    """Watch streams."""
+
+    async def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        bookmarks: bool = True,
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The events of a watch from `resource_version` (`{"type": ..., "object": ...}`),
+        `ERROR` events included, until the server ends the stream (at `timeout_seconds`).
+
+        Not retried: an error answer raises its `KubeError`, a stream that breaks raises
+        `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when
+        leaving early.
+        """
+        if timeout_seconds < 1:
+            raise ValueError("watch: timeout_seconds must be >= 1")
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        silence = timeout_seconds + max(_WATCH_GRACE, self._timeout)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=silence)
+        what = f"watch {path}"
+        streaming = False
+        try:
+            async with self._http().get(
+                self._base + path,
+                params=params,
+                headers=self._headers(),
+                timeout=timeout,
+                **self._options,
+            ) as response:
+                if response.status >= 300:
+                    err = error_from_status(response.status, await response.read(), response.reason)
+                    err.message = f"{what}: {err.message}"
+                    raise err
+                streaming = True
+                buffer = bytearray()
+                async for chunk in response.content.iter_any():
+                    buffer += chunk
+                    begin = 0
+                    while (end := buffer.find(b"\n", begin)) != -1:
+                        line = buffer[begin:end]
+                        begin = end + 1
+                        if line.strip():
+                            yield _watch_event(line, what)
+                    del buffer[:begin]
+                    if len(buffer) > MAX_WATCH_LINE:
+                        raise KubeError(
+                            f"{what}: an event is longer than {MAX_WATCH_LINE} bytes",
+                            reason="BadResponse",
+                        )
+                if buffer.strip():
+                    yield _watch_event(buffer, what)
+        except TRANSPORT_ERRORS as exc:
+            if not streaming:
+                err = error_from_transport(exc, self._where, self._timeout)
+                err.message = f"{what}: {err.message}"
+                raise err from exc
+            if isinstance(exc, TimeoutError):
+                raise KubeUnavailable(
+                    f"{what}: the watch stream was silent for more than {silence:g} s",
+                    reason="Timeout",
+                ) from exc
+            raise KubeUnavailable(
+                f"{what}: the watch stream broke: {exc or type(exc).__name__}",
+                reason="Unreachable",
+            ) from exc

@@ -1,0 +1,118 @@
+"""Events on the pods we place: best-effort, off the request path, bounded and rate-limited.
+
+A bind queues the pod (O(1), never waits); one background task takes the queue at most
+`eventsPerSecond`, writes the note from the pod's recorded decision (explain.py, in a
+worker thread: it re-evaluates the candidates) and posts it once, on the event loop. A
+full queue drops the newest pod and counts it; a failed post is counted and never
+retried, so a slow or refusing API server costs us nothing but the dropped notes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from extender.decisions.explain import explain_nodes, placement_note
+from extender.decisions.model import PodEvent
+from extender.decisions.pods import PodMemo, PodMemory, name_problem
+from extender.policy.settings import Settings
+
+log = logging.getLogger("decice.events")
+
+
+class EventSink(Protocol):
+    async def create_event(self, event: PodEvent) -> None:
+        """Post one Event; raises on failure."""
+        ...
+
+
+class EventCounter(Protocol):
+    def event(self, outcome: str) -> None: ...
+
+
+def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str) -> PodEvent:
+    """The `Placed` Event for a pod we bound, from its recorded decision."""
+    facts = memo.facts
+    snapshot = memo.snapshot
+    policy = memo.policy
+    if snapshot is None or not memo.node or policy is None:
+        note = f"placed on {memo.node}"
+    else:
+        # A big request's names are not kept (nor worth re-scoring per Event): the note
+        # then gives the chosen node and the counts; `decice-extender explain` the rest.
+        nodes = list(memo.candidates) if memo.candidates is not None else [memo.node]
+        rows = explain_nodes(policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
+        note = placement_note(
+            rows, memo.node, [m.name for m in policy.metrics], memo.asked, len(memo.rejected)
+        )
+    return PodEvent(
+        namespace=facts.namespace,
+        name=facts.name,
+        uid=facts.uid,
+        reason="Placed",
+        action="Binding",
+        note=note,
+        time=now,
+        instance=instance,
+    )
+
+
+class EventPoster:
+    def __init__(
+        self,
+        settings: Settings,
+        pods: PodMemory,
+        sink: EventSink,
+        counter: EventCounter,
+        clock: Callable[[], float] = time.time,
+        instance: str | None = None,
+    ) -> None:
+        explain = settings.explain
+        self._settings = settings
+        self._pods = pods
+        self._sink = sink
+        self._counter = counter
+        self._clock = clock
+        self._instance = instance or socket.gethostname()
+        self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize=explain.event_queue)
+        self._interval = 1.0 / explain.events_per_second
+
+    def placed(self, uid: str) -> None:
+        """Queue the Event of a pod we just bound; drop it (counted) when the queue is full."""
+        try:
+            self._queue.put_nowait(uid)
+        except asyncio.QueueFull:
+            self._counter.event("dropped")
+
+    async def run(self) -> None:
+        """Post the queued Events forever, one per `1 / eventsPerSecond` at most."""
+        while True:
+            uid = await self._queue.get()
+            started = time.monotonic()
+            await self._post(uid)
+            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
+
+    async def _post(self, uid: str) -> None:
+        memo = self._pods.get(uid)
+        if memo is None or not memo.node:
+            self._counter.event("dropped")  # forgotten meanwhile (memory is bounded)
+            return
+        facts = memo.facts
+        if name_problem(facts.namespace, namespace=True) or name_problem(facts.name):
+            self._counter.event("dropped")  # never reaches here past the bind guard
+            return
+        try:
+            # Re-scoring the candidates is CPU work on big inputs: off the event loop.
+            event = await asyncio.to_thread(
+                placement_event, self._settings, memo, self._clock(), self._instance
+            )
+            await self._sink.create_event(event)
+        except Exception as exc:
+            self._counter.event("failed")
+            log.warning("event for pod %s/%s not posted: %s", facts.namespace, facts.name, exc)
+            return
+        self._counter.event("posted")

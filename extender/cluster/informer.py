@@ -1,0 +1,187 @@
+"""List-then-watch loops for pods and nodes, as client-go's reflector runs them.
+
+Each loop learns a resourceVersion (nodes: a full list, applied to the cache; pods: a
+`limit=1` list, so a 150,000-pod cluster is never listed in full), then watches from it
+with bookmarks, resuming from the last version seen whenever the server ends the stream.
+A `410 Gone` (an `ERROR` event with code 410, or the status) starts over from a new list;
+any other failure backs off (1 s doubling to `MAX_BACKOFF`) and resumes by itself. The
+events go to a handler that runs on the event loop and must be quick (O(1) per event).
+Nothing here blocks filter or prioritize: they read what the handlers left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from extender.errors.causes import describe
+
+log = logging.getLogger("decice.watch")
+
+MIN_BACKOFF = 1.0
+MAX_BACKOFF = 30.0
+
+EventHandler = Callable[[str, Any], object]
+"""(event type, object) for ADDED / MODIFIED / DELETED."""
+
+
+class Watcher(Protocol):
+    def watch(
+        self, path: str, *, resource_version: str, timeout_seconds: int, bookmarks: bool = True
+    ) -> AsyncGenerator[dict[str, Any], None]: ...
+
+
+class WatchExpired(Exception):
+    """The server no longer holds our resourceVersion (410): list again."""
+
+
+class WatchCounter(Protocol):
+    def watch_restart(self, resource: str, reason: str) -> None: ...
+
+
+@dataclass
+class WatchStatus:
+    """What /readyz shows for one watch."""
+
+    resource: str
+    watching: bool = False
+    resource_version: str = ""
+    events: int = 0
+    restarts: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+    def detail(self) -> dict[str, object]:
+        return {
+            "watching": self.watching,
+            "resourceVersion": self.resource_version,
+            "events": self.events,
+            "restarts": dict(self.restarts),
+            "error": self.error,
+        }
+
+
+def _is_gone(exc: BaseException) -> bool:
+    return getattr(exc, "status", None) == 410
+
+
+class Informer:
+    """One resource's list-then-watch loop; `run()` forever (cancel to stop)."""
+
+    def __init__(
+        self,
+        resource: str,
+        path: str,
+        kube: Watcher,
+        start: Callable[[], Awaitable[str]],
+        handle: EventHandler,
+        *,
+        timeout_seconds: int = 300,
+        counter: WatchCounter | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.status = WatchStatus(resource)
+        self._path = path
+        self._kube = kube
+        self._start = start
+        self._handle = handle
+        self._timeout = timeout_seconds
+        self._counter = counter
+        self._sleep = sleep
+        self._failures = 0
+        self._version: str | None = None
+
+    async def prime(self, timeout: float) -> None:
+        """The first list, before the service answers (bounded); `run` starts from it."""
+        try:
+            self._version = await asyncio.wait_for(self._start(), timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # run() lists again, with back-off
+            self.status.error = describe(exc)
+            log.warning("%s: first list failed (%s); the watch retries", self.status.resource, exc)
+
+    def _restart(self, reason: str) -> None:
+        restarts = self.status.restarts
+        restarts[reason] = restarts.get(reason, 0) + 1
+        if self._counter is not None:
+            self._counter.watch_restart(self.status.resource, reason)
+
+    async def run(self) -> None:
+        version, self._version = self._version, None
+        while True:
+            try:
+                if version is None:
+                    version = await self._start()
+                opened = time.monotonic()
+                version = await self._watch(version)
+                if time.monotonic() - opened < MIN_BACKOFF:
+                    # A stream that ends at once (a proxy's idle cut): never spin on it.
+                    await self._sleep(MIN_BACKOFF)
+            except asyncio.CancelledError:
+                self.status.watching = False
+                raise
+            except Exception as exc:
+                self.status.watching = False
+                if isinstance(exc, WatchExpired) or _is_gone(exc):
+                    # Expected now and then (the server compacted its history): no back-off.
+                    log.info("%s watch: %s; listing again", self.status.resource, exc)
+                    self._restart("expired")
+                    version = None
+                    continue
+                self._failures += 1
+                self._restart("error")
+                self.status.error = describe(exc)
+                delay = min(MAX_BACKOFF, MIN_BACKOFF * 2 ** (self._failures - 1))
+                log.warning(
+                    "%s watch failed (%s); retrying in %.0f s",
+                    self.status.resource,
+                    self.status.error,
+                    delay,
+                )
+                await self._sleep(delay)
+
+    async def _watch(self, version: str) -> str:
+        """Watch from `version` until the server ends the stream; the last version seen."""
+        stream = self._kube.watch(
+            self._path, resource_version=version, timeout_seconds=self._timeout
+        )
+        self.status.resource_version = version
+        async with contextlib.aclosing(stream):  # leaving early frees the connection
+            return await self._consume(stream, version)
+
+    async def _consume(self, stream: AsyncGenerator[dict[str, Any], None], version: str) -> str:
+        async for event in stream:
+            if not self.status.watching:  # the first event: the watch is up
+                self.status.watching = True
+                if self.status.error is not None:
+                    log.info("%s watch recovered", self.status.resource)
+                    self.status.error = None
+                self._failures = 0
+            kind = event.get("type")
+            obj = event.get("object")
+            if kind == "ERROR":
+                code = obj.get("code") if isinstance(obj, dict) else None
+                message = obj.get("message") if isinstance(obj, dict) else obj
+                if code == 410:
+                    raise WatchExpired(str(message))
+                raise RuntimeError(f"watch ERROR event: {message}")
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            seen = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            if isinstance(seen, str) and seen:
+                version = seen
+                self.status.resource_version = seen
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                self.status.events += 1
+                try:
+                    self._handle(kind, obj)
+                except Exception:  # one bad object must not stop (or replay) the stream
+                    log.exception(
+                        "%s watch: handling a %s event failed", self.status.resource, kind
+                    )
+            # BOOKMARK: only the version moves, so a restart resumes from there.
+        return version

@@ -1,0 +1,77 @@
+"""What the service does with each pod watch event (informer.py delivers them).
+
+- a pod recently assigned to a node, by any binder: the herd guard counts its CPU request
+  there (engine.reserve, once per UID: our own binds reserved already);
+- a pod deleted or finished: whatever it reserved is released;
+- a pod bound or gone: it is no longer a turned-away pod to requeue;
+- a pod of ours that another binder bound: its decision records the node, and it gets
+  its `Placed` Event like the pods we bind.
+O(1) per event, on the event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from extender.decisions.assignments import (
+    CLOCK_SKEW,
+    Assigned,
+    AssignmentLog,
+    Released,
+    is_recent,
+    pod_change,
+)
+from extender.decisions.engine import Engine
+
+
+class PodEventHandler:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        forget: Callable[[str], None] = lambda uid: None,
+        placed: Callable[[str], None] = lambda uid: None,
+        binding: Callable[[str], bool] = lambda uid: False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._engine = engine
+        self._forget = forget
+        self._placed = placed
+        self._binding = binding
+        self._clock = clock
+        settle = engine.settings.herd_guard.settle
+        # A UID counted once within the window in which it can count at all.
+        self._counted = AssignmentLog(keep=2 * (settle + CLOCK_SKEW))
+
+    def __call__(self, event_type: str, pod: Any) -> None:
+        change = pod_change(event_type, pod)
+        if change is None:
+            return
+        engine = self._engine
+        now = self._clock()
+        if isinstance(change, Released):
+            engine.release(change.uid, now)
+            self._drop(change.uid)
+        elif isinstance(change, Assigned):
+            self._drop(change.uid)
+            self._assigned(change, now)
+
+    def _drop(self, uid: str) -> None:
+        if self._engine.turned_away is not None:
+            self._engine.turned_away.forget(uid)
+        self._forget(uid)
+
+    def _assigned(self, pod: Assigned, now: float) -> None:
+        engine = self._engine
+        settle = engine.settings.herd_guard.settle
+        if not is_recent(pod, now, settle) or not self._counted.first_time(pod.uid, now):
+            return
+        engine.reserve(pod.uid, pod.node, pod.cores, now, source="watch")
+        memo = engine.pods.get(pod.uid)
+        # Our own bind may still be finishing: its answer and this event race on the loop.
+        if memo is not None and not memo.node and not self._binding(pod.uid):
+            # Ours, bound by another binder (no bindVerb): record it and tell the pod.
+            engine.pods.placed(pod.uid, pod.node)
+            self._placed(pod.uid)

@@ -1,0 +1,116 @@
+"""Requeue: nudge kube-scheduler to retry a pod we turned away, once metrics let it in.
+
+The scheduler retries a pod an extender rejected when that pod is updated. So when a new
+snapshot passes a node a turned-away pod could use (engine.recovered), we patch the pod
+with `decice.io/metrics-recovered: <snapshot time>`, carrying its UID so a pod deleted
+and re-created under the same name is never touched (the API answers 422). A pod the
+watch saw bound or deleted meanwhile is skipped. Patches go out at most
+`requeue.patchesPerSecond`, from one background task; a failure is counted and logged,
+never retried (the scheduler's own 5-minute retry still stands).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from extender.decisions.turnedaway import TurnedAway
+from extender.policy.settings import Settings
+
+log = logging.getLogger("decice.requeue")
+
+ANNOTATION = "decice.io/metrics-recovered"
+
+
+class PodAnnotator(Protocol):
+    async def annotate_pod(
+        self, namespace: str, name: str, uid: str, annotations: Mapping[str, str | None]
+    ) -> None: ...
+
+
+class RequeueCounter(Protocol):
+    def requeued(self, outcome: str) -> None: ...
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def outcome_of(exc: Exception) -> str:
+    """The counter label for a failed patch: the API's answers that mean something here."""
+    status = getattr(exc, "status", None)
+    if status == 404:
+        return "gone"  # deleted since we turned it away
+    if status == 422:
+        return "recreated"  # the UID precondition failed: a new pod under the same name
+    if status in (401, 403):
+        return "forbidden"
+    return "error"
+
+
+class Requeuer:
+    def __init__(
+        self,
+        settings: Settings,
+        kube: PodAnnotator,
+        counter: RequeueCounter,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._kube = kube
+        self._counter = counter
+        self._clock = clock
+        self._capacity = settings.requeue.max_pods
+        self._interval = 1.0 / settings.requeue.patches_per_second
+        self._pending: OrderedDict[str, tuple[TurnedAway, float]] = OrderedDict()
+        self._wake = asyncio.Event()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def recovered(self, pods: list[TurnedAway], snapshot_time: float) -> None:
+        """Queue these pods for a patch (O(1) each); the oldest wait is dropped when full."""
+        for pod in pods:
+            self._pending[pod.uid] = (pod, snapshot_time)
+            if len(self._pending) > self._capacity:
+                self._pending.popitem(last=False)
+                self._counter.requeued("dropped")
+        if self._pending:
+            self._wake.set()
+
+    def forget(self, uid: str) -> None:
+        """The watch saw the pod bound or deleted: it needs no nudge."""
+        if self._pending.pop(uid, None) is not None:
+            self._counter.requeued("skipped")
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                _, (pod, at) = self._pending.popitem(last=False)
+                started = time.monotonic()
+                await self._patch(pod, at)
+                await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
+
+    async def _patch(self, pod: TurnedAway, snapshot_time: float) -> None:
+        who = f"{pod.namespace}/{pod.name} ({pod.uid})"
+        try:
+            await self._kube.annotate_pod(
+                pod.namespace, pod.name, pod.uid, {ANNOTATION: _stamp(snapshot_time)}
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            outcome = outcome_of(exc)
+            self._counter.requeued(outcome)
+            log.warning("requeue of pod %s not patched (%s): %s", who, outcome, exc)
+            return
+        self._counter.requeued("patched")
+        waited = self._clock() - pod.at
+        log.info("requeue: pod %s patched, %.0f s after it was turned away", who, waited)

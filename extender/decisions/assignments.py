@@ -1,0 +1,134 @@
+"""What a pod watch event means for placement: a pod just assigned to a node, a pod that
+no longer holds one, or nothing. Pure: the watch loop (informer.py) feeds it events.
+
+The herd guard counts every pod that gets `spec.nodeName`, whoever bound it, until a
+snapshot fetched `settle` seconds later includes its load. A watch started from "now"
+also sees updates of pods that were assigned long ago (status changes of running pods),
+so an assignment counts only when it is recent: the `PodScheduled` condition the API
+server sets on binding (or, for a pod created with its node, the creation time) is
+within the settle window. Each UID counts once (`AssignmentLog`), so the same pod's
+later updates, or the event of a pod we bound ourselves, add nothing.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from extender.decisions.pods import PodError, api_time, cpu_request
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+CLOCK_SKEW = 5.0
+"""Seconds an API server's timestamps may differ from ours and still count as recent."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    """A pod that holds `node`: its CPU request and when the API says it was assigned."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    cores: float | None
+    assigned_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A pod deleted, being deleted, or finished: it holds nothing any more."""
+
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A pod without a node yet."""
+
+    uid: str
+
+
+PodChange = Assigned | Released | Waiting
+
+
+def _scheduled_at(status: Any) -> float | None:
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "True"
+        ):
+            return api_time(condition.get("lastTransitionTime"))
+    return None
+
+
+def pod_change(event_type: str, pod: Any) -> PodChange | None:
+    """What one watch event (`ADDED`, `MODIFIED`, `DELETED`) says; None when unreadable."""
+    if not isinstance(pod, dict):
+        return None
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(uid := meta.get("uid"), str) or not uid:
+        return None
+    raw_status = pod.get("status")
+    status: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
+    if (
+        event_type == "DELETED"
+        or meta.get("deletionTimestamp")
+        or status.get("phase") in TERMINAL_PHASES
+    ):
+        return Released(uid)
+    spec = pod.get("spec")
+    node = spec.get("nodeName") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(node, str) or not node:
+        return Waiting(uid)
+    try:
+        cores = cpu_request(spec)
+    except PodError:
+        cores = None  # counted with the policy's default request
+    assigned_at = _scheduled_at(status) or api_time(meta.get("creationTimestamp"))
+    return Assigned(
+        uid=uid,
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        node=node,
+        cores=cores,
+        assigned_at=assigned_at,
+    )
+
+
+def is_recent(assigned: Assigned, now: float, settle: float) -> bool:
+    """True when the assignment happened within the settle window (unknown time: not)."""
+    at = assigned.assigned_at
+    return at is not None and now - at <= settle + CLOCK_SKEW
+
+
+class AssignmentLog:
+    """UIDs already counted, each kept for `keep` seconds: bounded by the pods assigned
+    within that window (and by `capacity`), whatever the cluster size."""
+
+    def __init__(self, keep: float, capacity: int = 100_000) -> None:
+        self._keep = keep
+        self._capacity = capacity
+        self._seen: OrderedDict[str, float] = OrderedDict()  # uid -> when counted, oldest first
+
+    def first_time(self, uid: str, now: float) -> bool:
+        """Record `uid`; True when it was not counted within the window."""
+        self._expire(now)
+        if uid in self._seen:
+            return False
+        self._seen[uid] = now
+        if len(self._seen) > self._capacity:
+            self._seen.popitem(last=False)
+        return True
+
+    def _expire(self, now: float) -> None:
+        while self._seen:
+            uid, at = next(iter(self._seen.items()))
+            if now - at <= self._keep:
+                return
+            del self._seen[uid]
+
+    def __len__(self) -> int:
+        return len(self._seen)

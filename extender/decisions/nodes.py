@@ -1,0 +1,67 @@
+"""The nodes of the cluster as the API reports them, kept current from a node watch.
+
+kube-scheduler keeps an informer cache of nodes rather than listing them; so do we: one
+list at start (and after a `410 Gone`), then every watch event applies to the cache. The
+refresher reads `inventory()` (InternalIP -> name for `instance` labels, allocatable CPU
+for the herd guard), rebuilt only when something changed. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from extender.decisions.model import NodeInfo, NodeInventory, NodeName
+from extender.decisions.pods import cpu_cores
+
+
+def node_info(doc: Any) -> NodeInfo:
+    """A v1.Node (decoded JSON) as NodeInfo; KeyError/TypeError when it has no name."""
+    status = doc.get("status") or {}
+    addresses = status.get("addresses") or ()
+    cpu = (status.get("allocatable") or {}).get("cpu")
+    return NodeInfo(
+        name=doc["metadata"]["name"],
+        internal_ips=tuple(
+            a["address"]
+            for a in addresses
+            if isinstance(a, dict) and a.get("type") == "InternalIP" and a.get("address")
+        ),
+        cpu_cores=cpu_cores(cpu) if isinstance(cpu, str) else None,
+    )
+
+
+class NodeCache:
+    """name -> NodeInfo; `inventory()` is rebuilt lazily after a change."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[NodeName, NodeInfo] = {}
+        self._inventory: NodeInventory | None = NodeInventory()
+
+    def replace(self, nodes: Iterable[NodeInfo]) -> None:
+        """A full list: the cache becomes exactly these nodes."""
+        self._nodes = {n.name: n for n in nodes}
+        self._inventory = None
+
+    def apply(self, event_type: str, doc: Any) -> bool:
+        """One watch event; False when the object is not a readable node (ignored)."""
+        try:
+            node = node_info(doc)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return False
+        if event_type == "DELETED":
+            if self._nodes.pop(node.name, None) is not None:
+                self._inventory = None
+        elif self._nodes.get(node.name) != node:
+            # Most node updates are heartbeats and conditions: nothing we keep changes.
+            self._nodes[node.name] = node
+            self._inventory = None
+        return True
+
+    def inventory(self) -> NodeInventory:
+        if self._inventory is None:
+            self._inventory = NodeInventory.from_nodes(list(self._nodes.values()))
+        return self._inventory
+
+    def __len__(self) -> int:
+        return len(self._nodes)

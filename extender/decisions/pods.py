@@ -1,0 +1,304 @@
+"""What we know of a pod: one reader of a v1.Pod, one CPU-request rule, and the memory of
+pods between the scheduler's filter call and its bind call.
+
+`read_pod` serves both the filter path (the Pod inside ExtenderArgs) and the API path (a
+pod fetched after a restart), so the herd guard counts the same CPU either way. The bind
+request carries only name, namespace, UID and node; the rest comes from the filter call
+for that UID, kept in a small bounded map. Pure: no I/O, no Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from extender.decisions.model import Snapshot
+
+if TYPE_CHECKING:
+    from extender.policy.policies import Policy
+
+POLICY_ANNOTATION = "decice.io/policy"
+"""The pod annotation that picks a named policy (config.Settings.policies)."""
+
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server writes into an empty `spec.schedulerName`."""
+
+
+class PodError(ValueError):
+    """A v1.Pod that cannot be read; the message names the field."""
+
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACE = re.compile(_LABEL)
+_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+
+
+def name_problem(value: str, *, namespace: bool = False) -> str | None:
+    """What a pod name, node name or namespace breaks of the Kubernetes rules, or None.
+
+    Checked before a name reaches a URL, a log line or an API call: no real object has it."""
+    pattern, limit, what = (
+        (_NAMESPACE, 63, "an RFC 1123 label")
+        if namespace
+        else (_SUBDOMAIN, 253, "an RFC 1123 subdomain")
+    )
+    if len(value) > limit or not pattern.fullmatch(value):
+        return f"is not a valid Kubernetes name ({what})"
+    return None
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """A request value fit for a log line or an answer: control characters escaped, capped."""
+    text = value if value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def api_time(value: Any) -> float | None:
+    """An RFC 3339 time as the API writes it (2026-11-23T13:26:11Z), in epoch seconds;
+    None when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return stamp.timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """Identity, scheduler, effective CPU request and node of one pod."""
+
+    uid: str
+    name: str
+    namespace: str
+    scheduler_name: str
+    cpu_request: float | None
+    """Cores, as the scheduler counts them (see `cpu_request`); None when nothing asks."""
+    node_name: str = ""
+    """`spec.nodeName`: empty while the pod is pending."""
+    policy: str | None = None
+    """The named policy the pod asks for (annotation decice.io/policy); None: the default."""
+
+
+# resource.Quantity: a signed decimal, then a binary or decimal SI suffix or an exponent.
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
+_SUFFIX = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+}
+
+
+@lru_cache(maxsize=1024)
+def cpu_cores(quantity: str) -> float | None:
+    """A Kubernetes CPU quantity ("500m", "2", "1.5", "5e-1") in cores; None when malformed
+    or negative (the API server refuses both, so such a value was never a real request)."""
+    match = _QUANTITY.fullmatch(quantity.strip())
+    if match is None:
+        return None
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** int(suffix[1:])
+        value = Decimal(number) * scale
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+    return float(value) if value >= 0 and value.is_finite() else None
+
+
+def _cpu_of(resources: Any) -> float | None:
+    """`resources.requests.cpu` in cores; None when absent or not a quantity."""
+    requests = resources.get("requests") if isinstance(resources, dict) else None
+    cpu = requests.get("cpu") if isinstance(requests, dict) else None
+    if isinstance(cpu, bool):
+        return None
+    if isinstance(cpu, (int, float)):
+        cpu = str(cpu)
+    return cpu_cores(cpu) if isinstance(cpu, str) else None
+
+
+def _containers(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodError(f"{where}: must be a list")
+    return value
+
+
+def _resources(container: Any) -> Any:
+    return container.get("resources") if isinstance(container, dict) else None
+
+
+def cpu_request(spec: Mapping[str, Any], where: str = "spec") -> float | None:
+    """The pod's effective CPU request in cores, by the scheduler's rule (PodRequests):
+    pod-level `resources` when set, else the containers' sum, at least the largest init
+    container (sidecars, `restartPolicy: Always`, run beside the ones after them), plus
+    `overhead`. None when no part names a CPU request."""
+    seen = False
+    pod_level = _cpu_of(spec.get("resources"))
+    total = 0.0
+    for c in _containers(spec.get("containers"), f"{where}.containers"):
+        cpu = _cpu_of(_resources(c))
+        if cpu is not None:
+            seen = True
+            total += cpu
+    sidecars = 0.0
+    init_peak = 0.0
+    for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
+        cpu = _cpu_of(_resources(c))
+        if cpu is not None:
+            seen = True
+        amount = cpu or 0.0
+        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+            total += amount
+            sidecars += amount
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, amount + sidecars)
+    total = max(total, init_peak)
+    if pod_level is not None:
+        seen, total = True, pod_level
+    overhead = spec.get("overhead")
+    extra = overhead.get("cpu") if isinstance(overhead, dict) else None
+    extra_cores = cpu_cores(extra) if isinstance(extra, str) else None
+    if extra_cores is not None:
+        seen, total = True, total + extra_cores
+    return total if seen else None
+
+
+def _str(obj: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str:
+    if key not in obj and required:
+        raise PodError(f"{where}: missing field {key!r}")
+    value = obj.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise PodError(f"{where}.{key}: must be str, got {type(value).__name__}")
+    return value
+
+
+def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
+    """A v1.Pod (decoded JSON) as PodFacts; `PodError` names the first bad field."""
+    if not isinstance(pod, dict):
+        raise PodError(f"{where}: must be an object, got {type(pod).__name__}")
+    if "metadata" not in pod:
+        raise PodError(f"{where}: missing field 'metadata'")
+    meta = pod["metadata"]
+    if not isinstance(meta, dict):
+        raise PodError(f"{where}.metadata: must be dict, got {type(meta).__name__}")
+    spec = pod.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise PodError(f"{where}.spec: must be an object")
+    return PodFacts(
+        uid=_str(meta, "uid", f"{where}.metadata"),
+        name=_str(meta, "name", f"{where}.metadata", required=True),
+        namespace=_str(meta, "namespace", f"{where}.metadata") or "default",
+        scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
+        cpu_request=cpu_request(spec, f"{where}.spec"),
+        node_name=_str(spec, "nodeName", f"{where}.spec"),
+        policy=_policy_of(meta.get("annotations")),
+    )
+
+
+def _policy_of(annotations: Any) -> str | None:
+    """The decice.io/policy annotation; the API server only stores string values."""
+    value = annotations.get(POLICY_ANNOTATION) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class PodMemo:
+    """What we decided for one pod: read by the bind guard and by /explain."""
+
+    facts: PodFacts
+    rejected: frozenset[str]
+    """Nodes our latest filter call for this pod rejected."""
+    candidates: tuple[str, ...] | None = None
+    """The nodes that call was asked about, kept only for small calls (nominated-node
+    retries, node selectors): a 5,000-name copy per pod would cost the filter path time and
+    the memory tens of MB."""
+    asked: int = 0
+    """How many nodes the call was asked about."""
+    at: float = 0.0
+    """When we decided."""
+    snapshot: Snapshot | None = None
+    """The snapshot the answer came from, while it is one of the last few (see PodMemory)."""
+    stale: frozenset[str] = frozenset()
+    herd: Mapping[str, float] = field(default_factory=dict)
+    """Staleness and herd load the table had: with the snapshot, the table's exact inputs."""
+    node: str = ""
+    """Where the pod went, once we bound it."""
+    policy: Policy | None = None
+    """The policy that decided (None: the pod named one that does not exist)."""
+
+
+CANDIDATES_KEPT_UP_TO = 256
+SNAPSHOTS_KEPT = 8
+"""Distinct snapshots the memos may hold on to (two minutes at the default 15 s interval):
+at 5,000 nodes a snapshot is a few MB, so older decisions keep their summary only."""
+
+
+class PodMemory:
+    """uid -> PodMemo, least recently decided dropped first; also found by namespace/name."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._items: OrderedDict[str, PodMemo] = OrderedDict()
+        self._by_name: dict[tuple[str, str], str] = {}
+        self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()  # id() -> the snapshot
+        self._capacity = capacity
+
+    def remember(self, memo: PodMemo) -> None:
+        uid = memo.facts.uid
+        if not uid:
+            return
+        if memo.snapshot is not None and id(memo.snapshot) not in self._snapshots:
+            self._keep(memo.snapshot)
+        self._items[uid] = memo
+        self._items.move_to_end(uid)
+        self._by_name[(memo.facts.namespace, memo.facts.name)] = uid
+        while len(self._items) > self._capacity:
+            _, old = self._items.popitem(last=False)
+            key = (old.facts.namespace, old.facts.name)
+            if self._by_name.get(key) == old.facts.uid:
+                del self._by_name[key]
+
+    def _keep(self, snapshot: Snapshot) -> None:
+        self._snapshots[id(snapshot)] = snapshot
+        if len(self._snapshots) <= SNAPSHOTS_KEPT:
+            return
+        _, dropped = self._snapshots.popitem(last=False)
+        # Once per refresh, not per request: the memos let go of the oldest snapshot.
+        for uid, memo in self._items.items():
+            if memo.snapshot is dropped:
+                self._items[uid] = replace(memo, snapshot=None)
+
+    def placed(self, uid: str, node: str) -> None:
+        memo = self._items.get(uid)
+        if memo is not None:
+            self._items[uid] = replace(memo, node=node)
+
+    def get(self, uid: str) -> PodMemo | None:
+        return self._items.get(uid)
+
+    def find(self, namespace: str, name: str) -> PodMemo | None:
+        uid = self._by_name.get((namespace, name))
+        return None if uid is None else self._items.get(uid)
+
+    def __len__(self) -> int:
+        return len(self._items)

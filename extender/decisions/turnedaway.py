@@ -1,0 +1,159 @@
+"""Pods our filter turned away from every node, remembered until metrics let one in.
+
+kube-scheduler parks such a pod in its unschedulable pool and retries it on a cluster
+event or after 5 minutes; a metric recovering is not a cluster event. So we remember the
+pod (bounded, by UID, expiring) with its candidate nodes, and after each refresh
+`recovered` names the pods whose candidates now include a node that passes: the requeue
+loop (requeue.py) then touches the pod so the scheduler retries it at once. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from extender.decisions.pods import CANDIDATES_KEPT_UP_TO
+
+
+class NameDigest:
+    """A Bloom filter of node names: 4 KiB whatever the number of candidates.
+
+    A false positive costs one needless retry of the pod (our filter turns it away again);
+    a false negative cannot happen. Built from `hash()`: salted per process, which is
+    fine for an in-memory digest, and cached on the name strings the tables hold."""
+
+    BITS = 1 << 15
+    HASHES = 3
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._bits = bytearray(self.BITS // 8)
+        for name in names:
+            for byte, mask in positions(name):
+                self._bits[byte] |= mask
+
+    def has(self, where: Sequence[tuple[int, int]]) -> bool:
+        """True when every (byte, mask) of a name's `positions` is set."""
+        bits = self._bits
+        return all(bits[byte] & mask for byte, mask in where)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.has(positions(name))
+
+
+def positions(name: str) -> tuple[tuple[int, int], ...]:
+    """The (byte, mask) pairs of `name` in a NameDigest."""
+    h = hash(name) & 0xFFFF_FFFF_FFFF_FFFF
+    bits = NameDigest.BITS - 1
+    return tuple(
+        ((b := (h >> (20 * i)) & bits) >> 3, 1 << (b & 7)) for i in range(NameDigest.HASHES)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AllBut:
+    """Every node the table knew, except these: a big filter call (the scheduler sends
+    nearly every node) kept as what it left out."""
+
+    absent: frozenset[str]
+
+
+Candidates = tuple[str, ...] | AllBut | NameDigest
+
+
+def candidates_of(nodes: Sequence[str], known: AbstractSet[str] | None = None) -> Candidates:
+    """The cheapest exact form of a filter call's `nodes`, a digest when none is small.
+
+    `known` (the nodes the table scores) turns a call that names nearly all of them into
+    the few it left out: two C-level set passes on the filter path instead of hashing
+    every name into a digest (~6 ms for 5,000 names)."""
+    if len(nodes) <= CANDIDATES_KEPT_UP_TO:
+        return tuple(nodes)
+    if known is not None:
+        absent = known - set(nodes)
+        if len(absent) <= CANDIDATES_KEPT_UP_TO:
+            return AllBut(frozenset(absent))
+    return NameDigest(nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnedAway:
+    uid: str
+    namespace: str
+    name: str
+    candidates: Candidates
+    at: float
+
+    def any_passes(
+        self,
+        passes: Callable[[str], bool],
+        passing: Collection[str],
+        where: Sequence[tuple[tuple[int, int], ...]],
+    ) -> bool:
+        """True when a candidate passes now: `passes` checks one node; `passing` lists the
+        nodes known to pass, and `where` their digest positions, walked when the
+        candidates were kept as the nodes left out or as a digest."""
+        candidates = self.candidates
+        if isinstance(candidates, tuple):
+            return any(passes(n) for n in candidates)
+        if isinstance(candidates, AllBut):
+            return any(n not in candidates.absent for n in passing)
+        return any(candidates.has(w) for w in where)
+
+
+class TurnedAwayPods:
+    """uid -> TurnedAway, oldest first; at most `capacity`, each for `keep` seconds."""
+
+    def __init__(self, capacity: int, keep: float) -> None:
+        self._items: OrderedDict[str, TurnedAway] = OrderedDict()
+        self._capacity = capacity
+        self._keep = keep
+
+    def remember(
+        self,
+        uid: str,
+        namespace: str,
+        name: str,
+        nodes: Sequence[str],
+        now: float,
+        known: AbstractSet[str] | None = None,
+    ) -> None:
+        """Remember a pod turned away from `nodes` (`known`: see `candidates_of`)."""
+        if not uid or not nodes:
+            return
+        candidates = candidates_of(nodes, known)
+        self._items.pop(uid, None)
+        self._items[uid] = TurnedAway(uid, namespace, name, candidates, now)
+        while len(self._items) > self._capacity:
+            self._items.popitem(last=False)
+
+    def forget(self, uid: str) -> None:
+        self._items.pop(uid, None)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def recovered(
+        self, passes: Callable[[str], bool], passing: Collection[str], now: float
+    ) -> list[TurnedAway]:
+        """The pods with a candidate that passes now, oldest first, forgotten here (the
+        filter remembers them again if it turns them away once more); expired ones dropped.
+
+        `passing` (the nodes known to pass) is walked for pods of big filter calls, whose
+        candidates were kept as the nodes left out or as a digest: once per refresh, early
+        out at the first hit."""
+        while self._items:
+            first = next(iter(self._items.values()))
+            if now - first.at <= self._keep:
+                break
+            del self._items[first.uid]
+        digests = any(isinstance(p.candidates, NameDigest) for p in self._items.values())
+        where = [positions(n) for n in passing] if digests else []
+        out = [p for p in self._items.values() if p.any_passes(passes, passing, where)]
+        for pod in out:
+            del self._items[pod.uid]
+        return out

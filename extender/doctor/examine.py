@@ -1,0 +1,110 @@
+"""`decice-extender doctor`: is this policy going to work against this cluster?
+
+`examine` gathers what the pure checks (extender.doctor.prometheus, .cluster) read through
+a blocking Prometheus query function and a Kubernetes client it is given
+(extender.metrics.providers.PrometheusProvider.query, extender.cluster.client.KubeClient),
+so this room imports neither client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from extender.decisions.model import NodeInfo
+from extender.doctor.cluster import Kube, nodes_row, permission_row, permissions
+from extender.doctor.prometheus import (
+    Query,
+    Series,
+    age_row,
+    mapping_row,
+    parse_series,
+    query_row,
+    range_row,
+    reachable_row,
+    timestamp_query,
+)
+from extender.doctor.rows import Row
+from extender.errors.causes import describe
+from extender.policy.settings import Settings
+
+
+async def examine(
+    settings: Settings,
+    query: Query | None,
+    kube: Kube | None,
+    kube_problem: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> list[Row]:
+    """Every check of the policy, in order. `query` None: the static provider."""
+    rows: list[Row] = []
+    nodes: list[NodeInfo] | None = None
+    if kube is None:
+        rows.append(Row("kubernetes", "FAIL", f"no client: {kube_problem or 'not configured'}"))
+    else:
+        try:
+            nodes = (await kube.list_nodes())[0]
+        except Exception as exc:
+            rows.append(nodes_row(exc))
+        else:
+            rows.append(nodes_row(nodes))
+    if query is None:
+        rows.append(Row("prometheus", "ok", "not used (static provider)"))
+    else:
+        rows.extend(await _prometheus_rows(settings, query, nodes, clock))
+    if kube is not None:
+        for permission in permissions(settings):
+            answer: tuple[bool, str] | BaseException
+            try:
+                answer = await kube.access_review(
+                    permission.verb,
+                    permission.resource,
+                    group=permission.group,
+                    subresource=permission.subresource,
+                )
+            except Exception as exc:
+                answer = exc
+            rows.append(permission_row(permission, answer))
+    return rows
+
+
+async def _prometheus_rows(
+    settings: Settings, query: Query, nodes: list[NodeInfo] | None, clock: Callable[[], float]
+) -> list[Row]:
+    async def ask(promql: str) -> list[Series] | BaseException:
+        try:
+            return parse_series(await asyncio.to_thread(query, promql))
+        except Exception as exc:
+            return exc
+
+    reached = await ask("vector(1)")
+    error = reached if isinstance(reached, BaseException) else None
+    rows = [reachable_row(settings.prometheus, error)]
+    if error is not None:
+        return rows
+    users: dict[str, list[str]] = {}
+    for name, policy in settings.policy_map.items():
+        for m in policy.metrics:
+            users.setdefault(m.name, []).append(name)
+    for metric in settings.fetched_metrics:
+        series = await ask(metric.query)
+        row = query_row(metric, series)
+        if settings.policies is not None:  # named policies: say which use the metric
+            row = replace(row, detail=f"{row.detail} (policies {', '.join(users[metric.name])})")
+        rows.append(row)
+        if isinstance(series, BaseException) or not series:
+            continue
+        if nodes is None:
+            rows.append(Row(f"nodes {metric.name}", "warn", "not checked: no node list"))
+        else:
+            rows.append(mapping_row(metric, series, nodes, settings.prometheus.node_label))
+        stamps = await ask(timestamp_query(metric.query))
+        now = clock()
+        if isinstance(stamps, BaseException):
+            rows.append(Row(f"age {metric.name}", "warn", describe(stamps)))
+        else:
+            rows.append(age_row(metric, stamps, now, settings.prometheus.node_label))
+        rows.append(range_row(metric, [s.value for s in series]))
+    return rows

@@ -1,0 +1,284 @@
+"""An exception reduced to its cause: the one place that turns an error into operator text.
+
+A refused Prometheus query reaches us as requests.ConnectionError wrapping urllib3's
+MaxRetryError wrapping NewConnectionError wrapping ConnectionRefusedError, and its text
+is a URL with the whole PromQL query in it. `describe` walks such a chain (`__cause__`,
+`__context__`, `MaxRetryError.reason`, exceptions in `args`) and names what happened:
+
+    connection refused to 127.0.0.1:9090
+    timeout after 5s waiting for prometheus:9090
+    name resolution failed for prometheus.example (Name or service not known)
+    TLS: certificate verify failed: unable to get local issuer certificate
+    HTTP 503 from Prometheus: Service Unavailable
+    Prometheus query error: bad_data: 1:5: parse error: unexpected <op:*>
+
+Anything else keeps its type and first line. Every text goes through `redact` (a proxy
+may echo the Authorization header) and is one line of at most 300 characters; query
+strings are never shown. Pure: the library types are recognised by name, not imported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+from collections.abc import Iterator
+
+from extender.errors.redaction import redact
+
+MAX_LENGTH = 300
+_EXCERPT = 120
+_CHAIN_LIMIT = 32
+
+
+class HTTPStatusError(Exception):
+    """A server answered with an error status; the body is kept for its excerpt."""
+
+    def __init__(self, status: int, body: bytes = b"", source: str = "Prometheus") -> None:
+        super().__init__(status, body, source)
+        self.status = status
+        self.body = body
+        self.source = source
+
+    def __str__(self) -> str:
+        return http_status_text(self.status, self.body, self.source)
+
+
+class BadAnswer(Exception):
+    """A server answered 200 with something that is not what we asked for; the message
+    is operator text already."""
+
+
+def describe(exc: BaseException) -> str:
+    """One line for logs, /readyz and CLI warnings: the cause of `exc`, redacted."""
+    text = " ".join(cause(exc).split())
+    text = redact(_QUERY.sub("?...", text))
+    return text if len(text) <= MAX_LENGTH else text[: MAX_LENGTH - 3] + "..."
+
+
+def cause(exc: BaseException) -> str:
+    """The cause of `exc` in words (not yet redacted nor bounded: use `describe`)."""
+    chain = list(walk(exc))
+    for reduce in _REDUCERS:
+        found = reduce(chain)
+        if found is not None:
+            return found
+    return _fallback(exc)
+
+
+def walk(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and every exception behind it, breadth first, each once."""
+    seen: set[int] = set()
+    queue = [exc]
+    while queue and len(seen) < _CHAIN_LIMIT:
+        current = queue.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        behind: list[object] = [current.__cause__, current.__context__]
+        behind.append(_attribute(current, "reason"))  # urllib3 MaxRetryError
+        behind.append(_attribute(current, "os_error"))  # aiohttp ClientConnectorError
+        behind.extend(current.args)
+        if isinstance(current, BaseExceptionGroup):
+            behind.extend(current.exceptions)
+        queue.extend(e for e in behind if isinstance(e, BaseException))
+
+
+def http_status_text(status: int, body: bytes, source: str = "Prometheus") -> str:
+    """`Prometheus query error: <type>: <error>` for a Prometheus API error document,
+    else `HTTP <status> from <source>` and the start of the body."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("status") == "error":
+        kind = doc.get("errorType") or "error"
+        return f"{source} query error: {kind}: {doc.get('error') or '(no message)'}"
+    start = excerpt(body)
+    return f"HTTP {status} from {source}" + (f": {start}" if start else "")
+
+
+# --- the reducers, most telling first ------------------------------------------------------
+
+# A URL's query string (PromQL, sometimes a token): `?key=...` after a path or host.
+_QUERY = re.compile(r"(?<=[\w/])\?[\w%.~+-]+=[^\s'\")]*")
+_HOST_PORT = re.compile(r"host='([^']+)', port=(\d+)")
+_TIMEOUT_VALUE = re.compile(r"(?:read|connect) timeout=([0-9.]+)")
+_RESOLVE = re.compile(r"Failed to resolve '([^']+)'")
+_SSL_TEXT = re.compile(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)")
+_TAGS = re.compile(r"<[^>]*>")
+# Exceptions whose text is written for the operator already
+# (extender.cluster.client.errors.KubeError).
+_TOLD = ("KubeError",)
+
+
+def _told(chain: list[BaseException]) -> str | None:
+    top = chain[0]
+    if isinstance(top, HTTPStatusError | BadAnswer) or _named(top, *_TOLD):
+        return str(top) or type(top).__name__
+    for exc in chain:
+        if isinstance(exc, HTTPStatusError | BadAnswer):
+            return str(exc)
+    return None
+
+
+def _name_resolution(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        if isinstance(exc, socket.gaierror) or _named(exc, "NameResolutionError"):
+            host = _resolved_host(chain) or "the server"
+            reason = next(
+                (e.strerror for e in chain if isinstance(e, socket.gaierror) and e.strerror), None
+            )
+            return f"name resolution failed for {host}" + (f" ({reason})" if reason else "")
+    return None
+
+
+def _tls(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            detail = exc.verify_message or _ssl_text(exc)
+            return "TLS: certificate verify failed" + (f": {detail}" if detail else "")
+    for exc in chain:
+        if isinstance(exc, ssl.SSLError):
+            detail = _ssl_text(exc) or type(exc).__name__
+            if exc.reason == "WRONG_VERSION_NUMBER":
+                detail += " (does the server speak plain HTTP?)"
+            return f"TLS: {detail}"
+    return None
+
+
+def _timeout(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        if _is_timeout(exc):
+            connect = any(_is_timeout(e, "ConnectTimeout", "ConnectTimeoutError") for e in chain)
+            seconds = next(
+                (m.group(1) for e in chain if (m := _TIMEOUT_VALUE.search(str(e)))), None
+            )
+            text = "connect timeout" if connect else "timeout"
+            if seconds is not None:
+                text += f" after {float(seconds):g}s"
+            address = _address(chain)
+            if address is not None:
+                text += f" {'to' if connect else 'waiting for'} {address}"
+            elif seconds is None and str(exc) not in ("", "timed out"):
+                text += f" ({_first_line(exc)})"
+            return text
+    return None
+
+
+def _is_timeout(exc: BaseException, *names: str) -> bool:
+    # urllib3's NewConnectionError derives from ConnectTimeoutError (history): not a timeout.
+    if _named(exc, "NewConnectionError"):
+        return False
+    if not names:
+        return isinstance(exc, TimeoutError) or _named(exc, "Timeout", "TimeoutError")
+    return _named(exc, *names)
+
+
+def _refused(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        if isinstance(exc, ConnectionRefusedError):
+            address = _address(chain)
+            return "connection refused" + (f" to {address}" if address else "")
+    return None
+
+
+def _closed(chain: list[BaseException]) -> str | None:
+    address = _address(chain)
+    for exc in chain:
+        if _named(exc, "RemoteDisconnected", "ServerDisconnectedError"):
+            return f"connection closed by {address or 'the server'} before it answered"
+        if isinstance(exc, ConnectionResetError):
+            return "connection reset" + (f" by {address}" if address else "")
+    return None
+
+
+def _not_json(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        if isinstance(exc, json.JSONDecodeError):
+            return f"answer is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    return None
+
+
+def _os_error(chain: list[BaseException]) -> str | None:
+    """Any other system error with a number: unreachable networks, unreadable files."""
+    for exc in chain:
+        if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+            if exc.filename is not None:
+                return f"{exc.filename}: {exc.strerror}"
+            address = _address(chain)
+            return exc.strerror + (f" ({address})" if address else "")
+    return None
+
+
+_REDUCERS = (_told, _name_resolution, _tls, _refused, _timeout, _closed, _not_json, _os_error)
+
+
+def _fallback(exc: BaseException) -> str:
+    text = _first_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _named(exc: BaseException, *names: str) -> bool:
+    """True when `exc`'s class, or a base class, has one of `names` (duck-typed: requests,
+    urllib3, aiohttp and the Kubernetes client are not imported here)."""
+    return any(cls.__name__ in names for cls in type(exc).__mro__)
+
+
+def _attribute(obj: object, name: str) -> object:
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # a property that raises tells us nothing
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:
+        return ""
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _address(chain: list[BaseException]) -> str | None:
+    """host:port of the server the chain is about, when one of its exceptions says."""
+    for exc in chain:
+        holder = _attribute(exc, "conn")  # urllib3 NewConnectionError: the connection
+        for candidate in (holder, exc):  # aiohttp ClientConnectorError: host and port
+            host, port = _attribute(candidate, "host"), _attribute(candidate, "port")
+            if isinstance(host, str) and host and isinstance(port, int):
+                return _join(host, port)
+    for exc in chain:
+        if (m := _HOST_PORT.search(_first_line(exc))) is not None:
+            return _join(m.group(1), int(m.group(2)))
+    return None
+
+
+def _resolved_host(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        if (m := _RESOLVE.search(_first_line(exc))) is not None:
+            return m.group(1)
+    address = _address(chain)
+    return address.rsplit(":", 1)[0].strip("[]") if address else None
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _ssl_text(exc: ssl.SSLError) -> str:
+    text = exc.strerror if isinstance(exc.strerror, str) else _first_line(exc)
+    return _SSL_TEXT.sub("", text or "").strip()
+
+
+def excerpt(body: bytes | str) -> str:
+    """The first line of an answer's body with text in it, tags dropped, shortened."""
+    text = body[:2048] if isinstance(body, str) else body[:2048].decode("utf-8", "replace")
+    lines = (" ".join(line.split()) for line in _TAGS.sub(" ", text).splitlines())
+    text = next((line for line in lines if line), "")
+    return text if len(text) <= _EXCERPT else text[: _EXCERPT - 3] + "..."

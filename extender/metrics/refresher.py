@@ -1,0 +1,232 @@
+"""The background refresher: first refresh, the loop, back-off and the failure count.
+
+The request path never waits on Prometheus: every `interval` the refresher runs the
+provider's queries in a worker thread, merges them into the next immutable snapshot,
+builds its answer table off the event loop and installs both into the engine. A query
+that fails keeps its last good values with the error beside them; consecutive failures
+double the wait up to `maxBackoff`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from extender.decisions.engine import Engine, build_tables
+from extender.decisions.model import MetricSeries, NodeInventory, NodeName, Snapshot
+from extender.errors.causes import describe
+from extender.metrics.providers import MetricsProvider
+from extender.policy.settings import Settings
+
+log = logging.getLogger("decice.refresher")
+
+REPEAT_EVERY = 10
+"""A failure streak with an unchanged cause is logged again every this many refreshes."""
+
+Results = Mapping[str, dict[NodeName, float] | BaseException]
+"""One refresh: metric -> node values, or the exception its query raised."""
+
+
+def next_snapshot(previous: Snapshot, results: Results, now: float) -> Snapshot:
+    """Merge one refresh: new values where the query worked, old ones (with the error) where not."""
+    metrics: dict[str, MetricSeries] = {}
+    for name, result in results.items():
+        old = previous.metrics.get(name, MetricSeries())
+        if isinstance(result, BaseException):
+            metrics[name] = replace(old, error=describe(result))
+        else:
+            metrics[name] = MetricSeries(values=result, fetched_at=now, error=None)
+    return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1)
+
+
+@dataclass(slots=True)
+class _Streak:
+    """One metric's consecutive failed refreshes."""
+
+    failures: int
+    since: float
+    """Clock time of the first failure."""
+    cause: str
+    """The cause last logged."""
+    logged: int
+    """`failures` when it was last logged."""
+
+
+class FailureLog:
+    """Refresh failures for operators: a streak's first error at WARNING, then again only
+    when its cause changes or every `repeat` refreshes; one INFO line when the metric's
+    source answers again. Lines with the same text for several metrics are joined."""
+
+    def __init__(self, source: str, repeat: int = REPEAT_EVERY) -> None:
+        self._source = source
+        self._repeat = repeat
+        self._streaks: dict[str, _Streak] = {}
+
+    def failing(self, metric: str) -> int:
+        """The metric's consecutive failed refreshes (0 when its last one worked)."""
+        streak = self._streaks.get(metric)
+        return 0 if streak is None else streak.failures
+
+    def refreshed(self, metrics: list[str], errors: Mapping[str, str], now: float) -> None:
+        warnings: dict[str, list[str]] = {}
+        infos: dict[str, list[str]] = {}
+        for name in metrics:
+            error = errors.get(name)
+            streak = self._streaks.get(name)
+            if error is None:
+                if streak is not None:
+                    del self._streaks[name]
+                    text = (
+                        f"{self._source} answered again after "
+                        f"{_refreshes(streak.failures)} ({_duration(now - streak.since)})"
+                    )
+                    infos.setdefault(text, []).append(name)
+                continue
+            if streak is None:
+                self._streaks[name] = _Streak(1, now, error, 1)
+                text = f"refresh failed (keeping the last values): {error}"
+                warnings.setdefault(text, []).append(name)
+                continue
+            streak.failures += 1
+            if error != streak.cause:
+                text = f"refresh still failing ({_refreshes(streak.failures)}), now: {error}"
+            elif streak.failures - streak.logged >= self._repeat:
+                text = (
+                    f"refresh still failing ({_refreshes(streak.failures)} in "
+                    f"{_duration(now - streak.since)}): {error}"
+                )
+            else:
+                log.debug("metric %s: refresh failed again: %s", name, error)
+                continue
+            streak.cause, streak.logged = error, streak.failures
+            warnings.setdefault(text, []).append(name)
+        for text, names in infos.items():
+            log.info("%s: %s", _metrics(names), text)
+        for text, names in warnings.items():
+            log.warning("%s: %s", _metrics(names), text)
+
+
+def _metrics(names: list[str]) -> str:
+    return f"metric{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _refreshes(n: int) -> str:
+    return f"{n} failed refresh{'es' if n != 1 else ''}"
+
+
+def _duration(seconds: float) -> str:
+    """41 s, 12 min, 3.5 h."""
+    if seconds < 120:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class RefreshListener(Protocol):
+    def refreshed(self, snapshot: Snapshot, errors: Mapping[str, str], seconds: float) -> None: ...
+
+
+class Refresher:
+    """Runs the queries on an interval and installs each new snapshot into the engine."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        provider: MetricsProvider,
+        inventory: Callable[[], NodeInventory] | None = None,
+        listener: RefreshListener | None = None,
+        clock: Callable[[], float] = time.time,
+        installed: Callable[[Snapshot], None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._engine = engine
+        self._provider = provider
+        self._inventory = inventory or NodeInventory
+        self._listener = listener
+        self._clock = clock
+        self._installed = installed
+        self._failures = 0
+        source = (
+            "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
+        )
+        self.failure_log = FailureLog(source)
+
+    @property
+    def interval(self) -> float:
+        return self._settings.prometheus.interval
+
+    @property
+    def failures(self) -> int:
+        """Consecutive refreshes with at least one error (or an unexpected failure)."""
+        return self._failures
+
+    def delay(self) -> float:
+        """The wait before the next refresh: the interval, doubled per consecutive failure."""
+        if self._failures == 0:
+            return self.interval
+        backoff: float = self.interval * 2.0 ** min(self._failures, 16)
+        return min(backoff, self._settings.prometheus.max_backoff)
+
+    def _fetch_all(
+        self, settings: Settings, inventory: NodeInventory
+    ) -> dict[str, dict[NodeName, float] | BaseException]:
+        results: dict[str, dict[NodeName, float] | BaseException] = {}
+        for m in settings.fetched_metrics:
+            try:
+                results[m.name] = self._provider.fetch(m, inventory)
+            except Exception as exc:
+                results[m.name] = exc
+        return results
+
+    async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
+        """One refresh; returns metric -> error for the queries that failed.
+
+        `settings`: a reloaded policy, put in force with the first snapshot that has its
+        metrics (so a new fail-closed metric never filters nodes for want of a fetch).
+        A refresh that finds other policies in force when it is done (a reload installed
+        them meanwhile) is dropped: it must not put the old policies back."""
+        started = time.perf_counter()
+        in_force = self._engine.settings
+        settings = settings or in_force
+        # The node cache (nodes.py) changes on the loop: read it here, not in the thread.
+        inventory = self._inventory()
+        results = await asyncio.to_thread(self._fetch_all, settings, inventory)
+        now = self._clock()
+        snapshot = next_snapshot(self._engine.snapshot, results, now)
+        herd = self._engine.herd()
+        tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now)
+        if self._engine.settings is not in_force:
+            log.info("refresh dropped: the policies were reloaded while it ran")
+            return {}
+        self._engine.set_node_cores(inventory.cpu_cores)
+        self._engine.install(snapshot, tables, self._clock(), settings)
+        if self._installed is not None:
+            self._installed(snapshot)
+        errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}
+        self._failures = self._failures + 1 if errors else 0
+        self.failure_log.refreshed(list(results), errors, now)
+        if self._listener is not None:
+            self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
+        return errors
+
+    async def refresh_guarded(self) -> None:
+        """One refresh that never raises: a bug in one round must not stop the next."""
+        try:
+            await self.refresh_once()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._failures += 1
+            log.exception("refresh failed unexpectedly")
+
+    async def run(self) -> None:
+        """After the first refresh (done before serving): refresh forever, backing off."""
+        while True:
+            await asyncio.sleep(self.delay())
+            await self.refresh_guarded()

@@ -1,0 +1,162 @@
+"""What triggers a policy reload: a change of the file, or SIGHUP.
+
+Kubernetes mounts a ConfigMap as a directory of symlinks:
+
+    policy.yaml -> ..data/policy.yaml
+    ..data -> ..2026_11_24_00_00_00.1
+    ..2026_11_24_00_00_00.1/policy.yaml
+
+and kubelet's atomic writer updates it by writing a new `..<timestamp>` directory, pointing
+a temporary symlink at it and renaming that onto `..data` (one atomic rename), then removing
+the old directory. `policy.yaml` itself is never written: a watch on the file (its inode)
+sees nothing. So the file's directory is watched, and after any batch of changes there the
+file is read again; the reloader's sha256 of its bytes turns the several events of one
+update, and events of unrelated files, into one read and no reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+
+from watchfiles import Change, awatch
+
+from extender.errors.causes import describe
+
+log = logging.getLogger("decice.reload")
+
+DEBOUNCE_MS = 300
+"""Changes within this long are one batch: a ConfigMap update is several renames."""
+_WAKE_MS = 1000  # the watcher thread returns this often, to notice a removed directory
+_RETRY_FIRST = 1.0
+_RETRY_MAX = 30.0
+
+Reload = Callable[[str], Coroutine[object, object, bool]]
+"""Reloads the file, giving the reason (extender.policy.reload.PolicyReloader.reload)."""
+
+
+class ReloadTriggers:
+    """Calls `reload(reason)` after changes in `path`'s directory (`watch`) and on SIGHUP
+    (`install_sighup`)."""
+
+    def __init__(self, path: Path, reload: Reload) -> None:
+        self.path = path
+        self._reload = reload
+        self._tasks: set[asyncio.Task[bool]] = set()
+        self._sighup_loop: asyncio.AbstractEventLoop | None = None
+        self.watching = asyncio.Event()
+        """Set while the directory watch is established (and caught up with the file)."""
+
+    # -- triggers: the directory watch ---------------------------------------------------------
+
+    async def watch(
+        self, *, debounce_ms: int = DEBOUNCE_MS, force_polling: bool | None = None
+    ) -> None:
+        """Reload after changes in the file's directory, until cancelled. A watch that
+        cannot start or breaks is retried (1 s doubling to 30 s); it never raises.
+        force_polling None: inotify & co, unless WATCHFILES_FORCE_POLLING is set."""
+        delay = _RETRY_FIRST
+        while True:
+            stop = asyncio.Event()
+            task = asyncio.create_task(self._watch_directory(stop, debounce_ms, force_polling))
+            try:
+                # wait(), not `await task`: cancelling us must not cancel the task before
+                # `stop` is set (its thread would keep us waiting up to _WAKE_MS).
+                await asyncio.wait([task])
+            except asyncio.CancelledError:
+                stop.set()
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                self.watching.clear()
+                raise
+            if self.watching.is_set():
+                delay = _RETRY_FIRST  # it had been working: start the back-off afresh
+            self.watching.clear()
+            error = None if task.cancelled() else task.exception()
+            cause = describe(error) if error is not None else "the watch ended"
+            log.warning(
+                "cannot watch %s for policy changes (%s); retrying in %gs (SIGHUP reloads)",
+                self.path.parent,
+                cause,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+
+    async def _watch_directory(
+        self, stop: asyncio.Event, debounce_ms: int, force_polling: bool | None
+    ) -> None:
+        directory = self.path.absolute().parent  # the watcher reports absolute paths
+        identity = _identity(directory)
+        async for changes in awatch(
+            directory,
+            watch_filter=self._concerns_policy,
+            debounce=debounce_ms,
+            step=50,
+            stop_event=stop,
+            rust_timeout=_WAKE_MS,
+            yield_on_timeout=True,
+            force_polling=force_polling,
+            recursive=False,  # the swap is a rename in this directory itself
+        ):
+            # A removed directory yields nothing ever again: check it on every wake-up.
+            gone = any(c == Change.deleted and Path(p) == directory for c, p in changes)
+            if gone or _identity(directory) != identity:
+                raise FileNotFoundError(f"{directory} was removed or replaced")
+            if not self.watching.is_set():
+                # The first wake-up: the watch is up; catch a change made before it was.
+                await self._reload("watch started")
+                self.watching.set()
+            elif changes:
+                await self._reload("file changed")
+
+    def _concerns_policy(self, change: Change, path: str) -> bool:
+        """The changes that may touch the policy: the file itself (an edit, an editor's
+        rename onto it), kubelet's `..data` and `..<timestamp>` entries, and the directory.
+        Anything else in the directory (a log written beside the file) is not read for."""
+        name = Path(path).name
+        return (
+            name == self.path.name
+            or name.startswith("..")
+            or path == str(self.path.absolute().parent)
+        )
+
+    # -- triggers: SIGHUP ----------------------------------------------------------------------
+
+    def install_sighup(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
+        """Reload on SIGHUP (from the running loop by default). False where the platform or
+        thread cannot take signal handlers (Windows, not the main thread)."""
+        hup = getattr(signal, "SIGHUP", None)
+        if hup is None:
+            return False
+        loop = loop or asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(hup, self._on_sighup)
+        except (NotImplementedError, RuntimeError, ValueError) as exc:
+            log.debug("no SIGHUP reload: %s", describe(exc))
+            return False
+        self._sighup_loop = loop
+        return True
+
+    def remove_sighup(self) -> None:
+        """Undo install_sighup (SIGHUP gets its default action again)."""
+        loop, self._sighup_loop = self._sighup_loop, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_signal_handler(signal.SIGHUP)
+
+    def _on_sighup(self) -> None:
+        assert self._sighup_loop is not None
+        task = self._sighup_loop.create_task(self._reload("SIGHUP"))
+        self._tasks.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._tasks.discard)
+
+
+def _identity(directory: Path) -> tuple[int, int]:
+    st = os.stat(directory)
+    return st.st_dev, st.st_ino

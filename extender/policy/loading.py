@@ -1,0 +1,159 @@
+"""Reading a policy: YAML text plus environment overrides in, `Settings` or one error
+listing every problem (by its key path as written in YAML) out.
+
+No I/O except reading the file it is given.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ValidationError,
+)
+
+from extender.policy.fields import ConfigError
+from extender.policy.policies import FilterThreshold, MetricSettings, PolicySettings
+from extender.policy.sections import (
+    BasicAuth,
+    BindSettings,
+    ExplainSettings,
+    HerdGuardSettings,
+    KubernetesSettings,
+    PrioritizeSettings,
+    PrometheusSettings,
+    RebalanceSettings,
+    RequeueSettings,
+    ServerSettings,
+    StaticSettings,
+    TLSSettings,
+)
+from extender.policy.settings import Settings
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def parse_settings(
+    raw: Any, environ: Mapping[str, str] | None = None, source: str = "config"
+) -> Settings:
+    """Build Settings from parsed YAML; raise ConfigError naming every bad key."""
+    if raw is None:
+        raise ConfigError(["$: the file is empty"], source)
+    if not isinstance(raw, dict):
+        raise ConfigError([f"$: must be a mapping, got {type(raw).__name__}"], source)
+    raw = _with_environment(raw, environ or {})
+    try:
+        return Settings.model_validate(raw, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc), source) from None
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate a policy file. Environment: PROMETHEUS_URL, KUBECONFIG."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read {path}: {exc.strerror or exc}"], str(path)) from exc
+    return parse_text(text, environ, str(path))
+
+
+def parse_text(
+    text: str, environ: Mapping[str, str] | None = None, source: str = "config"
+) -> Settings:
+    """Settings from the policy file's text (what a reload reads)."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], source) from exc
+    return parse_settings(raw, environ, source)
+
+
+def _with_environment(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """PROMETHEUS_URL and KUBECONFIG replace their keys (as in the original DECICE setup)."""
+    raw = dict(raw)
+    for section, key, var in (
+        ("prometheus", "url", "PROMETHEUS_URL"),
+        ("kubernetes", "kubeconfig", "KUBECONFIG"),
+    ):
+        value = env.get(var)
+        if not value:
+            continue
+        current = raw.get(section)
+        raw[section] = {**(current if isinstance(current, dict) else {}), key: value}
+    return raw
+
+
+def describe_errors(exc: ValidationError) -> list[str]:
+    """One line per problem: `path: what is wrong (got value)`, paths as written in YAML."""
+    out: list[str] = []
+    for error in exc.errors(include_url=False):
+        path = _path(error["loc"])
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            key = str(error["loc"][-1])
+            hint = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+            out.append(f"{path}: unknown key{suggestion}")
+            continue
+        message = str(error["msg"])
+        if kind == "value_error":
+            message = message.removeprefix("Value error, ")
+            if error["loc"] == ():
+                out.extend(message.split("\n"))  # _policy_problems: each names its path
+                continue
+        elif kind == "missing":
+            out.append(f"{path}: required")
+            continue
+        shown = repr(error["input"])
+        got = "" if kind in ("value_error",) else f" (got {shown[:80]})"
+        out.append(f"{path}: {message}{got}")
+    return out
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    path = "$"
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif "[" in part or part in ("function-after", "function-before"):
+            continue  # pydantic's names for union members and validators, not keys
+        else:
+            path = part if path == "$" else f"{path}.{part}"
+    return path
+
+
+def _aliases(model: type[BaseModel]) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+_KNOWN_KEYS = sorted(
+    set().union(
+        *(
+            _aliases(m)
+            for m in (
+                Settings,
+                ServerSettings,
+                TLSSettings,
+                PrometheusSettings,
+                BasicAuth,
+                StaticSettings,
+                MetricSettings,
+                FilterThreshold,
+                PolicySettings,
+                HerdGuardSettings,
+                BindSettings,
+                KubernetesSettings,
+                RequeueSettings,
+                PrioritizeSettings,
+                ExplainSettings,
+                RebalanceSettings,
+            )
+        )
+    )
+)
+"""Every key of the format, to suggest the one a typo meant."""

@@ -1,0 +1,123 @@
+"""What one policy is: its metrics (query, weight, direction, normalisation, filter,
+what missing data means) and the policy the engine resolves from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import (
+    Field,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+
+from extender.policy.fields import (
+    Direction,
+    MetricName,
+    MissingPolicy,
+    Model,
+    Normalize,
+    Number,
+    Positive,
+    Seconds,
+)
+
+DEFAULT_CPU_QUERY = """max by (node) (
+  instance:node_cpu_utilisation:rate5m{job="node-exporter"}
+  * on (namespace, pod) group_left (node)
+    topk by (namespace, pod) (1, node_namespace_pod:kube_pod_info:)
+)"""
+
+
+class FilterThreshold(Model):
+    above: Number | None = None
+    """A node whose value is greater than this is filtered."""
+    below: Number | None = None
+    """A node whose value is less than this is filtered."""
+
+    @model_validator(mode="after")
+    def _not_everything(self) -> FilterThreshold:
+        if self.above is not None and self.below is not None and self.above < self.below:
+            raise ValueError(
+                f"above ({self.above:g}) is less than below ({self.below:g}): every value "
+                "is above one or below the other, so every node would be filtered"
+            )
+        return self
+
+
+class MetricSettings(Model):
+    name: MetricName
+    """Unique within its policy; [a-z][a-z0-9_]*. The same name in two policies must
+    fetch the same query (it is fetched once)."""
+    query: StrictStr = ""
+    """PromQL returning one value per node; required for provider: prometheus."""
+    weight: Positive = 1.0
+    """Share of this metric in the node's score."""
+    direction: Direction = "lower"
+    """Which values are better: lower or higher."""
+    normalize: Normalize = "range"
+    """range: fixed min..max; candidates: rescaled over the request's own nodes."""
+    min: Number = 0.0
+    """Value that scores as worst (lower) or best (higher); clamped."""
+    max: Number = 1.0
+    """The other end of the range."""
+    filter: FilterThreshold | None = None
+    """Thresholds; a node outside them is filtered."""
+    on_missing: MissingPolicy = "fail-open"
+    """fail-open: a node without usable data gets a neutral score and is never filtered;
+    fail-closed: it is filtered."""
+    max_age: Seconds = 60.0
+    """Data older than this many seconds (since its last good fetch) counts as missing."""
+
+    @model_validator(mode="after")
+    def _range(self) -> MetricSettings:
+        if self.max <= self.min:
+            raise ValueError(f"max ({self.max:g}) must be greater than min ({self.min:g})")
+        return self
+
+
+DEFAULT_METRICS = (MetricSettings(name="cpu", query=DEFAULT_CPU_QUERY),)
+
+
+class PolicySettings(Model):
+    metrics: tuple[MetricSettings, ...] = Field(json_schema_extra={"minItems": 1})
+    """The metrics this policy filters and scores by (at least one)."""
+    herd_metric: MetricName | None = None
+    """The metric the herd guard adds a placed pod's CPU request to. Unset: herdGuard.metric
+    when this policy has that metric, else no herd guard for this policy."""
+    description: StrictStr = ""
+    """What the policy is for (shown by doctor and /explain)."""
+
+    @field_validator("metrics")
+    @classmethod
+    def _checked(cls, metrics: tuple[MetricSettings, ...]) -> tuple[MetricSettings, ...]:
+        return checked_metrics(metrics)
+
+
+def checked_metrics(metrics: tuple[MetricSettings, ...]) -> tuple[MetricSettings, ...]:
+    """A policy's metrics: at least one, each name once."""
+    if not metrics:
+        raise ValueError("must list at least one metric (a policy with no metrics scores nothing)")
+    names = [m.name for m in metrics]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"duplicate metric name(s) {', '.join(map(repr, twice))}")
+    return metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """One policy as the engine uses it: its metrics and the herd guard's, resolved."""
+
+    name: str
+    metrics: tuple[MetricSettings, ...]
+    herd_metric: str | None
+    """The metric placed pods add load to; None: this policy has no herd guard."""
+    description: str = ""
+
+    @property
+    def filters_anything(self) -> bool:
+        """True when some node can be filtered: a threshold or a fail-closed metric."""
+        return any(m.filter is not None or m.on_missing == "fail-closed" for m in self.metrics)

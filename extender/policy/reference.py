@@ -1,0 +1,311 @@
+"""The policy format's reference, generated from its JSON schema (extender.policy.schema).
+
+Two committed copies are generated here, so the format has one source:
+
+- docs/configuration.md: a Markdown table of every key, between the markers
+  `<!-- BEGIN GENERATED: policy reference ... -->` and `<!-- END GENERATED ... -->`;
+- deploy/helm/decice-extender/values.schema.json: the `policy` property, the JSON schema of
+  the policy as the chart's `values.policy` accepts it (the keys the chart sets removed).
+
+    python -m extender.policy.reference           # rewrites both
+    python -m extender.policy.reference --check   # exits 1 with a diff when either is out of date
+
+This module reads and writes only those two files, in `main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from extender.policy.schema import Schema, policy_schema, settings_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "configuration.md"
+VALUES_SCHEMA = ROOT / "deploy" / "helm" / "decice-extender" / "values.schema.json"
+
+COMMAND = "python -m extender.policy.reference"
+BEGIN = f"<!-- BEGIN GENERATED: policy reference ({COMMAND}) -->"
+END = "<!-- END GENERATED: policy reference -->"
+
+NAME = "NAME"
+"""The placeholder of a map key in key paths: policies.NAME.metrics[]."""
+
+
+# -- the Markdown reference --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One key of the reference."""
+
+    path: str
+    type: str
+    default: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """The keys of one object: `path` ("" for the top level) and its description."""
+
+    path: str
+    description: str
+    rows: tuple[Row, ...]
+
+
+def sections(schema: Schema | None = None) -> list[Section]:
+    """Every object of the policy, depth first in field order, each with its keys."""
+    root = settings_schema() if schema is None else schema
+    out: list[Section] = []
+    _walk(root, "", str(root.get("description", "")), out)
+    return out
+
+
+def key_paths(schema: Schema | None = None) -> list[str]:
+    """Every key path of the reference, e.g. `policies.NAME.metrics[].filter.above`."""
+    return [row.path for section in sections(schema) for row in section.rows]
+
+
+def _walk(node: Schema, path: str, description: str, out: list[Section]) -> None:
+    properties: dict[str, Schema] = node.get("properties", {})
+    required = set(node.get("required", []))
+    rows = tuple(
+        Row(
+            path=_join(path, key),
+            type=readable_type(sub),
+            default="required" if key in required else _default(sub),
+            description=" ".join(str(sub.get("description", "")).split()),
+        )
+        for key, sub in properties.items()
+    )
+    out.append(Section(path, description, rows))
+    for key, sub in properties.items():
+        for child_path, child in _objects(_join(path, key), sub):
+            _walk(child, child_path, str(sub.get("description", "")), out)
+
+
+def _objects(path: str, node: Schema) -> Iterator[tuple[str, Schema]]:
+    """The objects with keys of their own reachable from `node`, with their paths."""
+    if "properties" in node:
+        yield path, node
+        return
+    items = node.get("items")
+    if isinstance(items, dict):
+        yield from _objects(f"{path}[]", items)
+    values = node.get("additionalProperties")
+    if isinstance(values, dict):
+        yield from _objects(f"{path}.{NAME}", values)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def readable_type(node: Schema) -> str:
+    """A schema node in words: `number > 0`, `one of lower, higher`, `string or null`..."""
+    kinds = node.get("type")
+    nullable = isinstance(kinds, list) and "null" in kinds
+    kind = next((k for k in kinds if k != "null"), "null") if isinstance(kinds, list) else kinds
+    text = _readable(node, kind)
+    if not nullable:
+        return text
+    return f"{text}, or null" if "," in text else f"{text} or null"
+
+
+def _readable(node: Schema, kind: Any) -> str:
+    if "enum" in node:
+        return "one of " + ", ".join(f"`{v}`" for v in node["enum"] if v is not None)
+    if kind in ("number", "integer"):
+        return _bounded(node, kind)
+    if kind == "string":
+        text = "non-empty string" if node.get("minLength") == 1 else "string"
+        if "pattern" in node:
+            text = f"string matching `{node['pattern']}`"
+        if "maxLength" in node:
+            text += f", at most {node['maxLength']} characters"
+        return text
+    if kind == "boolean":
+        return "boolean"
+    if kind == "array":
+        items = node.get("items", {})
+        what = "objects (keys below)" if "properties" in items else _plural(readable_type(items))
+        unique = "unique " if node.get("uniqueItems") else ""
+        least = f" (at least {node['minItems']})" if "minItems" in node else ""
+        return f"list{least} of {unique}{what}"
+    if kind == "object":
+        if "properties" in node:
+            return "object (keys below)"
+        values = node.get("additionalProperties")
+        keys = node.get("propertyNames")
+        key_text = NAME if isinstance(keys, dict) and "pattern" in keys else "string"
+        value_text = (
+            "object (keys below)"
+            if isinstance(values, dict) and "properties" in values
+            else readable_type(values)
+            if isinstance(values, dict)
+            else "anything"
+        )
+        least = f" (at least {node['minProperties']})" if "minProperties" in node else ""
+        return f"map{least} of {key_text} to {value_text}"
+    return str(kind)
+
+
+def _plural(text: str) -> str:
+    words = text.split(" ")
+    for i, word in enumerate(words):
+        if word in ("string", "number", "integer", "boolean"):
+            words[i] = f"{word}s"
+            break
+    return " ".join(words)
+
+
+def _bounded(node: Schema, kind: str) -> str:
+    low = node.get("minimum")
+    high = node.get("maximum")
+    if low is not None and high is not None:
+        return f"{kind} {_number(low)}..{_number(high)}"
+    if "exclusiveMinimum" in node:
+        return f"{kind} > {_number(node['exclusiveMinimum'])}"
+    if low is not None:
+        return f"{kind} >= {_number(low)}"
+    if high is not None:
+        return f"{kind} <= {_number(high)}"
+    return kind
+
+
+def _number(value: float) -> str:
+    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        return str(int(value))
+    return str(value)
+
+
+def _default(node: Schema) -> str:
+    if "default" not in node:
+        if "properties" in node:
+            return "(keys below)"
+        return "required" if node.get("type") not in ("object", "array") else "(see description)"
+    return f"`{yaml_value(node['default'])}`"
+
+
+def yaml_value(value: Any) -> str:
+    """A default as it would be written in the policy file (flow style, one line)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return _number(value)
+    if isinstance(value, str):
+        if value and yaml.safe_load(value) == value and value.strip() == value:
+            return value
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {yaml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def markdown_reference() -> str:
+    """The reference: one table per object of the policy file, every key with its type,
+    default and description."""
+    lines = [
+        "Every key of the policy file, generated from the models in `extender/policy/` "
+        f"(`{COMMAND}` rewrites this part; CI fails when it is out of date). `{NAME}` stands "
+        "for a key you choose (a policy's name), `[]` for each item of a list.",
+        "",
+    ]
+    for section in sections():
+        title = f"`{section.path}`" if section.path else "Top level"
+        lines += [f"### {title}", ""]
+        if section.description:
+            lines += [_cell(section.description, escape_pipes=False), ""]
+        lines += ["| key | type | default | description |", "|---|---|---|---|"]
+        for row in section.rows:
+            cells = (f"`{row.path}`", row.type, row.default, row.description)
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _cell(text: str, *, escape_pipes: bool = True) -> str:
+    text = " ".join(text.split()).replace("<", "&lt;")
+    return text.replace("|", "\\|") if escape_pipes else text
+
+
+# -- the committed copies ----------------------------------------------------------------------
+
+
+def doc_with_reference(current: str) -> str:
+    """docs/configuration.md's text with the part between the markers regenerated."""
+    start = current.find(BEGIN)
+    end = current.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"{DOC.name}: the markers {BEGIN!r} and {END!r} are missing")
+    return current[: start + len(BEGIN)] + "\n\n" + markdown_reference() + "\n" + current[end:]
+
+
+def values_schema_with_policy(current: str) -> str:
+    """values.schema.json's text with its `policy` property regenerated, the rest as is."""
+    data = json.loads(current)
+    data["properties"]["policy"] = policy_schema()
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def stale(doc: Path = DOC, values_schema: Path = VALUES_SCHEMA) -> list[tuple[Path, str, str]]:
+    """(path, committed text, generated text) of each copy that is out of date."""
+    out: list[tuple[Path, str, str]] = []
+    for path, generate in ((doc, doc_with_reference), (values_schema, values_schema_with_policy)):
+        current = path.read_text(encoding="utf-8")
+        wanted = generate(current)
+        if wanted != current:
+            out.append((path, current, wanted))
+    return out
+
+
+def check(doc: Path = DOC, values_schema: Path = VALUES_SCHEMA) -> str:
+    """A unified diff of every out-of-date copy; empty when both are current."""
+    return "".join(
+        "".join(
+            difflib.unified_diff(
+                current.splitlines(keepends=True),
+                wanted.splitlines(keepends=True),
+                fromfile=f"{path} (committed)",
+                tofile=f"{path} (generated from extender/policy/)",
+            )
+        )
+        for path, current, wanted in stale(doc, values_schema)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=COMMAND, description="Generate the policy reference and the chart's policy schema."
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 with a diff when stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        diff = check()
+        if not diff:
+            return 0
+        sys.stdout.write(diff)
+        print(f"\nthe generated policy reference is out of date: run {COMMAND}", file=sys.stderr)
+        return 1
+    for path, _, wanted in stale():
+        path.write_text(wanted, encoding="utf-8")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The JSON schema of the policy format, from the models of extender.policy.
+
+Everything (key paths, types, defaults, descriptions) comes from
+`Settings.model_json_schema(by_alias=True, mode="validation")`, whose descriptions are the
+fields' attribute docstrings; here it is inlined and simplified for people and for the
+chart's `values.schema.json`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.policy.settings import Settings
+
+Schema = dict[str, Any]
+
+CHART_OWNED: dict[tuple[str, ...], tuple[str, ...]] = {
+    (): ("schedulerNames",),
+    ("server",): ("host", "port", "metricsHost", "metricsPort", "tls"),
+}
+"""Keys the chart writes into the policy itself (templates/_helpers.tpl,
+decice-extender.policy): under `values.policy` they are schema errors."""
+
+POLICY_DESCRIPTION = (
+    "The extender policy (docs/configuration.md) without schedulerNames, server.host and "
+    "server.port, which the chart sets"
+)
+SERVER_DESCRIPTION = (
+    "host, port, metricsHost, metricsPort and tls are set by the chart (extender.listenAddress, "
+    "extender.port, extender.metricsPort, extender.tls)"
+)
+
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "propertyNames", "not")
+
+
+# -- the JSON schema ---------------------------------------------------------------------------
+
+
+def settings_schema() -> Schema:
+    """The whole policy file's schema: $refs inlined, simplified (see `_simplified`)."""
+    raw = Settings.model_json_schema(by_alias=True, mode="validation")
+    defs: dict[str, Schema] = raw.pop("$defs", {})
+    return _simplified(_inlined(raw, defs))
+
+
+def policy_schema() -> Schema:
+    """The schema of the chart's `values.policy`: the policy without the chart's own keys."""
+    schema = settings_schema()
+    for path, keys in CHART_OWNED.items():
+        node = schema
+        for key in path:
+            node = node["properties"][key]
+        for key in keys:
+            del node["properties"][key]
+        if "required" in node:
+            node["required"] = [k for k in node["required"] if k not in keys]
+    schema["properties"]["server"]["description"] = SERVER_DESCRIPTION
+    schema["description"] = POLICY_DESCRIPTION
+    return schema
+
+
+def _inlined(node: Any, defs: dict[str, Schema]) -> Any:
+    """`node` with every `{"$ref": "#/$defs/X", ...}` replaced by X merged with the siblings
+    (a field's own description and default win over the model's)."""
+    if isinstance(node, list):
+        return [_inlined(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: Schema = {}
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.removeprefix("#/$defs/")
+        if name not in defs:
+            raise ValueError(f"unresolvable $ref {ref!r}")
+        out.update(_inlined(defs[name], defs))
+    for key, value in node.items():
+        if key != "$ref":
+            out[key] = _inlined(value, defs)
+    return out
+
+
+def _simplified(node: Schema) -> Schema:
+    """One schema node, cleaned for Helm and for readers, recursively:
+
+    - no `title` (pydantic's are the field names again);
+    - descriptions on one line;
+    - no `default` that is an object or a list of objects (each key has its own);
+    - `anyOf: [X, {type: null}]` becomes X with `type: [X's type, "null"]` (and null in its
+      enum), as Helm's validators and editors read it best;
+    - a map with constrained keys (pydantic's `patternProperties`) becomes `propertyNames`
+      plus `additionalProperties`, so a key that breaks the pattern is rejected.
+    """
+    out: Schema = {}
+    for key, value in node.items():
+        if key == "title":
+            continue
+        if key in _SUBSCHEMA_MAPS:
+            out[key] = {k: _simplified(v) for k, v in value.items()}
+        elif key in _SUBSCHEMA_LISTS:
+            out[key] = [_simplified(v) for v in value]
+        elif key in _SUBSCHEMA_ONE and isinstance(value, dict):
+            out[key] = _simplified(value)
+        elif key == "description":
+            out[key] = " ".join(str(value).split())
+        elif key == "default" and _structured(value):
+            continue
+        else:
+            out[key] = value
+    out = _nullable(out)
+    out = {k: out[k] for k in _ordered(out)}
+    patterns = out.get("patternProperties")
+    if (
+        isinstance(patterns, dict)
+        and len(patterns) == 1
+        and "properties" not in out
+        and "additionalProperties" not in out
+    ):
+        ((pattern, value_schema),) = patterns.items()
+        del out["patternProperties"]
+        names: Schema = dict(out.get("propertyNames", {}))
+        out["propertyNames"] = {"pattern": pattern, **names}
+        out["additionalProperties"] = value_schema
+    return out
+
+
+def _structured(value: Any) -> bool:
+    if isinstance(value, dict):
+        return bool(value)
+    return isinstance(value, list) and any(isinstance(v, dict) for v in value)
+
+
+def _nullable(node: Schema) -> Schema:
+    options = node.get("anyOf")
+    if not isinstance(options, list) or len(options) != 2 or {"type": "null"} not in options:
+        return node
+    (other,) = [o for o in options if o != {"type": "null"}]
+    kind = other.get("type")
+    if not isinstance(kind, str) or "anyOf" in other or "const" in other:
+        return node
+    merged: Schema = {k: v for k, v in node.items() if k != "anyOf"}
+    for key, value in other.items():
+        merged.setdefault(key, value)
+    merged["type"] = [kind, "null"]
+    if "enum" in merged:
+        merged["enum"] = [*merged["enum"], None]
+    return merged
+
+
+def _ordered(node: Schema) -> list[str]:
+    """Keys in reading order: type, description, default and enum first, then the rest."""
+    first = [k for k in ("type", "description", "default", "enum") if k in node]
+    return [*first, *(k for k in node if k not in first)]

@@ -1,0 +1,284 @@
+"""The service's sections of the policy file: listeners, Prometheus, the Kubernetes client,
+bind, the herd guard, requeue, the rebalancer, prioritize and explain.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+from pydantic import (
+    Field,
+    Strict,
+    StrictBool,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+
+from extender.policy.fields import (
+    Count,
+    ForeignPods,
+    MetricName,
+    Model,
+    Number,
+    Port,
+    Positive,
+    RebalanceMode,
+    Seconds,
+)
+
+RETRY_BACKOFF = 0.2
+"""Seconds before the first retry of a Kubernetes call; doubled for each next one."""
+
+
+class TLSSettings(Model):
+    cert_file: StrictStr | None = None
+    """Server certificate (PEM). TLS is on when certFile and keyFile are set."""
+    key_file: StrictStr | None = None
+    """Private key of certFile (PEM)."""
+    client_ca_file: StrictStr | None = Field(default=None, alias="clientCAFile")
+    """CA bundle for client certificates; set it to require mutual TLS."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
+
+    @model_validator(mode="after")
+    def _pairs(self) -> TLSSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("certFile and keyFile must be set together")
+        if self.client_ca_file is not None and self.cert_file is None:
+            raise ValueError("clientCAFile needs certFile and keyFile")
+        return self
+
+
+class ServerSettings(Model):
+    host: StrictStr = "127.0.0.1"
+    """Listen address of the verbs. Loopback by default: the scheduler runs beside us in
+    the pod; beyond loopback only with mutual TLS while bind is on."""
+    port: Port = 8888
+    """Listen port of the verbs."""
+    url_prefix: StrictStr = Field(default="", json_schema_extra={"pattern": "^(/.*)?$"})
+    """Path prefix: "/scheduler" serves /scheduler/filter and so on."""
+    max_body_bytes: Count = 32 * 1024 * 1024
+    """Bodies larger than this get 413 (5,000 full Nodes are about 25 MB)."""
+    grace_period: Seconds = 10.0
+    """Seconds to finish in-flight requests on SIGTERM."""
+    tls: TLSSettings = TLSSettings()
+    """Optional TLS for the verbs; with clientCAFile, mutual TLS."""
+    metrics_port: Port | None = None
+    """A second listener serving only /metrics, /healthz and /readyz, for Prometheus and
+    kubelet probes on the pod IP, while the verbs stay on `host` (loopback). Unset: those
+    paths are served beside the verbs."""
+    metrics_host: StrictStr = "0.0.0.0"
+    """Listen address of the metrics listener."""
+
+    @field_validator("url_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        text = value.rstrip("/")
+        if text and not text.startswith("/"):
+            raise ValueError("must be a path like /scheduler (starting with '/')")
+        return text
+
+    @model_validator(mode="after")
+    def _own_port(self) -> ServerSettings:
+        if self.metrics_port is not None and self.metrics_port in (0, self.port):
+            raise ValueError(f"metricsPort must be a port of its own, not {self.metrics_port}")
+        return self
+
+    @property
+    def verbs_exposed(self) -> bool:
+        """The verbs listener is reachable from outside this pod (not loopback)."""
+        return not is_loopback(self.host)
+
+
+def exposure_problem(server: ServerSettings, bind_enabled: bool) -> str | None:
+    """Why these verbs must not listen where they would, or None: /bind must never be
+    reachable from outside the pod unless clients must show a certificate (mutual TLS)."""
+    if not bind_enabled or not server.verbs_exposed or server.tls.client_ca_file is not None:
+        return None
+    return (
+        f"{server.host!r} would let anyone who reaches this pod bind pods (/bind); keep "
+        "the verbs on 127.0.0.1 and serve Prometheus and probes with server.metricsPort, "
+        "or require client certificates (server.tls.clientCAFile)"
+    )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class BasicAuth(Model):
+    username: Annotated[str, Strict(), Field(min_length=1)]
+    """User name sent with HTTP basic auth."""
+    password_file: Annotated[str, Strict(), Field(min_length=1)]
+    """File holding the password (re-read each refresh)."""
+
+
+class PrometheusSettings(Model):
+    url: StrictStr = Field(
+        default="http://prometheus-operated.monitoring.svc:9090",
+        json_schema_extra={"pattern": "^https?://"},
+    )
+    """Prometheus base URL; PROMETHEUS_URL overrides it."""
+    interval: Seconds = 15.0
+    """Seconds between refreshes."""
+    timeout: Seconds = 5.0
+    """Per-query timeout in seconds."""
+    max_backoff: Seconds = 120.0
+    """Ceiling of the refresh back-off after consecutive errors."""
+    node_label: Annotated[str, Strict(), Field(min_length=1)] = "node"
+    """Label naming the node: node, nodename, instance or any label; `instance`
+    addresses are mapped to nodes through their InternalIP."""
+    headers: dict[StrictStr, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
+    """Extra HTTP headers sent with every query."""
+    bearer_token_file: StrictStr | None = None
+    """Sent as "Authorization: Bearer <token>", re-read each refresh (projected tokens rotate)."""
+    basic_auth: BasicAuth | None = None
+    """HTTP basic auth: {username, passwordFile}."""
+    ca_file: StrictStr | None = Field(default=None, alias="caFile")
+    """CA bundle for https."""
+    insecure_skip_verify: StrictBool = False
+    """Do not verify the server certificate (tests only)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+
+class StaticSettings(Model):
+    nodes: dict[StrictStr, dict[StrictStr, Number]] = {}  # noqa: RUF012 (pydantic copies defaults)
+    """node -> {metric: value}: fixed values for demos and tests (provider: static)."""
+
+
+class HerdGuardSettings(Model):
+    enabled: StrictBool = True
+    """Count a placed pod on its node until fresh metrics include it."""
+    metric: MetricName = "cpu"
+    """The metric the pod's CPU request is added to (a policy's herdMetric overrides)."""
+    default_cpu_request: Positive = 0.1
+    """Cores counted for a pod without a CPU request."""
+    default_node_cores: Positive = 4.0
+    """Node size used when the node's allocatable CPU is unknown."""
+    settle: Annotated[float, Strict(), Field(ge=0)] = 30.0
+    """Seconds after a bind before a newer snapshot may replace the pod's reservation."""
+
+
+class BindSettings(Model):
+    enabled: StrictBool = True
+    """Answer /bind (set bindVerb in the scheduler config)."""
+    foreign_pods: ForeignPods = "refuse"
+    """A bind for a pod whose schedulerName is not ours: refuse (an Error naming the fix)
+    or bind it."""
+    timeout: Seconds = 1.5
+    """Per Kubernetes API call. timeout x (retries + 1) + back-off stays under the
+    scheduler's default 5 s httpTimeout, so our Error arrives before its timeout."""
+    retries: Annotated[int, Strict(), Field(ge=0)] = 1
+    """Retries for 429, 5xx, timeouts and connection errors."""
+
+    @property
+    def budget(self) -> float:
+        """Seconds one bind may take at worst: every attempt timing out, plus the back-off
+        between them (RETRY_BACKOFF, doubling)."""
+        return self.timeout * (self.retries + 1) + RETRY_BACKOFF * ((1 << self.retries) - 1)
+
+
+class KubernetesSettings(Model):
+    kubeconfig: StrictStr | None = None
+    """KUBECONFIG overrides; unset means in-cluster, then ~/.kube/config."""
+    watch_pods: StrictBool = True
+    """Watch every pod: the herd guard then counts pods whichever binder placed them, and
+    turned-away pods can be requeued (RBAC: list and watch pods)."""
+    watch_timeout: Count = 300
+    """Seconds one watch request stays open before the API server ends it and we resume."""
+    node_refresh: Seconds = 60.0
+    """Deprecated and ignored: nodes are watched (kept so older policy files still load)."""
+
+
+class RequeueSettings(Model):
+    enabled: StrictBool = True
+    """Patch a pod our filter turned away from every node once metrics pass one of them,
+    so kube-scheduler retries it now rather than after its 5-minute unschedulable wait
+    (needs watchPods; RBAC: patch pods)."""
+    patches_per_second: Positive = 5.0
+    """Annotation patches (decice.io/metrics-recovered) at most this fast."""
+    keep_seconds: Seconds = 600.0
+    """Turned-away pods are forgotten after this long (the scheduler retries them itself
+    after 5 minutes, and our filter remembers them again if it still turns them away)."""
+    max_pods: Count = 10_000
+    """Turned-away pods remembered at most (oldest dropped)."""
+
+
+class RebalanceSettings(Model):
+    """`decice-extender rebalance`: move running pods off nodes the policy now rejects or
+    scores clearly worse, through the Eviction API (their controllers recreate them, and
+    the scheduler places the successors with the same policy)."""
+
+    mode: RebalanceMode = "dry-run"
+    """dry-run: log, post an Event and count what would move, evict nothing; evict: act."""
+    interval: Seconds = 60.0
+    """Seconds between re-checks of every running pod of ours."""
+    margin: Annotated[int, Strict(), Field(ge=1, le=10)] = 3
+    """Score points (0..10) the best node must beat the pod's node by before the pod is a
+    candidate to move (stickiness: equal or near-equal nodes never cause a move)."""
+    sustain: Count = 3
+    """Consecutive checks a pod must be a candidate before it moves (one bad sample never
+    moves a pod)."""
+    min_age: Annotated[float, Strict(), Field(ge=0)] = 600.0
+    """Pods younger than this many seconds are left where they are."""
+    max_evictions_per_cycle: Count = 5
+    """Evictions (or, in dry-run, would-be evictions) per check, in the whole cluster."""
+    max_evictions_per_node: Count = 1
+    """Evictions per check from one node."""
+    lease_name: Annotated[str, Strict(), Field(min_length=1)] = "decice-rebalancer"
+    """The coordination.k8s.io/v1 Lease that elects the one active rebalancer."""
+    lease_namespace: StrictStr | None = None
+    """The Lease's namespace; unset: POD_NAMESPACE, else the service account's namespace,
+    else "default"."""
+    lease_duration: Annotated[int, Strict(), Field(ge=2)] = 15
+    """Seconds a Lease holds without renewal before another replica may take it."""
+    renew_deadline: Annotated[int, Strict(), Field(ge=2)] = 10
+    """Seconds the leader keeps trying to renew before it stops evicting."""
+    retry_period: Count = 2
+    """Seconds between attempts to acquire or renew the Lease."""
+
+    @model_validator(mode="after")
+    def _lease_times(self) -> RebalanceSettings:
+        # kubernetes.leaderelection's own rules (it would sys.exit on them).
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("leaseDuration must be greater than renewDeadline")
+        if self.renew_deadline <= 1.2 * self.retry_period:
+            raise ValueError("renewDeadline must be greater than 1.2 x retryPeriod")
+        return self
+
+
+class PrioritizeSettings(Model):
+    max_hosts: Count | None = None
+    """Answer only the best K nodes; the scheduler scores the others 0."""
+
+
+class ExplainSettings(Model):
+    node_metrics: StrictBool = True
+    """Export each node's score and metric values in /metrics (decice_node_score,
+    decice_node_metric): one series per node and metric, so off for clusters that do not
+    want thousands of series."""
+    keep_pods: Count = 10_000
+    """Pods whose last decision is kept (for the bind guard and /explain)."""
+    max_nodes: Count = 100
+    """Nodes listed in one /explain answer (best first; the chosen node always)."""
+    events: StrictBool = True
+    """Post an Event on every pod we bind (RBAC: create events.k8s.io events)."""
+    events_per_second: Positive = 5.0
+    """At most this many Events a second; the rest wait in the queue."""
+    event_queue: Count = 100
+    """Events waiting beyond this are dropped (counted in decice_events_total)."""

@@ -1,0 +1,156 @@
+"""extender.cluster.informer: list-then-watch, bookmarks, 410 restarts and back-off, with a
+scripted watcher (the loopback API server's streams are tested in
+tests/cluster/test_podwatch.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
+
+from extender.cluster.informer import MAX_BACKOFF, Informer
+
+
+class ApiError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"status {status}")
+        self.status = status
+
+
+Script = list[dict[str, Any] | BaseException]
+
+
+class ScriptedWatcher:
+    """Each watch() call plays the next script: events, then an exception or a clean end."""
+
+    def __init__(self, scripts: list[Script]) -> None:
+        self.scripts = scripts
+        self.calls: list[str] = []
+        self.done = asyncio.Event()
+
+    async def watch(
+        self, path: str, *, resource_version: str, timeout_seconds: int, bookmarks: bool = True
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        self.calls.append(resource_version)
+        if not self.scripts:
+            self.done.set()
+            await asyncio.Event().wait()  # a quiet, open stream
+        for item in self.scripts.pop(0):
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+def pod(rv: str, name: str = "p") -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": name, "resourceVersion": rv}}
+
+
+def bookmark(rv: str) -> dict[str, Any]:
+    return {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": rv}}}
+
+
+def expired() -> dict[str, Any]:
+    status = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+    return {"type": "ERROR", "object": status}
+
+
+async def run_until_done(
+    scripts: list[Script], starts: list[str] | None = None
+) -> tuple[Informer, ScriptedWatcher, list[tuple[str, Any]], list[float]]:
+    watcher = ScriptedWatcher(scripts)
+    seen: list[tuple[str, Any]] = []
+    sleeps: list[float] = []
+    versions = list(starts or ["10", "50", "90"])
+
+    async def start() -> str:
+        return versions.pop(0)
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    informer = Informer(
+        "pods",
+        "/api/v1/pods",
+        watcher,
+        start,
+        lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
+        sleep=sleep,
+    )
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(watcher.done.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return informer, watcher, seen, sleeps
+
+
+async def test_events_then_bookmarks_resume_from_the_last_version() -> None:
+    scripts: list[Script] = [
+        [{"type": "ADDED", "object": pod("11", "a")}, bookmark("20")],
+        [{"type": "MODIFIED", "object": pod("21", "a")}],
+    ]
+    informer, watcher, seen, _ = await run_until_done(scripts)
+    assert seen == [("ADDED", "a"), ("MODIFIED", "a")]
+    assert watcher.calls == ["10", "20", "21"]  # each new watch from the last version seen
+    assert informer.status.events == 2 and informer.status.restarts == {}
+
+
+async def test_410_lists_again_without_back_off() -> None:
+    scripts: list[Script] = [[expired()], [ApiError(410)], []]
+    informer, watcher, _, sleeps = await run_until_done(scripts)
+    assert watcher.calls[:3] == ["10", "50", "90"]  # a new list after each 410
+    assert informer.status.restarts == {"expired": 2}
+    assert MAX_BACKOFF not in sleeps
+
+
+async def test_errors_back_off_doubling_and_recover() -> None:
+    failures: list[Script] = [[ApiError(403)] for _ in range(7)]
+    scripts: list[Script] = [*failures, [{"type": "ADDED", "object": pod("12", "b")}]]
+    informer, watcher, seen, sleeps = await run_until_done(scripts)
+    assert sleeps[:7] == [1, 2, 4, 8, 16, 30, 30]  # capped at MAX_BACKOFF
+    assert watcher.calls == ["10"] * 8 + ["12"]  # resumed from its version, never re-listed
+    assert seen == [("ADDED", "b")]
+    assert informer.status.restarts == {"error": 7}
+    assert informer.status.error is None  # recovered (watching until cancelled)
+
+
+async def test_a_handler_bug_skips_the_event_not_the_stream() -> None:
+    watcher = ScriptedWatcher([[{"type": "ADDED", "object": pod("11", "x")}, bookmark("12")]])
+
+    async def start() -> str:
+        return "10"
+
+    def handle(kind: str, obj: Any) -> None:
+        raise KeyError("bug")
+
+    informer = Informer("pods", "/api/v1/pods", watcher, start, handle)
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(watcher.done.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert watcher.calls == ["10", "12"]
+
+
+async def test_a_failed_first_list_is_reported_and_retried_by_the_loop() -> None:
+    calls = 0
+
+    async def start() -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ApiError(403)
+        return "77"
+
+    watcher = ScriptedWatcher([])
+    informer = Informer("nodes", "/api/v1/nodes", watcher, start, lambda k, o: None)
+    await informer.prime(5)
+    assert informer.status.error is not None and "403" in informer.status.error
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(watcher.done.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert watcher.calls == ["77"]

@@ -1,0 +1,232 @@
+"""End to end against the loopback API server: the pod and node watches feed the herd
+guard and the node cache, turned-away pods are requeued by a UID-guarded patch, and a
+watch that breaks, expires or is refused heals by itself while filter keeps answering."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from extender.cluster.client import KubeClient
+from extender.cluster.requeue import ANNOTATION, Requeuer
+from extender.decisions.turnedaway import TurnedAway
+from extender.metrics.providers import StaticProvider
+from extender.service.compose import Service, build_service
+from tests.harness.fixtures import make_settings
+from tests.harness.kubeapi import FakeKubeAPI, client_for
+from tests.harness.loopback import wait_until, wait_until_async
+
+NS = "decice"
+JSON = {"Content-Type": "application/json"}
+
+
+def policy(**overrides: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "metrics": [{"name": "cpu", "filter": {"above": 0.9}}],
+        "prometheus": {"interval": 3600},  # refreshes only when a test asks
+        "herdGuard": {"settle": 30},
+        "bind": {"enabled": False},
+        "explain": {"events": False},
+        "kubernetes": {"watchTimeout": 5},
+    }
+    raw.update(overrides)
+    return raw
+
+
+@pytest.fixture
+def api() -> Iterator[FakeKubeAPI]:
+    with FakeKubeAPI() as server:
+        for name, ip in (("node-a", "10.0.0.1"), ("node-b", "10.0.0.2")):
+            server.add_node(name, ip, cpu="4")
+        yield server
+
+
+class Stack:
+    def __init__(self, api: FakeKubeAPI, values: dict[str, dict[str, float]], **kw: Any) -> None:
+        self.values = values
+        settings = make_settings(**policy(**kw))
+        kube = KubeClient(client_for(api), timeout=2, retries=0)
+        self.service: Service = build_service(
+            settings, provider=StaticProvider(self.values), kube=kube
+        )
+        self.client = TestClient(self.service.app)
+
+    def __enter__(self) -> Stack:
+        self.client.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.__exit__(*exc)
+
+    def refresh(self) -> None:
+        self.client.portal.call(self.service.refresher.refresh_once)  # type: ignore[union-attr]
+
+    def watching(self, resource: str) -> bool:
+        return any(
+            i.status.resource == resource and i.status.watching for i in self.service.informers
+        )
+
+    def filter(self, pod: dict[str, Any], names: list[str]) -> dict[str, Any]:
+        body = {"Pod": pod, "NodeNames": names, "Nodes": None}
+        answer = self.client.post("/filter", content=orjson.dumps(body), headers=JSON)
+        assert answer.status_code == 200
+        result: dict[str, Any] = answer.json()
+        return result
+
+    def scores(self, names: list[str], pod: dict[str, Any]) -> dict[str, int]:
+        body = {"Pod": pod, "NodeNames": names, "Nodes": None}
+        answer = self.client.post("/prioritize", content=orjson.dumps(body), headers=JSON)
+        return {h["Host"]: h["Score"] for h in answer.json()}
+
+    def readyz(self) -> dict[str, Any]:
+        doc: dict[str, Any] = self.client.get("/readyz").json()
+        return doc
+
+    def metrics(self) -> str:
+        return self.client.get("/metrics").text
+
+
+def up(stack: Stack, api: FakeKubeAPI) -> None:
+    wait_until(lambda: stack.watching("pods") and stack.watching("nodes"), 30, "both watches up")
+    wait_until(lambda: api.open_watches("pods") == 1, 30, "the pod watch is open")
+
+
+def test_a_pod_the_default_binder_placed_counts_until_deleted(api: FakeKubeAPI) -> None:
+    pod = api.add_pod(NS, "w1", "uid-w1", cpu_request="2")
+    cool = {"node-a": {"cpu": 0.2}, "node-b": {"cpu": 0.3}}
+    with Stack(api, cool) as stack:
+        up(stack, api)
+        before = stack.scores(["node-a", "node-b"], pod)
+        assert before["node-a"] > before["node-b"]
+        stack.filter(pod, ["node-a", "node-b"])
+        api.assign(NS, "w1", "node-a")  # the scheduler's own binder: no /bind reached us
+        engine = stack.service.engine
+        wait_until(lambda: "uid-w1" in engine.reservations, 30, "the watch reserved w1")
+        reservation = engine.reservations["uid-w1"]
+        assert (reservation.node, reservation.cores, reservation.source) == ("node-a", 2, "watch")
+        after = stack.scores(["node-a", "node-b"], pod)
+        assert after["node-a"] < after["node-b"]  # 2 of 4 cores: node-a looks busier now
+        memo = engine.pods.get("uid-w1")
+        assert memo is not None and memo.node == "node-a"  # /explain shows where it went
+        assert 'decice_herd_reservations{source="watch"} 1.0' in stack.metrics()
+        api.delete_pod(NS, "w1")
+        wait_until(lambda: not engine.reservations, 30, "the deletion released w1")
+        assert stack.scores(["node-a", "node-b"], pod) == before
+
+
+def test_the_node_watch_keeps_the_inventory(api: FakeKubeAPI) -> None:
+    with Stack(api, {"node-a": {"cpu": 0.2}}) as stack:
+        up(stack, api)
+        nodes = stack.service.nodes
+        assert nodes.inventory().by_ip == {"10.0.0.1": "node-a", "10.0.0.2": "node-b"}
+        api.add_node("node-c", "10.0.0.3", cpu="16")
+        api.remove_node("node-a")
+        wait_until(
+            lambda: nodes.inventory().by_ip == {"10.0.0.2": "node-b", "10.0.0.3": "node-c"},
+            30,
+            "the node watch applied the add and the removal",
+        )
+        assert nodes.inventory().cpu_cores["node-c"] == 16
+        # Never listed again: one list at start, then the watch.
+        assert len(api.requests_to("GET", "/api/v1/nodes")) >= 1
+        lists = [r for r in api.requests_to("GET", "/api/v1/nodes") if "watch" not in r.query]
+        assert len(lists) == 1
+
+
+def test_a_turned_away_pod_is_requeued_once_metrics_recover(api: FakeKubeAPI) -> None:
+    hot = {"node-a": {"cpu": 0.95}, "node-b": {"cpu": 0.97}}
+    waiting = api.add_pod(NS, "w2", "uid-w2")
+    bound = api.add_pod(NS, "w3", "uid-w3")
+    reborn = api.add_pod(NS, "w4", "uid-w4")
+    with Stack(api, hot) as stack:
+        up(stack, api)
+        for pod in (waiting, bound, reborn):
+            answer = stack.filter(pod, ["node-a", "node-b"])
+            assert set(answer["FailedAndUnresolvableNodes"]) == {"node-a", "node-b"}
+        turned_away = stack.service.engine.turned_away
+        assert turned_away is not None and len(turned_away) == 3
+        api.assign(NS, "w3", "node-b")  # placed anyway (another scheduler): never patched
+        wait_until(lambda: "uid-w3" not in turned_away, 30, "the watch saw w3 bound")
+        api.delete_pod(NS, "w4")
+        api.add_pod(NS, "w4", "uid-w4-new")  # same name, another pod: must not be touched
+        stack.refresh()
+        assert api.requests_to("PATCH", f"/api/v1/namespaces/{NS}/pods/w2") == []  # still hot
+        stack.values["node-a"]["cpu"] = 0.4
+        stack.refresh()
+        wait_until(
+            lambda: (api.pod(NS, "w2") or {}).get("metadata", {}).get("annotations"),
+            30,
+            "w2 was patched",
+        )
+        patch = api.requests_to("PATCH", f"/api/v1/namespaces/{NS}/pods/w2")[0]
+        assert patch.headers["content-type"] == "application/merge-patch+json"
+        assert patch.body["metadata"]["uid"] == "uid-w2"
+        assert ANNOTATION in patch.body["metadata"]["annotations"]
+        assert api.requests_to("PATCH", f"/api/v1/namespaces/{NS}/pods/w3") == []
+        text = stack.metrics()
+        assert 'decice_requeue_patches_total{outcome="patched"} 1.0' in text
+        new = api.pod(NS, "w4") or {}
+        assert ANNOTATION not in (new.get("metadata", {}).get("annotations") or {})
+
+
+async def test_a_patch_for_a_recreated_pod_is_refused_by_its_uid(api: FakeKubeAPI) -> None:
+    """The UID precondition, through the real client and the API server's 422: a pod
+    deleted and re-created under the same name before its patch is never touched."""
+    api.add_pod(NS, "w5", "uid-w5")
+    outcomes: list[str] = []
+
+    class Counter:
+        def requeued(self, outcome: str) -> None:
+            outcomes.append(outcome)
+
+    kube = KubeClient(client_for(api), timeout=2, retries=0)
+    requeuer = Requeuer(make_settings(), kube, Counter())
+    api.delete_pod(NS, "w5")
+    api.add_pod(NS, "w5", "uid-w5-new")
+    away = TurnedAway("uid-w5", NS, "w5", ("node-a",), 0.0)
+    gone = TurnedAway("uid-w9", NS, "w9", ("node-a",), 0.0)
+    task = asyncio.create_task(requeuer.run())
+    try:
+        requeuer.recovered([away, gone], 0.0)
+        await wait_until_async(lambda: len(outcomes) == 2, 30, "both patches answered")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await kube.close()
+    assert outcomes == ["recreated", "gone"]
+    new = api.pod(NS, "w5") or {}
+    assert ANNOTATION not in (new.get("metadata", {}).get("annotations") or {})
+
+
+def test_watches_heal_after_a_cut_an_expiry_and_a_refusal(api: FakeKubeAPI) -> None:
+    pod = api.add_pod(NS, "w6", "uid-w6")
+    with Stack(api, {"node-a": {"cpu": 0.2}, "node-b": {"cpu": 0.3}}) as stack:
+        up(stack, api)
+        informers = {i.status.resource: i for i in stack.service.informers}
+        pods = informers["pods"].status
+        api.fail_next(403, times=1, watch=True)  # the next watch request is refused
+        api.break_watches()
+        wait_until(lambda: pods.restarts.get("error", 0) >= 1, 30, "the cut was noticed")
+        wait_until(lambda: stack.readyz()["watches"]["pods"]["error"] or pods.watching, 30, "")
+        answer = stack.filter(pod, ["node-a", "node-b"])  # still answers
+        assert answer["NodeNames"] == ["node-a", "node-b"]
+        api.expire_history(including_now=True)
+        api.break_watches()
+        wait_until(lambda: pods.restarts.get("expired", 0) >= 1, 60, "the 410 was handled")
+        up(stack, api)
+        api.assign(NS, "w6", "node-b")
+        wait_until(
+            lambda: "uid-w6" in stack.service.engine.reservations,
+            60,
+            "events flow again after the restarts",
+        )
+        detail = stack.readyz()["watches"]["pods"]
+        assert detail["watching"] and detail["error"] is None
+        assert 'decice_watch_restarts_total{reason="expired",resource="pods"}' in stack.metrics()

@@ -1,0 +1,258 @@
+"""extender.rebalancing.plan: which running pods move, and where: pure, table-driven."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from extender.decisions.engine import build_tables
+from extender.decisions.model import Snapshot
+from extender.decisions.pods import PodFacts
+from extender.policy.loading import parse_settings
+from extender.policy.settings import Settings
+from extender.rebalancing.plan import Plan, RunningPod, plan, protection, read_running_pod
+from tests.harness.fixtures import NOW, make_snapshot
+
+OLD = NOW - 3600  # created an hour ago: past minAge
+
+
+def settings(rebalance: dict[str, Any] | None = None, **raw: Any) -> Settings:
+    base: dict[str, Any] = {
+        "provider": "static",
+        "static": {"nodes": {"a": {"cpu": 0.5}}},
+        "bind": {"enabled": False},
+        "metrics": [{"name": "cpu", "filter": {"above": 0.9}}],
+        "rebalance": {"sustain": 1, "margin": 3, **(rebalance or {})},
+    }
+    base.update(raw)
+    return parse_settings(base)
+
+
+def running(
+    name: str,
+    node: str,
+    owner: str | None = "ReplicaSet",
+    created: float = OLD,
+    cpu: float | None = 0.5,
+    policy: str | None = None,
+    **flags: bool,
+) -> RunningPod:
+    facts = PodFacts(
+        uid=f"uid-{name}",
+        name=name,
+        namespace="ns",
+        scheduler_name="decice_sched",
+        cpu_request=cpu,
+        node_name=node,
+        policy=policy,
+    )
+    return RunningPod(facts=facts, owner_kind=owner, created=created, **flags)
+
+
+def check(
+    s: Settings,
+    pods: list[RunningPod],
+    values: dict[str, dict[str, float]],
+    streaks: dict[str, int] | None = None,
+    cores: dict[str, float] | None = None,
+) -> Plan:
+    snapshot: Snapshot = make_snapshot(values)
+    tables = build_tables(s, snapshot, {}, NOW)
+    return plan(s, pods, tables, snapshot, streaks or {}, cores or {}, NOW)
+
+
+# -- Krake's worked example ---------------------------------------------------------------
+# Krake sums weight x value per place: electricity_cost weighted 10 on A and 1 on B,
+# green_energy_ratio 1 on A and 10 on B; values 0.9 and 0.1 score A 9.1 and B 1.9. Our
+# weights are per metric and values per node, so each node carries its place's weighted
+# value (weight x value / 10) and the policy averages two `higher` metrics on 0..10: the
+# same inputs give A 5 and B 1 (Krake's scores halved, rounded), and swap the same way.
+
+KRAKE: dict[str, Any] = {
+    "provider": "static",
+    "static": {"nodes": {"a": {"electricity_cost": 0.9, "green_energy_ratio": 0.01}}},
+    "metrics": [
+        {"name": "electricity_cost", "direction": "higher"},
+        {"name": "green_energy_ratio", "direction": "higher"},
+    ],
+}
+
+
+def krake_values(cost: float, green: float) -> dict[str, dict[str, float]]:
+    weights = {"a": (10, 1), "b": (1, 10)}
+    return {
+        "electricity_cost": {n: w[0] * cost / 10 for n, w in weights.items()},
+        "green_energy_ratio": {n: w[1] * green / 10 for n, w in weights.items()},
+    }
+
+
+def test_krakes_example_stays_then_moves_once_then_is_left_alone() -> None:
+    s = settings(**KRAKE)
+    pod = running("app", "a")
+    before = check(s, [pod], krake_values(0.9, 0.1))
+    [stay] = before.decisions
+    assert stay.outcome == "stay" and stay.source_score == 5
+    assert not before.moves
+
+    swapped = krake_values(0.1, 0.9)
+    after = check(s, [pod], swapped)
+    [move] = after.moves
+    assert (move.source_score, move.target, move.target_score) == (1, "b", 5)
+    assert "gain 4 >= margin 3" in move.reason
+
+    # The evicted pod is terminating until its kubelet stops it; its successor runs on b.
+    evicted = RunningPod(pod.facts, "ReplicaSet", OLD, terminating=True)
+    successor = running("app-2", "b")
+    later = check(s, [evicted, successor], swapped)
+    assert not later.moves and later.skipped == {"terminating": 1}
+    assert [d.outcome for d in later.decisions] == ["stay"]
+
+
+# -- stickiness -----------------------------------------------------------------------------
+
+
+def test_equal_or_near_equal_nodes_never_cause_a_move() -> None:
+    s = settings()
+    pods = [running("p", "a")]
+    streaks: dict[str, int] = {}
+    moves = 0
+    for cycle in range(60):
+        # a and b alternate, always within the margin (scores 5/6/7 against each other)
+        lo, hi = (0.35, 0.5) if cycle % 2 else (0.5, 0.35)
+        result = check(s, pods, {"cpu": {"a": lo, "b": hi}}, streaks)
+        streaks = result.streaks
+        moves += len(result.moves)
+    assert moves == 0 and streaks == {}
+
+
+def test_sustain_needs_consecutive_checks_as_a_candidate() -> None:
+    s = settings({"sustain": 3})
+    pod = [running("p", "a")]
+    hot = {"cpu": {"a": 0.8, "b": 0.1}}
+    cool = {"cpu": {"a": 0.1, "b": 0.1}}
+    streaks: dict[str, int] = {}
+    outcomes = []
+    # candidate, candidate, recovers (streak reset), then three in a row
+    for values in (hot, hot, cool, hot, hot, hot):
+        result = check(s, pod, values, streaks)
+        streaks = result.streaks
+        outcomes.append(result.decisions[0].outcome)
+    assert outcomes == ["waiting", "waiting", "stay", "waiting", "waiting", "move"]
+
+
+def test_a_filtered_node_is_left_for_a_passing_one_first() -> None:
+    s = settings({"maxEvictionsPerCycle": 1})
+    pods = [running("worse", "b"), running("filtered", "a")]
+    result = check(s, pods, {"cpu": {"a": 0.95, "b": 0.7, "c": 0.0}})
+    [move] = result.moves
+    assert move.pod.facts.name == "filtered" and move.source_score is None
+    assert "node filtered (decice: cpu above 0.9)" in move.reason
+    [held] = [d for d in result.decisions if d.outcome == "held"]
+    assert held.pod.facts.name == "worse" and "maxEvictionsPerCycle" in held.reason
+    assert result.streaks == {"uid-worse": 1}  # still due next check
+
+
+def test_no_move_when_no_other_node_passes() -> None:
+    s = settings()
+    result = check(s, [running("p", "a")], {"cpu": {"a": 0.95, "b": 0.97}})
+    assert not result.moves
+    assert "no other node passes" in result.decisions[0].reason
+
+
+# -- safety ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "why"),
+    [
+        (running("bare", "a", owner=None), "bare pod (no controller recreates it)"),
+        (running("ds", "a", owner="DaemonSet"), "DaemonSet pod"),
+        (running("job", "a", owner="Job"), "Job pod"),
+        (running("static", "a", owner="Node"), "static pod"),
+        (running("mirror", "a", mirror=True), "static pod"),
+        (running("pinned", "a", opted_out=True), 'annotation decice.io/rebalance: "false"'),
+        (running("young", "a", created=NOW - 60), "younger than minAge 600s"),
+        (running("gone", "a", terminating=True), "terminating"),
+    ],
+)
+def test_protected_pods_are_never_candidates(pod: RunningPod, why: str) -> None:
+    s = settings()
+    assert protection(pod, s.rebalance, NOW) == why
+    result = check(s, [pod], {"cpu": {"a": 0.99, "b": 0.0}})
+    assert not result.decisions and result.skipped == {why: 1}
+
+
+def test_statefulset_and_replicaset_pods_may_move() -> None:
+    s = settings()
+    pods = [running("rs", "a"), running("sts", "b", owner="StatefulSet")]
+    result = check(s, pods, {"cpu": {"a": 0.95, "b": 0.95, "c": 0.0, "d": 0.0}})
+    assert sorted(d.pod.facts.name for d in result.moves) == ["rs", "sts"]
+
+
+def test_pods_of_other_schedulers_and_unknown_policies_are_left_alone() -> None:
+    s = settings()
+    foreign = RunningPod(PodFacts("u", "f", "ns", "default-scheduler", 0.1, "a"), "ReplicaSet", OLD)
+    unknown = running("x", "a", policy="gpu")
+    result = check(s, [foreign, unknown], {"cpu": {"a": 0.99, "b": 0.0}})
+    assert not result.decisions and result.skipped == {"unknown policy": 1}
+
+
+# -- limits and the herd guard ---------------------------------------------------------------
+
+
+def test_per_node_and_per_cycle_limits() -> None:
+    s = settings({"maxEvictionsPerCycle": 3, "maxEvictionsPerNode": 2})
+    pods = [running(f"a{i}", "a") for i in range(3)] + [running(f"b{i}", "b") for i in range(3)]
+    nodes = {"a": 0.95, "b": 0.95} | {f"cool{i}": 0.0 for i in range(6)}
+    result = check(s, pods, {"cpu": nodes}, cores={n: 64 for n in nodes})
+    moved = [d.pod.facts.node_name for d in result.moves]
+    assert len(moved) == 3 and max(moved.count("a"), moved.count("b")) == 2
+    assert len([d for d in result.decisions if d.outcome == "held"]) == 3
+
+
+def test_one_hot_node_does_not_empty_onto_one_cool_node() -> None:
+    # Ten 1-core pods on a hot 4-core node; one cool 4-core node, one lukewarm. Each planned
+    # move adds a quarter of the cool node's cores to it: after two, it is no better.
+    s = settings({"maxEvictionsPerCycle": 10, "maxEvictionsPerNode": 10})
+    pods = [running(f"p{i}", "hot", cpu=1.0) for i in range(10)]
+    values = {"cpu": {"hot": 0.95, "cool": 0.0, "warm": 0.45}}
+    result = check(s, pods, values, cores={"hot": 4, "cool": 4, "warm": 4})
+    targets = [d.target for d in result.moves]
+    assert 0 < targets.count("cool") <= 4
+    assert len(result.moves) < 10  # the rest wait for fresh metrics
+    herdless = settings(
+        {"maxEvictionsPerCycle": 10, "maxEvictionsPerNode": 10}, herdGuard={"enabled": False}
+    )
+    blind = check(herdless, pods, values, cores={"hot": 4, "cool": 4, "warm": 4})
+    assert [d.target for d in blind.moves] == ["cool"] * 10  # what the guard prevents
+
+
+# -- reading pods ----------------------------------------------------------------------------
+
+
+def test_read_running_pod_from_the_api() -> None:
+    doc = {
+        "metadata": {
+            "name": "w-1",
+            "namespace": "shop",
+            "uid": "u-1",
+            "creationTimestamp": "2026-11-23T13:26:23Z",
+            "annotations": {"decice.io/rebalance": "false", "decice.io/policy": "web"},
+            "ownerReferences": [
+                {"kind": "ReplicaSet", "name": "w", "controller": True, "uid": "r"},
+            ],
+            "deletionTimestamp": "2026-11-23T13:30:00Z",
+        },
+        "spec": {"schedulerName": "decice_sched", "nodeName": "n1", "containers": []},
+        "status": {"phase": "Running"},
+    }
+    pod = read_running_pod(doc)
+    assert pod.owner_kind == "ReplicaSet" and pod.opted_out and pod.terminating
+    created = datetime(2026, 11, 23, 13, 26, 23, tzinfo=UTC).timestamp()
+    assert pod.created == created and pod.facts.policy == "web"
+    mirror = read_running_pod(
+        {"metadata": {"name": "s", "annotations": {"kubernetes.io/config.mirror": "x"}}}
+    )
+    assert mirror.mirror and mirror.owner_kind is None and mirror.created is None
