@@ -15,6 +15,7 @@ from itertools import filterfalse
 from extender.decisions.herd import HerdLedger
 from extender.decisions.model import FilterDecision, NodeName, Priorities, Snapshot
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, PodMemory, shown
+from extender.decisions.preemption import passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.scoring import (
     Reservation,
@@ -212,14 +213,18 @@ class Engine:
         return Priorities([names[i] for i in keep], scores=[scores[i] for i in keep])
 
     def preempt(self, args: PreemptionArgs, now: float) -> Mapping[str, object]:
-        """Keep the scheduler's victims exactly, for the nodes our filter would pass."""
+        """Keep the scheduler's victims exactly, for the nodes our filter would pass once
+        the victims are gone (decisions.preemption)."""
         if not self.is_ours(args.pod):
             return args.victims
         policy = self.policy_of(args.pod)
         if policy is None:
             return {}
         table = self.table(now, policy)
-        return {n: v for n, v in args.victims.items() if table.passes(n)}
+        cores = args.pod.cpu_request
+        return passing_after_victims(
+            policy, table, self._snapshot, self._herd, args.victims, cores, now
+        )
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""

@@ -8,7 +8,7 @@ incrementally, the load they add per node. Pure: `now` is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.scoring import Reservation, herd_load, live_reservations
@@ -68,6 +68,20 @@ class HerdLedger:
         else:
             self._load.pop(reservation.node, None)
         return reservation.node
+
+    def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float | None) -> float:
+        """The load on `node` once the pods `leaving` (UIDs) are gone and a pod requesting
+        `arriving` cores is there: a preemption's view of its candidate node."""
+        load = self._load.get(node, 0.0)
+        if not self._guarded:
+            return load
+        for uid in leaving:
+            reservation = self._reservations.get(uid)
+            if reservation is not None and reservation.node == node:
+                load -= self._share(reservation)
+        cores = arriving if arriving is not None else self._guard.default_cpu_request
+        load += cores / (self._node_cores.get(node) or self._guard.default_node_cores)
+        return max(load, 0.0)
 
     def expire(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
         """Drop the reservations `snapshot` covers (its `metrics` fetched after they settled)."""

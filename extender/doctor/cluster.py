@@ -69,8 +69,18 @@ def permissions(settings: Settings) -> list[Permission]:
             "create",
             "pods",
             subresource="eviction",
-            why="decice-extender rebalance in evict mode; the chart gives it to the "
-            "rebalancer's own account",
+            why="decice-extender rebalance (its dry run asks too); the chart gives it to "
+            "the rebalancer's own account",
+            required=False,
+        )
+    )
+    out.append(
+        Permission(
+            "list",
+            "poddisruptionbudgets",
+            group="policy",
+            why="decice-extender rebalance skips pods their budget guards; the chart gives "
+            "it to the rebalancer's own account",
             required=False,
         )
     )

@@ -1,69 +1,60 @@
 """The rebalancer's loop: every `rebalance.interval`, re-check our running pods and move
-the ones rebalance.plan says should move, through the Eviction API.
+the ones rebalancing.plan says should move, through the Eviction API.
 
 It runs in `decice-extender rebalance` (its own Deployment), beside the same refresher,
 engine and watches as the extender, so its tables are the extender's. Only the replica
-holding the Lease acts (leader.py); the lease is checked again before every eviction, so
-losing it stops evictions at once. In dry-run (the default) it logs, posts an Event and
-counts what it would move and evicts nothing.
+holding the Lease acts (cluster.leader); the lease is checked again before every eviction,
+so losing it stops evictions at once.
 
-The API decides what is safe: an eviction honours the pod's PodDisruptionBudgets and a
-refusal (429) means wait: the pod stays a candidate and is tried again next check, never
-forced. Every eviction carries the pod's UID, so a pod re-created under the same name is
-never touched. A failed pod list backs the loop off (the interval doubled, up to 8x).
+The API decides what is safe, and is asked before anything is reported: every eviction,
+the dry run's too (`dryRun: ["All"]`: checked, nothing changed), carries the pod's UID, so
+a pod re-created under the same name is never touched, and honours its
+PodDisruptionBudgets. The budgets are listed first (rebalancing.budgets), so a pod the API
+would refuse is held without asking and the pod beside it moves instead. A refusal all
+the same (429) is never forced: the pod waits, its wait doubling from the interval up to
+10 minutes (rebalancing.backoff), and the refusal does not use its node's eviction slot:
+the next candidate there is tried in the same check. A failed pod list backs the loop
+off (the interval doubled, up to 8x); a failed budget list is logged and the check goes on
+(the API still judges every eviction).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from extender.decisions.engine import Engine
-from extender.decisions.model import NodeName, PodEvent
+from extender.decisions.model import NodeName
 from extender.decisions.pods import PodError
 from extender.errors.causes import describe
-from extender.rebalancing.plan import Decision, Plan, RunningPod, plan, read_running_pod
+from extender.rebalancing.backoff import RefusalBackoff
+from extender.rebalancing.budgets import Budgets
+from extender.rebalancing.evictor import (
+    EvictionAPI,
+    Evictor,
+    Leadership,
+    RebalanceCounter,
+)
+from extender.rebalancing.plan import Moves, Plan, decide
+from extender.rebalancing.pods import RunningPod, read_running_pod
 
 log = logging.getLogger("decice.rebalancer")
 
 MAX_BACKOFF_FACTOR = 8
 
 
-class RebalanceAPI(Protocol):
+class RebalanceAPI(EvictionAPI, Protocol):
     """What the rebalancer asks of the Kubernetes API (extender.cluster.client.KubeClient)."""
 
     def list_pods(
         self, field_selector: str, *, limit: int = 500
     ) -> AsyncIterator[dict[str, Any]]: ...
 
-    async def evict(self, namespace: str, name: str, uid: str) -> None: ...
-
-    async def create_event(self, event: PodEvent) -> None: ...
-
-
-class Leadership(Protocol):
-    @property
-    def is_leader(self) -> bool: ...
-
-
-class RebalanceCounter(Protocol):
-    def rebalanced(self, mode: str, outcome: str, count: int = 1) -> None: ...
-
-    def rebalance_cycle(self, result: str) -> None: ...
-
-
-def eviction_outcome(exc: Exception) -> str:
-    """The counter label of a refused eviction, from the API's answer."""
-    status = getattr(exc, "status", None)
-    if status == 429:
-        return "blocked"  # a PodDisruptionBudget: wait, never force
-    if status in (404, 409):
-        return "gone"  # deleted, or re-created under the same name (UID precondition)
-    return "failed"
+    async def list_pdbs(self) -> list[dict[str, Any]]: ...
 
 
 class Rebalancer:
@@ -83,9 +74,12 @@ class Rebalancer:
         self._counter = counter
         self._node_cores = node_cores
         self._clock = clock
-        self._instance = instance or socket.gethostname()
         self._streaks: dict[str, int] = {}
         self._failures = 0
+        self._budgets_failed = False
+        self.backoff = RefusalBackoff(engine.settings.rebalance.interval)
+        """Pods whose eviction the API refused, and when to ask again."""
+        self._evictor = Evictor(kube, leader, counter, self.backoff, clock, instance)
         self.last: Plan | None = None
         """The last check's plan (for /readyz and tests)."""
 
@@ -128,13 +122,30 @@ class Rebalancer:
             )
             return None
         self._failures = 0
+        budgets = await self._budgets()
         engine = self._engine
         settings = engine.settings
         now = self._clock()
+        self.backoff.first = settings.rebalance.interval
+        self.backoff.prune({p.facts.uid for p in pods})
+        held = {
+            p.facts.uid: why
+            for p in pods
+            if (why := self.backoff.hold(p.facts.uid, now) or budgets.hold(p)) is not None
+        }
         tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
-        result = await asyncio.to_thread(
-            plan, settings, pods, tables, engine.snapshot, self._streaks, self._node_cores(), now
+        result, moves = await asyncio.to_thread(
+            decide,
+            settings,
+            pods,
+            tables,
+            engine.snapshot,
+            self._streaks,
+            self._node_cores(),
+            now,
+            held,
         )
+        await self._move_due(result, moves, budgets)
         self._streaks = result.streaks
         for outcome in ("waiting", "held", "stay"):
             count = sum(1 for d in result.decisions if d.outcome == outcome)
@@ -143,12 +154,34 @@ class Rebalancer:
         for decision in result.decisions:
             if decision.outcome in ("waiting", "held"):
                 log.info("rebalance: %s %s", decision.outcome, decision.text)
-        for decision in result.moves:
-            if not await self._move(decision):
-                break
         self._counter.rebalance_cycle("done")
         self.last = result
         return result
+
+    async def _move_due(self, result: Plan, moves: Moves, budgets: Budgets) -> None:
+        """Admit the due pods one at a time and ask the API for each; only a move the API
+        accepts uses its limits, so a refusal leaves its node's slot to the next pod."""
+        for index, decision in enumerate(result.due):
+            admitted = moves.admit(decision)
+            hold = budgets.hold(admitted.pod) if admitted.outcome == "move" else None
+            if hold is not None:  # an eviction of this check used the budget up
+                admitted = replace(admitted, outcome="held", reason=f"{admitted.reason}; {hold}")
+            if admitted.outcome != "move":
+                result.record(admitted)
+                continue
+            made = await self._evictor.move(admitted, self.mode)
+            if made == "made":
+                moves.made(admitted)
+                budgets.evicted(admitted.pod)
+                result.record(admitted)
+            elif made == "refused":
+                result.record(replace(admitted, outcome="refused"))
+            elif made == "gone":
+                result.record(replace(admitted, outcome="stay", reason="gone"))
+            else:  # lost the lease, or an unexpected failure: the rest waits for next check
+                for rest in result.due[index:]:
+                    result.record(replace(rest, outcome="held", reason="check stopped"))
+                return
 
     async def _running_pods(self) -> list[RunningPod]:
         pods: list[RunningPod] = []
@@ -161,63 +194,21 @@ class Rebalancer:
                     log.warning("rebalance: pod skipped: %s", exc)
         return pods
 
-    async def _move(self, decision: Decision) -> bool:
-        """Evict (or, in dry-run, report) one pod; False stops this check's moves."""
-        pod = decision.pod.facts
-        if self.mode == "dry-run":
-            log.info("rebalance (dry-run): would move %s", decision.text)
-            self._counter.rebalanced("dry-run", "would_move")
-            await self._event(decision, "WouldMove", f"would move: {decision.text}")
-            return True
-        if not self._leader.is_leader:  # lost the lease during this check: stop at once
-            log.warning("rebalance: lost the lease; no more evictions this check")
-            return False
+    async def _budgets(self) -> Budgets:
+        """The cluster's PodDisruptionBudgets; none when they cannot be listed (logged once
+        per failure streak: the API still refuses what they forbid)."""
         try:
-            await self._kube.evict(pod.namespace, pod.name, pod.uid)
+            docs = await self._kube.list_pdbs()
         except Exception as exc:
-            outcome = eviction_outcome(exc)
-            self._counter.rebalanced("evict", outcome)
-            if outcome == "blocked":
-                self._streaks[pod.uid] = decision.checks  # still due: try again next check
-                log.info(
-                    "rebalance: eviction of %s/%s refused, will retry: %s",
-                    pod.namespace,
-                    pod.name,
+            if not self._budgets_failed:
+                log.warning(
+                    "rebalance: cannot list PodDisruptionBudgets (%s); evictions they refuse "
+                    "are learned from the API's answers (RBAC: list poddisruptionbudgets)",
                     describe(exc),
                 )
-                return True
-            if outcome == "gone":
-                log.info("rebalance: %s/%s is gone: %s", pod.namespace, pod.name, describe(exc))
-                return True
-            log.warning(
-                "rebalance: eviction of %s/%s failed: %s; stopping this check",
-                pod.namespace,
-                pod.name,
-                describe(exc),
-            )
-            return False
-        self._counter.rebalanced("evict", "evicted")
-        log.info("rebalance: evicted %s", decision.text)
-        await self._event(decision, "Evicted", f"evicted: {decision.text}")
-        return True
-
-    async def _event(self, decision: Decision, reason: str, note: str) -> None:
-        """Best-effort: an Event that cannot be posted is logged, never retried (the log
-        line and the counter above already hold the decision)."""
-        pod = decision.pod.facts
-        event = PodEvent(
-            namespace=pod.namespace,
-            name=pod.name,
-            uid=pod.uid,
-            reason=reason,
-            action="Rebalance",
-            note=note[:1024],
-            time=self._clock(),
-            instance=self._instance,
-        )
-        try:
-            await self._kube.create_event(event)
-        except Exception as exc:
-            log.warning(
-                "rebalance: event on %s/%s not posted: %s", pod.namespace, pod.name, describe(exc)
-            )
+            self._budgets_failed = True
+            return Budgets()
+        if self._budgets_failed:
+            log.info("rebalance: PodDisruptionBudgets listed again")
+        self._budgets_failed = False
+        return Budgets(docs)

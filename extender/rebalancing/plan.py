@@ -1,59 +1,43 @@
 """Which running pods to move, and where they would go: the rebalancer's decisions, pure.
 
-Every `rebalance.interval` the rebalancer (rebalancer.py) hands this module the running
+Every `rebalance.interval` the rebalancer (rebalancing.loop) hands this module the running
 pods of our schedulers and the engine's tables, the very tables filter and prioritize
 answer from: the scores that evict a pod are the scores that place its successor.
 
 A pod is a candidate to move when its node is filtered by its policy (over a threshold,
 or data missing under fail-closed), or when the best node the filter passes scores at
-least `margin` points more (stickiness). It moves after `sustain` consecutive checks as a
-candidate, within `maxEvictionsPerCycle` and `maxEvictionsPerNode`, and only if a passing
-node is there to take its successor. Each planned move counts like a placement in the herd
-guard: the pod's CPU request is taken off its node and put on the target, so one hot node
-does not empty onto one cool node within a check.
+least `margin` points more (stickiness). It is due to move after `sustain` consecutive
+checks as a candidate, and only if a passing node is there to take its successor.
 
-Only pods whose controller recreates them are ever moved (see `protection`).
+`decide` gives every pod its decision before the cycle's limits; the due ones are then
+admitted one at a time (`Moves`), within `maxEvictionsPerCycle` and `maxEvictionsPerNode`,
+each against the moves made so far: a made move counts like a placement in the herd
+guard (the pod's CPU request leaves its node and arrives on the target), so one hot node
+does not empty onto one cool node within a check. Only a move the API accepts uses a
+limit: a refused eviction leaves its node's slot to the next candidate there. `plan` is
+the whole check when every eviction is accepted.
+
+Pods the API would refuse now (their PodDisruptionBudget, a recent refusal) come in as
+`held` and are held, their streak kept; pods a rule protects never are candidates
+(rebalancing.pods.protection).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.pods import PodFacts, api_time, read_pod
-from extender.decisions.scoring import NodeEval, evaluate_node, range_score, score_candidates
+from extender.decisions.pods import PodFacts
 from extender.decisions.table import Table
 from extender.policy.policies import Policy
 from extender.policy.sections import RebalanceSettings
 from extender.policy.settings import Settings
+from extender.rebalancing.pods import RunningPod, protection
+from extender.rebalancing.standing import Standing
 
-OPT_OUT_ANNOTATION = "decice.io/rebalance"
-"""`decice.io/rebalance: "false"` keeps a pod where it is."""
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-"""Set by the kubelet on the API's copy of a static pod."""
-NEVER_MOVED_KINDS = frozenset({"DaemonSet", "Node", "Job"})
-"""Owners whose pods are never evicted: a DaemonSet's pod would come back on the same
-node, a Node owns mirror pods of static pods, and an evicted Job pod counts against the
-Job's backoffLimit."""
-
-Outcome = Literal["move", "waiting", "held", "stay"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunningPod:
-    """A running pod as the rebalancer sees it (read from the API's v1.Pod)."""
-
-    facts: PodFacts
-    owner_kind: str | None
-    """The kind of the controller ownerReference; None for a bare pod."""
-    created: float | None
-    """metadata.creationTimestamp, Unix seconds."""
-    opted_out: bool = False
-    mirror: bool = False
-    terminating: bool = False
-    """metadata.deletionTimestamp is set (evicted or deleted; the kubelet is stopping it)."""
+Outcome = Literal["move", "waiting", "held", "refused", "stay"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,123 +74,18 @@ class Plan:
     candidates: memory is bounded by the running pods of ours)."""
     skipped: dict[str, int] = field(default_factory=dict)
     """Protected pods by reason (never candidates)."""
+    due: list[Decision] = field(default_factory=list)
+    """Pods due to move, most to gain first, before the cycle's limits (`Moves.admit`)."""
 
     @property
     def moves(self) -> list[Decision]:
         return [d for d in self.decisions if d.outcome == "move"]
 
-
-def read_running_pod(doc: Any) -> RunningPod:
-    """A v1.Pod (decoded JSON) as a RunningPod; PodError names a bad field."""
-    facts = read_pod(doc)
-    meta = doc["metadata"]  # read_pod checked it is an object
-    owner = None
-    refs = meta.get("ownerReferences")
-    if isinstance(refs, list):
-        for ref in refs:
-            if isinstance(ref, dict) and ref.get("controller") is True:
-                kind = ref.get("kind")
-                owner = kind if isinstance(kind, str) else None
-    annotations = meta.get("annotations")
-    annotations = annotations if isinstance(annotations, dict) else {}
-    return RunningPod(
-        facts=facts,
-        owner_kind=owner,
-        created=api_time(meta.get("creationTimestamp")),
-        opted_out=str(annotations.get(OPT_OUT_ANNOTATION, "")).lower() == "false",
-        mirror=MIRROR_ANNOTATION in annotations,
-        terminating=meta.get("deletionTimestamp") is not None,
-    )
-
-
-def protection(pod: RunningPod, rules: RebalanceSettings, now: float) -> str | None:
-    """Why this pod must never be moved now, or None. Safe by construction: only pods a
-    controller recreates, and never what an operator or a static manifest pins."""
-    if pod.terminating:
-        return "terminating"
-    if pod.mirror or pod.owner_kind == "Node":
-        return "static pod"
-    if pod.owner_kind is None:
-        return "bare pod (no controller recreates it)"
-    if pod.owner_kind in NEVER_MOVED_KINDS:
-        return f"{pod.owner_kind} pod"
-    if pod.opted_out:
-        return f'annotation {OPT_OUT_ANNOTATION}: "false"'
-    if not pod.facts.node_name:
-        return "not on a node"
-    if pod.created is None or now - pod.created < rules.min_age:
-        return f"younger than minAge {rules.min_age:g}s"
-    return None
-
-
-class Standing:
-    """One policy's verdicts and scores for this check, with the herd guard's view of the
-    moves planned so far: nodes touched by a move are re-evaluated with the load it frees
-    or adds (scoring.evaluate_node, the function that built the table)."""
-
-    def __init__(
-        self,
-        policy: Policy,
-        table: Table,
-        snapshot: Snapshot,
-        extra: Mapping[NodeName, float],
-        now: float,
-    ) -> None:
-        self._policy = policy
-        self._table = table
-        self._snapshot = snapshot
-        self._extra = extra
-        """node -> load the planned moves add (negative: free), shared by the policies."""
-        self._now = now
-        self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
-        self._scores = self._score_all(table.evals)
-        self._touched: dict[NodeName, tuple[str | None, int]] = {}
-        # Best first, ties by name: sorted once per check; a lookup skips the few nodes
-        # excluded or touched by planned moves, so it stops after a handful of entries.
-        self._ranking = sorted((-s, n) for n, s in self._scores.items() if n in table.ok)
-
-    def _score_all(self, evals: Mapping[NodeName, NodeEval]) -> dict[NodeName, int]:
-        if not self._candidates:
-            return dict(self._table.scores)
-        # `candidates` metrics rescale over the nodes asked about: here, every passing node.
-        names = [n for n in evals if n in self._table.ok]
-        scores = score_candidates(self._policy, [evals[n] for n in names])
-        return dict(zip(names, scores, strict=True))
-
-    def touch(self, nodes: Iterable[NodeName]) -> None:
-        """The load on these nodes changed: evaluate them again when asked."""
-        table = self._table
-        herd = {n: table.herd.get(n, 0.0) + self._extra.get(n, 0.0) for n in nodes}
-        for n, load in herd.items():
-            e = evaluate_node(self._policy, self._snapshot, n, table.stale, {n: load}, self._now)
-            if self._candidates:
-                evals = {**table.evals, n: e}
-                score = self._score_all(evals).get(n, 0)
-            else:
-                score = range_score(self._policy, e)
-            self._touched[n] = (e.reason, score)
-
-    def verdict(self, node: NodeName) -> tuple[str | None, int]:
-        """(filter reason or None, score) of a node for this policy."""
-        if node in self._touched:
-            return self._touched[node]
-        e = self._table.eval_of(node)
-        score = self._scores.get(node, self._table.unknown_score)
-        return e.reason, score
-
-    def best(self, exclude: NodeName) -> tuple[NodeName, int] | None:
-        """The passing node with the highest score, ties by name; None when none passes."""
-        found: tuple[int, NodeName] | None = None
-        for n, (reason, score) in self._touched.items():
-            if n != exclude and reason is None and (found is None or (-score, n) < found):
-                found = (-score, n)
-        for neg, n in self._ranking:
-            if n == exclude or n in self._touched:
-                continue
-            if found is None or (neg, n) < found:
-                found = (neg, n)
-            break
-        return None if found is None else (found[1], -found[0])
+    def record(self, decision: Decision) -> None:
+        """A final decision of this check; a pod held or refused stays due (its streak)."""
+        self.decisions.append(decision)
+        if decision.outcome in ("waiting", "held", "refused"):
+            self.streaks[decision.pod.facts.uid] = decision.checks
 
 
 def plan(
@@ -217,12 +96,36 @@ def plan(
     streaks: Mapping[str, int],
     node_cores: Mapping[NodeName, float],
     now: float,
+    held: Mapping[str, str] | None = None,
 ) -> Plan:
-    """Decide, for every running pod of ours, whether it moves now, and where to."""
+    """Decide, for every running pod of ours, whether it moves now, and where to, when
+    every eviction is accepted."""
+    out, moves = decide(settings, pods, tables, snapshot, streaks, node_cores, now, held)
+    for decision in out.due:
+        admitted = moves.admit(decision)
+        out.record(admitted)
+        if admitted.outcome == "move":
+            moves.made(admitted)
+    return out
+
+
+def decide(
+    settings: Settings,
+    pods: Sequence[RunningPod],
+    tables: Mapping[str, Table],
+    snapshot: Snapshot,
+    streaks: Mapping[str, int],
+    node_cores: Mapping[NodeName, float],
+    now: float,
+    held: Mapping[str, str] | None = None,
+) -> tuple[Plan, Moves]:
+    """Every pod's decision before the cycle's limits (`Plan.due`: the pods due to move),
+    and the `Moves` that admit the due ones. `held`: uid -> why the API would refuse to
+    evict the pod now."""
     rules = settings.rebalance
+    held = held or {}
     out = Plan()
-    extra: dict[NodeName, float] = {}
-    standings: dict[str, Standing] = {}
+    moves = Moves(settings, node_cores, snapshot, now, streaks)
     candidates: list[tuple[Decision, float]] = []
     for pod in pods:
         if pod.facts.scheduler_name not in settings.scheduler_names:
@@ -236,51 +139,83 @@ def plan(
         if policy is None:
             out.skipped["unknown policy"] = out.skipped.get("unknown policy", 0) + 1
             continue
-        standing = standings.get(name)
-        if standing is None:
-            standing = Standing(policy, tables[name], snapshot, extra, now)
-            standings[name] = standing
-        decision, gain = _check(pod, policy, standing, rules, streaks)
+        decision, gain = _check(pod, policy, moves.standing(policy, tables[name]), rules, streaks)
         if decision.outcome == "stay":
-            out.decisions.append(decision)
+            out.record(decision)
         else:
             candidates.append((decision, gain))
     # Most to gain first: a filtered node before a merely worse one, then by score gained,
     # then by name (deterministic). Limits then keep the moves that matter most.
     candidates.sort(key=lambda c: (-c[1], c[0].pod.facts.namespace, c[0].pod.facts.name))
-    per_node: dict[NodeName, int] = {}
-    moved = 0
     for decision, _ in candidates:
-        facts = decision.pod.facts
+        hold = held.get(decision.pod.facts.uid)
         if decision.outcome == "waiting":
-            out.streaks[facts.uid] = decision.checks
-            out.decisions.append(decision)
-            continue
-        # Ready to move: check again against the moves planned so far (herd guard).
-        policy_name = decision.policy
-        standing = standings[policy_name]
-        again, _ = _check(decision.pod, settings.policy_map[policy_name], standing, rules, streaks)
-        if again.outcome == "stay":
-            out.decisions.append(again)
-            continue
-        source = facts.node_name
-        if moved >= rules.max_evictions_per_cycle:
-            held = "maxEvictionsPerCycle reached"
-        elif per_node.get(source, 0) >= rules.max_evictions_per_node:
-            held = f"maxEvictionsPerNode reached on {source}"
+            out.record(decision)
+        elif hold is not None:
+            out.record(replace(decision, outcome="held", reason=f"{decision.reason}; {hold}"))
         else:
-            held = ""
-        if held:
-            out.streaks[facts.uid] = again.checks  # still due: first in line next check
-            out.decisions.append(replace(again, outcome="held", reason=f"{again.reason}; {held}"))
-            continue
-        moved += 1
-        per_node[source] = per_node.get(source, 0) + 1
-        _account(extra, facts, source, again.target, settings, node_cores)
-        for s in standings.values():
-            s.touch((source, again.target))
-        out.decisions.append(again)
-    return out
+            out.due.append(decision)
+    return out, moves
+
+
+class Moves:
+    """The cycle's limits and the herd guard's view of the moves made so far, applied to
+    the due pods one at a time."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        node_cores: Mapping[NodeName, float],
+        snapshot: Snapshot,
+        now: float,
+        streaks: Mapping[str, int],
+    ) -> None:
+        self._settings = settings
+        self._node_cores = node_cores
+        self._snapshot = snapshot
+        self._now = now
+        self._streaks = streaks
+        self._extra: dict[NodeName, float] = {}
+        """node -> load the moves made add (negative: free), shared by the policies."""
+        self._standings: dict[str, Standing] = {}
+        self._per_node: dict[NodeName, int] = {}
+        self.made_count = 0
+
+    def standing(self, policy: Policy, table: Table) -> Standing:
+        standing = self._standings.get(policy.name)
+        if standing is None:
+            standing = Standing(policy, table, self._snapshot, self._extra, self._now)
+            self._standings[policy.name] = standing
+        return standing
+
+    def admit(self, decision: Decision) -> Decision:
+        """A due decision checked again against the moves made so far: "move", "stay" (the
+        herd guard changed the picture) or "held" (a limit)."""
+        settings, rules = self._settings, self._settings.rebalance
+        policy = settings.policy_map[decision.policy]
+        standing = self._standings[decision.policy]
+        again, _ = _check(decision.pod, policy, standing, rules, self._streaks)
+        if again.outcome == "stay":
+            return again
+        source = decision.pod.facts.node_name
+        if self.made_count >= rules.max_evictions_per_cycle:
+            limit = "maxEvictionsPerCycle reached"
+        elif self._per_node.get(source, 0) >= rules.max_evictions_per_node:
+            limit = f"maxEvictionsPerNode reached on {source}"
+        else:
+            return again
+        return replace(again, outcome="held", reason=f"{again.reason}; {limit}")
+
+    def made(self, decision: Decision) -> None:
+        """The move was made (the API accepted the eviction, or would in a dry run): it uses
+        its limits, and its load leaves its node for the target."""
+        facts = decision.pod.facts
+        source = facts.node_name
+        self.made_count += 1
+        self._per_node[source] = self._per_node.get(source, 0) + 1
+        _account(self._extra, facts, source, decision.target, self._settings, self._node_cores)
+        for standing in self._standings.values():
+            standing.touch((source, decision.target))
 
 
 def _check(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from extender.policy.settings import Settings
-from extender.rebalancing.loop import Leadership, Rebalancer
+from extender.rebalancing.evictor import Leadership
+from extender.rebalancing.loop import Rebalancer
 
 
 class Elector(Leadership, Protocol):

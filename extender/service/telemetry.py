@@ -178,12 +178,23 @@ class RebalanceTelemetry:
             ["result"],
             registry=registry,
         )
+        self.refusals = Counter(
+            "decice_rebalance_refusals",
+            "Evictions the API refused for now, by reason: budget (a PodDisruptionBudget "
+            "allows no disruption), budget-not-processed, multiple-budgets, throttled (429). "
+            "The pod waits, doubling from the interval up to 10 minutes.",
+            ["reason"],
+            registry=registry,
+        )
 
     def rebalanced(self, mode: str, outcome: str, count: int = 1) -> None:
         self.decisions.labels(mode, outcome).inc(count)
 
     def rebalance_cycle(self, result: str) -> None:
         self.cycles.labels(result).inc()
+
+    def refused(self, reason: str) -> None:
+        self.refusals.labels(reason).inc()
 
 
 class Telemetry:

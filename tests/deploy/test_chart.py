@@ -431,6 +431,31 @@ def test_ha_values_give_two_replicas_and_a_pdb() -> None:
     assert scheduler_config(objs)["leaderElection"]["leaderElect"] is True
 
 
+@pytest.mark.parametrize("release", [RELEASE, "blue"])
+def test_a_spread_constraint_without_a_selector_selects_its_own_release(release: str) -> None:
+    values = {**values_for("ha-values"), "rebalancer": {"enabled": True}}
+    values["rebalancer"]["topologySpreadConstraints"] = values["topologySpreadConstraints"]
+    docs = render_mod.render_chart(values, name=release, namespace=NAMESPACE)
+    objs = [yaml.safe_load(doc) for doc in render_mod.documents(docs)]
+    for deployment in (o for o in objs if o["kind"] == "Deployment"):
+        template = deployment["spec"]["template"]
+        [spread] = template["spec"]["topologySpreadConstraints"]
+        selector = spread["labelSelector"]["matchLabels"]
+        # The selector is the Deployment's own, so the constraint counts exactly its pods.
+        assert selector == deployment["spec"]["selector"]["matchLabels"]
+        assert selector["app.kubernetes.io/instance"] == release
+        assert all(template["metadata"]["labels"][k] == v for k, v in selector.items())
+        assert spread["topologyKey"] == "kubernetes.io/hostname"
+    # A constraint that names its own selector keeps it.
+    mine = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"team": "x"}}}  # fmt: skip
+    docs = render_mod.render_chart({"topologySpreadConstraints": [mine]}, name=release)
+    [deployment] = [
+        o for o in map(yaml.safe_load, render_mod.documents(docs)) if o["kind"] == "Deployment"
+    ]
+    assert deployment["spec"]["template"]["spec"]["topologySpreadConstraints"] == [mine]
+
+
 # --- RBAC ---------------------------------------------------------------------------
 
 

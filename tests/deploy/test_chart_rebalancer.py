@@ -1,6 +1,7 @@
 """The chart's rebalancer (`rebalancer.enabled`): off by default; when on, a Deployment of
 `decice-extender rebalance` with its own ServiceAccount and RBAC limited to what it calls
-(pods get/list/watch, pods/eviction create, nodes list/watch, events create, its Lease).
+(pods get/list/watch, pods/eviction create, poddisruptionbudgets list/watch, nodes
+list/watch, events create, its Lease).
 Rendered offline with helm-python-sdk, validated with kubernetes-validate."""
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ CLUSTER_GRANTS = {
     ("", "pods", "list"),
     ("", "pods", "watch"),
     ("", "pods/eviction", "create"),
+    ("policy", "poddisruptionbudgets", "list"),
+    ("policy", "poddisruptionbudgets", "watch"),
     ("", "nodes", "list"),
     ("", "nodes", "watch"),
     ("events.k8s.io", "events", "create"),

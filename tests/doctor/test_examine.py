@@ -218,8 +218,10 @@ def test_the_permissions_follow_the_policy() -> None:
         "patch pods",
         "create events.events.k8s.io",
         "create pods/eviction",
+        "list poddisruptionbudgets.policy",
     }
     assert not full["create pods/eviction"].required
+    assert not full["list poddisruptionbudgets.policy"].required
     lean = parse_settings(
         {
             "bind": {"enabled": False},
@@ -232,6 +234,7 @@ def test_the_permissions_follow_the_policy() -> None:
         "list nodes",
         "watch nodes",
         "create pods/eviction",
+        "list poddisruptionbudgets.policy",
     ]
 
 
@@ -438,6 +441,7 @@ def test_a_healthy_cluster_is_all_ok(doctor: Run) -> None:
         "rbac patch pods",
         "rbac create events.events.k8s.io",
         "rbac create pods/eviction",
+        "rbac list poddisruptionbudgets.policy",
     ]
     assert rows["nodes cpu"].detail == "3 of 3 nodes have data"
     assert rows["range cpu"].detail == "values 0.2 .. 0.7 within min 0 .. max 1"

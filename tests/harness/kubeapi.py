@@ -4,14 +4,21 @@ It answers the few paths the extender calls with the paths, status codes and bod
 of a real kube-apiserver (see tests/fixtures/kube-apiserver/):
 
     POST  /api/v1/namespaces/{ns}/pods/{name}/binding
-    POST  /api/v1/namespaces/{ns}/pods/{name}/eviction   (policy/v1 Eviction; block_evictions)
+    POST  /api/v1/namespaces/{ns}/pods/{name}/eviction   (policy/v1 Eviction, judged by the
+          PodDisruptionBudgets below; deleteOptions.dryRun ["All"] checks without a change)
     GET   /api/v1/namespaces/{ns}/pods/{name}
     PATCH /api/v1/namespaces/{ns}/pods/{name}   (merge / strategic merge: labels, annotations)
+    GET   /api/v1/nodes/{name}
+    PATCH /api/v1/nodes/{name}   (JSON patch, merge, strategic merge: spec.taints,
+          spec.unschedulable, labels, annotations; metadata.resourceVersion is a precondition)
     GET   /api/v1/pods, /api/v1/nodes           (lists; honour limit / continue)
     GET   /api/v1/namespaces/{ns}/pods          (list; pods also honour fieldSelector)
+    GET   /apis/policy/v1/poddisruptionbudgets   (PodDisruptionBudgetList; limit / continue)
+    GET   /apis/policy/v1/namespaces/{ns}/poddisruptionbudgets   (the same, one namespace)
     GET, POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]; PUT .../{name}
     GET   /api/v1/pods?watch=true, /api/v1/nodes?watch=true   (watch streams)
-    POST  /apis/events.k8s.io/v1/namespaces/{ns}/events
+    POST  /apis/events.k8s.io/v1/namespaces/{ns}/events   (about pods, and about nodes in
+          namespace default)
     POST  /apis/authorization.k8s.io/v1/selfsubjectaccessreviews   (allowed unless `deny`)
 
 Like the real server it accepts a bind to a node that does not exist, and it answers a
@@ -20,6 +27,14 @@ second bind of a pod with 409 whatever the target. Faults are injected with
 PodDisruptionBudget that refuses) and `break_leases`; a `token` turns on bearer
 authentication. Leases are written with optimistic concurrency (a stale
 resourceVersion is a 409 Conflict); `steal_lease` lets another holder take one.
+
+PodDisruptionBudgets are real objects (`add_pdb`, `set_pdb_status`, `remove_pdb`): an
+eviction finds the budgets of the pod's namespace whose selector matches its labels
+(`label_selector_matches`) and, as upstream's EvictionREST, refuses with 500 when there
+are several, 429 when the one is not processed yet or allows no disruption, else takes
+one disruption off it (status.disruptionsAllowed - 1) and deletes the pod. Nothing plays
+the disruption controller: a budget's status changes only through these helpers and
+evictions. Every Running pod counts as ready (the fake has no kubelet).
 
 Every change of a pod or node (the helpers below, a bind, a patch) takes the next
 resourceVersion and is kept in a bounded per-resource history, so a watch from a
@@ -43,12 +58,13 @@ import copy
 import datetime
 import json
 import re
+import secrets
 import socket
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -74,8 +90,47 @@ _LEASES = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases
 _LEASE_GROUP = "coordination.k8s.io"
 _EVENTS = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events$")
 _SUBDOMAIN_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9-])?")
+#: IsDNS1123Subdomain's message (event-node-bad-generatename.json).
+_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+#: The characters of a generated name's 5-character suffix (upstream's SimpleNameGenerator).
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+#: events.k8s.io/v1 Event fields in Go's declaration order; an ObjectReference's.
+_EVENT_FIELDS = (
+    "eventTime",
+    "series",
+    "reportingController",
+    "reportingInstance",
+    "action",
+    "reason",
+    "regarding",
+    "related",
+    "note",
+    "type",
+    "deprecatedSource",
+    "deprecatedFirstTimestamp",
+    "deprecatedLastTimestamp",
+    "deprecatedCount",
+)
+_EVENT_NULLABLE = ("deprecatedFirstTimestamp", "deprecatedLastTimestamp")
+_REFERENCE_FIELDS = (
+    "kind",
+    "namespace",
+    "name",
+    "uid",
+    "apiVersion",
+    "resourceVersion",
+    "fieldPath",
+)
 _ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _NODES = "/api/v1/nodes"
+_NODE = re.compile(r"^/api/v1/nodes/([^/]+)$")
+_POLICY = "policy"
+_PDBS = "/apis/policy/v1/poddisruptionbudgets"
+_NAMESPACED_PDBS = re.compile(r"^/apis/policy/v1/namespaces/([^/]+)/poddisruptionbudgets$")
 _PODS = "/api/v1/pods"
 _COLLECTIONS = {_PODS: "pods", _NODES: "nodes"}
 
@@ -87,6 +142,7 @@ DEFAULT_WATCH_TIMEOUT = 30.0
 MAX_WATCH_TIMEOUT = 60.0
 #: The merge patches this fake applies; the 415 message lists what the real server accepts.
 _PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+_JSON_PATCH = "application/json-patch+json"
 _UNSUPPORTED_PATCH = (
     "the body of the request was in an unknown format - accepted media types include: "
     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, "
@@ -125,8 +181,36 @@ _LEASE_SPEC = (
     "preferredHolder",
 )
 _LEASE_TIMES = ("acquireTime", "renewTime")
-_BUDGET_BLOCKED = "The disruption budget {budget} needs 1 healthy pods and has 1 currently"
+#: Upstream EvictionREST's messages (evict-pdb-*.json, eviction.go).
+_EVICTION_REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
+_BUDGET_BLOCKED = (
+    "The disruption budget {budget} needs {desired} healthy pods and has {current} currently"
+)
 _BUDGET_NOT_PROCESSED = "The disruption budget {budget} is still being processed by the server."
+_MULTIPLE_BUDGETS = (
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not "
+    "support."
+)
+#: The label block_evictions puts on a pod, and its budget selects.
+TEST_BUDGET_LABEL = "decice.io/test-budget"
+#: A LabelSelectorRequirement's operators (metav1.LabelSelectorOperator).
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+#: PodDisruptionBudgetStatus fields in Go's declaration order.
+_PDB_STATUS = (
+    "observedGeneration",
+    "disruptedPods",
+    "disruptionsAllowed",
+    "currentHealthy",
+    "desiredHealthy",
+    "expectedPods",
+    "conditions",
+)
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+#: The spec fields a node patch may change here (others: a loud 500, extend when needed).
+_NODE_SPEC_PATCHABLE = ("taints", "unschedulable")
+#: The 422 of a JSON patch that does not apply: a failed `test`, a missing path
+#: (patch-node-taint-stale.json; upstream's NewGenericServerResponse without details).
+_JSON_PATCH_FAILED = "the server rejected our request due to an error in our request"
 #: A BOOKMARK carries an empty object of the watched kind with only its resourceVersion,
 #: serialised as Go does (fixture watch-pods.json): a Pod's spec.containers has no
 #: omitempty, so it is null; a Node's status holds the zero daemonEndpoints and nodeInfo
@@ -237,13 +321,14 @@ class FakeKubeAPI:
         self.bookmark_interval = bookmark_interval
         self.requests: list[KubeRequest] = []
         self.events: list[JSON] = []  # created Events, as stored
-        #: every eviction request, injected faults included: (namespace, name, UID of its
-        #: precondition or "")
+        #: every eviction request, dry runs and injected faults included: (namespace, name,
+        #: UID of its precondition or "")
         self.evictions: list[tuple[str, str, str]] = []
+        #: the dry-run ones among them (deleteOptions.dryRun not empty), the same tuples
+        self.dry_run_evictions: list[tuple[str, str, str]] = []
         self._leases: dict[tuple[str, str], JSON] = {}
         self._lease_fault: int | None = None
-        # (namespace, pod) -> (budget, processed): evictions refused with 429
-        self._budgets: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._pdbs: dict[tuple[str, str], JSON] = {}  # (namespace, name) -> as stored
         self._pods: dict[tuple[str, str], JSON] = {}
         self._nodes: dict[str, JSON] = {}
         self._binds: dict[tuple[str, str], int] = {}
@@ -472,6 +557,32 @@ class FakeKubeAPI:
             self._record("nodes", "MODIFIED", node)
             return node
 
+    def node(self, name: str) -> JSON | None:
+        """The node as stored (a copy, without kind / apiVersion as lists give it), or None."""
+        with self._lock:
+            node = self._nodes.get(name)
+            return copy.deepcopy(node) if node is not None else None
+
+    def taint_node(self, name: str, key: str, value: str = "", effect: str = "NoSchedule") -> JSON:
+        """Another writer puts a taint on the node (replacing its own of the same key and
+        effect): a new resourceVersion and a MODIFIED event, as a patch of spec.taints
+        would. A NoExecute taint gets timeAdded, as the API server fills it. Returns a copy
+        of the node; KeyError if there is no such node, ValueError for an unknown effect."""
+        if effect not in _TAINT_EFFECTS:
+            raise ValueError(f"unknown taint effect {effect!r}")
+        with self._lock:
+            node = self._nodes[name]
+            taints = [
+                t
+                for t in node["spec"].get("taints", [])
+                if (t.get("key"), t.get("effect")) != (key, effect)
+            ]
+            taints.append({"key": key, "value": value, "effect": effect})
+            node["spec"] = {**node["spec"], "taints": _stored_taints(taints, [])}
+            node["metadata"]["resourceVersion"] = self._next_version()
+            self._record("nodes", "MODIFIED", node)
+            return copy.deepcopy(node)
+
     def remove_node(self, name: str) -> None:
         """Delete a node: a DELETED event with its last state. KeyError if there is none."""
         with self._lock:
@@ -584,25 +695,207 @@ class FakeKubeAPI:
         with self._lock:
             del self._leases[(namespace, name)]
 
+    # --- PodDisruptionBudgets (policy/v1) ---
+
+    def add_pdb(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        match_labels: Mapping[str, str] | None = None,
+        match_expressions: Sequence[Mapping[str, Any]] | None = None,
+        select_all: bool = False,
+        min_available: int = 1,
+        disruptions_allowed: int = 0,
+        processed: bool = True,
+        current_healthy: int | None = None,
+    ) -> JSON:
+        """Store a PodDisruptionBudget shaped like the item of list-pdbs.json (a budget of
+        the same name is replaced) and return a copy.
+
+        Its selector: `match_labels` and / or `match_expressions` (LabelSelectorRequirement
+        dicts: key, operator In / NotIn / Exists / DoesNotExist, values); `select_all` the
+        empty selector `{}`, which selects every pod of the namespace; none of them no
+        selector, which selects no pod. ValueError for a selector the API refuses.
+        Its status is what the disruption controller would write: desiredHealthy =
+        `min_available`, currentHealthy = expectedPods = `current_healthy` (by default
+        min_available + disruptions_allowed), `disruptions_allowed`; observedGeneration =
+        generation if `processed`, else one less (omitted when 0, as Go's omitempty).
+        """
+        if select_all and (match_labels or match_expressions):
+            raise ValueError("select_all is the empty selector: no labels or expressions")
+        selector: JSON | None = None
+        if select_all or match_labels or match_expressions:
+            selector = {}
+            if match_labels:
+                selector["matchLabels"] = dict(match_labels)
+            if match_expressions:
+                selector["matchExpressions"] = [
+                    {k: (list(v) if k == "values" else v) for k, v in e.items()}
+                    for e in match_expressions
+                ]
+        label_selector_matches(selector, {})  # ValueError for one the API would refuse
+        with self._lock:
+            pdb = self._store_pdb_locked(
+                namespace,
+                name,
+                selector,
+                min_available=min_available,
+                disruptions_allowed=disruptions_allowed,
+                processed=processed,
+                current_healthy=current_healthy,
+            )
+            return copy.deepcopy(pdb)
+
+    def set_pdb_status(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        disruptions_allowed: int | None = None,
+        processed: bool | None = None,
+        current_healthy: int | None = None,
+    ) -> JSON:
+        """Change a budget's status as the disruption controller would (None: unchanged):
+        disruptionsAllowed, currentHealthy (= expectedPods), and whether it has seen the
+        current generation. A new resourceVersion; returns a copy. KeyError if none."""
+        with self._lock:
+            pdb = self._pdbs[(namespace, name)]
+            status = dict(pdb["status"])
+            generation = pdb["metadata"]["generation"]
+            if processed is not None:
+                status["observedGeneration"] = generation if processed else generation - 1
+            if disruptions_allowed is not None:
+                status["disruptionsAllowed"] = disruptions_allowed
+            if current_healthy is not None:
+                status["currentHealthy"] = status["expectedPods"] = current_healthy
+            pdb["status"] = _pdb_status(status)
+            pdb["metadata"]["resourceVersion"] = self._next_version()
+            return copy.deepcopy(pdb)
+
+    def remove_pdb(self, namespace: str, name: str) -> None:
+        """Delete a budget (KeyError if there is none)."""
+        with self._lock:
+            del self._pdbs[(namespace, name)]
+            self._next_version()
+
+    def pdb(self, namespace: str, name: str) -> JSON | None:
+        """The budget as stored (a copy, without kind / apiVersion), or None."""
+        with self._lock:
+            pdb = self._pdbs.get((namespace, name))
+            return copy.deepcopy(pdb) if pdb is not None else None
+
     def block_evictions(
         self, namespace: str, name: str, budget: str = "pdb-g", *, processed: bool = True
     ) -> None:
         """A PodDisruptionBudget `budget` covers the pod and allows no disruption: its
-        evictions are refused with 429 as evict-pdb-blocked.json, or, `processed=False`,
-        as evict-pdb-not-processed.json (retryAfterSeconds 10). As upstream, a pod that is
-        Pending, Succeeded, Failed or terminating skips budgets and is deleted anyway."""
+        evictions are refused with 429 as evict-pdb-blocked.json ("needs 1 healthy pods
+        and has 1 currently"), or, `processed=False`, as evict-pdb-not-processed.json
+        (retryAfterSeconds 10). As upstream, a pod that is Pending, Succeeded, Failed or
+        terminating skips budgets and is deleted anyway.
+
+        Made of the real objects: the pod gets the label `decice.io/test-budget: <budget>`
+        (a new resourceVersion and a MODIFIED event, unless it has it already) and the
+        budget (added or replaced) selects that label. KeyError if there is no such pod.
+        """
         with self._lock:
-            self._budgets[(namespace, name)] = (budget, processed)
+            pod = self._pods[(namespace, name)]
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get(TEST_BUDGET_LABEL) != budget:
+                meta = {**pod["metadata"], "labels": {**labels, TEST_BUDGET_LABEL: budget}}
+                pod["metadata"] = _metadata_in_order(meta)
+                pod["metadata"]["resourceVersion"] = self._next_version()
+                self._record("pods", "MODIFIED", pod)
+            self._store_pdb_locked(
+                namespace,
+                budget,
+                {"matchLabels": {TEST_BUDGET_LABEL: budget}},
+                min_available=1,
+                disruptions_allowed=0,
+                processed=processed,
+                current_healthy=None,
+            )
 
     def allow_evictions(self, namespace: str, name: str) -> None:
-        """Undo `block_evictions` for the pod."""
+        """Remove every budget that selects the pod (those of `block_evictions` and of
+        `add_pdb` alike, so other pods they select are free too); nothing if there is no
+        such pod."""
         with self._lock:
-            self._budgets.pop((namespace, name), None)
+            pod = self._pods.get((namespace, name))
+            if pod is None:
+                return
+            for key in self._budgets_of_locked(pod):
+                del self._pdbs[key]
+                self._next_version()
 
-    def eviction_count(self, namespace: str, name: str) -> int:
-        """How many eviction requests named this pod (whatever the answer)."""
+    def eviction_count(self, namespace: str, name: str, *, dry_run: bool | None = None) -> int:
+        """How many eviction requests named this pod, whatever the answer (injected faults
+        included): all of them, dry runs too, by default; only the dry runs with
+        `dry_run=True`; only the real ones with `dry_run=False`."""
         with self._lock:
-            return sum(1 for ns, n, _ in self.evictions if (ns, n) == (namespace, name))
+            every = sum(1 for ns, n, _ in self.evictions if (ns, n) == (namespace, name))
+            dry = sum(1 for ns, n, _ in self.dry_run_evictions if (ns, n) == (namespace, name))
+        if dry_run is None:
+            return every
+        return dry if dry_run else every - dry
+
+    def _store_pdb_locked(
+        self,
+        namespace: str,
+        name: str,
+        selector: JSON | None,
+        *,
+        min_available: int,
+        disruptions_allowed: int,
+        processed: bool,
+        current_healthy: int | None,
+    ) -> JSON:
+        healthy = (
+            current_healthy
+            if current_healthy is not None
+            else min_available + max(disruptions_allowed, 0)
+        )
+        spec: JSON = {"minAvailable": min_available}
+        if selector is not None:
+            spec["selector"] = selector
+        pdb: JSON = {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"pdb/{namespace}/{name}")),
+                "resourceVersion": self._next_version(),
+                "generation": 1,
+                "creationTimestamp": _CREATED,
+            },
+            "spec": spec,
+            "status": _pdb_status(
+                {
+                    "observedGeneration": 1 if processed else 0,
+                    "disruptionsAllowed": disruptions_allowed,
+                    "currentHealthy": healthy,
+                    "desiredHealthy": min_available,
+                    "expectedPods": healthy,
+                }
+            ),
+        }
+        self._pdbs[(namespace, name)] = pdb
+        return pdb
+
+    def _budgets_of_locked(self, pod: JSON) -> list[tuple[str, str]]:
+        """The keys of the budgets that select the pod, in etcd order (upstream's
+        getPodDisruptionBudgets: its namespace's; an invalid selector selects nothing)."""
+        namespace = pod["metadata"]["namespace"]
+        labels = pod["metadata"].get("labels") or {}
+        chosen = []
+        for key in sorted(self._pdbs):
+            if key[0] != namespace:
+                continue
+            try:
+                if label_selector_matches(self._pdbs[key]["spec"].get("selector"), labels):
+                    chosen.append(key)
+            except ValueError:
+                continue
+        return chosen
 
     # --- faults ---
 
@@ -793,7 +1086,13 @@ class FakeKubeAPI:
         with self._lock:
             if request.method == "POST" and (m := _EVICTION.match(request.path)):
                 # every eviction request, injected faults included
-                self.evictions.append((m.group(1), m.group(2), _precondition_uid(request.body)))
+                entry = (m.group(1), m.group(2), _precondition_uid(request.body))
+                self.evictions.append(entry)
+                options = (
+                    request.body.get("deleteOptions") if isinstance(request.body, dict) else None
+                )
+                if isinstance(options, dict) and options.get("dryRun"):
+                    self.dry_run_evictions.append(entry)
             queue = self._watch_failures if _is_watch(request) else self._failures
             failure = queue.pop(0) if queue else None
         if failure is not None:
@@ -827,14 +1126,25 @@ class FakeKubeAPI:
             if request.path == _NODES:
                 return self._list_nodes(request.query)
             return self._list_pods(request.query)
+        if request.method == "GET" and (m := _NODE.match(request.path)):
+            return self._get_node(m.group(1))
+        if request.method == "PATCH" and (m := _NODE.match(request.path)):
+            return self._patch_node(m.group(1), request)
+        if request.method == "GET" and request.path == _PDBS:
+            return self._list_pdbs(request.query)
+        if request.method == "GET" and (m := _NAMESPACED_PDBS.match(request.path)):
+            return self._list_pdbs(request.query, m.group(1))
         if request.method == "POST" and (m := _EVENTS.match(request.path)):
-            return self._create_event(m.group(1), request.body)
+            return self._create_event(m.group(1), request)
         if request.method == "POST" and request.path == _ACCESS_REVIEWS:
             return self._access_review(request)
         if (
             _BINDING.match(request.path)
             or _EVICTION.match(request.path)
             or _POD.match(request.path)
+            or _NODE.match(request.path)
+            or request.path == _PDBS
+            or _NAMESPACED_PDBS.match(request.path)
             or request.path in _COLLECTIONS
         ):
             return 405, _method_not_allowed(), {}
@@ -990,65 +1300,104 @@ class FakeKubeAPI:
                 self._record("pods", "MODIFIED", pod)
             return 200, copy.deepcopy(pod), {}
 
-    def _create_event(self, namespace: str, body: Any) -> tuple[int, JSON, dict[str, str]]:
-        """events.k8s.io/v1 create, validated as in fixtures event-create / event-bad."""
+    def _create_event(
+        self, namespace: str, request: KubeRequest
+    ) -> tuple[int, JSON, dict[str, str]]:
+        """events.k8s.io/v1 create, validated as upstream's ValidateEventCreate (fixtures
+        event-create, event-bad, event-node-*): without eventTime the regarded object's
+        namespace must be the Event's (or, for a cluster-scoped one, the Event's "" or
+        default); with it, an Event about a cluster-scoped object (a Node) must be in
+        default or kube-system, and reportingController, reportingInstance, action and
+        reason are required; generateName must be a DNS subdomain prefix. Stored, and
+        answered, in Go's field order with the fields the server adds."""
+        body = request.body
         if not isinstance(body, dict):
             return 400, status_body(400, "the body of the request was in an unknown format"), {}
         meta = body.get("metadata") or {}
         regarding = body.get("regarding") or {}
         prefix = str(meta.get("generateName") or "")
+        name = str(meta.get("name") or "")
+        if not name and prefix:
+            name = prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+        involved = str(regarding.get("namespace") or "")
+        timed = bool(body.get("eventTime"))
+        if not timed:
+            mismatch = namespace not in ("", "default") if not involved else namespace != involved
+        else:
+            mismatch = not involved and namespace not in ("default", "kube-system")
         causes = []
-        if regarding.get("namespace", "") != namespace:
+        if mismatch:
             causes.append(
                 (
                     "involvedObject.namespace",
                     "FieldValueInvalid",
-                    f'Invalid value: "{regarding.get("namespace", "")}": does not match '
-                    "event.namespace",
+                    f'Invalid value: "{involved}": does not match event.namespace',
                 )
             )
+        if timed:
+            causes += [
+                (key, "FieldValueRequired", "Required value")
+                for key in ("reportingController", "reportingInstance", "action", "reason")
+                if not body.get(key)
+            ]
         if prefix and not _SUBDOMAIN_PREFIX.fullmatch(prefix):
             causes.append(
                 (
                     "metadata.generateName",
                     "FieldValueInvalid",
-                    f'Invalid value: "{prefix}": a lowercase RFC 1123 subdomain must consist '
-                    "of lower case alphanumeric characters, '-' or '.'",
+                    f'Invalid value: "{prefix}": {_SUBDOMAIN_MESSAGE}',
                 )
             )
-        if not body.get("eventTime"):
-            causes.append(("eventTime", "FieldValueRequired", "Required value"))
-        name = (prefix or str(meta.get("name") or "")) + uuid.uuid4().hex[:5]
-        if causes:
-            message = (
-                f'Event "{name}" is invalid: ['
-                + ", ".join(f"{field}: {text}" for field, _, text in causes)
-                + "]"
+        if not name:
+            causes.append(
+                (
+                    "metadata.name",
+                    "FieldValueRequired",
+                    "Required value: name or generateName is required",
+                )
             )
-            details = {
+        if not timed:
+            causes.append(("eventTime", "FieldValueRequired", "Required value"))
+        if causes:
+            return 422, _invalid("Event", name, causes), {}
+        manager = request.headers.get("user-agent", "unknown").split("/")[0].split(" ")[0]
+        sent = [k for k in _EVENT_FIELDS if body.get(k) not in (None, "", {}, [])]
+        fields: JSON = {f"f:{k}": {} for k in sent}
+        if prefix:
+            fields["f:metadata"] = {"f:generateName": {}}
+        stored: JSON = {"kind": "Event", "apiVersion": "events.k8s.io/v1"}
+        with self._lock:
+            metadata = {
+                **{k: v for k, v in meta.items() if k not in ("resourceVersion", "uid")},
                 "name": name,
-                "kind": "Event",
-                "causes": [
-                    {"reason": reason, "message": text, "field": field}
-                    for field, reason, text in causes
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "resourceVersion": self._next_version(),
+                "creationTimestamp": _now(),
+            }
+            stored["metadata"] = {
+                **_metadata_in_order(metadata),
+                "managedFields": [
+                    {
+                        "manager": manager,
+                        "operation": "Update",
+                        "apiVersion": "events.k8s.io/v1",
+                        "time": _now(),
+                        "fieldsType": "FieldsV1",
+                        "fieldsV1": dict(sorted(fields.items())),
+                    }
                 ],
             }
-            return 422, status_body(422, message, "Invalid", details), {}
-        with self._lock:
-            stored = {
-                **body,
-                "kind": "Event",
-                "apiVersion": "events.k8s.io/v1",
-                "metadata": {
-                    **meta,
-                    "name": name,
-                    "namespace": namespace,
-                    "uid": str(uuid.uuid4()),
-                    "resourceVersion": self._next_version(),
-                },
-            }
+            for key in _EVENT_FIELDS:
+                value = body.get(key)
+                if key in ("regarding", "related") and isinstance(value, dict):
+                    value = {k: value[k] for k in _REFERENCE_FIELDS if value.get(k)}
+                if key == "deprecatedSource":
+                    stored[key] = value or {}
+                elif value not in (None, "", {}, [], 0) or key in _EVENT_NULLABLE:
+                    stored[key] = value  # the deprecated times are null when unset
             self.events.append(stored)
-        return 201, stored, {}
+            return 201, copy.deepcopy(stored), {}
 
     def _access_review(self, request: KubeRequest) -> tuple[int, JSON, dict[str, str]]:
         """A SelfSubjectAccessReview, answered as in selfsubjectaccessreview.json: the
@@ -1115,6 +1464,170 @@ class FakeKubeAPI:
             items = [self._nodes[n] for n in sorted(self._nodes)]
             return 200, self._page("NodeList", items, query), {}
 
+    def _list_pdbs(
+        self, query: dict[str, list[str]], namespace: str | None = None
+    ) -> tuple[int, JSON, dict[str, str]]:
+        """Every PodDisruptionBudget (or the namespace's), paged (list-pdbs.json)."""
+        with self._lock:
+            items = [
+                self._pdbs[key]
+                for key in sorted(self._pdbs)  # etcd key order
+                if namespace is None or key[0] == namespace
+            ]
+            return 200, self._page("PodDisruptionBudgetList", items, query, "policy/v1"), {}
+
+    def _get_node(self, name: str) -> tuple[int, JSON, dict[str, str]]:
+        with self._lock:
+            node = self._nodes.get(name)
+            if node is None:
+                return 404, _node_not_found(name), {}
+            return 200, {"kind": "Node", "apiVersion": "v1", **copy.deepcopy(node)}, {}
+
+    def _patch_node(self, name: str, request: KubeRequest) -> tuple[int, JSON, dict[str, str]]:
+        """A node patch (patch-node-*.json): JSON patch (RFC 6902; an operation that does
+        not apply, a failed `test` among them, is 422), merge or strategic merge patch (a
+        replaced spec.taints; null removes). A metadata.resourceVersion in the patched
+        object other than the stored one is a 409 Conflict. Status changes are dropped, as
+        the node strategy does; spec.taints, spec.unschedulable, labels and annotations may
+        change, anything else is a loud 500. A change takes the next resourceVersion and
+        is a MODIFIED event; a patch that changes nothing writes nothing."""
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type not in (_JSON_PATCH, *_PATCH_TYPES):
+            return 415, status_body(415, _UNSUPPORTED_PATCH, "UnsupportedMediaType"), {}
+        body = request.body
+        if content_type == _JSON_PATCH:
+            if not isinstance(body, list) or not all(isinstance(op, dict) for op in body):
+                wrong = (
+                    body
+                    if not isinstance(body, list)
+                    else next(op for op in body if not isinstance(op, dict))
+                )
+                into = "jsonpatch.Patch" if not isinstance(body, list) else "jsonpatch.Operation"
+                message = (
+                    f"json: cannot unmarshal {_go_json_type(wrong)} into Go value of type {into}"
+                )
+                return 400, status_body(400, message, "BadRequest"), {}
+        elif not isinstance(body, dict):
+            return (
+                400,
+                status_body(400, "the body of the request was in an unknown format", "BadRequest"),
+                {},
+            )
+        elif content_type != _PATCH_TYPES[0] and (found := _directives(body)):
+            return (
+                500,
+                status_body(500, f"fake kube-apiserver: patch directives {found} not supported"),
+                {},
+            )
+        with self._lock:
+            stored = self._nodes.get(name)
+            if stored is None:
+                return 404, _node_not_found(name), {}
+            current = {"kind": "Node", "apiVersion": "v1", **copy.deepcopy(stored)}
+            if content_type == _JSON_PATCH:
+                try:
+                    patched = _json_patch(current, body)
+                except _PatchFailed:
+                    return 422, status_body(422, _JSON_PATCH_FAILED, "Invalid", {}), {}
+            else:
+                patched = _merge_patch(current, body)
+            try:
+                node = self._patched_node(name, current, patched)
+            except _Refused as refused:
+                return refused.answer
+            if node != stored:
+                node["metadata"]["resourceVersion"] = self._next_version()
+                self._nodes[name] = node
+                self._record("nodes", "MODIFIED", node)
+            return 200, {"kind": "Node", "apiVersion": "v1", **copy.deepcopy(node)}, {}
+
+    def _patched_node(self, name: str, current: JSON, patched: Any) -> JSON:
+        """The node to store after a patch (lock held), as stored (without kind); raises
+        `_Refused` with the answer refusing it."""
+        metadata = patched.get("metadata") if isinstance(patched, dict) else None
+        if not isinstance(metadata, dict) or not isinstance(patched.get("spec", {}), dict):
+            raise _Refused(
+                400,
+                status_body(400, "the body of the request was in an unknown format", "BadRequest"),
+            )
+        version = metadata.get("resourceVersion")
+        if version not in (None, "", current["metadata"]["resourceVersion"]):
+            raise _Refused(
+                409,
+                status_body(
+                    409,
+                    f'Operation cannot be fulfilled on nodes "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again",
+                    "Conflict",
+                    {"name": name, "kind": "nodes"},
+                ),
+            )
+        spec = patched.get("spec") or {}
+        old_meta, old_spec = current["metadata"], current["spec"]
+        unsupported = (
+            [
+                k
+                for k in set(patched) | set(current)
+                if k not in ("metadata", "spec", "status") and patched.get(k) != current.get(k)
+            ]
+            + [
+                f"metadata.{k}"
+                for k in set(metadata) | set(old_meta)
+                if k not in ("labels", "annotations", "resourceVersion")
+                and metadata.get(k) != old_meta.get(k)
+            ]
+            + [
+                f"spec.{k}"
+                for k in set(spec) | set(old_spec)
+                if k not in _NODE_SPEC_PATCHABLE and spec.get(k) != old_spec.get(k)
+            ]
+        )
+        if unsupported:  # loud, not ignored: extend the fake when a test needs more
+            raise _Refused(
+                500,
+                status_body(
+                    500, f"fake kube-apiserver: patch of {sorted(unsupported)} not supported"
+                ),
+            )
+        meta = {k: v for k, v in old_meta.items() if k not in ("labels", "annotations")}
+        for key in ("labels", "annotations"):
+            value = metadata.get(key)
+            if value is not None and not (
+                isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+            ):
+                raise _Refused(
+                    400, status_body(400, f"metadata.{key}: values must be strings", "BadRequest")
+                )
+            if value:
+                meta[key] = dict(value)
+        taints = spec.get("taints") or []
+        if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+            raise _Refused(
+                400, status_body(400, "spec.taints: must be a list of taints", "BadRequest")
+            )
+        causes = []
+        for i, taint in enumerate(taints):
+            effect = taint.get("effect") or ""
+            where = f"spec.taints[{i}].effect"
+            if not effect:
+                causes.append((where, "FieldValueRequired", "Required value"))
+            elif effect not in _TAINT_EFFECTS:
+                supported = ", ".join(f'"{e}"' for e in _TAINT_EFFECTS)
+                text = f'Unsupported value: "{effect}": supported values: {supported}'
+                causes.append((where, "FieldValueNotSupported", text))
+        if causes:
+            raise _Refused(422, _invalid("Node", name, causes))
+        new_spec = {k: v for k, v in old_spec.items() if k not in _NODE_SPEC_PATCHABLE}
+        if taints:
+            new_spec["taints"] = _stored_taints(taints, old_spec.get("taints", []))
+        if spec.get("unschedulable"):
+            new_spec["unschedulable"] = True
+        return {
+            "metadata": _metadata_in_order(meta),
+            "spec": new_spec,
+            "status": copy.deepcopy(current["status"]),  # the node strategy keeps it
+        }
+
     def _list_pods(
         self, query: dict[str, list[str]], namespace: str | None = None
     ) -> tuple[int, JSON, dict[str, str]]:
@@ -1132,39 +1645,97 @@ class FakeKubeAPI:
             return 200, self._page("PodList", items, query), {}
 
     def _evict(self, namespace: str, name: str, body: Any) -> tuple[int, JSON, dict[str, str]]:
-        """policy/v1 Eviction, in the order of upstream EvictionREST.Create: the body's name,
-        the pod, budgets (skipped by a pod Pending, terminal or terminating), then the
-        delete with the UID precondition (evict-*.json)."""
+        """policy/v1 Eviction, in the order of upstream EvictionREST.Create: the body
+        (decoded, then its namespace and name), the pod, its budgets (skipped by a pod
+        Pending, terminal or terminating), the delete's options (dryRun), then the delete
+        with the UID precondition (evict-*.json). A dry run (deleteOptions.dryRun) checks
+        all of it and changes nothing."""
+        try:
+            dry_run = _eviction_dry_run(body)
+        except _Refused as refused:
+            return refused.answer
         wanted_uid = _precondition_uid(body)
-        refused = _subresource_body_problem(body, namespace, name, "Eviction")
-        if refused is not None:
-            return 400, refused, {}
+        problem = _subresource_body_problem(body, namespace, name, "Eviction")
+        if problem is not None:
+            return 400, problem, {}
         with self._lock:
             pod = self._pods.get((namespace, name))
             if pod is None:
                 return 404, _not_found(name), {}
             phase = pod["status"].get("phase", "Pending")
             terminating = "deletionTimestamp" in pod["metadata"]
-            skips_budgets = terminating or phase in ("Pending", "Succeeded", "Failed")
-            budget = self._budgets.get((namespace, name))
-            if budget is not None and not skips_budgets:
-                budget_name, processed = budget
-                cause = (_BUDGET_BLOCKED if processed else _BUDGET_NOT_PROCESSED).format(
-                    budget=budget_name
-                )
-                details: JSON = {"causes": [{"reason": "DisruptionBudget", "message": cause}]}
-                if not processed:
-                    details["retryAfterSeconds"] = 10
-                message = "Cannot evict pod as it would violate the pod's disruption budget."
-                return 429, status_body(429, message, "TooManyRequests", details), {}
+            if not terminating and phase not in ("Pending", "Succeeded", "Failed"):
+                # upstream: any dryRun value skips the budget's write (dryrun.IsDryRun)
+                budget = self._spend_budget_locked(pod, dry_run=bool(dry_run))
+                if budget is not None:
+                    return budget
+            if any(value != "All" for value in dry_run):  # store.Delete's option check
+                return 422, _unsupported_dry_run(dry_run), {}
             actual_uid = pod["metadata"]["uid"]
             if wanted_uid and wanted_uid != actual_uid:
                 return 409, _uid_conflict(namespace, name, wanted_uid, actual_uid), {}
-            if not terminating:
+            if not dry_run and not terminating:
                 # a pod on no node, or done, goes at once; else it terminates on its kubelet
                 at_once = not pod["spec"].get("nodeName") or phase in ("Succeeded", "Failed")
                 self._delete_locked(namespace, name, graceful=not at_once)
         return 201, {**_SUCCESS, "code": 201}, {}
+
+    def _spend_budget_locked(
+        self, pod: JSON, *, dry_run: bool
+    ) -> tuple[int, JSON, dict[str, str]] | None:
+        """Upstream's budget step of an eviction: the refusal, or None once the one budget
+        (if any) gave a disruption (checkAndDecrement: disruptionsAllowed - 1, the pod in
+        disruptedPods, the DisruptionAllowed condition False at 0; not in a dry run)."""
+        keys = self._budgets_of_locked(pod)
+        if len(keys) > 1:  # a metav1.Status returned, not an error: no reason, no details
+            return 500, status_body(500, _MULTIPLE_BUDGETS), {}
+        if not keys:
+            return None
+        pdb = self._pdbs[keys[0]]
+        budget = pdb["metadata"]["name"]
+        status = pdb["status"]
+        if status.get("observedGeneration", 0) < pdb["metadata"]["generation"]:
+            cause = _BUDGET_NOT_PROCESSED.format(budget=budget)
+            details: JSON = {
+                "causes": [{"reason": "DisruptionBudget", "message": cause}],
+                "retryAfterSeconds": 10,
+            }
+            return (
+                429,
+                status_body(429, _EVICTION_REFUSED, "TooManyRequests", details),
+                {"Retry-After": "10"},
+            )
+        allowed = int(status["disruptionsAllowed"])
+        if allowed < 0:
+            return (
+                403,
+                status_body(
+                    403,
+                    f'poddisruptionbudget.policy "{budget}" is forbidden: pdb disruptions '
+                    "allowed is negative",
+                    "Forbidden",
+                    {"name": budget, "group": _POLICY, "kind": "poddisruptionbudget"},
+                ),
+                {},
+            )
+        if allowed == 0:
+            cause = _BUDGET_BLOCKED.format(
+                budget=budget, desired=status["desiredHealthy"], current=status["currentHealthy"]
+            )
+            details = {"causes": [{"reason": "DisruptionBudget", "message": cause}]}
+            return 429, status_body(429, _EVICTION_REFUSED, "TooManyRequests", details), {}
+        if dry_run:
+            return None
+        spent = {
+            **status,
+            "disruptionsAllowed": allowed - 1,
+            "disruptedPods": {**status.get("disruptedPods", {}), pod["metadata"]["name"]: _now()},
+        }
+        if allowed - 1 == 0:
+            spent["conditions"] = _disruption_allowed_false(status)
+        pdb["status"] = _pdb_status(spent)
+        pdb["metadata"]["resourceVersion"] = self._next_version()
+        return None
 
     # --- leases (coordination.k8s.io/v1) ---
 
@@ -1289,7 +1860,9 @@ class FakeKubeAPI:
         self._leases[(namespace, name)] = lease
         return lease
 
-    def _page(self, kind: str, items: list[JSON], query: dict[str, list[str]]) -> JSON:
+    def _page(
+        self, kind: str, items: list[JSON], query: dict[str, list[str]], api_version: str = "v1"
+    ) -> JSON:
         """One page of a list (lock held): `continue` is the index of the next item; the
         items carry no kind / apiVersion (list-nodes-limit-1.json)."""
         start = int(query.get("continue", ["0"])[0] or 0)
@@ -1303,7 +1876,7 @@ class FakeKubeAPI:
         if end < len(items):
             metadata["continue"] = str(end)
             metadata["remainingItemCount"] = len(items) - end
-        return {"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": page}
+        return {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page}
 
     def _injected(self, code: int, request: KubeRequest) -> _Answer:
         if code == 401:
@@ -1396,6 +1969,27 @@ class FakeKubeAPI:
                 "Forbidden",
                 {"group": "events.k8s.io", "kind": "events"},
             )
+        elif m := _NODE.match(request.path):
+            verb = {"PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(
+                request.method, "get"
+            )
+            return status_body(
+                403,
+                f'nodes "{m.group(1)}" is forbidden: User "{self.user}" cannot {verb} resource '
+                f'"nodes" in API group "" at the cluster scope',
+                "Forbidden",
+                {"name": m.group(1), "kind": "nodes"},
+            )
+        elif request.path == _PDBS or _NAMESPACED_PDBS.match(request.path):
+            m = _NAMESPACED_PDBS.match(request.path)
+            scope = f'in the namespace "{m.group(1)}"' if m else "at the cluster scope"
+            return status_body(
+                403,
+                f'poddisruptionbudgets.policy is forbidden: User "{self.user}" cannot list '
+                f'resource "poddisruptionbudgets" in API group "policy" {scope}',
+                "Forbidden",
+                {"group": _POLICY, "kind": "poddisruptionbudgets"},
+            )
         else:
             collection = _COLLECTIONS.get(request.path, "nodes")
             verb = "watch" if _watching(request.query) else "list"
@@ -1481,6 +2075,278 @@ def _precondition_uid(body: Any) -> str:
     options = body.get("deleteOptions") if isinstance(body, dict) else None
     preconditions = options.get("preconditions") if isinstance(options, dict) else None
     return str(preconditions.get("uid") or "") if isinstance(preconditions, dict) else ""
+
+
+def label_selector_matches(
+    selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None
+) -> bool:
+    """Whether a metav1.LabelSelector selects an object with `labels`, as upstream's
+    LabelSelectorAsSelector then Matches: no selector (None) selects nothing, the empty
+    one (`{}`) everything; else every matchLabels pair and every matchExpressions
+    requirement must hold: In (the label is set to one of `values`), NotIn (absent, or set
+    to none of them), Exists, DoesNotExist. ValueError for a selector upstream refuses (an
+    unknown operator, In / NotIn without values, Exists / DoesNotExist with values), even
+    when an earlier requirement already fails."""
+    if selector is None:
+        return False
+    requirements: list[tuple[str, str, list[str]]] = [
+        (str(key), "In", [str(value)]) for key, value in (selector.get("matchLabels") or {}).items()
+    ]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = str(expression.get("key", "")), expression.get("operator")
+        values = [str(v) for v in expression.get("values") or []]
+        if operator not in _SELECTOR_OPERATORS:
+            raise ValueError(f'"{operator}" is not a valid label selector operator')
+        if operator in ("In", "NotIn") and not values:
+            raise ValueError(f"{key}: for 'in', 'notin' operators, values set can't be empty")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise ValueError(f"{key}: values set must be empty for exists and does not exist")
+        requirements.append((key, str(operator), values))
+    have = labels or {}
+    for key, operator, values in requirements:
+        present = key in have
+        if operator == "In" and not (present and have[key] in values):
+            return False
+        if operator == "NotIn" and present and have[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _pdb_status(status: JSON) -> JSON:
+    """A PodDisruptionBudgetStatus as Go serialises it: its field order, and the omitempty
+    ones (observedGeneration, disruptedPods, conditions) left out when zero or empty."""
+    omitempty = ("observedGeneration", "disruptedPods", "conditions")
+    return {
+        key: status[key]
+        for key in _PDB_STATUS
+        if key in status and not (key in omitempty and not status[key])
+    }
+
+
+def _disruption_allowed_false(status: JSON) -> list[JSON]:
+    """The conditions once an eviction took the last disruption (upstream's
+    UpdateDisruptionAllowedCondition: DisruptionAllowed False, InsufficientPods; its
+    lastTransitionTime kept if it was False already)."""
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    old = next((c for c in conditions if c.get("type") == "DisruptionAllowed"), None)
+    condition: JSON = {"type": "DisruptionAllowed", "status": "False"}
+    if status.get("observedGeneration"):
+        condition["observedGeneration"] = status["observedGeneration"]
+    condition["lastTransitionTime"] = (
+        old["lastTransitionTime"] if old is not None and old.get("status") == "False" else _now()
+    )
+    condition.update(reason="InsufficientPods", message="")
+    return [c for c in conditions if c is not old] + [condition]
+
+
+_GO_JSON_TYPES = ((bool, "bool"), (int, "number"), (float, "number"), (str, "string"))
+
+
+def _go_json_type(value: Any) -> str:
+    """How Go's JSON decoder names a value's type in an unmarshal error."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return next((name for kind, name in _GO_JSON_TYPES if isinstance(value, kind)), "null")
+
+
+def _eviction_dry_run(body: Any) -> list[str]:
+    """deleteOptions.dryRun of an Eviction ([] when none); raises `_Refused` with the 400
+    of a body the server cannot decode (a dryRun that is not a list of strings)."""
+    options = body.get("deleteOptions") if isinstance(body, dict) else None
+    if not isinstance(options, dict):
+        return []
+    dry_run = options.get("dryRun")
+    if dry_run is None:
+        return []
+    if isinstance(dry_run, list) and all(isinstance(v, str) for v in dry_run):
+        return list(dry_run)
+    wrong, where, kind = dry_run, "DeleteOptions.deleteOptions.dryRun", "[]string"
+    if isinstance(dry_run, list):
+        wrong, kind = next(v for v in dry_run if not isinstance(v, str)), "string"
+    message = (
+        'Eviction in version "v1" cannot be handled as a Eviction: json: cannot unmarshal '
+        f"{_go_json_type(wrong)} into Go struct field {where} of type {kind}"
+    )
+    raise _Refused(400, status_body(400, message, "BadRequest"))
+
+
+def _unsupported_dry_run(dry_run: list[str]) -> JSON:
+    """The 422 of a dryRun value other than "All": rest.BeforeDelete's ValidateDeleteOptions
+    (field.NotSupported prints the []string with Go's %#v)."""
+    shown = "[]string{" + ", ".join(json.dumps(v) for v in dry_run) + "}"
+    text = f'Unsupported value: {shown}: supported values: "All"'
+    cause = {"reason": "FieldValueNotSupported", "message": text, "field": "dryRun"}
+    return status_body(
+        422,
+        f'DeleteOptions.meta.k8s.io "" is invalid: dryRun: {text}',
+        "Invalid",
+        {"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": [cause]},
+    )
+
+
+def _stored_taints(taints: list[JSON], before: list[JSON]) -> list[JSON]:
+    """Taints as the server stores them: key, value, effect, timeAdded in Go's order, the
+    empty ones left out; a NoExecute taint new here gets timeAdded (the fixture's note)."""
+    known = {(t.get("key"), t.get("effect")): t.get("timeAdded") for t in before}
+    stored = []
+    for taint in taints:
+        added = taint.get("timeAdded") or known.get((taint.get("key"), taint.get("effect")))
+        if added is None and taint.get("effect") == "NoExecute":
+            added = _now()
+        entry: JSON = {"key": taint.get("key", "")}
+        if taint.get("value"):
+            entry["value"] = taint["value"]
+        entry["effect"] = taint.get("effect", "")
+        if added:
+            entry["timeAdded"] = added
+        stored.append(entry)
+    return stored
+
+
+class _PatchFailed(Exception):
+    """A JSON patch operation that does not apply (answered 422)."""
+
+
+def _pointer(path: Any) -> list[str]:
+    """An RFC 6901 JSON pointer's reference tokens."""
+    if not isinstance(path, str) or (path and not path.startswith("/")):
+        raise _PatchFailed(f"bad JSON pointer {path!r}")
+    if not path:
+        return []
+    return [token.replace("~1", "/").replace("~0", "~") for token in path[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, *, end: bool) -> int:
+    """A list index token: digits within the list (`end`: its length and "-" too)."""
+    if end and token == "-":
+        return len(container)
+    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
+        raise _PatchFailed(f"bad array index {token!r}")
+    index = int(token)
+    if index > len(container) or (index == len(container) and not end):
+        raise _PatchFailed(f"array index {index} out of range")
+    return index
+
+
+def _resolve(doc: Any, tokens: list[str]) -> Any:
+    """The value a pointer names; _PatchFailed if it does not exist."""
+    for token in tokens:
+        if isinstance(doc, dict) and token in doc:
+            doc = doc[token]
+        elif isinstance(doc, list):
+            doc = doc[_index(doc, token, end=False)]
+        else:
+            raise _PatchFailed(f"missing path at {token!r}")
+    return doc
+
+
+def _json_patch(doc: Any, operations: list[JSON]) -> Any:
+    """RFC 6902 (add, remove, replace, move, copy, test) applied to a copy of `doc`."""
+    doc = copy.deepcopy(doc)
+
+    def put(tokens: list[str], value: Any, *, replace: bool) -> None:
+        nonlocal doc
+        if not tokens:
+            doc = value
+            return
+        parent, last = _resolve(doc, tokens[:-1]), tokens[-1]
+        if isinstance(parent, dict):
+            if replace and last not in parent:
+                raise _PatchFailed(f"replace of a missing key {last!r}")
+            parent[last] = value
+        elif isinstance(parent, list):
+            if replace:
+                parent[_index(parent, last, end=False)] = value
+            else:
+                parent.insert(_index(parent, last, end=True), value)
+        else:
+            raise _PatchFailed("the parent is not an object or array")
+
+    def take(tokens: list[str]) -> Any:
+        if not tokens:
+            raise _PatchFailed("cannot remove the whole document")
+        parent, last = _resolve(doc, tokens[:-1]), tokens[-1]
+        if isinstance(parent, dict) and last in parent:
+            return parent.pop(last)
+        if isinstance(parent, list):
+            return parent.pop(_index(parent, last, end=False))
+        raise _PatchFailed(f"remove of a missing path {last!r}")
+
+    for operation in operations:
+        op, tokens = operation.get("op"), _pointer(operation.get("path"))
+        if op in ("add", "replace", "test") and "value" not in operation:
+            raise _PatchFailed(f"{op} without a value")
+        if op == "add":
+            put(tokens, copy.deepcopy(operation["value"]), replace=False)
+        elif op == "replace":
+            put(tokens, copy.deepcopy(operation["value"]), replace=True)
+        elif op == "remove":
+            take(tokens)
+        elif op in ("move", "copy"):
+            source = _pointer(operation.get("from"))
+            value = take(source) if op == "move" else copy.deepcopy(_resolve(doc, source))
+            put(tokens, value, replace=False)
+        elif op == "test":
+            try:
+                actual = _resolve(doc, tokens)
+            except _PatchFailed:
+                if operation["value"] is None:  # evanphx/json-patch: missing equals null
+                    continue
+                raise
+            if json.dumps(actual, sort_keys=True) != json.dumps(operation["value"], sort_keys=True):
+                raise _PatchFailed(f"testing value {operation.get('path')} failed")
+        else:
+            raise _PatchFailed(f"unexpected kind {op!r}")
+    return doc
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge_patch(merged.get(key), value)
+    return merged
+
+
+def _directives(patch: Any) -> list[str]:
+    """The strategic-merge-patch directives ($patch, $retainKeys, $setElementOrder/...) in
+    a patch: not modelled here."""
+    if isinstance(patch, dict):
+        found = [k for k in patch if k.startswith("$")]
+        return found + [d for v in patch.values() for d in _directives(v)]
+    if isinstance(patch, list):
+        return [d for v in patch for d in _directives(v)]
+    return []
+
+
+def _invalid(kind: str, name: str, causes: Sequence[tuple[str, str, str]]) -> JSON:
+    """A 422 Invalid as errors.NewInvalid builds it from (field, reason, message) causes:
+    one cause is named bare, several in brackets (utilerrors' aggregate)."""
+    errors = [f"{where}: {text}" for where, _, text in causes]
+    shown = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    details: JSON = {"name": name} if name else {}
+    details["kind"] = kind
+    details["causes"] = [
+        {"reason": reason, "message": text, "field": where} for where, reason, text in causes
+    ]
+    return status_body(422, f'{kind} "{name}" is invalid: {shown}', "Invalid", details)
+
+
+def _node_not_found(name: str) -> JSON:
+    return status_body(
+        404, f'nodes "{name}" not found', "NotFound", {"name": name, "kind": "nodes"}
+    )
 
 
 def _micro_now() -> str:

@@ -1,5 +1,6 @@
 """tests.harness.kubeapi.FakeKubeAPI against the answers of a real kube-apiserver
-(fixtures/kube-apiserver/): lists, watch streams, pod patches and the lifecycle helpers.
+(fixtures/kube-apiserver/): lists, watch streams, pod and node patches, evictions judged
+by PodDisruptionBudgets, Events and the lifecycle helpers.
 
 Lists and patches go through the real `kubernetes` client; watch streams are read with
 http.client, one line per event, so the chunked framing itself is under test. Every read
@@ -9,11 +10,13 @@ is bounded by the socket timeout; no test sleeps to wait.
 from __future__ import annotations
 
 import contextlib
+import copy
 import http.client
 import json
 import re
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -23,7 +26,14 @@ import kubernetes.watch
 import pytest
 
 from tests.harness.fixtures import APISERVER
-from tests.harness.kubeapi import DEFAULT_USER, WATCH_CONTENT_TYPE, FakeKubeAPI, client_for
+from tests.harness.kubeapi import (
+    DEFAULT_USER,
+    TEST_BUDGET_LABEL,
+    WATCH_CONTENT_TYPE,
+    FakeKubeAPI,
+    client_for,
+    label_selector_matches,
+)
 from tests.harness.loopback import wait_until
 
 JSON = dict[str, Any]
@@ -742,6 +752,299 @@ def test_fault_knobs_apply_to_evictions(
     assert "deletionTimestamp" not in api.pod(NS, "w2")["metadata"]  # type: ignore[index]
 
 
+def test_block_evictions_is_a_real_budget_over_a_label(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "w3")
+    since = api.resource_version
+    api.block_evictions(NS, "w3")
+    pod = api.pod(NS, "w3")
+    assert pod is not None and pod["metadata"]["labels"] == {TEST_BUDGET_LABEL: "pdb-g"}
+    budget = api.pdb(NS, "pdb-g")
+    assert budget is not None
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": {TEST_BUDGET_LABEL: "pdb-g"}},
+    }
+    assert budget["status"] == fixture("list-pdbs")["response"]["items"][0]["status"]
+    with watch(api, "pods", resourceVersion=since, timeoutSeconds="30") as response:
+        event = next_event(response)
+    assert event["type"] == "MODIFIED"
+    assert event["object"]["metadata"]["labels"] == {TEST_BUDGET_LABEL: "pdb-g"}
+    version = api.resource_version
+    api.block_evictions(NS, "w3")  # again: the pod has its label, the budget is replaced
+    assert api.pod(NS, "w3")["metadata"]["resourceVersion"] == pod["metadata"]["resourceVersion"]  # type: ignore[index]
+    assert int(api.resource_version) == int(version) + 1
+    api.allow_evictions(NS, "w3")
+    assert api.pdb(NS, "pdb-g") is None
+    assert evict(core, "w3", eviction("w3", UID))[0] == 201
+    with pytest.raises(KeyError):
+        api.block_evictions(NS, "nope")
+
+
+def test_two_budgets_over_one_pod_are_upstreams_500(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    api.add_pod(
+        NS, "w3", UID, node_name="node-1", phase="Running", labels={"app": "web", "tier": "front"}
+    )
+    api.add_pdb(NS, "by-app", match_labels={"app": "web"}, disruptions_allowed=3)
+    api.add_pdb(
+        NS,
+        "by-tier",
+        match_expressions=[{"key": "tier", "operator": "In", "values": ["front", "api"]}],
+        disruptions_allowed=3,
+    )
+    api.add_pdb("other", "elsewhere", select_all=True)  # another namespace: not counted
+    before = [api.pdb(NS, "by-app"), api.pdb(NS, "by-tier")]
+    version = api.resource_version
+    # a metav1.Status returned by EvictionREST.Create: no reason, no details
+    assert evict(core, "w3", eviction("w3", UID)) == (
+        500,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "This pod has more than one PodDisruptionBudget, which the eviction "
+            "subresource does not support.",
+            "code": 500,
+        },
+    )
+    dry = eviction("w3", UID)
+    dry["deleteOptions"]["dryRun"] = ["All"]
+    assert evict(core, "w3", dry)[0] == 500
+    assert [api.pdb(NS, "by-app"), api.pdb(NS, "by-tier")] == before  # both allow 3: unspent
+    assert api.resource_version == version
+    assert "deletionTimestamp" not in api.pod(NS, "w3")["metadata"]  # type: ignore[index]
+    api.remove_pdb(NS, "by-tier")
+    assert evict(core, "w3", eviction("w3", UID))[0] == 201
+
+
+def test_an_empty_selector_covers_every_pod_of_its_namespace_and_none_covers_none(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "w3")  # no labels at all
+    api.add_pod("other", "w3", UID, node_name="node-1", phase="Running")
+    api.add_pdb(NS, "everything", select_all=True, min_available=2, current_healthy=2)
+    api.add_pdb(NS, "nothing")  # no selector: selects no pod (else this would be a 500)
+    code, answer = evict(core, "w3", eviction("w3", UID))
+    assert (code, answer["details"]["causes"][0]["message"]) == (
+        429,
+        "The disruption budget everything needs 2 healthy pods and has 2 currently",
+    )
+    assert (
+        call(core.create_namespaced_pod_eviction, "w3", "other", eviction("w3", namespace="other"))[
+            0
+        ]
+        == 201
+    )
+    assert api.pdb(NS, "everything")["spec"]["selector"] == {}  # type: ignore[index]
+    assert "selector" not in api.pdb(NS, "nothing")["spec"]  # type: ignore[index]
+
+
+def test_a_real_eviction_spends_a_disruption_and_the_next_is_refused(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    for name, uid in (("w1", "uid-w1"), ("w2", "uid-w2")):
+        api.add_pod(NS, name, uid, node_name="node-1", phase="Running", labels={"app": "web"})
+    added = api.add_pdb(NS, "web", match_labels={"app": "web"}, disruptions_allowed=1)
+    assert added["status"] == {
+        "observedGeneration": 1,
+        "disruptionsAllowed": 1,
+        "currentHealthy": 2,
+        "desiredHealthy": 1,
+        "expectedPods": 2,
+    }
+    assert evict(core, "w1", eviction("w1", "uid-w1"))[0] == 201
+    spent = api.pdb(NS, "web")
+    assert spent is not None
+    assert int(spent["metadata"]["resourceVersion"]) > int(added["metadata"]["resourceVersion"])
+    status = spent["status"]
+    assert list(status) == [
+        "observedGeneration",
+        "disruptedPods",
+        "disruptionsAllowed",
+        "currentHealthy",
+        "desiredHealthy",
+        "expectedPods",
+        "conditions",
+    ]
+    assert status["disruptionsAllowed"] == 0
+    assert list(status["disruptedPods"]) == ["w1"] and recent(status["disruptedPods"]["w1"])
+    (condition,) = status["conditions"]
+    assert recent(condition.pop("lastTransitionTime"))
+    assert condition == {
+        "type": "DisruptionAllowed",
+        "status": "False",
+        "observedGeneration": 1,
+        "reason": "InsufficientPods",
+        "message": "",
+    }
+    assert "deletionTimestamp" in api.pod(NS, "w1")["metadata"]  # type: ignore[index]
+    want = fixture("evict-pdb-blocked")["response"]
+    code, answer = evict(core, "w2", eviction("w2", "uid-w2"))
+    assert code == 429
+    assert without(answer, "details") == without(want, "details")
+    assert answer["details"] == {
+        "causes": [
+            {
+                "reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 1 healthy pods and has 2 currently",
+            }
+        ]
+    }
+    assert "deletionTimestamp" not in api.pod(NS, "w2")["metadata"]  # type: ignore[index]
+
+
+def test_a_budget_is_spent_before_the_uid_precondition_fails(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    """Upstream's order: checkAndDecrement writes the budget, then the delete finds the UID
+    changed; the disruption controller gives it back later (not modelled here)."""
+    running(api, "p2", uid="e63a0047-c806-4c7b-943d-7f05c8a7d03f")
+    api.add_pdb(NS, "web", select_all=True, disruptions_allowed=1)
+    assert evict(core, "p2", eviction("p2", OTHER_UID))[0] == 409
+    assert api.pdb(NS, "web")["status"]["disruptionsAllowed"] == 0  # type: ignore[index]
+    assert "deletionTimestamp" not in api.pod(NS, "p2")["metadata"]  # type: ignore[index]
+
+
+def dry(name: str, uid: str | None = None, values: Sequence[str] | str = ("All",)) -> JSON:
+    """An Eviction with deleteOptions.dryRun (a plain string is sent as it is)."""
+    body = eviction(name, uid)
+    sent = values if isinstance(values, str) else list(values)
+    body.setdefault("deleteOptions", {})["dryRun"] = sent
+    return body
+
+
+@pytest.mark.parametrize(
+    ("scenario", "allowed"), [("evict-dryrun-ok", 1), ("evict-dryrun-pdb-blocked", 0)]
+)
+def test_a_dry_run_checks_the_budget_and_changes_nothing(
+    scenario: str, allowed: int, api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    want = fixture(scenario)
+    sent = want["request_body"]
+    name, uid = sent["metadata"]["name"], sent["deleteOptions"]["preconditions"]["uid"]
+    api.add_pod(NS, name, uid, node_name="node-1", phase="Running", labels={"app": "guarded"})
+    api.add_pdb(NS, "guarded", match_labels={"app": "guarded"}, disruptions_allowed=allowed)
+    pod, budget, since = api.pod(NS, name), api.pdb(NS, "guarded"), api.resource_version
+    pod = json.loads(json.dumps(pod))
+    assert want["request"] == f"POST {EVICTION_PATH.format(name)}"
+    assert evict(core, name, sent) == (want["status"], want["response"])
+    assert api.pod(NS, name) == pod and api.pdb(NS, "guarded") == budget
+    assert api.resource_version == since  # nothing written
+    with watch(api, "pods", resourceVersion=since, timeoutSeconds="30") as response:
+        api.add_pod(NS, "next", "uid-next")
+        assert next_event(response)["object"]["metadata"]["name"] == "next"  # no event before
+    assert api.evictions == [(NS, name, uid)] and api.dry_run_evictions == [(NS, name, uid)]
+    assert api.eviction_count(NS, name) == api.eviction_count(NS, name, dry_run=True) == 1
+    assert api.eviction_count(NS, name, dry_run=False) == 0
+    if allowed:  # the same eviction for real: now it is spent
+        assert evict(core, name, eviction(name, uid))[0] == 201
+        assert api.pdb(NS, "guarded")["status"]["disruptionsAllowed"] == 0  # type: ignore[index]
+        assert api.eviction_count(NS, name, dry_run=False) == 1
+
+
+def test_a_dry_run_of_a_pod_that_skips_budgets_leaves_it(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    api.add_pod(NS, "w3", UID)  # Pending: a real eviction deletes it at once
+    version = api.resource_version
+    assert evict(core, "w3", dry("w3", UID)) == (201, fixture("evict-dryrun-ok")["response"])
+    assert api.pod(NS, "w3") is not None and api.resource_version == version
+    code, answer = evict(core, "w3", dry("w3", OTHER_UID))  # the UID is checked too
+    assert (code, answer["reason"]) == (409, "Conflict")
+
+
+def test_a_dry_run_value_other_than_all_fails_at_the_delete(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    running(api, "w3")
+    version = api.resource_version
+    # upstream: rest.BeforeDelete's ValidateDeleteOptions, after the budgets
+    text = 'Unsupported value: []string{"All", "X"}: supported values: "All"'
+    assert evict(core, "w3", dry("w3", UID, ("All", "X"))) == (
+        422,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f'DeleteOptions.meta.k8s.io "" is invalid: dryRun: {text}',
+            "reason": "Invalid",
+            "details": {
+                "group": "meta.k8s.io",
+                "kind": "DeleteOptions",
+                "causes": [
+                    {"reason": "FieldValueNotSupported", "message": text, "field": "dryRun"}
+                ],
+            },
+            "code": 422,
+        },
+    )
+    api.add_pdb(NS, "web", select_all=True, disruptions_allowed=1)
+    assert evict(core, "w3", dry("w3", UID, ("X",)))[0] == 422
+    assert api.pdb(NS, "web")["status"]["disruptionsAllowed"] == 1  # type: ignore[index]
+    api.set_pdb_status(NS, "web", disruptions_allowed=0)
+    assert evict(core, "w3", dry("w3", UID, ("X",)))[0] == 429  # the budget comes first
+    assert "deletionTimestamp" not in api.pod(NS, "w3")["metadata"]  # type: ignore[index]
+    assert int(api.resource_version) == int(version) + 2  # add_pdb, set_pdb_status
+    # not a list of strings: the body cannot be decoded, before anything else
+    path = EVICTION_PATH.format("w3")  # the client itself refuses to send it
+    code, answer = request(api, "POST", path, dry("w3", UID, "All"), "application/json")
+    assert (code, answer["reason"], answer["message"]) == (
+        400,
+        "BadRequest",
+        'Eviction in version "v1" cannot be handled as a Eviction: json: cannot unmarshal '
+        "string into Go struct field DeleteOptions.deleteOptions.dryRun of type []string",
+    )
+    assert len(api.dry_run_evictions) == 4
+
+
+def test_an_unprocessed_or_broken_budget_refuses_like_upstream(api: FakeKubeAPI) -> None:
+    running(api, "w3")
+    added = api.add_pdb(NS, "web", select_all=True, disruptions_allowed=1, processed=False)
+    assert "observedGeneration" not in added["status"]  # 0: omitted, as Go's omitempty
+    conn = connect(api)
+    try:
+        conn.request(
+            "POST",
+            EVICTION_PATH.format("w3"),
+            json.dumps(eviction("w3", UID)),
+            {"Content-Type": "application/json"},
+        )
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        conn.close()
+    want = fixture("evict-pdb-not-processed")["response"]
+    assert (response.status, response.getheader("Retry-After")) == (429, "10")
+    assert answer == json.loads(json.dumps(want).replace("pdb-g", "web"))
+    api.set_pdb_status(NS, "web", processed=True, disruptions_allowed=-1)
+    status, answer = request(
+        api, "POST", EVICTION_PATH.format("w3"), eviction("w3", UID), "application/json"
+    )
+    assert (status, answer["reason"], answer["message"], answer["details"]) == (
+        403,
+        "Forbidden",
+        'poddisruptionbudget.policy "web" is forbidden: pdb disruptions allowed is negative',
+        {"name": "web", "group": "policy", "kind": "poddisruptionbudget"},
+    )
+    api.set_pdb_status(NS, "web", disruptions_allowed=1)
+    assert (
+        request(api, "POST", EVICTION_PATH.format("w3"), eviction("w3", UID), "application/json")[0]
+        == 201
+    )
+
+
+def test_fault_knobs_apply_to_dry_runs(api: FakeKubeAPI, core: kubernetes.client.CoreV1Api) -> None:
+    running(api, "w2")
+    api.fail_next(503)
+    assert evict(core, "w2", dry("w2", UID))[0] == 503
+    assert api.dry_run_evictions == [(NS, "w2", UID)] == api.evictions
+
+
 # --- leases -----------------------------------------------------------------------------------
 
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
@@ -1003,3 +1306,457 @@ def test_add_pod_makes_owned_running_pods(api: FakeKubeAPI) -> None:
         api.add_pod(NS, "bad", "uid-b", owner=("CronJob", "x"))
     with pytest.raises(ValueError, match="phase"):
         api.add_pod(NS, "bad", "uid-b", phase="Sleeping")
+
+
+# --- PodDisruptionBudgets and label selectors -------------------------------------------------
+
+
+def test_label_selectors_match_as_kubernetes_does() -> None:
+    web = {"app": "web", "tier": "front"}
+
+    def expr(key: str, operator: str, *values: str) -> JSON:
+        found: JSON = {"key": key, "operator": operator}
+        if values:
+            found["values"] = list(values)
+        return found
+
+    assert not label_selector_matches(None, web)  # no selector: nothing
+    assert label_selector_matches({}, web) and label_selector_matches({}, None)  # {}: all
+    assert label_selector_matches({"matchLabels": {"app": "web"}}, web)
+    assert not label_selector_matches({"matchLabels": {"app": "web", "x": "1"}}, web)
+    assert not label_selector_matches({"matchLabels": {"app": "web"}}, {})
+    cases = [
+        (expr("tier", "In", "front", "api"), True),
+        (expr("tier", "In", "back"), False),
+        (expr("zone", "In", "a"), False),  # In needs the label
+        (expr("tier", "NotIn", "back"), True),
+        (expr("tier", "NotIn", "front"), False),
+        (expr("zone", "NotIn", "a"), True),  # NotIn: an absent label passes
+        (expr("app", "Exists"), True),
+        (expr("zone", "Exists"), False),
+        (expr("zone", "DoesNotExist"), True),
+        (expr("app", "DoesNotExist"), False),
+    ]
+    for requirement, matches in cases:
+        assert label_selector_matches({"matchExpressions": [requirement]}, web) is matches, (
+            requirement
+        )
+    both = {"matchLabels": {"app": "web"}, "matchExpressions": [expr("tier", "In", "back")]}
+    assert not label_selector_matches(both, web)  # every requirement must hold
+    for bad in (expr("app", "Equals", "web"), expr("app", "In"), expr("app", "Exists", "web")):
+        with pytest.raises(ValueError):  # refused even after a failing requirement
+            label_selector_matches({"matchLabels": {"x": "1"}, "matchExpressions": [bad]}, web)
+
+
+@pytest.fixture
+def policy(api: FakeKubeAPI) -> Iterator[kubernetes.client.PolicyV1Api]:
+    client = client_for(api)
+    yield kubernetes.client.PolicyV1Api(client)
+    closer: Callable[[], None] = client.close
+    closer()
+
+
+def test_a_pdb_list_is_shaped_like_the_fixture(
+    api: FakeKubeAPI, policy: kubernetes.client.PolicyV1Api
+) -> None:
+    captured = fixture("list-pdbs")
+    assert captured["request"] == "GET /apis/policy/v1/poddisruptionbudgets?limit=500"
+    want = captured["response"]
+    (real,) = want["items"]
+    api.add_pdb("decice", "guarded", match_labels={"app": "guarded"})
+    code, got = call(policy.list_pod_disruption_budget_for_all_namespaces, limit=500)
+    assert code == captured["status"] == 200
+    assert list(got) == list(want)
+    assert (got["kind"], got["apiVersion"]) == ("PodDisruptionBudgetList", "policy/v1")
+    assert got["metadata"] == {"resourceVersion": api.resource_version}
+    (item,) = got["items"]
+    assert list(item) == list(real)  # no kind / apiVersion in a list's items
+    assert list(item["metadata"]) == [k for k in real["metadata"] if k != "managedFields"]
+    assert (item["spec"], item["status"]) == (real["spec"], real["status"])
+    assert item["metadata"]["resourceVersion"] == api.resource_version
+    assert item["metadata"]["generation"] == real["metadata"]["generation"] == 1
+    assert api.pdb("decice", "guarded") == item
+
+    api.add_pdb("a", "first", select_all=True)
+    api.add_pdb("decice", "another", match_expressions=[{"key": "app", "operator": "Exists"}])
+    names: list[str] = []
+    token = None
+    for _ in range(4):
+        _, page = call(
+            policy.list_pod_disruption_budget_for_all_namespaces, limit=2, _continue=token
+        )
+        names += [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in page["items"]]
+        token = page["metadata"].get("continue")
+        if token is None:
+            break
+        assert page["metadata"]["remainingItemCount"] == 1
+    assert names == ["a/first", "decice/another", "decice/guarded"]  # etcd key order
+    _, mine = call(policy.list_namespaced_pod_disruption_budget, "decice")
+    assert [p["metadata"]["name"] for p in mine["items"]] == ["another", "guarded"]
+
+
+def test_pdb_helpers(api: FakeKubeAPI) -> None:
+    added = api.add_pdb(
+        NS, "web", match_labels={"app": "web"}, processed=False, disruptions_allowed=2
+    )
+    assert added["status"] == {
+        "disruptionsAllowed": 2,
+        "currentHealthy": 3,
+        "desiredHealthy": 1,
+        "expectedPods": 3,
+    }
+    added["status"]["disruptionsAllowed"] = 99  # a copy
+    changed = api.set_pdb_status(
+        NS, "web", processed=True, disruptions_allowed=0, current_healthy=1
+    )
+    assert changed["status"] == {
+        "observedGeneration": 1,
+        "disruptionsAllowed": 0,
+        "currentHealthy": 1,
+        "desiredHealthy": 1,
+        "expectedPods": 1,
+    }
+    assert changed["metadata"]["resourceVersion"] == api.resource_version
+    assert api.pdb(NS, "web") == changed
+    api.remove_pdb(NS, "web")
+    assert api.pdb(NS, "web") is None
+    with pytest.raises(KeyError):
+        api.remove_pdb(NS, "web")
+    with pytest.raises(KeyError):
+        api.set_pdb_status(NS, "web", disruptions_allowed=1)
+    with pytest.raises(ValueError):
+        api.add_pdb(NS, "bad", match_expressions=[{"key": "app", "operator": "In"}])
+    with pytest.raises(ValueError):
+        api.add_pdb(NS, "bad", select_all=True, match_labels={"app": "web"})
+
+
+def test_fault_knobs_apply_to_pdb_lists(
+    api: FakeKubeAPI, policy: kubernetes.client.PolicyV1Api
+) -> None:
+    api.fail_next(403, times=2)
+    code, answer = call(policy.list_pod_disruption_budget_for_all_namespaces)
+    assert (code, answer["message"], answer["details"]) == (
+        403,
+        f'poddisruptionbudgets.policy is forbidden: User "{DEFAULT_USER}" cannot list resource '
+        '"poddisruptionbudgets" in API group "policy" at the cluster scope',
+        {"group": "policy", "kind": "poddisruptionbudgets"},
+    )
+    code, answer = call(policy.list_namespaced_pod_disruption_budget, NS)
+    assert (code, answer["message"]) == (
+        403,
+        f'poddisruptionbudgets.policy is forbidden: User "{DEFAULT_USER}" cannot list resource '
+        f'"poddisruptionbudgets" in API group "policy" in the namespace "{NS}"',
+    )
+    api.fail_next(503)
+    assert call(policy.list_pod_disruption_budget_for_all_namespaces)[0] == 503
+    assert call(policy.list_pod_disruption_budget_for_all_namespaces)[0] == 200
+
+
+# --- node patches (taints) --------------------------------------------------------------------
+
+NODE_PATH = "/api/v1/nodes/{}"
+
+
+def node_patch(api: FakeKubeAPI, name: str, body: Any, content_type: str) -> tuple[int, JSON]:
+    return request(api, "PATCH", NODE_PATH.format(name), body, content_type)
+
+
+def with_version(body: Any, version: str) -> Any:
+    """A captured patch body with `version` where it names the node's resourceVersion."""
+    body = copy.deepcopy(body)
+    if isinstance(body, list):  # a JSON patch: its test of /metadata/resourceVersion
+        for operation in body:
+            if operation.get("path") == "/metadata/resourceVersion":
+                operation["value"] = version
+    else:
+        body["metadata"]["resourceVersion"] = version
+    return body
+
+
+def test_a_json_patch_taints_a_node_like_the_fixture(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    captured = fixture("patch-node-taint-ok")
+    assert captured["request"] == f"PATCH {NODE_PATH.format('node-1')}"
+    assert captured["request_content_type"] == "application/json-patch+json"
+    want = captured["response"]
+    api.add_node("node-1", "127.0.0.1")
+    since = api.resource_version
+    body = with_version(captured["request_body"], since)
+    code, node = call(core.patch_node, "node-1", body, _content_type="application/json-patch+json")
+    assert code == captured["status"] == 200
+    assert api.requests[-1].headers["content-type"] == "application/json-patch+json"
+    assert list(node) == list(want)
+    assert (node["kind"], node["apiVersion"]) == ("Node", "v1")
+    assert list(node["metadata"]) == [k for k in want["metadata"] if k != "managedFields"]
+    assert node["spec"] == want["spec"]  # no timeAdded for NoSchedule
+    assert node["metadata"]["resourceVersion"] == api.resource_version == str(int(since) + 1)
+    assert api.node("node-1") == without_kind(node)
+    with watch(api, "nodes", resourceVersion=since, timeoutSeconds="30") as response:
+        assert next_event(response) == {"type": "MODIFIED", "object": node}
+
+
+def without_kind(obj: JSON) -> JSON:
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
+def test_a_failed_json_patch_test_is_422_and_a_stale_strategic_patch_409(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    api.add_node("node-1", "127.0.0.1")
+    stale = api.resource_version
+    api.taint_node("node-1", "someone.else/maintenance", "", "NoSchedule")  # another writer
+    before, version = api.node("node-1"), api.resource_version
+
+    json_patch = fixture("patch-node-taint-stale")
+    assert json_patch["request_content_type"] == "application/json-patch+json"
+    body = with_version(json_patch["request_body"], stale)
+    got = node_patch(api, "node-1", body, json_patch["request_content_type"])
+    assert got == (json_patch["status"], json_patch["response"]) == (422, json_patch["response"])
+
+    merge = fixture("patch-node-conflict")
+    assert merge["request_content_type"] == "application/strategic-merge-patch+json"
+    body = with_version(merge["request_body"], stale)
+    for content_type in (merge["request_content_type"], "application/merge-patch+json"):
+        got = node_patch(api, "node-1", body, content_type)
+        assert got == (merge["status"], merge["response"]) == (409, merge["response"])
+    # a JSON patch that replaces the version with a stale one is the same optimistic 409
+    replace = [{"op": "replace", "path": "/metadata/resourceVersion", "value": stale}]
+    assert node_patch(api, "node-1", replace, "application/json-patch+json") == got
+    # any operation that does not apply is the same 422 as a failed test
+    for operations in (
+        [{"op": "remove", "path": "/spec/taints/5"}],
+        [{"op": "replace", "path": "/spec/unschedulable", "value": True}],
+        [{"op": "add", "path": "/spec/nothing/here", "value": 1}],
+        [{"op": "frobnicate", "path": "/spec"}],
+    ):
+        assert node_patch(api, "node-1", operations, "application/json-patch+json") == (
+            422,
+            json_patch["response"],
+        )
+    assert api.node("node-1") == before and api.resource_version == version
+
+
+def test_a_strategic_patch_replaces_the_taints_like_the_fixture(
+    api: FakeKubeAPI, core: kubernetes.client.CoreV1Api
+) -> None:
+    captured = fixture("patch-node-untaint-strategic")
+    want = captured["response"]
+    api.add_node("node-1", "127.0.0.1")
+    api.taint_node("node-1", "decice.io/overloaded", "cpu", "NoSchedule")
+    api.taint_node("node-1", "someone.else/maintenance", "", "NoExecute")
+    mine = {"key": "decice.io/overloaded", "value": "cpu", "effect": "NoSchedule"}
+    node = api.node("node-1")
+    assert node is not None
+    theirs = node["spec"]["taints"][1]
+    assert list(theirs) == ["key", "effect", "timeAdded"] and recent(theirs["timeAdded"])
+    since = api.resource_version
+    # keep the other writer's taint: the list is replaced as sent (no merge key)
+    body = {"metadata": {"resourceVersion": since}, "spec": {"taints": [theirs]}}
+    code, node = call(
+        core.patch_node, "node-1", body, _content_type=captured["request_content_type"]
+    )
+    assert code == 200
+    assert node["spec"] == {"taints": [theirs]}
+    assert mine not in node["spec"]["taints"]
+    body = with_version(captured["request_body"], node["metadata"]["resourceVersion"])
+    code, node = node_patch(api, "node-1", body, captured["request_content_type"])
+    assert code == captured["status"] == 200
+    assert list(node) == list(want)
+    assert list(node["metadata"]) == [k for k in want["metadata"] if k != "managedFields"]
+    assert node["spec"] == want["spec"] == {}
+    assert node["metadata"]["resourceVersion"] == api.resource_version == str(int(since) + 2)
+    with watch(api, "nodes", resourceVersion=since, timeoutSeconds="30") as response:
+        events = [next_event(response) for _ in range(2)]
+    assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED"]
+    assert events[1]["object"] == node
+
+
+def test_node_patches_check_what_the_server_checks(api: FakeKubeAPI) -> None:
+    api.add_node("node-1", "127.0.0.1")
+    strategic = "application/strategic-merge-patch+json"
+    assert node_patch(api, "node-404", {"spec": {}}, strategic) == (
+        404,
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": 'nodes "node-404" not found',
+            "reason": "NotFound",
+            "details": {"name": "node-404", "kind": "nodes"},
+            "code": 404,
+        },
+    )
+    version = api.resource_version
+    # no version in the patch: unconditional; labels merge; a status change is dropped
+    code, node = node_patch(
+        api,
+        "node-1",
+        {"metadata": {"labels": {"zone": "a"}}, "status": {"capacity": {"cpu": "64"}}},
+        "application/merge-patch+json",
+    )
+    assert code == 200 and node["metadata"]["labels"]["zone"] == "a"
+    assert node["status"]["capacity"]["cpu"] == "4"
+    assert node["metadata"]["resourceVersion"] == str(int(version) + 1)
+    code, again = node_patch(api, "node-1", {"metadata": {"labels": {"zone": "a"}}}, strategic)
+    assert again["metadata"]["resourceVersion"] == node["metadata"]["resourceVersion"]  # no-op
+    code, answer = node_patch(api, "node-1", {"spec": {"taints": [{"key": "k"}]}}, strategic)
+    assert (code, answer["message"], answer["details"]["causes"]) == (
+        422,
+        'Node "node-1" is invalid: spec.taints[0].effect: Required value',
+        [
+            {
+                "reason": "FieldValueRequired",
+                "message": "Required value",
+                "field": "spec.taints[0].effect",
+            }
+        ],
+    )
+    code, answer = node_patch(
+        api, "node-1", {"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}, strategic
+    )
+    assert (code, answer["reason"]) == (422, "Invalid")
+    assert answer["details"]["causes"][0]["message"] == (
+        'Unsupported value: "Sometimes": supported values: "NoSchedule", "PreferNoSchedule", '
+        '"NoExecute"'
+    )
+    code, answer = node_patch(api, "node-1", {"spec": {"podCIDR": "10.0.0.0/24"}}, strategic)
+    assert (code, answer["message"]) == (
+        500,
+        "fake kube-apiserver: patch of ['spec.podCIDR'] not supported",
+    )
+    code, answer = node_patch(api, "node-1", {"op": "add"}, "application/json-patch+json")
+    assert (code, answer["reason"]) == (400, "BadRequest")
+    code, answer = node_patch(api, "node-1", {"spec": {}}, "application/json")
+    assert (code, answer["reason"]) == (415, "UnsupportedMediaType")
+    code, answer = request(api, "POST", NODE_PATH.format("node-1"), {}, "application/json")
+    assert (code, answer["reason"]) == (405, "MethodNotAllowed")
+    code, got = request(api, "GET", NODE_PATH.format("node-1"), None, "application/json")
+    assert code == 200 and without_kind(got) == api.node("node-1")
+    assert request(api, "GET", NODE_PATH.format("node-404"), None, "application/json")[0] == 404
+
+
+def test_taint_node_is_another_writer(api: FakeKubeAPI) -> None:
+    api.add_node("node-1", "127.0.0.1")
+    since = api.resource_version
+    tainted = api.taint_node("node-1", "example.com/drain", "yes", "NoSchedule")
+    assert tainted["spec"] == {
+        "taints": [{"key": "example.com/drain", "value": "yes", "effect": "NoSchedule"}]
+    }
+    again = api.taint_node("node-1", "example.com/drain", "no", "NoSchedule")  # replaced
+    assert again["spec"]["taints"] == [
+        {"key": "example.com/drain", "value": "no", "effect": "NoSchedule"}
+    ]
+    assert api.node("node-1") == again and api.node("nope") is None
+    with watch(api, "nodes", resourceVersion=since, timeoutSeconds="30") as response:
+        assert [next_event(response)["type"] for _ in range(2)] == ["MODIFIED", "MODIFIED"]
+    with pytest.raises(KeyError):
+        api.taint_node("nope", "k")
+    with pytest.raises(ValueError):
+        api.taint_node("node-1", "k", effect="Sometimes")
+
+
+def test_fault_knobs_apply_to_node_patches(api: FakeKubeAPI) -> None:
+    api.add_node("node-1", "127.0.0.1")
+    body = [{"op": "add", "path": "/spec/unschedulable", "value": True}]
+    api.fail_next(403)
+    code, answer = node_patch(api, "node-1", body, "application/json-patch+json")
+    assert (code, answer["message"], answer["details"]) == (
+        403,
+        f'nodes "node-1" is forbidden: User "{DEFAULT_USER}" cannot patch resource "nodes" in '
+        'API group "" at the cluster scope',
+        {"name": "node-1", "kind": "nodes"},
+    )
+    version = api.resource_version
+    api.delay_next(60, after=True)  # applied, but the answer is held back
+    answers: list[tuple[int, JSON]] = []
+    worker = threading.Thread(
+        target=lambda: answers.append(
+            node_patch(api, "node-1", body, "application/json-patch+json")
+        )
+    )
+    worker.start()
+    try:
+        wait_until(lambda: api.resource_version != version, 30, "the patch took effect")
+        assert answers == []
+    finally:
+        api.release_delays()
+        worker.join(30)
+    ((code, node),) = answers
+    assert code == 200 and node["spec"] == {"unschedulable": True}
+
+
+# --- Events about Nodes -----------------------------------------------------------------------
+
+EVENTS_PATH = "/apis/events.k8s.io/v1/namespaces/{}/events"
+
+
+def test_an_event_about_a_node_is_stored_like_the_fixture(api: FakeKubeAPI) -> None:
+    captured = fixture("event-node-create")
+    assert captured["request"] == f"POST {EVENTS_PATH.format('default')}"
+    want = captured["response"]
+    code, event = request(
+        api, "POST", EVENTS_PATH.format("default"), captured["request_body"], "application/json"
+    )
+    assert code == captured["status"] == 201
+    assert list(event) == list(want)
+    assert list(event["metadata"]) == list(want["metadata"])
+    assert list(event["regarding"]) == list(want["regarding"])
+    assert event["regarding"] == want["regarding"]
+    name = event["metadata"]["name"]
+    assert name.startswith("node-1-") and len(name) == len(want["metadata"]["name"])
+    assert set(name[len("node-1-") :]) <= set("bcdfghjklmnpqrstvwxz2456789")
+    assert recent(event["metadata"]["creationTimestamp"])
+    assert event["metadata"]["resourceVersion"] == api.resource_version
+    (fields,) = event["metadata"]["managedFields"]
+    (real_fields,) = want["metadata"]["managedFields"]
+    assert without(fields, "time") == without(real_fields, "time")
+    assert fields["fieldsV1"] == real_fields["fieldsV1"]
+    for key in ("deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"):
+        assert event[key] == want[key]
+    assert {k: event[k] for k in ("note", "type", "action", "reason")} == {
+        k: want[k] for k in ("note", "type", "action", "reason")
+    }
+    assert api.events == [event]
+
+
+def test_a_node_event_outside_default_is_refused(api: FakeKubeAPI) -> None:
+    body = fixture("event-node-create")["request_body"]
+    code, answer = request(api, "POST", EVENTS_PATH.format(NS), body, "application/json")
+    assert (code, answer["reason"], answer["details"]["causes"]) == (
+        422,
+        "Invalid",
+        [
+            {
+                "reason": "FieldValueInvalid",
+                "message": 'Invalid value: "": does not match event.namespace',
+                "field": "involvedObject.namespace",
+            }
+        ],
+    )
+    assert answer["message"].endswith(
+        'is invalid: involvedObject.namespace: Invalid value: "": does not match event.namespace'
+    )
+    kube_system = request(api, "POST", EVENTS_PATH.format("kube-system"), body, "application/json")
+    assert kube_system[0] == 201  # upstream allows kube-system too
+    # with eventTime, the reporting fields are required
+    bare = {k: v for k, v in body.items() if k not in ("reportingInstance", "action")}
+    code, answer = request(api, "POST", EVENTS_PATH.format("default"), bare, "application/json")
+    assert (code, [c["field"] for c in answer["details"]["causes"]]) == (
+        422,
+        ["reportingInstance", "action"],
+    )
+
+
+def test_a_generate_name_ending_in_a_dot_is_the_fixture_422(api: FakeKubeAPI) -> None:
+    captured = fixture("event-node-bad-generatename")
+    want = captured["response"]
+    code, answer = request(
+        api, "POST", EVENTS_PATH.format("default"), captured["request_body"], "application/json"
+    )
+    assert code == captured["status"] == 422
+    name = answer["details"]["name"]
+    assert name.startswith("node-1.") and len(name) == len(want["details"]["name"])
+    assert answer == json.loads(json.dumps(want).replace(want["details"]["name"], name))
+    assert api.events == []

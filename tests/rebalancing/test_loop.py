@@ -17,10 +17,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from extender.cluster.client import KubeClient
+from extender.cluster.client.errors import KubeError
 from extender.decisions.engine import Engine
 from extender.decisions.model import PodEvent
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
+from extender.rebalancing.evictor import eviction_outcome, refusal_reason
 from extender.rebalancing.loop import Rebalancer
 from extender.service.compose import build_service
 from extender.service.telemetry import RebalanceTelemetry
@@ -50,12 +52,16 @@ class Counts:
     def __init__(self) -> None:
         self.decisions: dict[tuple[str, str], int] = {}
         self.cycles: dict[str, int] = {}
+        self.refusals: dict[str, int] = {}
 
     def rebalanced(self, mode: str, outcome: str, count: int = 1) -> None:
         self.decisions[(mode, outcome)] = self.decisions.get((mode, outcome), 0) + count
 
     def rebalance_cycle(self, result: str) -> None:
         self.cycles[result] = self.cycles.get(result, 0) + 1
+
+    def refused(self, reason: str) -> None:
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
 
 
 def settings(mode: str = "evict", **rebalance: Any) -> Settings:
@@ -88,8 +94,11 @@ class Hooked:
             yield doc
         self.after_list()
 
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
-        await self.kube.evict(namespace, name, uid)
+    async def list_pdbs(self) -> list[dict[str, Any]]:
+        return await self.kube.list_pdbs()
+
+    async def evict(self, namespace: str, name: str, uid: str, *, dry_run: bool = False) -> None:
+        await self.kube.evict(namespace, name, uid, dry_run=dry_run)
 
     async def create_event(self, event: PodEvent) -> None:
         await self.kube.create_event(event)
@@ -163,7 +172,11 @@ async def test_dry_run_logs_and_posts_what_it_would_move_and_evicts_nothing(
         with caplog.at_level(logging.INFO, logger="decice.rebalancer"):
             result = await stack.rebalancer.check()
         assert result is not None and len(result.moves) == 1
-        assert api.evictions == []
+        # The server was asked (dryRun: ["All"]) and nothing changed.
+        assert api.dry_run_evictions == [("shop", "app", "uid-app")]
+        assert api.eviction_count("shop", "app", dry_run=False) == 0
+        pod = api.pod("shop", "app")
+        assert pod is not None and not pod["metadata"].get("deletionTimestamp")
         line = "rebalance (dry-run): would move shop/app on a (score 1), best b (score 5)"
         assert any(r.getMessage().startswith(line) for r in caplog.records)
         [event] = api.events
@@ -173,20 +186,66 @@ async def test_dry_run_logs_and_posts_what_it_would_move_and_evicts_nothing(
         await stack.kube.close()
 
 
-async def test_a_disruption_budget_refusal_waits_and_is_never_forced(stack: Stack) -> None:
+async def test_a_pod_its_budget_guards_is_held_without_asking_and_never_forced(
+    stack: Stack,
+) -> None:
     api = stack.api
     app_pod(api)
-    api.block_evictions("shop", "app", "pdb-app")
+    api.block_evictions("shop", "app", "pdb-app")  # a budget that allows no disruption
     stack.values(0.1, 0.9)
-    await stack.rebalancer.check()
-    await stack.rebalancer.check()
-    assert api.eviction_count("shop", "app") == 2  # asked again next check, no more
-    pod = api.pod("shop", "app")
-    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
-    assert stack.counts.decisions[("evict", "blocked")] == 2
+    for _ in range(2):
+        result = await stack.rebalancer.check()
+        assert result is not None and not result.moves
+        [held] = [d for d in result.decisions if d.outcome == "held"]
+        assert held.reason.endswith("PodDisruptionBudget pdb-app allows no disruption now")
+    assert api.eviction_count("shop", "app") == 0  # known from the list: never asked
     api.allow_evictions("shop", "app")
     await stack.rebalancer.check()
     assert stack.counts.decisions[("evict", "evicted")] == 1
+
+
+async def test_a_refusal_backs_off_doubling_and_leaves_the_slot_to_the_next_pod(
+    api: FakeKubeAPI,
+) -> None:
+    # The budgets cannot be listed (no RBAC for them), so the API's 429 is the first word.
+    clock = [NOW]
+    stack = Stack(api, settings(maxEvictionsPerNode=1, maxEvictionsPerCycle=5))
+    stack.rebalancer = Rebalancer(
+        stack.engine, stack.hooked, stack.lease, stack.counts, lambda: {}, clock=lambda: clock[0]
+    )
+    try:
+        app_pod(api, "app-1", labels={"app": "guarded"})
+        app_pod(api, "app-2")
+        api.add_pdb("shop", "guarded", match_labels={"app": "guarded"}, disruptions_allowed=0)
+        stack.values(0.1, 0.9)
+        # Every check, the budget list right after the pod list is forbidden (never retried).
+        stack.hooked.after_list = lambda: api.fail_next(403)
+        result = await stack.rebalancer.check()
+        assert result is not None
+        # app-1 is first in line and refused; the node's one slot goes to app-2.
+        assert [d.pod.facts.name for d in result.moves] == ["app-2"]
+        [refused] = [d for d in result.decisions if d.outcome == "refused"]
+        assert refused.pod.facts.name == "app-1"
+        assert stack.counts.refusals == {"budget": 1}
+        assert api.eviction_count("shop", "app-1") == 1
+        interval = stack.engine.settings.rebalance.interval
+        # Next check: app-1 waits out its back-off without asking, then doubles.
+        for wait, asked in ((interval - 1, 1), (interval, 2), (3 * interval - 1, 2)):
+            fresh(stack, clock, NOW + wait)
+            await stack.rebalancer.check()
+            assert api.eviction_count("shop", "app-1") == asked, wait
+        fresh(stack, clock, NOW + 3 * interval)
+        await stack.rebalancer.check()
+        assert api.eviction_count("shop", "app-1") == 3
+        assert stack.counts.refusals == {"budget": 3}
+    finally:
+        await stack.kube.close()
+
+
+def fresh(stack: Stack, clock: list[float], now: float) -> None:
+    """Time passes, and a refresh keeps the same values current."""
+    clock[0] = now
+    stack.engine.install(make_snapshot(krake_values(0.1, 0.9), fetched_at=now), None, now)
 
 
 async def test_protected_pods_in_the_cluster_are_never_evicted(stack: Stack) -> None:
@@ -229,11 +288,12 @@ async def test_a_failed_pod_list_backs_off_and_a_failed_eviction_stops_the_check
 
     settings_wide = settings(maxEvictionsPerCycle=3, maxEvictionsPerNode=3)
     stack.engine.install(stack.engine.snapshot, None, NOW, settings_wide)
-    # The first eviction: forbidden, never retried.
-    stack.hooked.after_list = lambda: api.fail_next(403, times=1)
+    # The budget list, then the first eviction: forbidden, never retried.
+    stack.hooked.after_list = lambda: api.fail_next(403, times=2)
     result = await stack.rebalancer.check()
     assert result is not None and stack.rebalancer.delay() == interval
-    assert len(result.moves) == 3 and len(api.evictions) == 1  # stopped after the failure
+    assert not result.moves and len(api.evictions) == 1  # stopped after the failure
+    assert [d.reason for d in result.decisions if d.outcome == "held"] == ["check stopped"] * 3
     assert stack.counts.decisions[("evict", "failed")] == 1
 
 
@@ -272,6 +332,12 @@ def test_the_leader_gauge_follows_the_lease() -> None:
     assert registry.get_sample_value("decice_rebalance_leader") == 1
     labels = {"mode": "evict", "outcome": "evicted"}
     assert registry.get_sample_value("decice_rebalance_decisions_total", labels) == 1
+    counters.refused("budget")
+    counters.refused("budget")
+    counters.refused("throttled")
+    refusals = "decice_rebalance_refusals_total"
+    assert registry.get_sample_value(refusals, {"reason": "budget"}) == 2
+    assert registry.get_sample_value(refusals, {"reason": "throttled"}) == 1
 
 
 async def test_losing_the_lease_stops_evictions_at_once(api: FakeKubeAPI) -> None:
@@ -282,7 +348,7 @@ async def test_losing_the_lease_stops_evictions_at_once(api: FakeKubeAPI) -> Non
             app_pod(api, f"app-{i}")
         stack.values(0.1, 0.9)
         result = await stack.rebalancer.check()
-        assert result is not None and len(result.moves) == 3
+        assert result is not None and len(result.moves) == 1
         assert len(api.evictions) == 1  # the lease went after the first
         lease.leading = False
         assert await stack.rebalancer.check() is None
@@ -319,3 +385,71 @@ async def test_rebalance_mode_serves_health_and_no_verbs(api: FakeKubeAPI) -> No
     await kube.close()
     with pytest.raises(ValueError, match="needs a Kubernetes client"):
         build_service(settings(), leader=Elector())
+
+
+@pytest.mark.parametrize("mode", ["dry-run", "evict"])
+async def test_one_guarded_pod_never_stalls_its_node(api: FakeKubeAPI, mode: str) -> None:
+    # The issue's story: a hot node with a ReplicaSet pod whose budget allows no disruption,
+    # a bare pod and a movable pod; one eviction per node per check.
+    stack = Stack(api, settings(mode, maxEvictionsPerNode=1))
+    try:
+        app_pod(api, "guarded-hot", labels={"app": "guarded"})
+        api.add_pod("shop", "bare", "uid-bare", node_name="a", phase="Running", created=OLD)
+        app_pod(api, "movable")
+        api.add_pdb("shop", "guarded", match_labels={"app": "guarded"}, disruptions_allowed=0)
+        stack.values(0.1, 0.9)
+        for _ in range(3):
+            result = await stack.rebalancer.check()
+            assert result is not None
+            assert [d.pod.facts.name for d in result.moves] == ["movable"]
+            if mode == "evict":
+                break  # evicted: the pod is terminating from now on
+        assert api.eviction_count("shop", "guarded-hot") == 0  # never asked: known held
+        assert api.eviction_count("shop", "bare") == 0  # a rule protects it
+        if mode == "dry-run":
+            assert api.eviction_count("shop", "movable", dry_run=False) == 0
+            assert {e["metadata"]["name"].rsplit("-", 1)[0] for e in api.events} == {"movable"}
+        else:
+            assert api.evictions == [("shop", "movable", "uid-movable")]
+    finally:
+        await stack.kube.close()
+
+
+async def test_an_eviction_uses_its_budget_within_the_check(stack: Stack) -> None:
+    api = stack.api
+    settings_wide = settings(maxEvictionsPerCycle=5, maxEvictionsPerNode=5)
+    stack.engine.install(stack.engine.snapshot, None, NOW, settings_wide)
+    for i in range(3):
+        app_pod(api, f"web-{i}", labels={"app": "web"})
+    api.add_pdb("shop", "web", match_labels={"app": "web"}, disruptions_allowed=1)
+    stack.values(0.1, 0.9)
+    result = await stack.rebalancer.check()
+    assert result is not None and [d.pod.facts.name for d in result.moves] == ["web-0"]
+    held = [d.reason for d in result.decisions if d.outcome == "held"]
+    assert held == [held[0]] * 2 and held[0].endswith(
+        "PodDisruptionBudget web allows no disruption now"
+    )
+    assert len(api.evictions) == 1  # the two others were never asked about
+
+
+@pytest.mark.parametrize(
+    ("status", "details", "message", "reason"),
+    [
+        (429, {"causes": [{"reason": "DisruptionBudget"}]}, "needs 1 healthy pods", "budget"),
+        (429, {"causes": [{"reason": "DisruptionBudget"}]}, "is still being processed",
+         "budget-not-processed"),
+        (429, {}, "Too many requests", "throttled"),
+        (500, {}, "This pod has more than one PodDisruptionBudget, which the eviction "
+         "subresource does not support.", "multiple-budgets"),
+        (500, {}, "etcd is down", None),
+        (404, {}, "not found", None),
+    ],
+)  # fmt: skip
+def test_refusals_are_told_apart_from_failures(
+    status: int, details: dict[str, Any], message: str, reason: str | None
+) -> None:
+    error = KubeError(message, status=status, details=details)
+    assert refusal_reason(error) == reason
+    assert eviction_outcome(error) == (
+        "blocked" if reason else "gone" if status == 404 else "failed"
+    )

@@ -12,7 +12,8 @@ from extender.decisions.model import Snapshot
 from extender.decisions.pods import PodFacts
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
-from extender.rebalancing.plan import Plan, RunningPod, plan, protection, read_running_pod
+from extender.rebalancing.plan import Plan, decide, plan
+from extender.rebalancing.pods import RunningPod, protection, read_running_pod
 from tests.harness.fixtures import NOW, make_snapshot
 
 OLD = NOW - 3600  # created an hour ago: past minAge
@@ -37,7 +38,7 @@ def running(
     created: float = OLD,
     cpu: float | None = 0.5,
     policy: str | None = None,
-    **flags: bool,
+    **flags: Any,
 ) -> RunningPod:
     facts = PodFacts(
         uid=f"uid-{name}",
@@ -256,3 +257,42 @@ def test_read_running_pod_from_the_api() -> None:
         {"metadata": {"name": "s", "annotations": {"kubernetes.io/config.mirror": "x"}}}
     )
     assert mirror.mirror and mirror.owner_kind is None and mirror.created is None
+
+
+# -- pods the API would refuse, and refusals ---------------------------------------------------
+
+
+def test_a_pod_its_budget_guards_is_held_and_the_movable_pod_beside_it_moves() -> None:
+    # The story: node-2 hot; on it a ReplicaSet pod, a bare pod, and a ReplicaSet
+    # pod whose PodDisruptionBudget allows no disruption (known from the budget list).
+    s = settings(rebalance={"maxEvictionsPerNode": 1})
+    guarded = running("guarded-hot", "node-2")
+    movable = running("movable", "node-2")
+    bare = running("bare", "node-2", owner=None)
+    values = {"cpu": {"node-1": 0.2, "node-2": 0.95}}
+    hold = {guarded.facts.uid: "PodDisruptionBudget guarded allows no disruption now"}
+    snapshot = make_snapshot(values)
+    result = plan(s, [guarded, movable, bare], build_tables(s, snapshot, {}, NOW), snapshot,
+                  {}, {}, NOW, hold)  # fmt: skip
+    assert [d.pod.facts.name for d in result.moves] == ["movable"]
+    [held] = [d for d in result.decisions if d.outcome == "held"]
+    assert held.pod is guarded and held.reason.endswith("allows no disruption now")
+    assert result.streaks == {guarded.facts.uid: 1}  # still due: its streak is kept
+    assert result.skipped == {"bare pod (no controller recreates it)": 1}
+
+
+def test_a_refused_move_leaves_its_nodes_slot_to_the_next_pod() -> None:
+    s = settings(rebalance={"maxEvictionsPerNode": 1, "maxEvictionsPerCycle": 5})
+    first, second = running("first", "hot"), running("second", "hot")
+    snapshot = make_snapshot({"cpu": {"cool": 0.1, "hot": 0.95}})
+    tables = build_tables(s, snapshot, {}, NOW)
+
+    result, moves = decide(s, [first, second], tables, snapshot, {}, {}, NOW)
+    assert [d.pod.facts.name for d in result.due] == ["first", "second"]
+    # The API refuses the first: nothing was made, the node's one slot is free.
+    assert moves.admit(result.due[0]).outcome == "move"
+    assert moves.admit(result.due[1]).outcome == "move"
+    # Made, it uses the slot: the next pod on that node is held.
+    moves.made(result.due[1])
+    held = moves.admit(result.due[0])
+    assert held.outcome == "held" and "maxEvictionsPerNode reached on hot" in held.reason

@@ -97,7 +97,9 @@ def test_dry_run_then_evict_with_one_leader(tmp_path: Path) -> None:
             )
             lease = api.lease("decice-system", "decice-rebalancer")
             assert lease is not None and lease["spec"]["holderIdentity"] == "rebalancer-0"
-            assert api.evictions == []
+            # Asked with dryRun: ["All"]: the API judged it, nothing changed.
+            assert ("shop", "app", "uid-app") in api.dry_run_evictions
+            assert api.eviction_count("shop", "app", dry_run=False) == 0
             text = log.read_text()
             assert (
                 "rebalance (dry-run): would move shop/app on a (score 1), best b (score 5)" in text
@@ -110,7 +112,9 @@ def test_dry_run_then_evict_with_one_leader(tmp_path: Path) -> None:
             rebalancer(tmp_path, api, "evict", "rebalancer-1") as (_, _, log1),
             rebalancer(tmp_path, api, "evict", "rebalancer-2") as (_, _, log2),
         ):
-            until("one eviction", lambda: len(api.evictions) == 1, log1)
+            until(
+                "one eviction", lambda: api.eviction_count("shop", "app", dry_run=False) == 1, log1
+            )
             lease = api.lease("decice-system", "decice-rebalancer")
             assert lease is not None
             holder = lease["spec"]["holderIdentity"]
@@ -123,4 +127,5 @@ def test_dry_run_then_evict_with_one_leader(tmp_path: Path) -> None:
             )
             assert "rebalance: evicted shop/app on a (score 1)" in leader_log.read_text()
             assert "evicted" not in standby_log.read_text().replace("Evicted", "")
-        assert api.evictions == [("shop", "app", "uid-app")]
+        assert api.eviction_count("shop", "app", dry_run=False) == 1
+        assert set(api.evictions) == {("shop", "app", "uid-app")}  # UID-guarded, dry or not

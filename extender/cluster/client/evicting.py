@@ -17,10 +17,14 @@ from extender.cluster.client.errors import KubeError, KubeEvictionRefused
 class Evicting(KubeTransport):
     """Eviction calls."""
 
-    async def evict(self, namespace: str, name: str, uid: str) -> None:
+    async def evict(self, namespace: str, name: str, uid: str, *, dry_run: bool = False) -> None:
         """Evict pod `namespace/name` through the Eviction API (policy/v1 `Eviction`), with
         `uid` as the delete precondition, so a pod re-created under the name is left alone
         (an empty `uid` sends none).
+
+        `dry_run`: `deleteOptions.dryRun: ["All"]`: the server checks everything a real
+        eviction would (the pod, its PodDisruptionBudgets, the UID) and changes nothing
+        (evict-dryrun-*.json), so a dry run reports what would really happen.
 
         Success means the API accepted it: the pod is terminating (it keeps running until
         its kubelet stops it), or is gone at once if it was Pending. Raises
@@ -37,8 +41,13 @@ class Evicting(KubeTransport):
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        options: dict[str, Any] = {}
+        if dry_run:
+            options["dryRun"] = ["All"]
         if uid:
-            doc["deleteOptions"] = {"preconditions": {"uid": uid}}
+            options["preconditions"] = {"uid": uid}
+        if options:
+            doc["deleteOptions"] = options
         try:
             await self._request(
                 "POST",

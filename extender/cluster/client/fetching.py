@@ -1,4 +1,5 @@
-"""Reading objects: one pod, a page of a list, every pod of a field selector, every node."""
+"""Reading objects: one pod, a page of a list, every pod of a field selector, every node,
+every PodDisruptionBudget."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ MAX_LIST_PAGES = 100
 
 
 class Fetching(KubeTransport):
-    """Reads of pods and nodes."""
+    """Reads of pods, nodes and PodDisruptionBudgets."""
 
     async def get_pod(self, namespace: str, name: str) -> PodFacts:
         """The pod, read as the filter path reads it; `KubeError` 404 when it is gone."""
@@ -73,9 +74,37 @@ class Fetching(KubeTransport):
         announces more, and the API's error for a failed page (a 410 `Expired` when a
         `continue` token went stale: list again). Pages are retried like any read.
         """
-        if max_pages < 1:
-            raise ValueError("list_pods: max_pages must be >= 1")
         path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        async for item in self.list_items(
+            path, "pods", field_selector=field_selector, limit=limit, max_pages=max_pages
+        ):
+            yield item
+
+    async def list_pdbs(
+        self, *, limit: int = _LIST_PAGE, max_pages: int = MAX_LIST_PAGES
+    ) -> list[dict[str, Any]]:
+        """Every PodDisruptionBudget of every namespace (policy/v1, list-pdbs.json), as the
+        API lists them: `status.disruptionsAllowed` says whether an eviction passes now."""
+        path = "/apis/policy/v1/poddisruptionbudgets"
+        return [
+            item
+            async for item in self.list_items(path, "budgets", limit=limit, max_pages=max_pages)
+        ]
+
+    async def list_items(
+        self,
+        path: str,
+        what: str,
+        *,
+        field_selector: str = "",
+        limit: int = _LIST_PAGE,
+        max_pages: int = MAX_LIST_PAGES,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The items of the list at `path`, `limit` a page, following `continue` tokens:
+        one page in memory at a time, at most `max_pages` pages (`KubeError` "TooManyPages"
+        beyond; `what` names the items in its message)."""
+        if max_pages < 1:
+            raise ValueError("list_items: max_pages must be >= 1")
         token: str | None = None
         for _ in range(max_pages):
             doc = await self.list_page(
@@ -84,7 +113,7 @@ class Fetching(KubeTransport):
             items = doc.get("items") or ()
             metadata = doc.get("metadata") or {}
             if not isinstance(items, list | tuple) or not isinstance(metadata, dict):
-                raise KubeError(f"GET {path}: unexpected pod list", reason="BadResponse")
+                raise KubeError(f"GET {path}: unexpected list", reason="BadResponse")
             for item in items:
                 if isinstance(item, dict):
                     yield item
@@ -92,7 +121,7 @@ class Fetching(KubeTransport):
             if token is None:
                 return
         raise KubeError(
-            f"GET {path}: more than {max_pages} pages of {limit} pods; gave up",
+            f"GET {path}: more than {max_pages} pages of {limit} {what}; gave up",
             reason="TooManyPages",
         )
 

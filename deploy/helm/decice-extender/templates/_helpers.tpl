@@ -252,3 +252,20 @@ app.kubernetes.io/part-of: decice
 {{- define "decice-extender.rebalancerLeaseNamespace" -}}
 {{- dig "rebalance" "leaseNamespace" "" (.Values.policy | default dict) | default .Release.Namespace }}
 {{- end }}
+
+{{/*
+topologySpreadConstraints with the chart's own selector filled in: a constraint that leaves
+labelSelector out selects the pods of this release (dict "constraints" LIST "selector"
+MAP), so the values need not spell the release name out.
+*/}}
+{{- define "decice-extender.spreadConstraints" -}}
+{{- $out := list -}}
+{{- range .constraints -}}
+{{- $c := deepCopy . -}}
+{{- if not (hasKey $c "labelSelector") -}}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" $.selector) -}}
+{{- end -}}
+{{- $out = append $out $c -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end }}

@@ -1,0 +1,90 @@
+"""The running pods the rebalancer re-checks, read from the API's v1.Pod, and the rules
+that keep a pod where it is whatever its node looks like (pure).
+
+Only pods whose controller recreates them are ever moved (see `protection`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.decisions.pods import PodFacts, api_time, read_pod
+from extender.policy.sections import RebalanceSettings
+
+OPT_OUT_ANNOTATION = "decice.io/rebalance"
+"""`decice.io/rebalance: "false"` keeps a pod where it is."""
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Set by the kubelet on the API's copy of a static pod."""
+NEVER_MOVED_KINDS = frozenset({"DaemonSet", "Node", "Job"})
+"""Owners whose pods are never evicted: a DaemonSet's pod would come back on the same
+node, a Node owns mirror pods of static pods, and an evicted Job pod counts against the
+Job's backoffLimit."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningPod:
+    """A running pod as the rebalancer sees it (read from the API's v1.Pod)."""
+
+    facts: PodFacts
+    owner_kind: str | None
+    """The kind of the controller ownerReference; None for a bare pod."""
+    created: float | None
+    """metadata.creationTimestamp, Unix seconds."""
+    opted_out: bool = False
+    mirror: bool = False
+    terminating: bool = False
+    """metadata.deletionTimestamp is set (evicted or deleted; the kubelet is stopping it)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """metadata.labels: what PodDisruptionBudgets select pods by."""
+
+
+def read_running_pod(doc: Any) -> RunningPod:
+    """A v1.Pod (decoded JSON) as a RunningPod; PodError names a bad field."""
+    facts = read_pod(doc)
+    meta = doc["metadata"]  # read_pod checked it is an object
+    owner = None
+    refs = meta.get("ownerReferences")
+    if isinstance(refs, list):
+        for ref in refs:
+            if isinstance(ref, dict) and ref.get("controller") is True:
+                kind = ref.get("kind")
+                owner = kind if isinstance(kind, str) else None
+    annotations = meta.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
+    return RunningPod(
+        facts=facts,
+        owner_kind=owner,
+        created=api_time(meta.get("creationTimestamp")),
+        opted_out=str(annotations.get(OPT_OUT_ANNOTATION, "")).lower() == "false",
+        mirror=MIRROR_ANNOTATION in annotations,
+        terminating=meta.get("deletionTimestamp") is not None,
+        labels=_labels(meta.get("labels")),
+    )
+
+
+def protection(pod: RunningPod, rules: RebalanceSettings, now: float) -> str | None:
+    """Why this pod must never be moved now, or None. Safe by construction: only pods a
+    controller recreates, and never what an operator or a static manifest pins."""
+    if pod.terminating:
+        return "terminating"
+    if pod.mirror or pod.owner_kind == "Node":
+        return "static pod"
+    if pod.owner_kind is None:
+        return "bare pod (no controller recreates it)"
+    if pod.owner_kind in NEVER_MOVED_KINDS:
+        return f"{pod.owner_kind} pod"
+    if pod.opted_out:
+        return f'annotation {OPT_OUT_ANNOTATION}: "false"'
+    if not pod.facts.node_name:
+        return "not on a node"
+    if pod.created is None or now - pod.created < rules.min_age:
+        return f"younger than minAge {rules.min_age:g}s"
+    return None
+
+
+def _labels(raw: object) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): str(v) for k, v in raw.items() if isinstance(v, str)}

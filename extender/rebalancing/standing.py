@@ -1,0 +1,81 @@
+"""One policy's view of the cluster during a rebalance check: the table's verdicts and
+scores, with the herd guard's view of the moves planned so far (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.scoring import NodeEval, evaluate_node, range_score, score_candidates
+from extender.decisions.table import Table
+from extender.policy.policies import Policy
+
+
+class Standing:
+    """One policy's verdicts and scores for this check, with the herd guard's view of the
+    moves planned so far: nodes touched by a move are re-evaluated with the load it frees
+    or adds (scoring.evaluate_node, the function that built the table)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        table: Table,
+        snapshot: Snapshot,
+        extra: Mapping[NodeName, float],
+        now: float,
+    ) -> None:
+        self._policy = policy
+        self._table = table
+        self._snapshot = snapshot
+        self._extra = extra
+        """node -> load the planned moves add (negative: free), shared by the policies."""
+        self._now = now
+        self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
+        self._scores = self._score_all(table.evals)
+        self._touched: dict[NodeName, tuple[str | None, int]] = {}
+        # Best first, ties by name: sorted once per check; a lookup skips the few nodes
+        # excluded or touched by planned moves, so it stops after a handful of entries.
+        self._ranking = sorted((-s, n) for n, s in self._scores.items() if n in table.ok)
+
+    def _score_all(self, evals: Mapping[NodeName, NodeEval]) -> dict[NodeName, int]:
+        if not self._candidates:
+            return dict(self._table.scores)
+        # `candidates` metrics rescale over the nodes asked about: here, every passing node.
+        names = [n for n in evals if n in self._table.ok]
+        scores = score_candidates(self._policy, [evals[n] for n in names])
+        return dict(zip(names, scores, strict=True))
+
+    def touch(self, nodes: Iterable[NodeName]) -> None:
+        """The load on these nodes changed: evaluate them again when asked."""
+        table = self._table
+        herd = {n: table.herd.get(n, 0.0) + self._extra.get(n, 0.0) for n in nodes}
+        for n, load in herd.items():
+            e = evaluate_node(self._policy, self._snapshot, n, table.stale, {n: load}, self._now)
+            if self._candidates:
+                evals = {**table.evals, n: e}
+                score = self._score_all(evals).get(n, 0)
+            else:
+                score = range_score(self._policy, e)
+            self._touched[n] = (e.reason, score)
+
+    def verdict(self, node: NodeName) -> tuple[str | None, int]:
+        """(filter reason or None, score) of a node for this policy."""
+        if node in self._touched:
+            return self._touched[node]
+        e = self._table.eval_of(node)
+        score = self._scores.get(node, self._table.unknown_score)
+        return e.reason, score
+
+    def best(self, exclude: NodeName) -> tuple[NodeName, int] | None:
+        """The passing node with the highest score, ties by name; None when none passes."""
+        found: tuple[int, NodeName] | None = None
+        for n, (reason, score) in self._touched.items():
+            if n != exclude and reason is None and (found is None or (-score, n) < found):
+                found = (-score, n)
+        for neg, n in self._ranking:
+            if n == exclude or n in self._touched:
+                continue
+            if found is None or (neg, n) < found:
+                found = (neg, n)
+            break
+        return None if found is None else (found[1], -found[0])

@@ -1,0 +1,103 @@
+"""extender.decisions.preemption: each candidate node judged as it would be after its victims
+leave (their herd reservations off, the preemptor's request on), through Engine.preempt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from extender.decisions.engine import Engine
+from extender.decisions.preemption import victim_uids
+from extender.decisions.wire import PreemptionArgs, parse_preemption_args
+from tests.harness.fixtures import NOW, make_settings, make_snapshot
+
+# 8-core nodes; "hot" is over the 0.9 threshold on what Prometheus measures.
+CPU = {"n1": 0.3, "n2": 0.3, "n3": 0.5, "hot": 0.95, "busy": 0.8}
+CORES = dict.fromkeys(CPU, 8.0)
+
+
+def engine(**policy: Any) -> Engine:
+    raw: dict[str, Any] = {"metrics": [{"name": "cpu", "filter": {"above": 0.9}}]}
+    raw.update(policy)
+    e = Engine(make_settings(**raw), make_snapshot({"cpu": CPU}), NOW)
+    e.set_node_cores(CORES)
+    return e
+
+
+def preemption(victims: dict[str, list[str]], cpu: str = "2") -> PreemptionArgs:
+    """What the scheduler sends: the preemptor and, per candidate node, its victims."""
+    pod = {
+        "metadata": {"name": "urgent", "namespace": "ns", "uid": "u-urgent"},
+        "spec": {
+            "schedulerName": "decice_sched",
+            "priority": 1000,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+    meta = {
+        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0}
+        for node, uids in victims.items()
+    }
+    return parse_preemption_args(orjson.dumps({"Pod": pod, "NodeNameToMetaVictims": meta}))
+
+
+def test_victims_the_watch_saw_placed_a_moment_ago_no_longer_block_their_node() -> None:
+    # The story of the issue: fillers placed by a burst fill n1 and n2 (7.8 of 8 cores
+    # reserved), so the filter rejects both now; the urgent pod must still preempt.
+    e = engine()
+    assert e.reserve("fill-1", "n1", 7.8, NOW, source="watch")
+    assert e.reserve("fill-2", "n2", 7.8, NOW, source="watch")
+    assert not e.table(NOW).passes("n1") and not e.table(NOW).passes("n2")
+
+    kept = e.preempt(preemption({"n1": ["fill-1"], "n2": ["fill-2"]}), NOW)
+
+    # After its victim leaves, n1 holds 0.3 measured + 2/8 for the preemptor = 0.55.
+    assert kept == {
+        "n1": {"Pods": [{"UID": "fill-1"}], "NumPDBViolations": 0},
+        "n2": {"Pods": [{"UID": "fill-2"}], "NumPDBViolations": 0},
+    }
+    # Judging changes nothing: the reservations stay until the pods are really gone.
+    assert not e.table(NOW).passes("n1")
+    assert set(e.reservations) == {"fill-1", "fill-2"}
+
+
+def test_only_the_named_victims_leave() -> None:
+    e = engine()
+    e.reserve("fill-a", "n1", 3.9, NOW, source="watch")
+    e.reserve("fill-b", "n1", 3.9, NOW, source="bind")
+    # One of two fillers leaves: 0.3 + 3.9/8 + 2/8 = 1.04 > 0.9, the node stays rejected.
+    assert e.preempt(preemption({"n1": ["fill-a"]}), NOW) == {}
+    # Both leave: 0.55.
+    assert set(e.preempt(preemption({"n1": ["fill-a", "fill-b"]}), NOW)) == {"n1"}
+    # A victim whose reservation sits on another node frees nothing here.
+    e.reserve("elsewhere", "n3", 4.0, NOW, source="watch")
+    assert e.preempt(preemption({"n1": ["elsewhere"]}), NOW) == {}
+
+
+def test_victims_without_reservations_and_measured_load() -> None:
+    # Old pods carry no reservation (a fresh snapshot covers them): their node is judged
+    # on what Prometheus measures plus the preemptor.
+    e = engine()
+    kept = e.preempt(preemption({"n3": ["old-1"], "hot": ["old-2"]}), NOW)
+    assert set(kept) == {"n3"}  # 0.5 + 0.25; "hot" stays rejected whatever the victims
+
+
+def test_the_preemptors_own_request_counts() -> None:
+    e = engine()
+    # busy: 0.8 measured; a 2-core preemptor brings it to 1.05, a 0.5-core one to 0.86.
+    assert e.preempt(preemption({"busy": ["old"]}, cpu="2"), NOW) == {}
+    assert set(e.preempt(preemption({"busy": ["old"]}, cpu="500m"), NOW)) == {"busy"}
+
+
+def test_without_a_herd_guard_the_table_decides() -> None:
+    e = engine(herdGuard={"enabled": False})
+    kept = e.preempt(preemption({"busy": ["old"], "hot": ["old"], "zz": ["old"]}), NOW)
+    assert set(kept) == {"busy", "zz"}  # zz: unknown to the snapshot, fail-open passes
+
+
+def test_victim_uids_reads_only_well_formed_entries() -> None:
+    assert victim_uids({"Pods": [{"UID": "a"}, {"UID": 3}, "x", {}], "NumPDBViolations": 0}) == [
+        "a"
+    ]
+    assert victim_uids(None) == [] and victim_uids({"Pods": None}) == []
