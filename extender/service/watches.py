@@ -23,7 +23,12 @@ class Lister(Watcher, Protocol):
     async def list_nodes(self) -> tuple[list[NodeInfo], str]: ...
 
     async def list_page(
-        self, path: str, *, limit: int, continue_token: str | None = None
+        self,
+        path: str,
+        *,
+        limit: int,
+        continue_token: str | None = None,
+        field_selector: str = "",
     ) -> dict[str, Any]: ...
 
 
@@ -46,14 +51,34 @@ def node_informer(
     )
 
 
+ASSIGNED = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+"""The pods that hold a node: what the pod watch's first list reads."""
+LIST_PAGE = 500
+MAX_LIST_PAGES = 200
+"""The first list reads at most this many pages (100,000 pods), then watches from there."""
+
+
 def pod_informer(
     settings: Settings, kube: Lister, handler: PodEventHandler, counter: WatchCounter
 ) -> Informer:
     async def start() -> str:
-        # One pod is enough: the list's resourceVersion starts the watch from now.
-        page = await kube.list_page("/api/v1/pods", limit=1)
-        version = (page.get("metadata") or {}).get("resourceVersion")
-        if not isinstance(version, str) or not version:
+        # List, then watch from the list's resourceVersion (client-go's reflector): every
+        # pod holding a node goes through the handler as ADDED, so a restarted service
+        # counts again in the herd guard the pods placed in its settle window (a restart
+        # mid-burst), and forgets nothing the watch will not tell it. Page by page.
+        version, token = "", None
+        for _ in range(MAX_LIST_PAGES):
+            page = await kube.list_page(
+                "/api/v1/pods", limit=LIST_PAGE, continue_token=token, field_selector=ASSIGNED
+            )
+            metadata = page.get("metadata") or {}
+            version = version or str(metadata.get("resourceVersion") or "")
+            for pod in page.get("items") or ():
+                handler("ADDED", pod)
+            token = metadata.get("continue") or None
+            if token is None:
+                break
+        if not version:
             raise ValueError("pod list has no metadata.resourceVersion")
         return version
 

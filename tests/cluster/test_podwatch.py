@@ -120,6 +120,31 @@ def test_a_pod_the_default_binder_placed_counts_until_deleted(api: FakeKubeAPI) 
         assert stack.scores(["node-a", "node-b"], pod) == before
 
 
+def test_a_restarted_service_counts_the_pods_placed_in_its_settle_window(
+    api: FakeKubeAPI,
+) -> None:
+    # A burst placed these just before the service (re)started: the watch's first list
+    # reads every pod holding a node, and the recent assignments count again.
+    for i, node in enumerate(("node-a", "node-a", "node-b")):
+        api.add_pod(NS, f"w{i}", f"uid-w{i}", cpu_request="1")
+        api.assign(NS, f"w{i}", node)
+    api.add_pod(NS, "old", "uid-old", node_name="node-b", phase="Running", created=1.0e9)
+    api.add_pod(NS, "pending", "uid-pending")
+    with Stack(api, {"node-a": {"cpu": 0.2}, "node-b": {"cpu": 0.3}}) as stack:
+        up(stack, api)
+        engine = stack.service.engine
+        reserved = {uid: (r.node, r.source) for uid, r in engine.reservations.items()}
+        assert reserved == {
+            "uid-w0": ("node-a", "watch"),
+            "uid-w1": ("node-a", "watch"),
+            "uid-w2": ("node-b", "watch"),
+        }  # not the pod placed long ago (its load is in the metrics), nor the pending one
+        [first] = [r for r in api.requests if r.path == "/api/v1/pods" and "watch" not in r.query]
+        assert first.query["fieldSelector"] == [
+            "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+        ]
+
+
 def test_the_node_watch_keeps_the_inventory(api: FakeKubeAPI) -> None:
     with Stack(api, {"node-a": {"cpu": 0.2}}) as stack:
         up(stack, api)
