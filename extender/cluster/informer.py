@@ -1,8 +1,10 @@
 """List-then-watch loops for pods and nodes, as client-go's reflector runs them.
 
-Each loop learns a resourceVersion (nodes: a full list, applied to the cache; pods: a
-`limit=1` list, so a 150,000-pod cluster is never listed in full), then watches from it
-with bookmarks, resuming from the last version seen whenever the server ends the stream.
+Each loop learns a resourceVersion from a list (nodes: every node, applied to the cache;
+pods: the pods holding a node, paged, through the handler), then watches from it with
+bookmarks, resuming from the last version seen whenever the server ends the stream. A
+watch counts as up once the server answered its request (on a quiet cluster a real API
+server sends no event, not even a BOOKMARK, for about a minute).
 A `410 Gone` (an `ERROR` event with code 410, or the status) starts over from a new list;
 any other failure backs off (1 s doubling to `MAX_BACKOFF`) and resumes by itself. The
 events go to a handler that runs on the event loop and must be quick (O(1) per event).
@@ -32,7 +34,13 @@ EventHandler = Callable[[str, Any], object]
 
 class Watcher(Protocol):
     def watch(
-        self, path: str, *, resource_version: str, timeout_seconds: int, bookmarks: bool = True
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        bookmarks: bool = True,
+        opened: Callable[[], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]: ...
 
 
@@ -148,20 +156,24 @@ class Informer:
     async def _watch(self, version: str) -> str:
         """Watch from `version` until the server ends the stream; the last version seen."""
         stream = self._kube.watch(
-            self._path, resource_version=version, timeout_seconds=self._timeout
+            self._path, resource_version=version, timeout_seconds=self._timeout, opened=self._up
         )
         self.status.resource_version = version
         async with contextlib.aclosing(stream):  # leaving early frees the connection
             return await self._consume(stream, version)
 
+    def _up(self) -> None:
+        """The server answered the watch request: the watch is up."""
+        if not self.status.watching:
+            self.status.watching = True
+            if self.status.error is not None:
+                log.info("%s watch recovered", self.status.resource)
+                self.status.error = None
+            self._failures = 0
+
     async def _consume(self, stream: AsyncGenerator[dict[str, Any], None], version: str) -> str:
         async for event in stream:
-            if not self.status.watching:  # the first event: the watch is up
-                self.status.watching = True
-                if self.status.error is not None:
-                    log.info("%s watch recovered", self.status.resource)
-                    self.status.error = None
-                self._failures = 0
+            self._up()  # a watcher that cannot tell when the stream opened
             kind = event.get("type")
             obj = event.get("object")
             if kind == "ERROR":

@@ -50,6 +50,7 @@ from tests.benchmarks.bench import HOST, ROOT, cpu_model, node_names, pct, runni
 from tests.benchmarks.bench import policy as bench_policy
 from tests.harness.kubeapi import FakeKubeAPI, _Handler, write_kubeconfig
 from tests.harness.loopback import free_port
+from tests.harness.scheduler import select_host
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -292,21 +293,6 @@ def burst_policy(
     if max_hosts is not None:
         config["prioritize"] = {"maxHosts": max_hosts}
     return config
-
-
-def select_host(candidates: Sequence[str], scores: dict[str, int], rng: random.Random) -> str:
-    """kube-scheduler's selectHost: the highest score, ties by reservoir sampling; nodes
-    missing from the extender's answer (maxHosts) score 0."""
-    chosen, top, ties = candidates[0], -1, 0
-    for node in candidates:
-        score = scores.get(node, 0)
-        if score > top:
-            chosen, top, ties = node, score, 1
-        elif score == top:
-            ties += 1
-            if rng.randrange(ties) == 0:
-                chosen = node
-    return chosen
 
 
 def burst_case(

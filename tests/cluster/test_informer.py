@@ -5,7 +5,7 @@ tests/cluster/test_podwatch.py)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import pytest
@@ -31,13 +31,24 @@ class ScriptedWatcher:
         self.done = asyncio.Event()
 
     async def watch(
-        self, path: str, *, resource_version: str, timeout_seconds: int, bookmarks: bool = True
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        bookmarks: bool = True,
+        opened: Callable[[], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         self.calls.append(resource_version)
         if not self.scripts:
+            if opened is not None:
+                opened()  # the server answered: a quiet, open stream
             self.done.set()
-            await asyncio.Event().wait()  # a quiet, open stream
-        for item in self.scripts.pop(0):
+            await asyncio.Event().wait()
+        script = self.scripts.pop(0)
+        if opened is not None and not (script and isinstance(script[0], BaseException)):
+            opened()  # a stream that fails at once never opened
+        for item in script:
             if isinstance(item, BaseException):
                 raise item
             yield item
@@ -154,3 +165,22 @@ async def test_a_failed_first_list_is_reported_and_retried_by_the_loop() -> None
     with pytest.raises(asyncio.CancelledError):
         await task
     assert watcher.calls == ["77"]
+
+
+async def test_a_quiet_watch_is_up_once_the_server_answered() -> None:
+    # A real API server sends nothing on a quiet cluster, not even a BOOKMARK, for about a
+    # minute: the watch is up as soon as its request was answered with a stream.
+    watcher = ScriptedWatcher([])
+
+    async def start() -> str:
+        return "10"
+
+    informer = Informer("pods", "/api/v1/pods", watcher, start, lambda k, o: None)
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(watcher.done.wait(), 10)
+    try:
+        assert informer.status.watching and informer.status.events == 0
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

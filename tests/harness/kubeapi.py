@@ -251,6 +251,8 @@ class KubeRequest:
     query: dict[str, list[str]]
     body: Any
     headers: dict[str, str] = field(repr=False)
+    at: float = field(default_factory=time.monotonic, compare=False)
+    """time.monotonic() when it arrived."""
 
 
 def status_body(
@@ -342,6 +344,8 @@ class FakeKubeAPI:
         self._in_flight = 0
         self._stopping = threading.Event()
         self._server: LoopbackServer | None = None
+        self._port = 0  # the port it served on before `go_away`
+        self._connections: set[socket.socket] = set()  # open client connections
         # (resourceVersion, serialised event line) per resource, oldest first
         self._history: dict[str, deque[tuple[int, bytes]]] = {
             "pods": deque(maxlen=history),
@@ -404,9 +408,10 @@ class FakeKubeAPI:
         annotations: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
         created: str | float | None = None,
+        priority: int = 0,
     ) -> JSON:
         """Add a pod (pending unless `phase`); `cpu_request` may list one request per
-        container.
+        container; `priority`: spec.priority, as admission resolves a priorityClassName.
 
         `owner`: (kind, name) of its controller, an ownerReferences entry with
         `controller: true` (ReplicaSet, StatefulSet, DaemonSet, Job; ("Node", node) makes a
@@ -449,7 +454,7 @@ class FakeKubeAPI:
             "serviceAccount": "default",
             "securityContext": {},
             "schedulerName": scheduler_name,
-            "priority": 0,
+            "priority": priority,
             "enableServiceLinks": True,
             "preemptionPolicy": "PreemptLowerPriority",
         }
@@ -557,6 +562,11 @@ class FakeKubeAPI:
             self._record("nodes", "MODIFIED", node)
             return node
 
+    def nodes(self) -> list[JSON]:
+        """Copies of every node, in creation order."""
+        with self._lock:
+            return [copy.deepcopy(node) for node in self._nodes.values()]
+
     def node(self, name: str) -> JSON | None:
         """The node as stored (a copy, without kind / apiVersion as lists give it), or None."""
         with self._lock:
@@ -645,6 +655,15 @@ class FakeKubeAPI:
     def pod(self, namespace: str, name: str) -> JSON | None:
         with self._lock:
             return self._pods.get((namespace, name))
+
+    def pods(self, namespace: str | None = None) -> list[JSON]:
+        """Copies of every pod (of `namespace`), in creation order."""
+        with self._lock:
+            return [
+                copy.deepcopy(pod)
+                for (ns, _), pod in self._pods.items()
+                if namespace is None or ns == namespace
+            ]
 
     def bind_count(self, namespace: str, name: str) -> int:
         """How many binds of this pod the server accepted."""
@@ -926,6 +945,34 @@ class FakeKubeAPI:
         does) from now on; `None` mends them."""
         with self._lock:
             self._lease_fault = status
+
+    def go_away(self) -> None:
+        """The API server goes away: every open connection (keep-alive ones and watch
+        streams) is cut and new ones are refused (nothing listens on the port) until
+        `come_back`. State is kept, as etcd keeps it across an API server restart."""
+        with self._changed:
+            self._cut_watches()
+        if self._server is not None:
+            self._port = self._server.port
+            self._server.close()
+            self._server = None
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            _shut(connection)
+
+    def _connected(self, connection: socket.socket, open_: bool) -> None:
+        with self._lock:
+            if open_:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def come_back(self) -> None:
+        """Serve again on the port it had (clients' kubeconfigs stay right)."""
+        if self._server is None:
+            handler = type("Handler", (_Handler,), {"api": self})
+            self._server = LoopbackServer(handler, name="fake-kube-api", port=self._port)
 
     def break_watches(self) -> None:
         """Cut every open watch stream: its socket is shut down without the terminating
@@ -2470,6 +2517,14 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body go out in separate writes: without this each answer waits for
     # the client's delayed ACK (~40 ms), which the real (Go) API server never does.
     disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        super().setup()
+        self.api._connected(self.connection, True)
+
+    def finish(self) -> None:
+        self.api._connected(self.connection, False)
+        super().finish()
 
     def do_GET(self) -> None:
         self._serve()

@@ -60,8 +60,11 @@ class LoopbackServer:
         *,
         name: str = "loopback-http",
         poll_interval: float = 0.02,
+        port: int = 0,
     ) -> None:
-        self._server = ThreadingHTTPServer((LOCALHOST, 0), handler)
+        """`port` 0: one the kernel picks; else that one (a server coming back on the
+        port it had, as a restarted API server does)."""
+        self._server = ThreadingHTTPServer((LOCALHOST, port), handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
         self._closed = False

@@ -11,6 +11,7 @@ loopback port passed with --port. `start` waits for /healthz (bounded in time) a
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -20,12 +21,29 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from tests.harness.loopback import LOCALHOST as LOCALHOST
 from tests.harness.loopback import free_port
+
+_PR_SET_PDEATHSIG = 1
+
+
+# Looked up here, in the parent: the child between fork and exec only calls it.
+_PRCTL: Callable[..., int] | None
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _PRCTL = None
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """SIGKILL this child when the thread that started it exits (PR_SET_PDEATHSIG). Not
+    SIGTERM: kube-apiserver's graceful shutdown never ends once etcd is gone as well."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def command() -> list[str]:
@@ -58,7 +76,10 @@ class Service:
         scheme: str = "http",
         client_ssl: ssl.SSLContext | None = None,
         log_level: str = "info",
+        mode: str = "serve",
     ) -> None:
+        """`mode`: "serve" (the extender) or "rebalance" (the rebalancer, whose port serves
+        /healthz, /readyz and /metrics)."""
         self.port = free_port()
         self.scheme = scheme
         self.client_ssl = client_ssl
@@ -67,6 +88,7 @@ class Service:
         self.stderr_path = workdir / f"service-{self.port}.stderr"
         self.env = dict(env or {})
         self.log_level = log_level
+        self.mode = mode
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -93,11 +115,18 @@ class Service:
     def _start_once(self, timeout: float) -> Service:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PROMETHEUS_URL")}
         env.update(self.env)
-        argv = [*command(), "serve", "--config", str(self.config), "--port", str(self.port)]
+        argv = [*command(), self.mode, "--config", str(self.config), "--port", str(self.port)]
+        if self.mode == "rebalance":
+            argv += ["--host", LOCALHOST]
         argv += ["--log-level", self.log_level]
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT, env=env
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=die_with_parent,  # only prctl(2): no locks, no imports
             )
         # A ceiling for a stuck start, not a measurement: a loaded 2-core machine needs
         # several seconds for the imports alone.

@@ -343,6 +343,34 @@ def test_break_watches_cuts_every_open_stream(api: FakeKubeAPI) -> None:
     wait_until(lambda: api.open_watches("pods") == 0, 10, "the cut stream was dropped")
 
 
+def test_go_away_refuses_connections_and_come_back_keeps_the_port_and_state(
+    api: FakeKubeAPI,
+) -> None:
+    api.add_pod(NS, "w1", UID)
+    url = api.url
+    port = urlsplit(url).port
+    assert port is not None
+    kept = http.client.HTTPConnection("127.0.0.1", port, timeout=5)  # keep-alive
+    kept.request("GET", f"/api/v1/namespaces/{NS}/pods/w1")
+    assert kept.getresponse().read()
+    with watch(api, "pods", timeoutSeconds="30") as response:
+        wait_until(lambda: api.open_watches("pods") == 1, 10, "the watch is open")
+        api.go_away()
+        with pytest.raises(http.client.IncompleteRead):
+            response.read()
+    with pytest.raises((http.client.HTTPException, OSError)):  # cut, not served on
+        kept.request("GET", f"/api/v1/namespaces/{NS}/pods/w1")
+        kept.getresponse().read()
+    with pytest.raises(ConnectionRefusedError):
+        http.client.HTTPConnection("127.0.0.1", port, timeout=5).request("GET", "/api/v1/pods")
+    api.come_back()
+    assert api.url == url
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    connection.request("GET", f"/api/v1/namespaces/{NS}/pods/w1")
+    answer = connection.getresponse()
+    assert answer.status == 200 and json.loads(answer.read())["metadata"]["uid"] == UID
+
+
 def test_stop_ends_open_streams() -> None:
     api = FakeKubeAPI().start()
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
@@ -43,9 +43,13 @@ class Watching(KubeTransport):
         resource_version: str,
         timeout_seconds: int,
         bookmarks: bool = True,
+        opened: Callable[[], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """The events of a watch from `resource_version` (`{"type": ..., "object": ...}`),
         `ERROR` events included, until the server ends the stream (at `timeout_seconds`).
+
+        `opened()` is called once the server answered the request with a stream (a real API
+        server may then send nothing for minutes on a quiet cluster).
 
         Not retried: an error answer raises its `KubeError`, a stream that breaks raises
         `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when
@@ -77,6 +81,8 @@ class Watching(KubeTransport):
                     err.message = f"{what}: {err.message}"
                     raise err
                 streaming = True
+                if opened is not None:
+                    opened()
                 buffer = bytearray()
                 async for chunk in response.content.iter_any():
                     buffer += chunk

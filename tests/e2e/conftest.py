@@ -1,0 +1,118 @@
+"""Fixtures for the end-to-end tests: a real control plane (tests/harness/controlplane.py).
+
+* ``control_plane`` (session): one etcd + kube-apiserver for the whole run, started once.
+  When the binaries are missing every e2e test is skipped with the one line
+  `unavailable_reason()` gives.
+* ``namespace`` (function): a namespace of the test's own (with its ``default``
+  ServiceAccount); its pods are deleted (grace 0) after the test, then the namespace.
+* ``stack`` (function): a factory, ``stack(values, nodes=5, policy=..., ...)``: makes
+  exactly those fake nodes, starts our service (a static policy over `values`, or
+  `policy`) and kube-scheduler on the config our CLI prints for it; both are stopped
+  after the test.
+
+When a test fails, its report carries the log files of every process (and their last
+lines).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from tests.harness.controlplane import (
+    ControlPlane,
+    FakeNode,
+    Stack,
+    StartStack,
+    fake_nodes,
+    static_policy,
+    tail,
+    unavailable_reason,
+)
+
+_NAMESPACES = itertools.count(1)
+
+
+def _skip_unavailable(reason: str) -> NoReturn:
+    pytest.skip(reason)
+
+
+#: Where every e2e test's skip is reported, so `-ra` folds them into one line.
+_SKIP_AT = (str(Path(__file__)), _skip_unavailable.__code__.co_firstlineno + 1)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    reason = unavailable_reason()
+    if reason is not None:
+        _skip_unavailable(reason)
+    plane = ControlPlane(tmp_path_factory.mktemp("controlplane"))
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
+    name = f"e2e-{next(_NAMESPACES)}-{slug}"[:63].rstrip("-")
+    control_plane.kube.create_namespace(name)
+    yield name
+    control_plane.kube.delete_namespace(name)
+
+
+@pytest.fixture
+def stack(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[StartStack]:
+    def start(
+        values: Mapping[str, float] | None = None,
+        *,
+        nodes: int | Sequence[FakeNode] = 5,
+        policy: Mapping[str, Any] | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        percentage_of_nodes_to_score: int | None = None,
+        qps: float | None = None,
+    ) -> Stack:
+        wanted = fake_nodes(nodes) if isinstance(nodes, int) else list(nodes)
+        seconds = control_plane.kube.ensure_nodes(wanted)
+        chosen = policy if policy is not None else static_policy(values or {})
+        service = control_plane.start_extender(chosen, env=env, workdir=tmp_path)
+        config = control_plane.start_scheduler_for(
+            service, percentage_of_nodes_to_score=percentage_of_nodes_to_score, qps=qps
+        )
+        control_plane.wait_scheduler_nodes(len(wanted))
+        return Stack(control_plane, namespace, service, config, wanted, seconds)
+
+    yield start
+    control_plane.stop_scheduler()
+    control_plane.stop_extender()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each phase's report on the item (item.rep_setup, rep_call, rep_teardown);
+    report every "control plane not available" skip at one place (one line with -ra, not
+    one per test); when a phase fails, add the control plane's log files to the report."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    if report.skipped and isinstance(report.longrepr, tuple):
+        message = report.longrepr[2]
+        if "real control plane not available" in message:
+            report.longrepr = (*_SKIP_AT, message)
+    plane = getattr(item, "funcargs", {}).get("control_plane")
+    if report.failed and isinstance(plane, ControlPlane):
+        lines = [f"{name}: {path}" for name, path in plane.log_paths().items()]
+        for name in ("kube-scheduler", "extender"):
+            path = plane.log_paths().get(name)
+            if path is not None:
+                lines += ["", f"--- last lines of {path}", tail(path, 15)]
+        report.sections.append(("control plane logs", "\n".join(lines)))
+    return report
