@@ -78,13 +78,17 @@ def stack(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterat
         env: Mapping[str, str] | None = None,
         percentage_of_nodes_to_score: int | None = None,
         qps: float | None = None,
+        weight: int | None = None,
     ) -> Stack:
         wanted = fake_nodes(nodes) if isinstance(nodes, int) else list(nodes)
         seconds = control_plane.kube.ensure_nodes(wanted)
         chosen = policy if policy is not None else static_policy(values or {})
         service = control_plane.start_extender(chosen, env=env, workdir=tmp_path)
         config = control_plane.start_scheduler_for(
-            service, percentage_of_nodes_to_score=percentage_of_nodes_to_score, qps=qps
+            service,
+            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+            qps=qps,
+            weight=weight,
         )
         control_plane.wait_scheduler_nodes(len(wanted))
         return Stack(control_plane, namespace, service, config, wanted, seconds)

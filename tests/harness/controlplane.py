@@ -598,6 +598,18 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _event_time(e: PodEvent) -> tuple[str, str]:
+    """Sort key of an Event: when it happened (either API's field), then its name."""
+    r = e.raw
+    stamp = (
+        r.get("eventTime")
+        or r.get("lastTimestamp")
+        or r.get("deprecatedLastTimestamp")
+        or r["metadata"].get("creationTimestamp", "")
+    )
+    return str(stamp), e.name
+
+
 class Kube:
     """A small synchronous client of the API server: one keep-alive httpx pool, bulk calls
     sent by `workers` threads. Errors raise `ApiError`."""
@@ -845,17 +857,45 @@ class Kube:
                 event = PodEvent.from_events_v1(raw)
                 seen.setdefault(event.uid, event)
 
-        def when(e: PodEvent) -> tuple[str, str]:
-            r = e.raw
-            stamp = (
-                r.get("eventTime")
-                or r.get("lastTimestamp")
-                or r.get("deprecatedLastTimestamp")
-                or r["metadata"].get("creationTimestamp", "")
-            )
-            return str(stamp), e.name
+        return sorted(seen.values(), key=_event_time)
 
-        return sorted(seen.values(), key=when)
+    def events_by_pod(self, namespace: str) -> dict[str, list[PodEvent]]:
+        """Every Event regarding a pod of the namespace, by pod name, oldest first: ONE
+        list (core/v1 shows the Events written through events.k8s.io/v1 as well), so a
+        burst of 200 pods costs one call, not 400 (`pod_events` lists twice per pod)."""
+        by_pod: dict[str, list[PodEvent]] = {}
+        for raw in self.get(f"/api/v1/namespaces/{namespace}/events")["items"]:
+            obj = raw.get("involvedObject") or {}
+            if obj.get("kind") == "Pod" and obj.get("name"):
+                by_pod.setdefault(str(obj["name"]), []).append(PodEvent.from_core(raw))
+        for events in by_pod.values():
+            events.sort(key=_event_time)
+        return by_pod
+
+    def nodes_of(self, namespace: str) -> dict[str, str | None]:
+        """pod name -> spec.nodeName (None while unbound), from one list."""
+        return {
+            p["metadata"]["name"]: p["spec"].get("nodeName") or None for p in self.pods(namespace)
+        }
+
+    def wait_all_bound(
+        self, namespace: str, names: Iterable[str], timeout: float
+    ) -> dict[str, str]:
+        """pod name -> node once every one of `names` has spec.nodeName (one list a poll)."""
+        wanted = set(names)
+        last: dict[str, str | None] = {}
+
+        def check() -> bool:
+            last.clear()
+            last.update(self.nodes_of(namespace))
+            return all(last.get(name) for name in wanted)
+
+        try:
+            self.wait_until(check, timeout, f"{len(wanted)} pods of {namespace} are bound")
+        except AssertionError as exc:
+            unbound = sorted(n for n in wanted if not last.get(n))
+            raise AssertionError(f"{exc}; {len(unbound)} unbound: {unbound[:10]}") from None
+        return {name: str(last[name]) for name in wanted}
 
     def lease(self, namespace: str, name: str) -> JSON | None:
         path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
@@ -1275,17 +1315,23 @@ class ControlPlane:
         workdir: Path | None = None,
         log_level: str = "info",
         wait_synced: bool = True,
+        scheme: str = "http",
+        client_ssl: ssl.SSLContext | None = None,
     ) -> Service:
         """`decice-extender serve --config <policy>` as the user decice-extender (KUBECONFIG
         its kubeconfig; `env` adds e.g. PROMETHEUS_URL). Returns once /healthz answers and
         (`wait_synced`) its watches have listed. A Path is read as YAML (config/extender.yaml,
-        config/demo.yaml); a mapping is the policy itself (`static_policy`)."""
+        config/demo.yaml); a mapping is the policy itself (`static_policy`). A policy with
+        `server.tls` needs `scheme="https"` and a `client_ssl` context the test's own calls
+        go through (trusting its CA; with a client certificate under mutual TLS)."""
         if self._extender is not None:
             raise ControlPlaneError("the extender already runs: stop_extender() first")
         raw = yaml.safe_load(policy.read_text()) if isinstance(policy, Path) else dict(policy)
         full_env = {"KUBECONFIG": str(self.kubeconfig(EXTENDER_USER)), **(env or {})}
         where = workdir or self.workdir
-        service = Service(raw, where, full_env, log_level=log_level)
+        service = Service(
+            raw, where, full_env, scheme=scheme, client_ssl=client_ssl, log_level=log_level
+        )
         self._extender = service
         service.start()
         if wait_synced:
@@ -1314,6 +1360,37 @@ class ControlPlane:
             lambda: service.stderr()[-3000:],
         )
 
+    def kill_extender(self) -> int:
+        """SIGKILL our service by its pid (no graceful shutdown: requests in flight are cut
+        off) and reap it; the pid it had. `restart_extender` brings it back."""
+        service = self._extender
+        if service is None or not service.alive():
+            raise ControlPlaneError("the extender is not running")
+        pid = service.pid
+        os.kill(pid, signal.SIGKILL)
+        service.wait(10)
+        return pid
+
+    def restart_extender(self, timeout: float = 60.0) -> Service:
+        """Start our service again after it exited: the same policy file, environment and
+        port (the scheduler's config points there), until its watches have listed. The
+        log of the run before is kept beside the new one (``*.before-restart``)."""
+        service = self._extender
+        if service is None or service.alive():
+            raise ControlPlaneError("restart_extender: the extender must have exited first")
+        port = service.port
+        if service.stderr_path.exists():
+            shutil.copyfile(service.stderr_path, service.stderr_path.with_suffix(".before-restart"))
+        service.start(timeout)
+        if service.port != port:
+            service.kill()
+            raise ControlPlaneError(
+                f"the extender's port {port} was taken while it was down; it came back on "
+                f"{service.port}, where the scheduler does not call"
+            )
+        self.wait_extender_synced(service, timeout)
+        return service
+
     def stop_extender(self, timeout: float = 15.0) -> None:
         service, self._extender = self._extender, None
         if service is not None and service.proc is not None:
@@ -1330,12 +1407,16 @@ class ControlPlane:
         percentage_of_nodes_to_score: int | None = None,
         qps: float | None = None,
         env: Mapping[str, str] | None = None,
+        weight: int | None = None,
     ) -> JSON:
         """What `decice-extender scheduler-config --config <policy> --full --host 127.0.0.1`
-        prints (`env`: the service's environment), plus only what a harness must add: the
-        service's actual port in the urlPrefix, QPS (burst 2x) and percentageOfNodesToScore
-        when given; `start_scheduler` adds the scheduler's kubeconfig."""
+        (`--weight` when given) prints (`env`: the service's environment), plus only what a
+        harness must add: the service's actual port in the urlPrefix, QPS (burst 2x) and
+        percentageOfNodesToScore when given; `start_scheduler` adds the scheduler's
+        kubeconfig."""
         argv = ["scheduler-config", "--config", str(policy_file), "--full", "--host", LOCALHOST]
+        if weight is not None:
+            argv += ["--weight", str(weight)]
         printed = _cli(argv, env)
         config: JSON = yaml.safe_load(printed)
         for extender in config.get("extenders") or []:
@@ -1353,15 +1434,17 @@ class ControlPlane:
         percentage_of_nodes_to_score: int | None = None,
         qps: float | None = None,
         timeout: float = 60.0,
+        weight: int | None = None,
     ) -> JSON:
-        """Start kube-scheduler on the config our CLI prints for `service`'s policy; the
-        config it runs."""
+        """Start kube-scheduler on the config our CLI prints for `service`'s policy (with
+        `--weight` when given); the config it runs."""
         config = self.decice_scheduler_config(
             service.config,
             service.port,
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
             qps=qps,
             env=service.env,
+            weight=weight,
         )
         self.start_scheduler(config, timeout=timeout)
         return config
@@ -1454,6 +1537,15 @@ class ControlPlane:
             raise ControlPlaneError("kube-scheduler never started")
         self.stop_scheduler()
         self.start_scheduler(config.read_text(), timeout=timeout)
+
+    @property
+    def scheduler_config(self) -> JSON | None:
+        """The KubeSchedulerConfiguration kube-scheduler was last started on, as written
+        for it (kubeconfig and extender port adapted); None before any start."""
+        if self._scheduler_config is None:
+            return None
+        loaded: JSON = yaml.safe_load(self._scheduler_config.read_text())
+        return loaded
 
     @property
     def scheduler_running(self) -> bool:
@@ -1594,7 +1686,8 @@ class StartStack(Protocol):
 
     `values` are the static policy's node values (`static_policy`), unless `policy` (a
     mapping, or a Path to a YAML policy) is given; `nodes` is a count (`fake_nodes`) or
-    the nodes themselves."""
+    the nodes themselves; `weight` is the extender weight the CLI prints the config with
+    (`scheduler-config --weight`; default 1)."""
 
     def __call__(
         self,
@@ -1605,4 +1698,5 @@ class StartStack(Protocol):
         env: Mapping[str, str] | None = None,
         percentage_of_nodes_to_score: int | None = None,
         qps: float | None = None,
+        weight: int | None = None,
     ) -> Stack: ...

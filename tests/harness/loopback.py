@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +48,15 @@ def free_port() -> int:
     return port
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that went away (killed, or cut by a test) is not an error of the
+        server: socketserver would print its traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class LoopbackServer:
     """`handler` served on 127.0.0.1 at a kernel-chosen port, from a daemon thread.
 
@@ -64,7 +74,7 @@ class LoopbackServer:
     ) -> None:
         """`port` 0: one the kernel picks; else that one (a server coming back on the
         port it had, as a restarted API server does)."""
-        self._server = ThreadingHTTPServer((LOCALHOST, port), handler)
+        self._server = _Server((LOCALHOST, port), handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
         self._closed = False

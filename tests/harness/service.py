@@ -78,8 +78,8 @@ class Service:
         log_level: str = "info",
         mode: str = "serve",
     ) -> None:
-        """`mode`: "serve" (the extender) or "rebalance" (the rebalancer, whose port serves
-        /healthz, /readyz and /metrics)."""
+        """`mode`: "serve" (the extender), "rebalance" (the rebalancer, whose port serves
+        /healthz, /readyz and /metrics) or "shadow" (those and /explain, /shadow)."""
         self.port = free_port()
         self.scheme = scheme
         self.client_ssl = client_ssl
@@ -116,7 +116,7 @@ class Service:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PROMETHEUS_URL")}
         env.update(self.env)
         argv = [*command(), self.mode, "--config", str(self.config), "--port", str(self.port)]
-        if self.mode == "rebalance":
+        if self.mode in ("rebalance", "shadow"):
             argv += ["--host", LOCALHOST]
         argv += ["--log-level", self.log_level]
         with self.stderr_path.open("wb") as err:

@@ -1,0 +1,93 @@
+"""Turned away, then placed: a pod every node is too hot for waits Pending with our reason;
+when one node cools, our requeue lets the real scheduler place it at once, not after its
+5-minute unschedulable wait (DESIGN.md §7: 324 s before requeue, 34 s after).
+
+The node values come from a real Prometheus scraping a fake exporter
+(tests/harness/promharness.py), read by the shipped policy config/extender.yaml whole
+(its stock-install query) with only `prometheus.interval` shortened. Not the static
+provider: a static value cannot cool. Its values are read at start only; a live reload
+applies `policies`, `metrics`, `defaultPolicy` and `herdGuard` (extender/policy/reload.py,
+RELOADABLE), and a new `static` section is logged as needing a restart.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.harness.controlplane import REPO, Stack, StartStack, metric_samples
+from tests.harness.promharness import FakeExporter, PrometheusServer, prometheus_binary
+
+pytestmark = pytest.mark.e2e
+
+#: prometheus.interval of the story: the seconds between two refreshes of ours.
+INTERVAL = 2.0
+HOT, COOL = 0.95, 0.30
+NODES = [f"node-{i}" for i in range(1, 6)]
+
+
+def shipped_policy() -> dict[str, Any]:
+    policy: dict[str, Any] = yaml.safe_load((REPO / "config" / "extender.yaml").read_text())
+    policy["prometheus"]["interval"] = INTERVAL
+    return policy
+
+
+def node_values(s: Stack) -> dict[str, float]:
+    """node -> cpu value in the snapshot our service decides on (its /metrics)."""
+    status, body = s.service.get("/metrics")
+    assert status == 200, body
+    return {
+        labels["node"]: value
+        for labels, value in metric_samples(body.decode(), "decice_node_metric")
+        if labels.get("metric") == "cpu"
+    }
+
+
+def test_a_pod_every_node_turned_away_is_placed_once_a_node_cools(
+    stack: StartStack, tmp_path: Path
+) -> None:
+    with FakeExporter() as exporter:
+        for node in NODES:
+            exporter.set(node, HOT)
+        with PrometheusServer(
+            [exporter.target], workdir=tmp_path / "prometheus", binary=prometheus_binary()
+        ) as prometheus:
+            s = stack(policy=shipped_policy(), env={"PROMETHEUS_URL": prometheus.url})
+            # Prometheus scrapes its first ~5 s after it starts; until our refresh has
+            # those values every node passes (the shipped metric is fail-open).
+            s.kube.wait_until(
+                lambda: node_values(s) == dict.fromkeys(NODES, HOT),
+                60,
+                "our service sees every node hot",
+            )
+            s.create_pod("waiting")
+
+            failed = s.wait_event("waiting", "FailedScheduling")
+            print(f"\nFailedScheduling: {failed.message}")
+            assert failed.message.startswith("0/5 nodes are available: 5 decice: cpu above 0.9."), (
+                failed.message
+            )
+            s.kube.wait_until(
+                lambda: s.extender_metric("decice_turned_away_pods") == 1,
+                30,
+                "our service remembers the pod it turned away",
+            )
+            assert not s.pod("waiting")["spec"].get("nodeName")
+
+            exporter.set("node-3", COOL)
+            cooled = time.monotonic()
+            node = s.wait_bound("waiting", INTERVAL + 30)
+            waited = time.monotonic() - cooled
+
+    print(f"bound to {node} {waited:.2f} s after node-3 cooled (interval {INTERVAL:g} s)")
+    assert node == "node-3"
+    assert waited <= INTERVAL + 5, f"bound {waited:.1f} s after the node cooled"
+    # Our requeue patch is what made the scheduler try again at once.
+    pod = s.pod("waiting")
+    assert "decice.io/metrics-recovered" in (pod["metadata"].get("annotations") or {})
+    assert s.extender_metric("decice_requeue_patches_total", {"outcome": "patched"}) == 1
+    assert s.extender_metric("decice_turned_away_pods") == 0
