@@ -24,6 +24,9 @@ pyproject.toml's import-linter contracts keep the outside libraries where they b
     service      may import: cluster rebalancing metrics decisions policy errors
                  the HTTP service: routes, OpenAPI, telemetry, logs, and the
                  composition root (build_service)
+    simulation   may import: decisions policy
+                 a seeded simulation of placements, kube-scheduler's default
+                 scoring against ours (pure; `decice-extender simulate` prints it)
     cli          may import: every room
                  the `decice-extender` command, a module per command
 

@@ -4,8 +4,15 @@ logging flags."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from extender.policy.loading import load_settings
 from extender.policy.settings import Settings
@@ -26,3 +33,40 @@ def log_options(command: argparse.ArgumentParser) -> None:
         choices=["text", "json"],
         help="text (default) or json lines; also $DECICE_LOG_FORMAT",
     )
+
+
+def fetch_json(url: str, timeout: float, command: str) -> Any:
+    """GET a running service's JSON document; None (the cause printed to stderr, naming
+    `command`) when there is no answer or an error answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("Error", "")
+        except ValueError:
+            message = ""
+        print(f"decice-extender {command}: {exc.code}: {message or exc.reason}", file=sys.stderr)
+    except (OSError, ValueError) as exc:
+        base = url.split("?", 1)[0].rsplit("/", 1)[0]
+        print(f"decice-extender {command}: cannot reach {base}: {exc}", file=sys.stderr)
+    return None
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def own_namespace(environ: Mapping[str, str]) -> str:
+    """POD_NAMESPACE (the downward API), else the service account's, else "default"."""
+    if environ.get("POD_NAMESPACE"):
+        return environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
+    except OSError:
+        return "default"
+
+
+def identity(environ: Mapping[str, str]) -> str:
+    """Who this replica is in a leader election: POD_NAME (the downward API), else
+    host-pid."""
+    return environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"

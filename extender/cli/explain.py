@@ -4,7 +4,8 @@ running extender's /explain."""
 from __future__ import annotations
 
 import argparse
-import sys
+
+from extender.cli.common import fetch_json
 
 
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,27 +21,14 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """GET /explain from a running extender and print it for a person (or as JSON)."""
     import json
-    import urllib.error
     import urllib.parse
-    import urllib.request
 
     from extender.cli.report import explain_text
 
     key = "uid" if args.uid else "pod"
     query = urllib.parse.urlencode({key: args.pod})
-    url = f"{args.url.rstrip('/')}/explain?{query}"
-    try:
-        with urllib.request.urlopen(url, timeout=args.timeout) as response:
-            doc = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read()).get("Error", "")
-        except ValueError:
-            message = ""
-        print(f"decice-extender explain: {exc.code}: {message or exc.reason}", file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as exc:
-        print(f"decice-extender explain: cannot reach {args.url}: {exc}", file=sys.stderr)
+    doc = fetch_json(f"{args.url.rstrip('/')}/explain?{query}", args.timeout, "explain")
+    if doc is None:
         return 1
     if args.json:
         print(json.dumps(doc, indent=2))

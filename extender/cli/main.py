@@ -16,13 +16,27 @@ from extender.cli import (
     scheduler_config,
     scores,
     serve,
+    shadow,
+    shadow_report,
+    simulate,
 )
 from extender.policy.fields import ConfigError
 
-COMMANDS = (serve, rebalance, check_config, scores, doctor, explain, scheduler_config)
+COMMANDS = (
+    serve,
+    rebalance,
+    shadow,
+    shadow_report,
+    check_config,
+    scores,
+    doctor,
+    explain,
+    scheduler_config,
+    simulate,
+)
 
-DESCRIPTION = """The `decice-extender` console script: serve, rebalance, check-config, scores,
-doctor, explain, scheduler-config."""
+DESCRIPTION = """The `decice-extender` console script: serve, rebalance, shadow, shadow-report,
+check-config, scores, doctor, explain, scheduler-config, simulate."""
 
 
 def parser() -> argparse.ArgumentParser:

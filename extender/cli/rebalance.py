@@ -6,17 +6,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
-from extender.cli.common import log_options
+from extender.cli.common import identity, log_options, own_namespace
 from extender.cli.servers import run_servers
 
 log = logging.getLogger("decice")
-
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,13 +43,13 @@ def run(args: argparse.Namespace) -> int:
     if kube.client is None:
         print(f"decice-extender rebalance: no Kubernetes client: {kube.problem}", file=sys.stderr)
         return 2
-    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    me = identity(os.environ)
     namespace = rules.lease_namespace or own_namespace(os.environ)
     leader = LeaderElector(
         load_api_client(settings.kubernetes.kubeconfig),
         name=rules.lease_name,
         namespace=namespace,
-        identity=identity,
+        identity=me,
         lease_duration=rules.lease_duration,
         renew_deadline=rules.renew_deadline,
         retry_period=rules.retry_period,
@@ -69,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         rules.sustain,
         namespace,
         rules.lease_name,
-        identity,
+        me,
     )
     service = build_service(
         settings,
@@ -80,13 +76,3 @@ def run(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else settings.server.metrics_port or 8889
     run_servers(settings, args, log_format, [(service.app, args.host, port, {})])
     return 0
-
-
-def own_namespace(environ: Mapping[str, str]) -> str:
-    """POD_NAMESPACE (the downward API), else the service account's, else "default"."""
-    if environ.get("POD_NAMESPACE"):
-        return environ["POD_NAMESPACE"]
-    try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
-    except OSError:
-        return "default"

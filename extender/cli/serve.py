@@ -6,12 +6,16 @@ import argparse
 import os
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from extender.cli.common import log_options
+from extender.cli.common import identity, log_options, own_namespace
 from extender.cli.servers import Listener, run_servers
 from extender.policy.fields import ConfigError
 from extender.policy.sections import exposure_problem
+from extender.policy.settings import Settings
+
+if TYPE_CHECKING:
+    from extender.cluster.leader.elector import LeaderElector
 
 
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
     kube = open_kube(settings)
     policy_file = PolicyFile(Path(args.config), dict(os.environ), sha256)
     service = build_service(
-        settings, kube=kube.client, kube_problem=kube.problem, policy_file=policy_file
+        settings,
+        kube=kube.client,
+        kube_problem=kube.problem,
+        policy_file=policy_file,
+        overload_leader=_overload_leader(settings) if kube.client is not None else None,
     )
     port = args.port if args.port is not None else server.port
     apps: list[Listener] = [(service.app, host, port, options)]
@@ -59,3 +67,19 @@ def run(args: argparse.Namespace) -> int:
         apps.append((service.metrics_app, server.metrics_host, server.metrics_port, {}))
     run_servers(settings, args, log_format, apps)
     return 0
+
+
+def _overload_leader(settings: Settings) -> LeaderElector | None:
+    """With overload.enabled: the elector on the overload Lease (one replica writes)."""
+    rules = settings.overload
+    if not rules.enabled:
+        return None
+    from extender.cluster.client import load_api_client
+    from extender.cluster.leader.elector import LeaderElector
+
+    return LeaderElector(
+        load_api_client(settings.kubernetes.kubeconfig),
+        name=rules.lease_name,
+        namespace=rules.lease_namespace or own_namespace(os.environ),
+        identity=identity(os.environ),
+    )

@@ -5,7 +5,8 @@ A bind endpoint can place any pod on any node, and the scheduler retries binds, 
 - a pod we already bound to the same node is reported bound without a second call;
 - a pod that is not ours, or a node our filter rejected for it, is refused with an
   `Error` that tells the operator what to change.
-The Kubernetes client is async: its calls run on the event loop, no thread hop.
+The guard, the de-duplication and the reservations run on the verbs' event loop; the API
+calls themselves run on the bind thread (extender.cluster.bind_thread) in the service.
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ def _who(args: BindingArgs) -> str:
         f"{shown(args.pod_namespace)}/{shown(args.pod_name)} ({shown(args.pod_uid)}) "
         f"-> {shown(args.node)}"
     )
+
+
+def _not_bound(exc: Exception) -> bool:
+    """Whether a failed Binding surely left the pod unbound: the API answered 4xx (gone,
+    another UID, forbidden, bound elsewhere). A timeout, 429 or 5xx may have bound it:
+    the reservation stays until fresh metrics or the pod watch say otherwise (counting a
+    pod too many is the safe side of a herd guard)."""
+    status = getattr(exc, "status", None)  # KubeError's; not imported: no client here
+    return isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
 
 
 class KubeBinder(Protocol):
@@ -177,13 +187,19 @@ class Binder:
                 "for every profile of its scheduler: run a dedicated scheduler whose only profile "
                 "is ours, drop bindVerb, or set bind.foreignPods: bind"
             )
-        outcome = await kube.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        # Reserved before the call: kube-scheduler scores its next pods while this Binding
+        # is in flight, and they must see this pod on its node (a herd otherwise).
+        reserved = ours and self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
+        try:
+            outcome = await kube.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        except Exception as exc:
+            if reserved and _not_bound(exc):
+                self._engine.release(args.pod_uid, self._clock())
+            raise
         self._remember(args)
         self._engine.pods.placed(args.pod_uid, args.node)
-        if ours:
-            self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
-            if outcome == "bound":  # a retried bind (already-bound) had its Event
-                self._on_placed(args.pod_uid)
+        if ours and outcome == "bound":  # a retried bind (already-bound) had its Event
+            self._on_placed(args.pod_uid)
         return outcome
 
     def _check_node(self, args: BindingArgs, memo: PodMemo) -> None:

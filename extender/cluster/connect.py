@@ -62,3 +62,23 @@ def connect_kube(settings: Settings) -> KubeClient | None:
             connection.problem,
         )
     return connection.client
+
+
+def missing_client_problems(settings: Settings, kube_problem: str | None) -> tuple[str, ...]:
+    """The readiness problems of running without the Kubernetes client, logged once."""
+    if kube_problem is None:
+        return ()
+    if settings.bind.enabled:
+        problem = f"bind: enabled but no Kubernetes client: {kube_problem}"
+        log.error(
+            "%s; every bind answers an Error and /readyz answers 503 "
+            "(filter and prioritize still answer)",
+            problem,
+        )
+        return (problem,)
+    log.warning(
+        "no Kubernetes client: %s; `instance` labels cannot be mapped to nodes and the "
+        "herd guard hears only of our own binds",
+        kube_problem,
+    )
+    return ()

@@ -34,12 +34,16 @@ class PodEventHandler:
         forget: Callable[[str], None] = lambda uid: None,
         placed: Callable[[str], None] = lambda uid: None,
         binding: Callable[[str], bool] = lambda uid: False,
+        seen: Callable[[Assigned, Any, float], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`seen(assignment, pod, now)`: told of each recent assignment before the herd
+        guard counts it (shadow mode judges it against the table of that moment)."""
         self._engine = engine
         self._forget = forget
         self._placed = placed
         self._binding = binding
+        self._seen = seen
         self._clock = clock
         settle = engine.settings.herd_guard.settle
         # A UID counted once within the window in which it can count at all.
@@ -56,18 +60,20 @@ class PodEventHandler:
             self._drop(change.uid)
         elif isinstance(change, Assigned):
             self._drop(change.uid)
-            self._assigned(change, now)
+            self._assigned(change, pod, now)
 
     def _drop(self, uid: str) -> None:
         if self._engine.turned_away is not None:
             self._engine.turned_away.forget(uid)
         self._forget(uid)
 
-    def _assigned(self, pod: Assigned, now: float) -> None:
+    def _assigned(self, pod: Assigned, doc: Any, now: float) -> None:
         engine = self._engine
         settle = engine.settings.herd_guard.settle
         if not is_recent(pod, now, settle) or not self._counted.first_time(pod.uid, now):
             return
+        if self._seen is not None:
+            self._seen(pod, doc, now)
         engine.reserve(pod.uid, pod.node, pod.cores, now, source="watch")
         memo = engine.pods.get(pod.uid)
         # Our own bind may still be finishing: its answer and this event race on the loop.

@@ -22,6 +22,7 @@ from extender.decisions.scoring import (
     has_candidates_metric,
     score_candidates,
     stale_metrics,
+    tie_start,
     top_hosts,
 )
 from extender.decisions.table import PolicyTables, Table, build_table
@@ -209,7 +210,7 @@ class Engine:
             scores = [table.scores.get(n, table.unknown_score) for n in names]
         if not max_hosts:
             return Priorities(names, scores=scores)
-        keep = top_hosts(names, scores, max_hosts)
+        keep = top_hosts(names, scores, max_hosts, tie_start(args.pod.uid, len(names)))
         return Priorities([names[i] for i in keep], scores=[scores[i] for i in keep])
 
     def preempt(self, args: PreemptionArgs, now: float) -> Mapping[str, object]:

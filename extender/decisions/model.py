@@ -46,6 +46,21 @@ class NodeInfo:
     name: NodeName
     internal_ips: tuple[str, ...] = ()
     cpu_cores: float | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    """metadata.labels, sorted: what a pod's nodeSelector matches."""
+    taints: tuple[Taint, ...] = ()
+    """spec.taints, every effect."""
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +79,8 @@ class NodeInventory:
 
 @dataclass(frozen=True, slots=True)
 class PodEvent:
-    """An events.k8s.io/v1 Event about one pod (kube.py posts it)."""
+    """An events.k8s.io/v1 Event about one pod, or one node with `kind` "Node" (then in
+    `namespace` "default", where Events about cluster-scoped objects go)."""
 
     namespace: str
     name: str
@@ -75,6 +91,7 @@ class PodEvent:
     time: float
     instance: str
     type: str = "Normal"
+    kind: str = "Pod"
 
 
 # -- decisions: what the engine answers, before wire.py encodes it ------------------------

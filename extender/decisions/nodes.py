@@ -11,8 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from extender.decisions.model import NodeInfo, NodeInventory, NodeName
+from extender.decisions.model import NodeInfo, NodeInventory, NodeName, Taint
 from extender.decisions.pods import cpu_cores
+
+SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that keep a pod that does not tolerate them off a node (the scheduler's
+TaintToleration filter; PreferNoSchedule only lowers a score)."""
 
 
 def node_info(doc: Any) -> NodeInfo:
@@ -20,6 +24,8 @@ def node_info(doc: Any) -> NodeInfo:
     status = doc.get("status") or {}
     addresses = status.get("addresses") or ()
     cpu = (status.get("allocatable") or {}).get("cpu")
+    labels = doc["metadata"].get("labels") or {}
+    taints = (doc.get("spec") or {}).get("taints") or ()
     return NodeInfo(
         name=doc["metadata"]["name"],
         internal_ips=tuple(
@@ -28,6 +34,12 @@ def node_info(doc: Any) -> NodeInfo:
             if isinstance(a, dict) and a.get("type") == "InternalIP" and a.get("address")
         ),
         cpu_cores=cpu_cores(cpu) if isinstance(cpu, str) else None,
+        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        taints=tuple(
+            Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
+            for t in taints
+            if isinstance(t, dict)
+        ),
     )
 
 
@@ -62,6 +74,12 @@ class NodeCache:
         if self._inventory is None:
             self._inventory = NodeInventory.from_nodes(list(self._nodes.values()))
         return self._inventory
+
+    def names(self) -> list[NodeName]:
+        return list(self._nodes)
+
+    def get(self, name: NodeName) -> NodeInfo | None:
+        return self._nodes.get(name)
 
     def __len__(self) -> int:
         return len(self._nodes)

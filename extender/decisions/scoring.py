@@ -10,6 +10,7 @@ through `score_candidates`, still one pass over plain floats.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -194,9 +195,24 @@ def range_score(policy: Policy, e: NodeEval) -> int:
     return to_score(e.range_part, sum(m.weight for m in policy.metrics))
 
 
-def top_hosts(names: Sequence[NodeName], scores: Sequence[int], k: int) -> list[int]:
-    """Indexes of the best k nodes, ties broken by request order (deterministic)."""
-    if k >= len(names):
-        return list(range(len(names)))
-    order = sorted(range(len(names)), key=lambda i: (-scores[i], i))
+def top_hosts(
+    names: Sequence[NodeName], scores: Sequence[int], k: int, start: int = 0
+) -> list[int]:
+    """Indexes of the best k nodes, in request order; ties at the cut are broken by
+    request order from `start` on (wrapping).
+
+    Scores are 0..10, so dozens of nodes often tie at the cut. Cut always from the first
+    name, every pod would get the same few of them and the others would score 0: the
+    burst lands on those few. A per-pod `start` (the caller's, stable for one pod, so a
+    retry gets the same answer) spreads pods over all the tied nodes."""
+    n = len(names)
+    if k >= n:
+        return list(range(n))
+    order = sorted(range(n), key=lambda i: (-scores[i], (i - start) % n))
     return sorted(order[:k])
+
+
+def tie_start(uid: str, n: int) -> int:
+    """Where `top_hosts` starts breaking ties for this pod: a hash of its UID (crc32:
+    the same in every process, unlike hash()), so one pod always gets one answer."""
+    return zlib.crc32(uid.encode("utf-8", "surrogatepass")) % n if n else 0

@@ -9,8 +9,9 @@ affected nodes) when the herd guard reserves capacity for a bind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.scoring import NodeEval, evaluate_node, range_score, stale_metrics
@@ -81,6 +82,15 @@ class Table:
     its request, and the request path skips the per-name lookups."""
     unknown_score: int
     herd: Mapping[NodeName, float]
+    ranked: list[list[tuple[int, NodeName]]] = field(default_factory=list, compare=False)
+    """`ranking()`'s cache: empty until someone asks (the verbs never do), then kept up
+    to date by `patch_table` in O(log nodes) a node."""
+
+    def ranking(self) -> Sequence[tuple[int, NodeName]]:
+        """The passing nodes, best first, as (-score, name): ties by name."""
+        if not self.ranked:
+            self.ranked.append(sorted((-s, n) for n, s in self.scores.items() if n in self.ok))
+        return self.ranked[0]
 
     def eval_of(self, node: NodeName) -> NodeEval:
         return self.evals.get(node, self.unknown)
@@ -135,6 +145,7 @@ def patch_table(
     (`changed`, when the caller knows them; else found by comparing the loads)."""
     if changed is None:
         changed = {n for n in set(herd) | set(table.herd) if herd.get(n) != table.herd.get(n)}
+    changed = tuple(changed)  # walked twice below
     if not changed:
         return table
     evals = dict(table.evals)
@@ -159,8 +170,18 @@ def patch_table(
         else:
             ranked.pop(n, None)
     passing = frozenset(ok)
+    in_order: list[list[tuple[int, NodeName]]] = []
+    if table.ranked:  # someone reads the ranking: keep it in step, node by node
+        ranking = list(table.ranked[0])
+        for n in changed:
+            if n in table.ok:
+                del ranking[bisect_left(ranking, (-table.scores[n], n))]
+            if n in passing:
+                insort(ranking, (-scores[n], n))
+        in_order.append(ranking)
     return replace(
         table,
+        ranked=in_order,
         evals=evals,
         scores=scores,
         fragments=fragments,

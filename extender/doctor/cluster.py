@@ -23,6 +23,8 @@ class Permission:
     why: str = ""
     required: bool = True
     """False: a denial is a warning (a feature not in use yet)."""
+    namespace: str = ""
+    """Asked in this namespace; empty: at the cluster scope."""
 
     @property
     def name(self) -> str:
@@ -74,6 +76,24 @@ def permissions(settings: Settings) -> list[Permission]:
             required=False,
         )
     )
+    if settings.overload.enabled:
+        why = "overload.enabled (taints on hot nodes)"
+        out.append(Permission("get", "nodes", why=why))
+        out.append(Permission("patch", "nodes", why=why))
+        if not settings.explain.events:  # else asked above already
+            out.append(Permission("create", "events", group="events.k8s.io", why=why))
+        where = settings.overload.lease_namespace or ""
+        out.append(
+            Permission(
+                "update",
+                "leases",
+                group="coordination.k8s.io",
+                why="overload.enabled: one replica writes taints, elected on a Lease "
+                f"({where or 'POD_NAMESPACE'}/{settings.overload.lease_name})",
+                required=False,  # granted in the Lease's namespace: asked there if known
+                namespace=where,
+            )
+        )
     out.append(
         Permission(
             "list",

@@ -63,6 +63,7 @@ async def examine(
                     permission.resource,
                     group=permission.group,
                     subresource=permission.subresource,
+                    namespace=permission.namespace,
                 )
             except Exception as exc:
                 answer = exc

@@ -21,6 +21,9 @@ Normalize = Literal["range", "candidates"]
 MissingPolicy = Literal["fail-open", "fail-closed"]
 ForeignPods = Literal["refuse", "bind"]
 ProviderKind = Literal["prometheus", "static"]
+SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+OverloadMode = Literal["taint", "dry-run"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule"]
 
 Number = Annotated[float, Strict()]
 """A YAML number: an int or a float, never a string or a bool; finite (allow_inf_nan)."""

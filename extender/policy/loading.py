@@ -25,11 +25,15 @@ from extender.policy.sections import (
     ExplainSettings,
     HerdGuardSettings,
     KubernetesSettings,
+    LabelSelectorSettings,
+    OverloadSettings,
     PrioritizeSettings,
     PrometheusSettings,
     RebalanceSettings,
     RequeueSettings,
+    SelectorRequirement,
     ServerSettings,
+    ShadowSettings,
     StaticSettings,
     TLSSettings,
 )
@@ -152,6 +156,10 @@ _KNOWN_KEYS = sorted(
                 PrioritizeSettings,
                 ExplainSettings,
                 RebalanceSettings,
+                ShadowSettings,
+                OverloadSettings,
+                LabelSelectorSettings,
+                SelectorRequirement,
             )
         )
     )

@@ -22,10 +22,13 @@ from extender.policy.fields import (
     MetricName,
     Model,
     Number,
+    OverloadMode,
     Port,
     Positive,
     RebalanceMode,
     Seconds,
+    SelectorOperator,
+    TaintEffect,
 )
 
 RETRY_BACKOFF = 0.2
@@ -260,6 +263,70 @@ class RebalanceSettings(Model):
         if self.renew_deadline <= 1.2 * self.retry_period:
             raise ValueError("renewDeadline must be greater than 1.2 x retryPeriod")
         return self
+
+
+class SelectorRequirement(Model):
+    key: Annotated[str, Strict(), Field(min_length=1)]
+    """The label key."""
+    operator: SelectorOperator
+    """How the label's value is compared with `values`."""
+    values: tuple[StrictStr, ...] = ()
+    """The values of In and NotIn."""
+
+
+class LabelSelectorSettings(Model):
+    match_labels: dict[StrictStr, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
+    """Labels a pod must carry, each with this value."""
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    """Requirements on a pod's labels, all of which must hold."""
+
+
+class ShadowSettings(Model):
+    """`decice-extender shadow`: judge the placements other schedulers make against our
+    scores, and change nothing (its own Deployment, read-only)."""
+
+    scheduler_names: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] = ()
+    """Judge pods of these spec.schedulerName values; empty: every scheduler's."""
+    namespaces: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] = ()
+    """Judge pods of these namespaces; empty: every namespace."""
+    label_selector: LabelSelectorSettings | None = None
+    """Judge only pods whose labels this selector matches (matchLabels, matchExpressions)."""
+    keep: Count = 10_000
+    """Assignments kept for the summary (the last ones: a ring, so memory stays bounded)."""
+
+
+class OverloadSettings(Model):
+    """Overload taints: a node that stays above a metric's filter threshold carries the
+    taint `decice.io/overloaded=<metric>`, so Cluster Autoscaler and Karpenter see a hot
+    cluster (they read taints, never extenders). Off by default."""
+
+    enabled: StrictBool = False
+    """Taint nodes that stay hot (RBAC: patch nodes; create events; its Lease)."""
+    mode: OverloadMode = "taint"
+    """taint: write the taints; dry-run: log and count what it would taint, change nothing."""
+    effect: TaintEffect = "NoSchedule"
+    """NoSchedule (autoscalers see it, no new pod lands) or PreferNoSchedule (a soft
+    signal: the default scheduler avoids the node, autoscalers ignore it)."""
+    metrics: tuple[MetricName, ...] = ()
+    """Metrics of the default policy that taint, each at its filter.above; empty: every
+    metric of the default policy that has filter.above."""
+    for_seconds: Seconds = 120.0
+    """How long a node must stay above (to be tainted) or below threshold - hysteresis (to
+    be untainted), on fresh data."""
+    hysteresis: Annotated[float, Strict(), Field(ge=0)] = 0.05
+    """Below threshold - hysteresis counts as cool: a node near the threshold does not flap."""
+    max_tainted_fraction: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.3
+    """At most this share of the nodes carry the taint at once, the hottest first: a wrong
+    query can never cordon the cluster."""
+    patches_per_second: Positive = 2.0
+    """Node patches at most this fast."""
+    remove_on_shutdown: StrictBool = True
+    """On a graceful stop, the writer removes the taints it put (a successor puts them
+    back after forSeconds of fresh evidence)."""
+    lease_name: Annotated[str, Strict(), Field(min_length=1)] = "decice-overload"
+    """The Lease that elects the one replica that writes taints."""
+    lease_namespace: StrictStr | None = None
+    """Namespace of the Lease; unset: POD_NAMESPACE, then the service account's."""
 
 
 class PrioritizeSettings(Model):

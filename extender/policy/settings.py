@@ -31,11 +31,13 @@ from extender.policy.sections import (
     ExplainSettings,
     HerdGuardSettings,
     KubernetesSettings,
+    OverloadSettings,
     PrioritizeSettings,
     PrometheusSettings,
     RebalanceSettings,
     RequeueSettings,
     ServerSettings,
+    ShadowSettings,
     StaticSettings,
     exposure_problem,
 )
@@ -88,6 +90,10 @@ class Settings(Model):
     """/explain, Events and per-node series."""
     rebalance: RebalanceSettings = RebalanceSettings()
     """The rebalancer (`decice-extender rebalance`, its own Deployment)."""
+    overload: OverloadSettings = OverloadSettings()
+    """Overload taints, for cluster autoscalers (off by default)."""
+    shadow: ShadowSettings = ShadowSettings()
+    """Shadow mode (`decice-extender shadow`): our verdict on other schedulers' placements."""
 
     @field_validator("single_metrics")
     @classmethod
@@ -203,6 +209,8 @@ def _policy_problems(s: Settings) -> list[str]:
         problems.append(
             f"herdGuard.metric: {s.herd_guard.metric!r} is not one of the metrics {sorted(queries)}"
         )
+    if s.overload.enabled:
+        problems += _overload_problems(s)
     if s.provider == "static" and not s.static.nodes:
         problems.append("static.nodes: provider is static but no node values are given")
     exposed = exposure_problem(s.server, s.bind.enabled)
@@ -228,3 +236,21 @@ def _resolved(s: Settings) -> dict[str, Policy]:
             )
         out[name] = Policy(name, raw.metrics, herd, raw.description)
     return out
+
+
+def _overload_problems(s: Settings) -> list[str]:
+    """overload.enabled needs metrics of the default policy with a filter.above."""
+    policy = _raw_policies(s)[s.default_policy or next(iter(_raw_policies(s)))]
+    above = {m.name for m in policy.metrics if m.filter is not None and m.filter.above is not None}
+    unknown = [m for m in s.overload.metrics if m not in above]
+    if unknown:
+        return [
+            f"overload.metrics: {unknown} are not metrics of the default policy with a "
+            f"filter.above (those are {sorted(above)})"
+        ]
+    if not above:
+        return [
+            "overload.enabled: the default policy has no metric with a filter.above: nothing "
+            "to taint by"
+        ]
+    return []

@@ -11,14 +11,12 @@ accepts uses one of its budget's allowed disruptions, as the API counts it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from extender.decisions.labels import LabelSelector, selects
 from extender.rebalancing.pods import RunningPod
-
-LabelSelector = Mapping[str, Any]
-"""A metav1.LabelSelector: `matchLabels` and `matchExpressions`."""
 
 
 @dataclass(slots=True)
@@ -31,32 +29,6 @@ class Budget:
     """status.disruptionsAllowed, less the evictions accepted during this check."""
     processed: bool
     """status.observedGeneration has caught up with metadata.generation."""
-
-
-def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
-    """Kubernetes' label selector semantics: every matchLabels pair and every expression
-    (In, NotIn, Exists, DoesNotExist) must hold; an empty selector selects everything."""
-    if selector is None:
-        return False
-    match = selector.get("matchLabels") or {}
-    if any(labels.get(k) != v for k, v in match.items()):
-        return False
-    for expression in selector.get("matchExpressions") or ():
-        key = expression.get("key")
-        operator = expression.get("operator")
-        values = expression.get("values") or ()
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False  # the API rejects such a selector: it selects nothing we can judge
-    return True
 
 
 def read_budget(doc: Any) -> Budget | None:

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -16,13 +17,18 @@ from starlette.routing import Route
 from extender.cluster.binder import Binder
 from extender.cluster.informer import WatchStatus
 from extender.decisions.engine import Engine
+from extender.errors.causes import describe
 from extender.metrics.refresher import Refresher
 from extender.policy.settings import Settings
-from extender.service.endpoints import health_routes, info_routes
+from extender.service.endpoints import health_routes, info_routes, shadow_routes
+from extender.service.shadow_mode import ShadowObserver
 from extender.service.telemetry import Telemetry
 from extender.service.verbs import verb_routes
 
 log = logging.getLogger("decice.app")
+
+Mode = Literal["extender", "rebalance", "shadow"]
+"""What the service is: the scheduler's extender, the rebalancer, or a shadow."""
 
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
 
@@ -49,20 +55,29 @@ def create_apps(
     shutdown: Callable[[], Awaitable[None]] | None = None,
     problems: Sequence[str] = (),
     details: Mapping[str, Callable[[], object]] | None = None,
-    verbs: bool = True,
+    mode: Mode = "extender",
+    shadow: ShadowObserver | None = None,
+    stopping: Callable[[], Awaitable[object]] | None = None,
 ) -> Apps:
     """Routes over the parts extender.service.compose.build_service wires (use that).
 
     `details`: more /readyz sections, each read when asked (the policy file, the
-    rebalancer). `verbs` False: the first app serves health and metrics only, with the
-    lifespan (the rebalancer runs the refresher and watches, and answers no scheduler)."""
-    lifespan = _lifespan(settings, binder, refresher, background or {}, prepare, shutdown)
+    rebalancer). `mode` "rebalance": the first app serves health and metrics only, with the
+    lifespan (the rebalancer runs the refresher and watches, and answers no scheduler);
+    "shadow": health, metrics, /explain and /shadow (`shadow`'s), no verb. `stopping` runs
+    on shutdown before the background tasks are cancelled (they may still be needed)."""
+    lifespan = _lifespan(settings, binder, refresher, background or {}, prepare, shutdown, stopping)
 
     def health(base: str = "") -> list[Route]:
         return health_routes(engine, telemetry, clock, watches or {}, problems, details or {}, base)
 
-    if not verbs:
+    if mode == "rebalance":
         return Apps(Starlette(routes=health(), lifespan=lifespan), Starlette(routes=health()))
+    if mode == "shadow":
+        assert shadow is not None
+        routes = health() + info_routes(settings, engine, clock, shadowed=shadow.explain)
+        routes += shadow_routes(shadow.summary)
+        return Apps(Starlette(routes=routes, lifespan=lifespan), Starlette(routes=health()))
     routes = verb_routes(settings, engine, binder, telemetry, clock)
     for base in sorted({"", settings.server.url_prefix}):
         routes += health(base) + info_routes(settings, engine, clock, base)
@@ -76,6 +91,7 @@ def _lifespan(
     background: Mapping[str, Callable[[], Coroutine[object, object, None]]],
     prepare: Callable[[], Awaitable[None]] | None,
     shutdown: Callable[[], Awaitable[None]] | None,
+    stopping: Callable[[], Awaitable[object]] | None,
 ) -> Lifespan:
     """Before serving: prepare, refresh once, start the refresher and the background tasks;
     after: drain binds, cancel the tasks, shut down."""
@@ -93,6 +109,11 @@ def _lifespan(
         finally:
             if not await binder.drain(settings.server.grace_period):
                 log.warning("shutdown: binds still running after the grace period")
+            if stopping is not None:
+                try:
+                    await asyncio.wait_for(stopping(), settings.server.grace_period)
+                except Exception as exc:  # a shutdown step never blocks the rest
+                    log.warning("shutdown: %s", describe(exc) or type(exc).__name__)
             for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

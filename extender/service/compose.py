@@ -17,11 +17,15 @@ from typing import Protocol
 
 from starlette.applications import Starlette
 
+from extender.cluster.bind_thread import BindThread
 from extender.cluster.binder import Binder, KubeBinder
+from extender.cluster.connect import missing_client_problems
 from extender.cluster.event_poster import EventPoster, EventSink
 from extender.cluster.informer import Informer
+from extender.cluster.overload import Tainter, tainted_nodes
 from extender.cluster.podwatch import PodEventHandler
 from extender.cluster.requeue import PodAnnotator, Requeuer
+from extender.cluster.taints import TaintAPI
 from extender.decisions.engine import Engine, node_figures
 from extender.decisions.model import Snapshot
 from extender.decisions.nodes import NodeCache
@@ -33,7 +37,14 @@ from extender.policy.settings import Settings
 from extender.rebalancing.loop import RebalanceAPI, Rebalancer
 from extender.service.app import create_apps
 from extender.service.rebalance_mode import Elector, for_rebalancing, rebalancer_detail
-from extender.service.telemetry import PlacementFigures, RebalanceTelemetry, Telemetry
+from extender.service.shadow_mode import ShadowObserver, for_shadowing
+from extender.service.telemetry import (
+    OverloadTelemetry,
+    PlacementFigures,
+    RebalanceTelemetry,
+    ShadowTelemetry,
+    Telemetry,
+)
 from extender.service.watches import Lister, node_informer, nothing, pod_informer, prepare
 
 log = logging.getLogger("decice.service")
@@ -41,7 +52,7 @@ log = logging.getLogger("decice.service")
 Task = Callable[[], Coroutine[object, object, None]]
 
 
-class KubeAPI(KubeBinder, EventSink, Lister, PodAnnotator, RebalanceAPI, Protocol):
+class KubeAPI(KubeBinder, EventSink, Lister, PodAnnotator, RebalanceAPI, TaintAPI, Protocol):
     """What the service asks of the Kubernetes API (extender.cluster.client.KubeClient)."""
 
     async def close(self) -> None: ...
@@ -79,6 +90,8 @@ class Service:
     """Live reload of the policy file, when the service was built from one."""
     rebalancer: Rebalancer | None = None
     """The rebalancer, in rebalance mode (`build_service(leader=...)`)."""
+    shadow: ShadowObserver | None = None
+    """The placements judged, in shadow mode (`build_service(shadow=True)`)."""
 
     async def prepare(self) -> None:
         """What the app does before its first refresh (the CLI calls it too)."""
@@ -108,6 +121,8 @@ def build_service(
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
     leader: Elector | None = None,
+    shadow: bool = False,
+    overload_leader: Elector | None = None,
 ) -> Service:
     """The engine, refresher, binder, watches and app for `settings`.
 
@@ -122,30 +137,45 @@ def build_service(
     `leader` (an elector on the rebalancer's Lease) builds the rebalance mode instead: the
     same refresher, engine and watches, no verbs, and the rebalancer acting while `leader`
     holds the Lease. Events on placed pods and requeue patches stay the extender's.
+    `shadow` builds the shadow mode: the same again, judging the placements the pod watch
+    sees (extender.service.shadow_mode), with no verbs and nothing written to the API.
+    With `overload.enabled`, the extender writes overload taints while `overload_leader`
+    (an elector on its own Lease) holds it (extender.cluster.overload).
     """
     as_read = settings  # what the file says: a reload compares the new file with it
-    if leader is not None:
+    if leader is not None or shadow:
         if kube is None:
-            raise ValueError(f"the rebalancer needs a Kubernetes client: {kube_problem}")
-        settings = for_rebalancing(settings)
-    problems = _kube_problems(settings, kube_problem) if kube is None else ()
+            what = "the rebalancer" if leader is not None else "shadow mode"
+            raise ValueError(f"{what} needs a Kubernetes client: {kube_problem}")
+        settings = for_rebalancing(settings) if leader is not None else for_shadowing(settings)
+    problems = missing_client_problems(settings, kube_problem) if kube is None else ()
     parts = _core(settings, kube, clock)
     refresher = _refresher(parts, provider)
     on_placed = _placement_events(parts)
+    bind_calls, bind_thread = _bind_calls(settings, kube)
     binder = Binder(
         settings,
         parts.engine,
-        kube,
+        bind_calls,
         clock=clock,
         on_outcome=parts.telemetry.bound,
         on_placed=on_placed,
     )
-    informers = _watches(parts, binder, on_placed)
+    observer = (
+        ShadowObserver(parts.engine, parts.nodes, ShadowTelemetry(parts.telemetry.registry))
+        if shadow
+        else None
+    )
+    informers = _watches(parts, binder, on_placed, observer)
     reloader = _reloader(parts, policy_file, as_read, refresher)
     details: dict[str, Callable[[], object]] = {
         "policy": lambda: _policy_detail(parts.engine.settings, reloader)
     }
     rebalancer = _rebalancer(parts, leader, details)
+    # The extender alone writes taints: a rebalancer shares its policy, a shadow writes nothing.
+    tainter = _tainter(parts, overload_leader, details) if leader is None and not shadow else None
+    if shadow and settings.overload.enabled:
+        log.info("shadow mode writes nothing: overload.enabled is ignored here")
     apps = create_apps(
         settings,
         parts.engine,
@@ -156,10 +186,12 @@ def build_service(
         parts.background,
         watches={i.status.resource: i.status for i in informers},
         prepare=lambda: prepare(informers, reloader),
-        shutdown=lambda: _shutdown(kube, reloader),
+        shutdown=lambda: _shutdown(kube, reloader, bind_thread),
+        stopping=tainter.remove_all if tainter is not None else None,
         problems=problems,
         details=details,
-        verbs=leader is None,
+        mode="rebalance" if leader is not None else "shadow" if shadow else "extender",
+        shadow=observer,
     )
     return Service(
         settings,
@@ -175,6 +207,7 @@ def build_service(
         problems=problems,
         reloader=reloader,
         rebalancer=rebalancer,
+        shadow=observer,
     )
 
 
@@ -229,19 +262,23 @@ def _placement_events(parts: _Parts) -> Callable[[str], None]:
 
 
 def _watches(
-    parts: _Parts, binder: Binder, on_placed: Callable[[str], None]
+    parts: _Parts,
+    binder: Binder,
+    on_placed: Callable[[str], None],
+    observer: ShadowObserver | None,
 ) -> tuple[Informer, ...]:
-    """The node watch, and the pod watch feeding the herd guard and requeue."""
+    """The node watch, and the pod watch feeding the herd guard, requeue and the shadow."""
     settings, kube, engine, requeuer = parts.settings, parts.kube, parts.engine, parts.requeuer
     informers: list[Informer] = []
     if kube is not None:
         informers.append(node_informer(settings, kube, parts.nodes, parts.telemetry))
-        if settings.kubernetes.watch_pods:
+        if settings.kubernetes.watch_pods or observer is not None:
             handler = PodEventHandler(
                 engine,
                 forget=requeuer.forget if requeuer is not None else nothing,
                 placed=on_placed,
                 binding=binder.binding,
+                seen=observer,
                 clock=parts.clock,
             )
             informers.append(pod_informer(settings, kube, handler, parts.telemetry))
@@ -306,24 +343,22 @@ def _rebalancer(
     return rebalancer
 
 
-def _kube_problems(settings: Settings, kube_problem: str | None) -> tuple[str, ...]:
-    """The readiness problems of running without the Kubernetes client, logged once."""
-    if kube_problem is None:
-        return ()
-    if settings.bind.enabled:
-        problem = f"bind: enabled but no Kubernetes client: {kube_problem}"
-        log.error(
-            "%s; every bind answers an Error and /readyz answers 503 "
-            "(filter and prioritize still answer)",
-            problem,
-        )
-        return (problem,)
-    log.warning(
-        "no Kubernetes client: %s; `instance` labels cannot be mapped to nodes and the "
-        "herd guard hears only of our own binds",
-        kube_problem,
-    )
-    return ()
+def _tainter(
+    parts: _Parts, leader: Elector | None, details: dict[str, Callable[[], object]]
+) -> Tainter | None:
+    """With overload.enabled: the taint writer, while `leader` holds its Lease."""
+    kube = parts.kube
+    if not parts.settings.overload.enabled or kube is None or leader is None:
+        if parts.settings.overload.enabled:
+            log.warning("overload.enabled but no Kubernetes client or Lease: no taints")
+        return None
+    nodes = parts.nodes
+    counter = OverloadTelemetry(parts.telemetry.registry, lambda: len(tainted_nodes(nodes)))
+    tainter = Tainter(parts.engine, nodes, kube, leader, counter, parts.clock)
+    parts.background["overload-leader"] = leader.run
+    parts.background["overload"] = tainter.run
+    details["overload"] = tainter.detail
+    return tainter
 
 
 def _policy_detail(settings: Settings, reloader: PolicyReloader | None) -> dict[str, object]:
@@ -337,8 +372,25 @@ def _policy_detail(settings: Settings, reloader: PolicyReloader | None) -> dict[
     return detail
 
 
-async def _shutdown(kube: KubeAPI | None, reloader: PolicyReloader | None) -> None:
+def _bind_calls(
+    settings: Settings, kube: KubeAPI | None
+) -> tuple[KubeBinder | None, BindThread | None]:
+    """The binder's API calls: with a real client and bind on, its twin on a thread of
+    its own, so binds never run on the verbs' loop (extender.cluster.bind_thread); any
+    other client (a test's stand-in) as given."""
+    twin = getattr(kube, "twin", None)  # KubeClient's; imported only when a policy needs it
+    if twin is not None and settings.bind.enabled:
+        thread = BindThread(twin)
+        return thread, thread
+    return kube, None
+
+
+async def _shutdown(
+    kube: KubeAPI | None, reloader: PolicyReloader | None, bind_thread: BindThread | None
+) -> None:
     if reloader is not None:
         reloader.triggers.remove_sighup()
+    if bind_thread is not None:  # after the binds drained (the lifespan's order)
+        await bind_thread.close()
     if kube is not None:
         await kube.close()

@@ -67,9 +67,14 @@ def health_routes(
 
 
 def info_routes(
-    settings: Settings, engine: Engine, clock: Callable[[], float], base: str = ""
+    settings: Settings,
+    engine: Engine,
+    clock: Callable[[], float],
+    base: str = "",
+    shadowed: Callable[[str], Mapping[str, object] | None] | None = None,
 ) -> list[Route]:
-    """GET <base>/openapi.json and <base>/explain."""
+    """GET <base>/openapi.json and <base>/explain (with `shadowed(uid)`'s verdict, in
+    shadow mode)."""
 
     async def explain(request: Request) -> Response:
         """The last decision for one pod: ?pod=NAMESPACE/NAME or ?uid=UID."""
@@ -102,6 +107,9 @@ def info_routes(
                 "it was asked about, since it started",
             )
         doc = await asyncio.to_thread(explain_pod, settings, memo, clock())
+        verdict = shadowed(memo.facts.uid) if shadowed is not None else None
+        if verdict is not None:
+            doc["shadow"] = dict(verdict)
         return Response(orjson.dumps(doc), media_type=JSON_TYPE)
 
     async def openapi(request: Request) -> Response:
@@ -111,3 +119,25 @@ def info_routes(
         Route(f"{base}/openapi.json", openapi, methods=["GET"]),
         Route(f"{base}/explain", explain, methods=["GET"]),
     ]
+
+
+def shadow_routes(summary: Callable[[Mapping[str, float] | None], object]) -> list[Route]:
+    """GET /shadow: the shadow's summary; `?over=cpu=0.8,memory=0.7` sets the thresholds
+    of the "share onto nodes over" figures (default: each metric's filter threshold)."""
+
+    async def shadow(request: Request) -> Response:
+        over: dict[str, float] | None = None
+        text = request.query_params.get("over")
+        if text is not None:
+            over = {}
+            for part in filter(None, text.split(",")):
+                metric, _, value = part.partition("=")
+                try:
+                    over[metric] = float(value)
+                except ValueError:
+                    return error_response(
+                        400, f"over: expected METRIC=NUMBER[,...], got {shown(part)}"
+                    )
+        return Response(orjson.dumps(summary(over)), media_type=JSON_TYPE)
+
+    return [Route("/shadow", shadow, methods=["GET"])]

@@ -1,5 +1,6 @@
-"""`burst.py --quick --json` writes every key, and its counts add up (no timings asserted:
-the numbers belong in BENCHMARKS.md, not in a pass/fail)."""
+"""`burst.py --quick --json` and `bindload.py --quick --json` write every key, and their
+counts add up (no timings asserted: the numbers belong in BENCHMARKS.md, not in a
+pass/fail)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.benchmarks.bindload import QUICK as BINDLOAD
 from tests.benchmarks.burst import BIND_KEYS, BURST_KEYS, CYCLE_KEYS, QUICK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,3 +58,27 @@ def test_burst_quick_writes_every_key(tmp_path: Path) -> None:
     assert (cycles["bind_errors"], cycles["placement_mismatches"]) == (0, 0)
     assert cycles["cpu_s_per_1000_cycles"] == round(cycles["cpu_s"] / QUICK.cycles * 1000, 3)
     assert "max/node" in run.stdout and "cpu s per 1,000" in run.stdout  # the readable tables
+
+
+def test_bindload_quick_writes_both_cases_and_their_ratio(tmp_path: Path) -> None:
+    out = tmp_path / "bindload.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks.bindload", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert [(r["nodes"], r["bind"]) for r in data["rounds"]] == [(50, "on"), (50, "off")]
+    for row in data["rounds"]:
+        assert (row["placed"], row["bind_errors"], row["misplaced"]) == (BINDLOAD.pods, 0, 0)
+        for verb in ("filter", "prioritize"):
+            assert 0 < row[f"{verb}_server_p50"] <= row[f"{verb}_server_p99"]
+            assert row[f"{verb}_server_p50"] <= row[f"{verb}_rtt_p50"]
+    on, off, ratio = data["medians"]
+    assert ratio["bind"] == "on/off"
+    p99 = "filter_server_p99"
+    assert ratio[p99] == round(on[p99] / off[p99], 2)
+    assert "bind on / off, p99" in run.stdout

@@ -172,3 +172,53 @@ async def test_node_outside_the_filtered_candidates_is_refused(api: FakeKubeAPI)
     error = await binder.bind(args("node-404"))
     assert "node 'node-404' was not among the nodes sent to this extender's filter" in error
     assert api.bind_count("decice", "with-requests") == 0
+
+
+async def test_the_reservation_counts_while_the_binding_is_in_flight(api: FakeKubeAPI) -> None:
+    """kube-scheduler scores its next pods while a Binding is on its way: they must see
+    this pod on its node already, not only once the API answered."""
+    _, engine, binder = setup(api)
+    filter_pod(engine)
+    api.delay_next(0.5)
+    bind = asyncio.create_task(binder.bind(args()))
+    while not api.requests_to("POST", "/api/v1/namespaces/decice/pods/with-requests/binding"):
+        await asyncio.sleep(0.01)  # the call reached the server, whose answer is stalled
+    assert binder.binding(UID) and engine.reservations[UID].node == "node-4"
+    assert engine.table(NOW).evals["node-4"].values[0] == pytest.approx(0.425)
+    assert await bind == ""
+    assert engine.reservations[UID].source == "bind"
+
+
+@pytest.mark.parametrize(
+    ("fault", "kept"),
+    [
+        (404, False),  # the pod is gone: surely not bound
+        (403, False),
+        (409, False),  # another UID, or bound elsewhere
+        (500, True),  # may have been bound before the server failed: kept
+        (429, True),
+    ],
+)
+async def test_a_failed_binding_releases_the_reservation_only_when_surely_unbound(
+    api: FakeKubeAPI, fault: int, kept: bool
+) -> None:
+    _, engine, binder = setup(api)
+    filter_pod(engine)
+    api.fail_next(fault, times=2)  # the client's one retry of a 429 or 5xx fails too
+    assert "failed" in await binder.bind(args())
+    assert (UID in engine.reservations) is kept
+    expected = 0.425 if kept else 0.3
+    assert engine.table(NOW).evals["node-4"].values[0] == pytest.approx(expected)
+
+
+async def test_a_bind_timed_out_keeps_the_reservation(api: FakeKubeAPI) -> None:
+    """The answer comes too late (the server bound the pod): the reservation stays."""
+    settings = make_settings()
+    engine = Engine(settings, make_snapshot({"cpu": {"node-4": 0.3}}), NOW)
+    filter_pod(engine)
+    kube = KubeClient(client_for(api), timeout=0.2, retries=0)
+    binder = Binder(settings, engine, kube, clock=lambda: NOW)
+    api.delay_next(1.0, after=True)
+    assert "failed" in await binder.bind(args())
+    assert api.bind_count("decice", "with-requests") == 1 and UID in engine.reservations
+    await kube.close()

@@ -35,7 +35,7 @@ from extender.cluster.client.errors import (
     KubeEvictionRefused,
     KubeUnavailable,
 )
-from extender.decisions.model import NodeInfo, PodEvent
+from extender.decisions.model import PodEvent
 from extender.decisions.pods import PodFacts
 from tests.harness.fixtures import APISERVER
 from tests.harness.kubeapi import FakeKubeAPI, client_for, write_kubeconfig
@@ -704,12 +704,13 @@ async def test_list_nodes(api: FakeKubeAPI, kube: Make) -> None:
     api.add_node("node-3", ["10.0.0.3", "fd00::3"], cpu=None)
     api.add_node("node-4", None, cpu="16")
     nodes, version = await kube(api).list_nodes()
-    assert nodes == [
-        NodeInfo(name="node-1", internal_ips=("10.0.0.1",), cpu_cores=4.0),
-        NodeInfo(name="node-2", internal_ips=("10.0.0.2",), cpu_cores=3.5),
-        NodeInfo(name="node-3", internal_ips=("10.0.0.3", "fd00::3"), cpu_cores=None),
-        NodeInfo(name="node-4", internal_ips=(), cpu_cores=16.0),
+    assert [(n.name, n.internal_ips, n.cpu_cores) for n in nodes] == [
+        ("node-1", ("10.0.0.1",), 4.0),
+        ("node-2", ("10.0.0.2",), 3.5),
+        ("node-3", ("10.0.0.3", "fd00::3"), None),
+        ("node-4", (), 16.0),
     ]
+    assert dict(nodes[0].labels)["kubernetes.io/hostname"] == "node-1"
     assert version == api.resource_version
 
 

@@ -9,6 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from extender.decisions.engine import Engine
+from extender.decisions.scoring import tie_start
 from extender.decisions.wire import parse_extender_args
 from extender.policy.fields import ConfigError
 from extender.service.compose import build_service
@@ -47,7 +48,8 @@ def test_off_by_default_every_node_answered() -> None:
 
 
 def test_best_k_in_request_order_ties_broken_by_request_order() -> None:
-    # b and e tie at 5 for the third place: b comes first in the request.
+    # b and e tie at 5 for the third place: from pod "u"'s start (4, the end), b comes
+    # first in the request.
     assert prioritize(engine(3), ORDER) == [
         {"Host": "b", "Score": 5},
         {"Host": "a", "Score": 9},
@@ -57,8 +59,18 @@ def test_best_k_in_request_order_ties_broken_by_request_order() -> None:
     assert [h["Host"] for h in prioritize(engine(3), ["e", "d", "c", "b", "a"])] == ["e", "c", "a"]
 
 
-def test_k_of_one_keeps_the_first_best() -> None:
-    assert prioritize(engine(1), ORDER) == [{"Host": "a", "Score": 9}]
+def test_k_of_one_keeps_a_best_node_tied_from_the_pods_own_start() -> None:
+    # a and c tie at 9: pod "u" breaks ties from tie_start("u", 5) == 4 (c) on, every time
+    assert tie_start("u", 5) == 4
+    assert prioritize(engine(1), ORDER) == [{"Host": "c", "Score": 9}]
+    assert prioritize(engine(1), ORDER) == [{"Host": "c", "Score": 9}]
+    # another pod starting before a gets a: pods spread over the tied nodes
+    other = next(f"u{i}" for i in range(100) if tie_start(f"u{i}", 5) <= 2)
+    pod = {"metadata": {"name": "q", "uid": other}, "spec": {"schedulerName": "decice_sched"}}
+    e = engine(1)
+    raw = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": ORDER})
+    answer = orjson.loads(prioritize_answer(e, parse_extender_args(raw, e.answered_nodes(NOW))))
+    assert answer == [{"Host": "a", "Score": 9}]
 
 
 @pytest.mark.parametrize("k", [5, 6, 1000])

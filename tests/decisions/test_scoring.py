@@ -14,6 +14,7 @@ from extender.decisions.scoring import (
     live_reservations,
     score_candidates,
     stale_metrics,
+    tie_start,
     to_score,
     top_hosts,
 )
@@ -115,6 +116,20 @@ def test_ties_are_deterministic_and_top_hosts_keeps_request_order() -> None:
     assert top_hosts(names, [3, 9, 9, 1], 2) == [1, 2]
     assert top_hosts(names, [5, 5, 5, 5], 2) == [0, 1]
     assert top_hosts(names, [1, 2, 3, 4], 10) == [0, 1, 2, 3]
+
+
+def test_ties_at_the_cut_are_broken_from_each_pods_start() -> None:
+    names = ["n1", "n2", "n3", "n4", "n5"]
+    ties = [5, 9, 5, 5, 5]
+    # the best always stays; the tied ones come from `start` on, wrapping
+    assert top_hosts(names, ties, 2, start=0) == [0, 1]
+    assert top_hosts(names, ties, 2, start=3) == [1, 3]
+    assert top_hosts(names, ties, 3, start=4) == [0, 1, 4]
+    # one pod, one start (a retry gets the same answer); pods spread over the ties
+    assert tie_start("uid-a", 5) == tie_start("uid-a", 5)
+    starts = {tie_start(f"uid-{i}", 100) for i in range(200)}
+    assert len(starts) > 80 and all(0 <= s < 100 for s in starts)
+    assert tie_start("uid-a", 0) == 0
 
 
 def test_herd_guard_adds_request_until_a_settled_snapshot() -> None:

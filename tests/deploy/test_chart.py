@@ -139,6 +139,16 @@ def schema_errors(values: dict[str, Any]) -> list[str]:
     ]
 
 
+#: The cases with a kube-scheduler (mode: extender): the scheduler config and its agreement
+#: with the extender. ci/shadow-values.yaml (mode: shadow) has no scheduler: it is
+#: checked in test_chart_shadow.py, and by every test over CASES here.
+EXTENDER_CASES = [c for c in CASES if values_for(c).get("mode", "extender") == "extender"]
+
+
+def test_only_the_shadow_case_runs_no_scheduler() -> None:
+    assert sorted(set(CASES) - set(EXTENDER_CASES)) == ["shadow-values"]
+
+
 # --- Helm: lint, render, schema -------------------------------------------------------
 
 
@@ -526,7 +536,7 @@ def test_pod_rbac_follows_the_policy(policy: dict[str, Any], pod_verbs: list[str
 # --- the scheduler config -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", EXTENDER_CASES)
 def test_scheduler_config(case: str) -> None:
     objs = objects(case)
     cfg = scheduler_config(objs)
@@ -554,7 +564,7 @@ def test_scheduler_config(case: str) -> None:
     assert role["rules"][1]["resourceNames"] == [cfg["leaderElection"]["resourceName"]]
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", EXTENDER_CASES)
 def test_policy_loads_with_the_extender_loader(case: str, tmp_path: Path) -> None:
     objs = objects(case)
     settings = load_policy(objs, tmp_path)
@@ -568,7 +578,7 @@ def test_policy_loads_with_the_extender_loader(case: str, tmp_path: Path) -> Non
     assert ("bindVerb" in ext) == settings.bind.enabled
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", EXTENDER_CASES)
 def test_scheduler_calls_the_paths_the_extender_serves(case: str, tmp_path: Path) -> None:
     objs = objects(case)
     served = verb_paths(load_policy(objs, tmp_path))
@@ -593,7 +603,7 @@ EDGE_POLICIES = [
 ]
 
 
-@pytest.mark.parametrize("case", [*CASES, *EDGE_POLICIES])
+@pytest.mark.parametrize("case", [*EXTENDER_CASES, *EDGE_POLICIES])
 def test_extender_entry_agrees_with_decice_extender_scheduler_config(
     case: str | dict[str, Any], tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from extender.policy.loading import load_settings
-from tests.deploy.chart import KUBE_VERSION, render_mod, schema_problems
+from tests.deploy.chart import KUBE_VERSION, grants, render_mod, schema_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "decice-extender"
@@ -61,16 +61,6 @@ def container(objs: list[dict[str, Any]]) -> dict[str, Any]:
     [only] = pod_spec(objs)["containers"]
     assert isinstance(only, dict)
     return only
-
-
-def grants(role: dict[str, Any]) -> set[tuple[str, str, str, tuple[str, ...]]]:
-    return {
-        (group, res, verb, tuple(rule.get("resourceNames", ())))
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for res in rule["resources"]
-        for verb in rule["verbs"]
-    }
 
 
 def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:

@@ -4,7 +4,8 @@
   and `test rules` on tests/deploy/alerts_test.yaml, whose cases cover every alert firing
   and not firing; skipped only when promtool is not installed (CI installs it).
 - the dashboard JSON, offline: unique panel ids, gridPos, datasource and targets, defined
-  variables, and only series extender/service/telemetry.py exports (counters only under rate).
+  variables, and only series extender/service/telemetry.py exports (counters only under rate),
+  the shadow mode's included; the "Shadow mode" row shows those and only those.
 - the chart: both objects render and pass `helm lint --strict`; the ConfigMap carries the
   dashboard JSON and the sidecar label; the PrometheusRule carries the rules file's groups,
   with the release's job and the policy's maxAge.
@@ -12,7 +13,10 @@
   Kubernetes API and a fake node exporter, all on 127.0.0.1): after filter, prioritize
   and bind calls from the captured kube-scheduler bodies, and a few faults, every dashboard
   target (variables resolved and substituted as Grafana does) and every alert expression
-  returns series, and the alerts the faults should trigger go pending in Prometheus.
+  returns series, and the alerts the faults should trigger go pending in Prometheus. Beside
+  it a real shadow (`decice-extender shadow`, its own fake Kubernetes API, scraped as the job
+  of a `mode: shadow` release) judges the placements of another scheduler: with its job
+  chosen, the "Shadow mode" row's targets return series too.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.decisions.model import Snapshot
-from extender.service.telemetry import Telemetry
+from extender.service.telemetry import OverloadTelemetry, ShadowTelemetry, Telemetry
 from tests.deploy.chart import KUBE_VERSION, render_mod
 from tests.deploy.test_chart import (
     CHART,
@@ -93,9 +97,24 @@ def query_panels() -> list[dict[str, Any]]:
     return [p for p in dashboard()["panels"] if p["type"] != "row"]
 
 
+def row_of(panel: dict[str, Any]) -> str:
+    """The title of the (expanded) row a panel sits under: the last row above it."""
+    rows = [p for p in dashboard()["panels"] if p["type"] == "row"]
+    above = [r for r in rows if r["gridPos"]["y"] < panel["gridPos"]["y"]]
+    assert above, f"{panel['title']} is under no row"
+    title: str = max(above, key=lambda r: r["gridPos"]["y"])["title"]
+    return title
+
+
 def dashboard_targets() -> list[tuple[str, dict[str, Any]]]:
     """(panel title / refId, target) of every query of the dashboard."""
     return [(f"{p['title']}/{t['refId']}", t) for p in query_panels() for t in p["targets"]]
+
+
+def shown_for(panel: dict[str, Any]) -> str:
+    """Whose panel it is: "shadow" for the "Shadow mode" row (a `mode: shadow` release's job
+    chosen), "extender" for every other."""
+    return "shadow" if row_of(panel) == SHADOW_ROW else "extender"
 
 
 def rules_file() -> dict[str, Any]:
@@ -109,9 +128,13 @@ def alert_rules() -> dict[str, dict[str, Any]]:
 
 def exported_series() -> dict[str, str]:
     """Every series name extender/service/telemetry.py exports -> its metric type, from the real
-    Telemetry with every collector registered (counters as <name>_total, histograms as
-    <name>_bucket/_count/_sum), plus Prometheus' own `up`."""
+    Telemetry with every collector registered, shadow mode's (ShadowTelemetry, on the
+    same registry as build_service(shadow=True) puts it) and the overload taint writer's
+    (OverloadTelemetry, with overload.enabled) (counters as <name>_total,
+    histograms as <name>_bucket/_count/_sum), plus Prometheus' own `up`."""
     telemetry = Telemetry()
+    ShadowTelemetry(telemetry.registry)
+    OverloadTelemetry(telemetry.registry, lambda: 0)
     telemetry.watch(lambda: Snapshot.empty(["cpu"]))
     telemetry.watch_nodes(lambda: ({"default": {"node-1": 5}}, {"cpu": {"node-1": 0.5}}))
     telemetry.watch_placement(lambda: ({"bind": 1}, 1, 1, {"pods": True}))
@@ -325,6 +348,43 @@ def test_dashboard_queries_only_series_the_service_exports() -> None:
     assert families - shown == set(), "exported but on no panel"
 
 
+def test_the_shadow_row_shows_the_shadow_series_and_no_other_row_does() -> None:
+    rows = [p["title"] for p in dashboard()["panels"] if p["type"] == "row"]
+    assert rows[-1] == SHADOW_ROW and rows.count(SHADOW_ROW) == 1
+    shadow = [p for p in query_panels() if shown_for(p) == "shadow"]
+    assert [p["title"] for p in shadow] == SHADOW_PANELS
+    for panel in query_panels():
+        names = set().union(*(metric_names(t["expr"]) for t in panel["targets"]))
+        of_shadow = {n for n in names if n.startswith("decice_shadow_")}
+        if shown_for(panel) == "shadow":
+            assert names and names == of_shadow, panel["title"]
+            assert "alert" not in panel and "thresholds" not in panel["fieldConfig"]["defaults"]
+        else:
+            assert not of_shadow, panel["title"]
+    exported = {
+        re.sub(r"_(total|bucket|count|sum)$", "", n)
+        for n in exported_series()
+        if n.startswith("decice_shadow_")
+    }
+    assert exported == {
+        "decice_shadow_assignments",
+        "decice_shadow_score_gap",
+        "decice_shadow_rejected",
+    }
+    # No alert on the shadow's series: it advises, nothing pages on it.
+    assert not [n for r in alert_rules().values() for n in metric_names(r["expr"]) if "shadow" in n]
+    gap = next(p for p in shadow if "decice_shadow_score_gap" in p["targets"][0]["expr"])
+    assert [t["expr"].split(",")[0] for t in gap["targets"]] == [
+        "histogram_quantile(0.5",
+        "histogram_quantile(0.9",
+    ]
+    # The variables list every release of the chart, whatever its mode, from a series every
+    # mode keeps current: a shadow answers no verb (decice_requests_total says nothing of
+    # it), every mode refreshes its metrics.
+    for variable in dashboard()["templating"]["list"][1:]:
+        assert metric_names(variable["definition"].split(",")[0]) == {"decice_metric_age_seconds"}
+
+
 def test_metric_names_parser() -> None:
     expr = (
         "histogram_quantile(0.99, sum by (verb, le) (rate(decice_request_duration_seconds_bucket"
@@ -488,37 +548,52 @@ INDUCED = {
 }
 #: Alerts of a healthy service: their series exist but the final comparison holds for none.
 QUIET = {"DeciceExtenderDown", "DeciceExtenderAbsent", "DeciceWatchDown"}
+#: The dashboard row of `mode: shadow` and its panels.
+SHADOW_ROW = "Shadow mode"
+SHADOW_PANELS = [
+    "Placements judged by verdict",
+    "Agreement with our advice",
+    "Score gap p50 / p90",
+    "Placements on nodes our filter rejects",
+]
+#: The scrape job of a `mode: shadow` release "decice-shadow" beside the extender's: the
+#: chart's Service <fullname>-metrics, as its ServiceMonitor's targets get it.
+SHADOW_RELEASE = "decice-shadow"
+SHADOW_JOB = f"{SHADOW_RELEASE}-{RELEASE}-metrics"
+#: The shadow's placements, made by "another scheduler" in each of two waves: onto our best
+#: node (node-1, lowest CPU) and ones our filter rejects (node-2, above 0.9) among others.
+SHADOW_WAVE = ("node-1", "node-4", "node-5", "node-2")
 
 
 class ScrapingPrometheus(PrometheusServer):
-    """promharness' server with a second job: the extender, labelled like a target of the
-    chart's ServiceMonitor (job = the Service name, namespace, pod)."""
+    """promharness' server with more jobs: the extender (and the shadow), each labelled like
+    a target of the chart's ServiceMonitor (job = the Service name, namespace, pod)."""
 
     def __init__(self, exporter: str, workdir: Path, binary: str) -> None:
         self.exporter = exporter
-        self.extender: str | None = None
+        self.jobs: dict[str, tuple[str, str]] = {}
+        """job -> (target, pod)."""
         super().__init__([exporter], workdir=workdir, binary=binary, rule_files=[ALERTS])
 
     def write_config(self, targets: list[str]) -> None:
         super().write_config([self.exporter])
-        if self.extender is None:
+        if not self.jobs:
             return
         config = json.loads(self.config_file.read_text())
-        config["scrape_configs"].append(
-            {
-                "job_name": JOB,
-                "static_configs": [
-                    {
-                        "targets": [self.extender],
-                        "labels": {"namespace": NAMESPACE, "pod": f"{RELEASE}-0"},
-                    }
-                ],
-            }
-        )
+        for job, (target, pod) in self.jobs.items():
+            config["scrape_configs"].append(
+                {
+                    "job_name": job,
+                    "static_configs": [
+                        {"targets": [target], "labels": {"namespace": NAMESPACE, "pod": pod}}
+                    ],
+                }
+            )
         self.config_file.write_text(json.dumps(config, indent=2) + "\n")
 
-    def scrape_extender(self, target: str) -> None:
-        self.extender = target
+    def scrape(self, jobs: dict[str, tuple[str, str]]) -> None:
+        """Scrape these jobs too (one reload: Prometheus syncs targets every 5 s at most)."""
+        self.jobs.update(jobs)
         self.write_config([])
         self.reload()
 
@@ -559,6 +634,8 @@ class Stack:
     exporter: FakeExporter
     since: float
     """Just before Prometheus was told to scrape the service (before any request)."""
+    shadow: Service
+    """`decice-extender shadow`, scraped as SHADOW_JOB, behind its own fake API server."""
 
 
 def fixture_body(name: str) -> dict[str, Any]:
@@ -610,7 +687,57 @@ def service_policy(prometheus_url: str) -> dict[str, Any]:
         "bind": {"enabled": True, "timeout": 2, "retries": 0},
         "requeue": {"enabled": True, "patchesPerSecond": 50},
         "explain": {"nodeMetrics": True, "events": True, "eventsPerSecond": 50},
+        # node-2 (cpu above 0.9) tainted a second after the first fresh data
+        "overload": {"enabled": True, "forSeconds": 1, "leaseNamespace": NS},
     }
+
+
+def shadow_policy(prometheus_url: str) -> dict[str, Any]:
+    """What a `mode: shadow` release runs: the extender's cpu metric (no herd guard, so our
+    best node is the least busy one), judging the pods of "default-scheduler"."""
+    return {
+        "schedulerNames": ["decice_sched"],
+        "server": {"gracePeriod": 2},
+        "provider": "prometheus",
+        "prometheus": {"url": prometheus_url, "interval": 0.5, "timeout": 2, "maxBackoff": 1},
+        "metrics": [
+            {"name": "cpu", "query": "decice_node_cpu", "filter": {"above": 0.9}, "maxAge": 30}
+        ],
+        "herdGuard": {"enabled": False},
+        "shadow": {"schedulerNames": ["default-scheduler"], "namespaces": [NS]},
+    }
+
+
+def has_the_exporters_values(svc: Service) -> Callable[[], bool]:
+    return lambda: 'decice_metric_nodes{metric="cpu"} 5.0' in scraped(svc)
+
+
+def watching(svc: Service) -> Callable[[], bool]:
+    def up() -> bool:
+        status, body = svc.get("/readyz")
+        watches = json.loads(body).get("watches", {}) if status == 200 else {}
+        return bool(watches) and all(w["watching"] for w in watches.values())
+
+    return up
+
+
+def names_include(wanted: set[str]) -> Callable[[Result], bool]:
+    """A `wait_for` predicate: the series of `count by (__name__)` include `wanted`."""
+    return lambda result: {s["metric"]["__name__"] for s in result} >= wanted
+
+
+def shadow_wave(api: FakeKubeAPI, shadow: Service, wave: int) -> None:
+    """The placements of SHADOW_WAVE, by "default-scheduler", judged by the shadow."""
+    for i, node in enumerate(SHADOW_WAVE):
+        name = f"placed-{wave}-{i}"
+        api.add_pod(NS, name, f"00000000-0000-4000-8000-{wave:06d}{i:06d}", "default-scheduler")
+        api.assign(NS, name, node)
+    seen = wave * len(SHADOW_WAVE)
+    wait_until(
+        lambda: json.loads(shadow.get("/shadow")[1])["seen"] == seen,
+        30,
+        f"the shadow judged wave {wave}",
+    )
 
 
 def value_is(value: float) -> Callable[[Result], bool]:
@@ -628,9 +755,10 @@ def samples(prom: PrometheusServer, expr: str) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Prometheus (1 s scrapes, the alerts loaded) scraping a fake node exporter and the
-    service; the service behind a fake Kubernetes API, driven through every code path the
-    dashboard shows. About 15 s on 2 cores."""
+    """Prometheus (1 s scrapes, the alerts loaded) scraping a fake node exporter, the
+    service and a shadow; the service behind a fake Kubernetes API, driven through every
+    code path the dashboard shows; the shadow behind another, judging two waves of
+    placements (one scrape apart, so rate() sees the second). About 20 s on 2 cores."""
     binary = prometheus_binary()  # a missing binary fails (the suite's rule), never skips
     workdir = tmp_path_factory.mktemp("monitoring")
     with contextlib.ExitStack() as stack:
@@ -659,14 +787,34 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 log_level="warning",
             )
         )
-        wait_until(
-            lambda: 'decice_metric_nodes{metric="cpu"} 5.0' in scraped(svc),
-            30,
-            "the service has the exporter's values",
+        # the shadow: its own API server (the faults below are the extender's), same nodes
+        shadow_api = stack.enter_context(FakeKubeAPI(token=TOKEN))
+        for i, node in enumerate(NODE_CPU, start=1):
+            shadow_api.add_node(node, f"10.0.0.{i}")
+        shadow_kubeconfig = write_kubeconfig(workdir / "shadow-kubeconfig", shadow_api.url, TOKEN)
+        shadow = stack.enter_context(
+            running_service(
+                shadow_policy(prom.url),
+                workdir,
+                {"KUBECONFIG": str(shadow_kubeconfig)},
+                log_level="warning",
+                mode="shadow",
+            )
         )
+        for each in (svc, shadow):
+            wait_until(has_the_exporters_values(each), 30, "the service has the exporter's values")
+        wait_until(watching(shadow), 30, "the shadow's watches")
         since = time.time()
-        prom.scrape_extender(f"{LOCALHOST}:{svc.port}")
+        prom.scrape(
+            {
+                JOB: (f"{LOCALHOST}:{svc.port}", f"{RELEASE}-0"),
+                SHADOW_JOB: (f"{LOCALHOST}:{shadow.port}", f"{SHADOW_RELEASE}-{RELEASE}-0"),
+            }
+        )
         prom.wait_for(f"up{{{JOB_SELECTOR}}} == 1", bool, timeout=30)
+        prom.wait_for(f'up{{job="{SHADOW_JOB}"}} == 1', bool, timeout=30)
+        # the first wave of placements another scheduler makes: the shadow's series appear
+        shadow_wave(shadow_api, shadow, 1)
 
         # kube-scheduler's captured calls: node-2 and node-3 fail, the pod binds to node-4
         verdict = post(svc, "filter", fixture_body("filter-nodecache.json"))
@@ -722,15 +870,35 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         last = json.loads(ready)["policy"]["lastReload"]
         assert not last["successful"] and last["problems"], last
 
-        # Prometheus holds every series the service now exports
-        wanted = series_with_samples(scraped(svc))
-        prom.wait_for(
-            f'count by (__name__) ({{{JOB_SELECTOR}, __name__=~"decice_.+"}})',
-            lambda r: {s["metric"]["__name__"] for s in r} >= wanted,
+        # the second wave, once Prometheus holds the first: rate() sees it
+        judged = f'sum(decice_shadow_assignments_total{{job="{SHADOW_JOB}"}})'
+        prom.wait_for(judged, value_is(len(SHADOW_WAVE)))
+        shadow_wave(shadow_api, shadow, 2)
+        prom.wait_for(judged, value_is(2 * len(SHADOW_WAVE)))
+        # ... at a step of the dashboard's range queries (since + k s), as the panels run them
+        window = rate_interval(SCRAPE_SECONDS, SCRAPE_SECONDS)
+        rate = f'sum(rate(decice_shadow_assignments_total{{job="{SHADOW_JOB}"}}[{window}]))'
+        wait_until(
+            lambda: any(
+                float(v) > 0
+                for s in prom.query_range(rate, since, time.time(), SCRAPE_SECONDS)
+                for _, v in s["values"]
+            ),
+            30,
+            "the second wave in a range query's rate",
         )
+
+        # Prometheus holds every series the service and the shadow now export
+        for job, each in ((JOB, svc), (SHADOW_JOB, shadow)):
+            wanted = series_with_samples(scraped(each))
+            prom.wait_for(
+                f'count by (__name__) ({{job="{job}", __name__=~"decice_.+"}})',
+                names_include(wanted),
+            )
         prom.wait_for(f"decice_turned_away_pods{{{JOB_SELECTOR}}} == 1", bool)
+        prom.wait_for(f"decice_overload_tainted_nodes{{{JOB_SELECTOR}}} == 1", bool)
         prom.wait_for(f"decice_config_last_reload_successful{{{JOB_SELECTOR}}} == 0", bool)
-        yield Stack(prom, svc, api, exporter, since)
+        yield Stack(prom, svc, api, exporter, since, shadow)
 
 
 @pytest.fixture
@@ -740,10 +908,11 @@ def live(stack: Stack) -> Stack:
     return stack
 
 
-def grafana_variables(stack: Stack) -> dict[str, str]:
+def grafana_variables(stack: Stack, job: str | None = None) -> dict[str, str]:
     """The dashboard's variables as Grafana resolves them on load (query variables: the
-    label values API, the first value when none is chosen), plus its interval variables
-    for a dashboard range since the first scrape at a 1 s data-source scrape interval."""
+    label values API, the first value when none is chosen; `job` when one is, which must be
+    among the values), plus its interval variables for a dashboard range since the first
+    scrape at a 1 s data-source scrape interval."""
     prom = stack.prometheus
     values = {"__interval": f"{SCRAPE_SECONDS:g}s", "__range": f"{time.time() - stack.since:.0f}s"}
     values["__rate_interval"] = rate_interval(SCRAPE_SECONDS, SCRAPE_SECONDS)
@@ -756,14 +925,24 @@ def grafana_variables(stack: Stack) -> dict[str, str]:
         assert match, definition
         found = sorted(prom.label_values(match.group(2), match.group(1), stack.since))
         assert found, f"variable {variable['name']}: {definition} has no values"
-        values[variable["name"]] = found[0]
+        chosen = job if variable["name"] == "job" and job is not None else found[0]
+        assert chosen in found, f"variable {variable['name']}: {chosen} not in {found}"
+        values[variable["name"]] = chosen
     return values
+
+
+def panel_variables(stack: Stack) -> dict[str, dict[str, str]]:
+    """The variables each panel is shown with (shown_for): the extender's job on load, the
+    shadow's job chosen for the "Shadow mode" row."""
+    return {"extender": grafana_variables(stack), "shadow": grafana_variables(stack, SHADOW_JOB)}
 
 
 def test_dashboard_variables_resolve_to_the_scraped_service(live: Stack) -> None:
     values = grafana_variables(live)
     assert values["namespace"] == NAMESPACE and values["job"] == JOB
     assert values["__rate_interval"] == "4s"
+    # The job variable lists the shadow's job as well (it exports no decice_requests_total).
+    assert grafana_variables(live, SHADOW_JOB)["job"] == SHADOW_JOB
 
 
 def test_every_dashboard_target_returns_series(live: Stack) -> None:
@@ -771,32 +950,60 @@ def test_every_dashboard_target_returns_series(live: Stack) -> None:
     scrape, tables as instant queries), and every one also as an instant query now:
     each returns series, and some value is a number (not NaN: a quantile of no traffic)."""
     prom = live.prometheus
-    values = grafana_variables(live)
+    variables = panel_variables(live)
     now = time.time()
     empty = []
-    for where, target in dashboard_targets():
-        expr = interpolate(target["expr"], values)
-        instant = prom.query(expr)
-        if not instant:
-            empty.append(f"{where} (instant): {expr}")
-            continue
-        if target["range"]:
-            series = prom.query_range(expr, live.since, now, SCRAPE_SECONDS)
-            points = [float(v) for s in series for _, v in s["values"]]
-        else:
-            points = [float(s["value"][1]) for s in instant]
-        if not any(not math.isnan(p) for p in points):
-            empty.append(f"{where}: only NaN in {expr}")
+    for panel in query_panels():
+        for target in panel["targets"]:
+            where = f"{panel['title']}/{target['refId']}"
+            expr = interpolate(target["expr"], variables[shown_for(panel)])
+            instant = prom.query(expr)
+            if not instant:
+                empty.append(f"{where} (instant): {expr}")
+                continue
+            if target["range"]:
+                series = prom.query_range(expr, live.since, now, SCRAPE_SECONDS)
+                points = [float(v) for s in series for _, v in s["values"]]
+            else:
+                points = [float(s["value"][1]) for s in instant]
+            if not any(not math.isnan(p) for p in points):
+                empty.append(f"{where}: only NaN in {expr}")
     assert empty == []
 
 
 def test_every_dashboard_series_is_one_prometheus_scraped(live: Stack) -> None:
+    jobs = {"extender": JOB, "shadow": SHADOW_JOB}
     scraped_names = {
-        s["metric"]["__name__"]
-        for s in live.prometheus.query(f"count by (__name__) ({{{JOB_SELECTOR}}})")
+        whose: {
+            s["metric"]["__name__"]
+            for s in live.prometheus.query(f'count by (__name__) ({{job="{job}"}})')
+        }
+        for whose, job in jobs.items()
     }
-    for where, target in dashboard_targets():
-        assert metric_names(target["expr"]) <= scraped_names, where
+    for panel in query_panels():
+        for target in panel["targets"]:
+            where = f"{panel['title']}/{target['refId']}"
+            assert metric_names(target["expr"]) <= scraped_names[shown_for(panel)], where
+
+
+def test_the_shadow_row_is_empty_for_an_extender(live: Stack) -> None:
+    """The extender judges no placement: with its job chosen the row shows nothing (its
+    descriptions say so)."""
+    prom = live.prometheus
+    values = grafana_variables(live)
+    for panel in query_panels():
+        if shown_for(panel) == "shadow":
+            for target in panel["targets"]:
+                assert prom.query(interpolate(target["expr"], values)) == [], panel["title"]
+
+
+def test_the_running_services_export_only_series_the_dashboard_test_knows(live: Stack) -> None:
+    """exported_series() (what the dashboard is checked against) covers every decice_
+    series the real extender and the real shadow expose."""
+    known = set(exported_series())
+    for svc in (live.service, live.shadow):
+        exposed = {n for n in series_with_samples(scraped(svc)) if n.startswith("decice_")}
+        assert exposed <= known, sorted(exposed - known)
 
 
 def test_every_alert_expression_against_the_real_service(live: Stack) -> None:

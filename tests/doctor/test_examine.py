@@ -550,3 +550,18 @@ def test_two_policies_each_metric_checked_once_with_its_users(
     assert [ln.split()[1] for ln in lines if ln.startswith("query ")] == ["cpu", "busy"]
     assert "3 series (policies web, batch)" in out and "3 series (policies batch)" in out
     assert "range busy" in out and "values 20 .. 60 within min 0 .. max 100" in out
+
+
+def test_overload_taints_need_to_patch_nodes_and_their_lease() -> None:
+    settings = parse_settings(
+        {
+            "metrics": [{"name": "cpu", "query": "q", "filter": {"above": 0.9}}],
+            "overload": {"enabled": True, "leaseNamespace": "decice-system"},
+        }
+    )
+    wanted = {p.name: p for p in permissions(settings)}
+    assert wanted["patch nodes"].required and wanted["get nodes"].required
+    lease = wanted["update leases.coordination.k8s.io"]
+    assert not lease.required and lease.namespace == "decice-system"
+    assert "decice-system/decice-overload" in lease.why
+    assert "patch nodes" not in {p.name for p in permissions(parse_settings({}))}

@@ -5,6 +5,9 @@ with an extender that owns filter, prioritize, preempt and bind (DESIGN.md §7; 
 pkg/scheduler/schedule_one.go, framework/preemption): one pod at a time, in queue order
 (priority first, then age);
 
+- **TaintToleration** and the nodeSelector part of **NodeAffinity**: a node whose
+  NoSchedule / NoExecute taints the pod does not tolerate is not considered (read with
+  the extender's own `decisions.eligibility`);
 - **NodeResourcesFit**: a node fits while the CPU requests of the pods on it plus this
   pod's stay within its allocatable cores; the fitting nodes go to our filter (NodeNames
   form), the ones that pass to our prioritize, and the highest score wins (`select_host`:
@@ -38,6 +41,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from extender.decisions.eligibility import read_eligibility
+from extender.decisions.nodes import node_info
 from tests.harness.kubeapi import FakeKubeAPI
 
 JSON = dict[str, Any]
@@ -190,7 +195,8 @@ class SchedulerPlayer:
     def attempt(self, pod: JSON) -> str:
         """ "bound", "unschedulable", "preempting" or "error"."""
         request = cpu_request(pod)
-        fits = [n for n, free in self.free().items() if free + 1e-9 >= request]
+        allowed = self.tolerated(pod)
+        fits = [n for n, free in self.free().items() if free + 1e-9 >= request and n in allowed]
         passed: list[str] = []
         unresolvable: set[str] = set()
         if fits:
@@ -221,6 +227,12 @@ class SchedulerPlayer:
             self.api.set_phase(meta["namespace"], meta["name"], "Running")
         return "bound"
 
+    def tolerated(self, pod: JSON) -> set[str]:
+        """The nodes whose NoSchedule / NoExecute taints the pod tolerates, and whose labels
+        its nodeSelector matches (TaintToleration, NodeAffinity)."""
+        eligibility = read_eligibility(pod)
+        return {n["metadata"]["name"] for n in self.api.nodes() if eligibility.allows(node_info(n))}
+
     def free(self) -> dict[str, float]:
         """node -> allocatable cores not requested by the pods on it."""
         free = {
@@ -235,7 +247,8 @@ class SchedulerPlayer:
 
     def _preempt(self, pod: JSON, request: float, unresolvable: set[str]) -> str:
         priority = int(pod["spec"].get("priority") or 0)
-        free = {n: f for n, f in self.free().items() if n not in unresolvable}
+        allowed = self.tolerated(pod)
+        free = {n: f for n, f in self.free().items() if n not in unresolvable and n in allowed}
         on_node: dict[str, list[JSON]] = {}
         for p in self.api.pods():
             node = p["spec"].get("nodeName")

@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
+from extender.decisions.labels import selects
 from extender.decisions.pods import PodFacts
 from extender.rebalancing.backoff import RefusalBackoff
-from extender.rebalancing.budgets import Budgets, read_budget, selects
+from extender.rebalancing.budgets import Budgets, read_budget
 from extender.rebalancing.pods import RunningPod
 from tests.harness.fixtures import APISERVER, NOW
 

@@ -10,7 +10,8 @@ file, and the rebalancer in evict mode. What differs from the file as shipped, a
   `node_namespace_pod:kube_pod_info:`), so the shipped query runs unchanged;
 - `prometheus.interval: 2`: the stories measure seconds, not the shipped 15 s;
 - its metrics become the named policy `default`, beside a `batch` policy (named policies on);
-- a `rebalance` section: evict mode, checked every 2 s.
+- a `rebalance` section: evict mode, checked every 2 s;
+- an `overload` section: taints on (forSeconds 4 s, the cap at the default 0.3).
 
 The Kubernetes API is the loopback fake (tests/harness/kubeapi.py), the scheduler is
 played by tests/harness/scheduler.py. `Story.check()` holds every story to the same
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
+from extender.decisions.overload import TAINT_KEY
 from tests.benchmarks.bench import pct
 from tests.harness.kubeapi import FakeKubeAPI, write_kubeconfig
 from tests.harness.loopback import wait_until
@@ -45,6 +47,8 @@ NS = "shop"
 TOKEN = "stories-token"
 INTERVAL = 2.0
 """prometheus.interval of the stories (seconds)."""
+OVERLOAD_SECONDS = 4.0
+"""overload.forSeconds of the stories."""
 NODE_CORES = 8
 QUIET_ROUNDS = 40
 P99_SLACK_MS = 2.0
@@ -69,6 +73,11 @@ def story_policy() -> dict[str, Any]:
         "mode": "evict",
         "interval": INTERVAL,
         "sustain": 1,
+        "leaseNamespace": "decice-system",
+    }
+    policy["overload"] = {
+        "enabled": True,
+        "forSeconds": OVERLOAD_SECONDS,
         "leaseNamespace": "decice-system",
     }
     return policy
@@ -100,6 +109,7 @@ class Story:
         )
         self.player = SchedulerPlayer(api, lambda: self.extender.url)
         self.loads = dict(loads)
+        self.ever_hot = {n for n, v in loads.items() if v > 0.9}
         self.started = 0.0
         self.protected: set[str] = set()
         """Names of pods a rule protects from eviction (bare, guarded by a budget, ...)."""
@@ -156,6 +166,8 @@ class Story:
     def load(self, node: str, value: float) -> None:
         """The node's CPU utilisation as Prometheus will scrape it next."""
         self.loads[node] = value
+        if value > 0.9:
+            self.ever_hot.add(node)
         self.exporter.set(node, value)
 
     def pods(
@@ -229,6 +241,15 @@ class Story:
         # No pod a rule protects was ever evicted (nor asked about).
         asked = {name for ns, name, _ in api.evictions if ns == NS}
         assert not asked & self.protected, asked & self.protected
+        # Overload taints: never more than the cap, and only on nodes that were hot.
+        tainted = {
+            n["metadata"]["name"]
+            for n in api.nodes()
+            for t in n["spec"].get("taints") or ()
+            if t.get("key") == TAINT_KEY
+        }
+        assert len(tainted) <= int(0.3 * len(self.loads)), tainted
+        assert all(n in self.ever_hot for n in tainted), (tainted, self.ever_hot)
         # API calls a second besides binds, over the story.
         seconds = max(ended - self.started, 1.0)
         background = [

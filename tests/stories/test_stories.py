@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from extender.decisions.overload import TAINT_KEY
 from tests.harness.loopback import wait_until
-from tests.stories.conftest import INTERVAL, NS, Story
+from tests.stories.conftest import INTERVAL, NS, OVERLOAD_SECONDS, Story
 
 pytestmark = pytest.mark.integration
 
@@ -74,6 +75,11 @@ def test_a_node_turns_hot_with_the_rebalancer_on(story_factory: Any) -> None:
         "the rebalancer moved the movable pod",
     )
     assert "node-2" not in {story.node_of(n) for n in arriving}
+    # node-2 stays hot: after overload.forSeconds it carries our taint, so an autoscaler
+    # sees it (and the scheduler's TaintToleration keeps new pods off it).
+    wait_until(
+        lambda: tainted(story) == {"node-2"}, OVERLOAD_SECONDS + 10 * INTERVAL, "node-2 tainted"
+    )
 
     # Every node hot: new pods are turned away; one node cools and the requeue lets them
     # in within the refresh interval + 5 s.
@@ -174,3 +180,12 @@ def rejected(story: Story) -> set[str]:
     status, body = story.extender.post("/filter", {"Pod": probe, "Nodes": None, "NodeNames": names})
     assert status == 200, body
     return set(json.loads(body)["FailedAndUnresolvableNodes"] or {})
+
+
+def tainted(story: Story) -> set[str]:
+    """The nodes carrying our overload taint, as the API server holds them."""
+    return {
+        n["metadata"]["name"]
+        for n in story.api.nodes()
+        if any(t.get("key") == TAINT_KEY for t in n["spec"].get("taints") or ())
+    }

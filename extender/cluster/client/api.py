@@ -9,7 +9,7 @@ import base64
 import contextlib
 import ssl
 from collections.abc import AsyncGenerator, Collection, Mapping
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -110,6 +110,11 @@ class KubeTransport:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard: AsyncGenerator[None, None] | None = None
+
+    def twin(self) -> Self:
+        """A client like this one for another event loop (a session belongs to one)."""
+        t, r, b, m = self._timeout, self._retries, self._backoff, self._max_connections
+        return type(self)(self._configuration, timeout=t, retries=r, backoff=b, max_connections=m)
 
     # --- session ---
 

@@ -22,7 +22,8 @@ class EventPosting(KubeTransport):
     """Event posting."""
 
     async def create_event(self, event: PodEvent) -> None:
-        """POST an events.k8s.io/v1 Event about a pod (once: events are best-effort)."""
+        """POST an events.k8s.io/v1 Event about a pod or a node (once: events are
+        best-effort)."""
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -33,15 +34,15 @@ class EventPosting(KubeTransport):
             "reportingInstance": event.instance[:128],
             "action": event.action,
             "reason": event.reason,
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": event.namespace,
-                "name": event.name,
-                "uid": event.uid,
-            },
+            "regarding": _regarding(event),
             "note": event.note[:1024],
             "type": event.type,
         }
         path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events"
         await self._request("POST", path, body=orjson.dumps(body), retries=0)
+
+
+def _regarding(event: PodEvent) -> dict[str, str]:
+    """The object an Event is about: a pod in its namespace, or a (cluster-scoped) node."""
+    where = {"namespace": event.namespace} if event.kind == "Pod" else {}
+    return {"apiVersion": "v1", "kind": event.kind, **where, "name": event.name, "uid": event.uid}

@@ -32,6 +32,15 @@ class Fetching(KubeTransport):
                 f"unexpected pod {namespace}/{name}: {exc!r}", reason="BadResponse"
             ) from exc
 
+    async def get_node(self, name: str) -> dict[str, Any]:
+        """The node as the API holds it (spec.taints, metadata.resourceVersion...)."""
+        if not name:
+            raise ValueError("get_node: name must be non-empty")
+        doc = await self._request("GET", f"/api/v1/nodes/{name}")
+        if not isinstance(doc, dict):
+            raise KubeError(f"GET node {name}: answer is not an object", reason="BadResponse")
+        return doc
+
     async def list_page(
         self,
         path: str,

@@ -31,12 +31,20 @@ helm.sh/chart: {{ include "decice-extender.chart" . }}
 {{ include "decice-extender.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/component: scheduler
+app.kubernetes.io/component: {{ if include "decice-extender.shadow" . }}shadow{{ else }}scheduler{{ end }}
 app.kubernetes.io/part-of: decice
 {{- end }}
 
 {{- define "decice-extender.serviceAccountName" -}}
 {{- default (include "decice-extender.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
+{{/*
+Shadow mode (mode: shadow): the Deployment runs `decice-extender shadow` alone, with
+read-only RBAC; no kube-scheduler, no scheduler config, no lease. "true" or "".
+*/}}
+{{- define "decice-extender.shadow" -}}
+{{- if eq (toString .Values.mode) "shadow" }}true{{ end }}
 {{- end }}
 
 {{/* The metrics Service exists for metrics.service or metrics.serviceMonitor. */}}

@@ -1,0 +1,228 @@
+"""`decice-extender simulate`: placement quality, kube-scheduler alone vs with this extender.
+
+A seeded simulation (extender.simulation): the same nodes, unseen background load and pods
+under kube-scheduler's default scoring from requests, then under the same scheduler with
+our extender deciding from Prometheus-lagged node CPU through the real engine. Prints a
+table per scenario; `--json FILE` writes the report, `--plot DIR` a PNG per scenario
+(matplotlib, the optional `plot` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from extender.simulation.scenarios import SCENARIOS
+
+if TYPE_CHECKING:
+    from extender.policy.settings import Settings
+    from extender.simulation.experiment import Pair, Plan
+    from extender.simulation.stats import Band
+
+SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
+QUICK = {"nodes": 20, "warmup": 10.0, "duration": 30.0, "burst": 100}
+DEFAULTS = {"nodes": 100, "warmup": 60.0, "duration": 120.0, "burst": 500}
+
+
+def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser(
+        "simulate",
+        help="placement quality: kube-scheduler alone vs with this extender (seeded simulation)",
+    )
+    s.add_argument("--config", help=f"policy file (default: the shipped {SHIPPED.name})")
+    s.add_argument(
+        "--scenario", action="append", choices=list(SCENARIOS), help="repeatable; default all"
+    )
+    s.add_argument("--seed", type=int, default=1, help="the first seed (default 1)")
+    s.add_argument(
+        "--seeds", type=int, default=1, help="seeds to run, from --seed on: means and spreads"
+    )
+    s.add_argument(
+        "--quick", action="store_true", help="a small fast run: 20 nodes, 10 + 30 min, burst 100"
+    )
+    s.add_argument("--nodes", type=int, help="nodes (default 100)")
+    s.add_argument("--pods", type=int, help="stream pods per run (default: as many as --load asks)")
+    s.add_argument(
+        "--load", type=float, default=0.25, help="stream requests / cluster CPU (default 0.25)"
+    )
+    s.add_argument("--burst", type=int, help="pods of the burst scenario (default 500)")
+    s.add_argument("--warmup", type=float, help="minutes before measuring (default 60)")
+    s.add_argument("--duration", type=float, help="minutes measured (default 120)")
+    s.add_argument(
+        "--max-hosts", type=int, help="prioritize.maxHosts, 0 for all (default: the policy's)"
+    )
+    s.add_argument(
+        "--extender-weight", type=int, default=1, help="the extender's weight (default 1)"
+    )
+    s.add_argument(
+        "--cpu-metric", default="cpu", help="the policy metric that is node CPU (default cpu)"
+    )
+    s.add_argument("--scrape-interval", type=int, default=15, help="seconds (default 15)")
+    s.add_argument(
+        "--rate-window", type=int, default=300, help="seconds, the rule's [5m] (default 300)"
+    )
+    s.add_argument("--rule-interval", type=int, default=30, help="seconds (default 30)")
+    s.add_argument(
+        "--refresh-interval", type=int, help="seconds (default: the policy's prometheus.interval)"
+    )
+    s.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    s.add_argument(
+        "--plot", metavar="DIR", help="a PNG per scenario of node CPU over time (needs matplotlib)"
+    )
+    s.set_defaults(func=run)
+
+
+def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
+    from extender.simulation.experiment import Plan, seeds_from
+    from extender.simulation.prometheus import Pipeline
+    from extender.simulation.scenarios import Size
+
+    base = QUICK if args.quick else DEFAULTS
+
+    def pick(name: str) -> float:
+        value = getattr(args, name)
+        return base[name] if value is None else value
+
+    size = Size(
+        nodes=int(pick("nodes")),
+        load=args.load,
+        warmup=pick("warmup") * 60,
+        duration=pick("duration") * 60,
+        burst=int(pick("burst")),
+        pods=args.pods,
+    )
+    pipeline = Pipeline(
+        scrape_interval=args.scrape_interval,
+        rate_window=args.rate_window,
+        rule_interval=args.rule_interval,
+        refresh_interval=args.refresh_interval or max(1, round(settings.prometheus.interval)),
+    )
+    # Resolved here so the report names it: 0 is every host (the policy leaves it unset).
+    max_hosts = args.max_hosts
+    if max_hosts is None:
+        max_hosts = settings.prioritize.max_hosts or 0
+    return Plan(
+        scenarios=tuple(args.scenario or SCENARIOS),
+        seeds=tuple(seeds_from(args.seed, max(1, args.seeds))),
+        size=size,
+        pipeline=pipeline,
+        max_hosts=max_hosts,
+        weight=args.extender_weight,
+        cpu_metric=args.cpu_metric,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from extender.cli.common import load
+    from extender.simulation.experiment import run_plan
+    from extender.simulation.report import build_report, describe, render, to_json
+
+    if args.config is None and not SHIPPED.is_file():
+        print(
+            "decice-extender simulate: the shipped config/extender.yaml is not beside this "
+            "installation; pass --config POLICY",
+            file=sys.stderr,
+        )
+        return 2
+    path = args.config or str(SHIPPED)
+    settings = load(path)
+    try:
+        plan = _plan(args, settings)
+    except ValueError as exc:
+        print(f"decice-extender simulate: {exc}", file=sys.stderr)
+        return 2
+    pyplot = pyplot_or_say_why() if args.plot else None
+    if args.plot and pyplot is None:
+        return 1  # before minutes of simulation, not after
+    metrics = [m.name for m in settings.fetched_metrics]
+    if plan.cpu_metric not in metrics:
+        print(
+            f"warning: the policy has no metric {plan.cpu_metric!r} (it has {', '.join(metrics)}): "
+            "ours will see no node CPU; see --cpu-metric",
+            file=sys.stderr,
+        )
+    others = [m for m in metrics if m != plan.cpu_metric]
+    if others:
+        print(
+            f"note: metrics {', '.join(others)} are not simulated: no node has a value, so each "
+            "metric's onMissing decides",
+            file=sys.stderr,
+        )
+    started = time.perf_counter()
+
+    def progress(name: str, seed: int) -> None:
+        print(f"simulating {name}, seed {seed} ...", file=sys.stderr)
+
+    results = run_plan(settings, plan, progress)
+    report = build_report(plan, path, results, describe(results, plan.size))
+    print(render(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+    if pyplot is not None:
+        plot(results, Path(args.plot), plan.size.warmup, pyplot)
+    print(f"ran in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return 0
+
+
+def pyplot_or_say_why(
+    importer: Callable[[str], ModuleType] = importlib.import_module,
+) -> ModuleType | None:
+    """matplotlib.pyplot (non-interactive), or None after saying how to get it.
+
+    matplotlib is optional (the `plot` extra) and imported by name, only here, through
+    `importer` (a test passes one that fails)."""
+    try:
+        importer("matplotlib").use("Agg")
+        return importer("matplotlib.pyplot")
+    except ImportError:
+        print(
+            "decice-extender simulate: --plot needs matplotlib, an optional extra: "
+            "pip install 'decice-extender[plot]' (or pip install matplotlib)",
+            file=sys.stderr,
+        )
+        return None
+
+
+def plot(results: dict[str, list[Pair]], where: Path, warmup: float, plt: Any) -> None:
+    """A PNG per scenario (its first seed): node CPU across nodes (p50-p95 band, p50, max,
+    max uncapped demand), kube-scheduler alone beside ours."""
+    where.mkdir(parents=True, exist_ok=True)
+    for name, pairs in results.items():
+        pair = pairs[0]
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+        for ax, result in zip(axes, (pair.baseline, pair.ours), strict=True):
+            _draw(ax, result.bands, warmup, result.scheduler)
+        top = max((b.demand_max for r in (pair.baseline, pair.ours) for b in r.bands), default=1)
+        axes[0].set_ylim(0, max(105.0, 100 * top + 5))  # shared by both
+        axes[0].set_ylabel("node CPU %")
+        axes[0].legend(loc="lower center", ncol=3, fontsize="x-small")
+        fig.suptitle(f"{name} (seed {pair.baseline.seed}): node CPU across nodes")
+        fig.tight_layout()
+        out = where / f"{name}.png"
+        fig.savefig(out, dpi=100)
+        plt.close(fig)
+        print(f"wrote {out}", file=sys.stderr)
+
+
+def _draw(ax: Any, bands: Sequence[Band], warmup: float, title: str) -> None:
+    minutes = [(b.t - warmup) / 60 for b in bands]
+    p50 = [100 * b.p50 for b in bands]
+    ax.fill_between(
+        minutes, p50, [100 * b.p95 for b in bands], alpha=0.4, label="p50-p95 across nodes"
+    )
+    ax.plot(minutes, p50, linewidth=0.8, label="p50")
+    ax.plot(minutes, [100 * b.max for b in bands], linewidth=0.8, label="max")
+    demand = [100 * b.demand_max for b in bands]
+    ax.plot(minutes, demand, linewidth=0.6, linestyle=":", label="max demand (uncapped)")
+    ax.axhline(90, color="red", linestyle="--", linewidth=0.8, label="90%")
+    if minutes and minutes[0] < 0:
+        ax.axvspan(minutes[0], 0, color="grey", alpha=0.15, label="warm-up")
+    ax.set_xlabel("minutes (0: measuring starts)")
+    ax.set_title(title)

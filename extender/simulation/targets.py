@@ -1,0 +1,94 @@
+"""The targets the simulation is run against, judged from the report, never tuned for.
+
+- skewed, hot-node: at least 50 % fewer node-minutes above 90 % CPU than kube-scheduler
+  alone (means over seeds);
+- uniform: no worse than kube-scheduler alone within noise: for node-minutes above 90 %
+  and p95 node CPU, the mean paired difference (ours - baseline, seed by seed) is at most
+  two standard errors of that difference (with one seed there is no noise estimate, so
+  the difference must be <= 0);
+- no scenario leaves a pod unplaced that kube-scheduler alone placed (pod by pod).
+
+A target whose scenario was not run is "n/a", not met.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from extender.simulation.report import ScenarioReport, Spread
+
+HALVED = ("skewed", "hot-node")
+NO_WORSE = "uniform"
+NO_WORSE_METRICS = {
+    "node_minutes_hot": ("node-minutes above 90%", 1),
+    "cpu_p95": ("p95 CPU, pp", 100),
+}
+"""Metrics field -> (what the verdict calls it, scale for the text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    target: str
+    met: bool | None
+    """None: the scenario it is about was not run."""
+    detail: str
+
+
+def halved(sc: ScenarioReport) -> Verdict:
+    base = sc.baseline["node_minutes_hot"].mean
+    ours = sc.ours["node_minutes_hot"].mean
+    target = f"{sc.name}: at least 50% fewer node-minutes above 90% CPU"
+    if base == 0:
+        return Verdict(target, ours == 0, f"baseline has none, ours {ours:.0f}")
+    cut = 1 - ours / base
+    change = f"{cut:.0%} fewer" if cut >= 0 else f"{-cut:.0%} more"
+    return Verdict(target, cut >= 0.5, f"{base:.0f} -> {ours:.0f} ({change})")
+
+
+def _paired(base: Spread, ours: Spread) -> tuple[float, float | None]:
+    """(mean of ours - baseline seed by seed, its standard error or None with one seed)."""
+    diffs = [o - b for b, o in zip(base.values, ours.values, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    if n < 2:
+        return mean, None
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    return mean, sd / math.sqrt(n)
+
+
+def no_worse(sc: ScenarioReport) -> Verdict:
+    target = f"{sc.name}: no worse than kube-scheduler alone within noise"
+    met = True
+    parts = []
+    for key, (label, scale) in NO_WORSE_METRICS.items():
+        mean, se = _paired(sc.baseline[key], sc.ours[key])
+        bound = 0.0 if se is None else 2 * se
+        met = met and mean <= bound
+        noise = "1 seed: no noise estimate" if se is None else f"2 SE {scale * bound:.1f}"
+        parts.append(f"{label} ours - baseline {scale * mean:+.1f} ({noise})")
+    return Verdict(target, met, "; ".join(parts))
+
+
+def nobody_left_behind(scenarios: Sequence[ScenarioReport]) -> Verdict:
+    target = "no pod left unplaced that kube-scheduler alone placed"
+    worst = {sc.name: sc.unplaced_only_ours for sc in scenarios if sc.unplaced_only_ours}
+    if not worst:
+        return Verdict(target, True, "none, in every scenario and seed")
+    listed = ", ".join(f"{name} {n}" for name, n in worst.items())
+    return Verdict(target, False, f"pods only ours left waiting: {listed}")
+
+
+def judge(scenarios: Sequence[ScenarioReport]) -> list[Verdict]:
+    by_name: Mapping[str, ScenarioReport] = {sc.name: sc for sc in scenarios}
+    out = []
+    for name in HALVED:
+        sc = by_name.get(name)
+        out.append(halved(sc) if sc else Verdict(f"{name}: 50% fewer", None, "not run"))
+    sc = by_name.get(NO_WORSE)
+    out.append(no_worse(sc) if sc else Verdict(f"{NO_WORSE}: no worse", None, "not run"))
+    out.append(nobody_left_behind(scenarios))
+    return out

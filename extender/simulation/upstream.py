@@ -1,0 +1,150 @@
+"""kube-scheduler's default filter and scores from requests, computed as upstream does.
+
+Read, not copied, from kubernetes/kubernetes at the v1.35 line (DESIGN.md §7 measured
+kube-scheduler v1.35.4; the files read carry the v1.35 `fwk.SignPlugin` and DRA
+extended-resource code):
+
+- pkg/scheduler/framework/plugins/noderesources/fit.go: the NodeResourcesFit filter
+  (the pod count stays within the node's allowed pods; each requested resource fits
+  allocatable minus what the node's pods request; a pod requesting nothing fits) and
+  its score, the LeastAllocated strategy with cpu and memory weight 1 (the default
+  NodeResourcesFitArgs);
+- .../least_allocated.go: per resource (allocatable - requested) * MaxNodeScore /
+  allocatable in integer arithmetic, 0 when requested exceeds allocatable; the node's
+  score is the weighted sum divided by the weight sum (integer division);
+- .../balanced_allocation.go: per resource the fraction requested / allocatable (capped
+  at 1); with two resources std = |cpu - memory| / 2; score int((1 - std) * MaxNodeScore);
+  a best-effort pod skips the plugin (PreScore answers Skip);
+- .../resource_allocation.go: "requested" includes the pod being placed; Fit's score
+  counts the node's pods by their non-zero requests (100m / 200 MB for a container
+  without one), BalancedAllocation by their requests. Every simulated pod requests cpu and
+  memory, so the two are the same number here;
+- pkg/scheduler/apis/config/v1/default_plugins.go: score weights NodeResourcesFit 1,
+  NodeResourcesBalancedAllocation 1, TaintToleration 3, NodeAffinity 2,
+  PodTopologySpread 2, InterPodAffinity 2, ImageLocality 1;
+- pkg/scheduler/schedule_one.go: prioritizeNodes sums plugin score x weight and adds each
+  extender's score x its weight x (MaxNodeScore / MaxExtenderPriority = 100 / 10);
+  selectHost takes the highest total, ties by reservoir sampling (each tied node equally
+  likely); with one feasible node it is taken without scoring.
+
+Left out because they give every node the same score in these scenarios, so they move no
+decision: TaintToleration (no node has taints: each scores 100 x 3), NodeAffinity and
+InterPodAffinity (no affinity: skipped), PodTopologySpread (the pods belong to no Service
+or ReplicaSet, so the default constraints select nothing), ImageLocality (no node holds
+the image). Every node is scored (`percentageOfNodesToScore: 100`, as measured in §7;
+upstream's adaptive default also scores all of them up to 100 nodes).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from extender.simulation.workload import MAX_PODS
+
+MAX_NODE_SCORE = 100
+MAX_EXTENDER_PRIORITY = 10
+FIT_WEIGHT = 1
+BALANCED_WEIGHT = 1
+RESOURCE_WEIGHTS = (1, 1)
+"""LeastAllocated's weights for (cpu, memory)."""
+
+
+@dataclass(slots=True)
+class NodeRequests:
+    """What the scheduler's cache knows of a node: allocatable and the sum of requests."""
+
+    name: str
+    cpu: int
+    """Allocatable millicores."""
+    memory: int
+    """Allocatable bytes."""
+    max_pods: int = MAX_PODS
+    cpu_requested: int = 0
+    memory_requested: int = 0
+    pods: int = 0
+
+    def add(self, cpu: int, memory: int) -> None:
+        self.cpu_requested += cpu
+        self.memory_requested += memory
+        self.pods += 1
+
+    def remove(self, cpu: int, memory: int) -> None:
+        self.cpu_requested -= cpu
+        self.memory_requested -= memory
+        self.pods -= 1
+
+
+def fits(node: NodeRequests, cpu: int, memory: int) -> bool:
+    """NodeResourcesFit's filter for a pod requesting `cpu` millicores and `memory` bytes."""
+    if node.pods + 1 > node.max_pods:
+        return False
+    if cpu == 0 and memory == 0:
+        return True
+    return node.cpu >= cpu + node.cpu_requested and node.memory >= memory + node.memory_requested
+
+
+def least_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def least_allocated(node: NodeRequests, cpu: int, memory: int) -> int:
+    """NodeResourcesFit's score (LeastAllocated), 0..100, the pod included."""
+    total = weights = 0
+    pairs = ((node.cpu_requested + cpu, node.cpu), (node.memory_requested + memory, node.memory))
+    for (requested, allocatable), weight in zip(pairs, RESOURCE_WEIGHTS, strict=True):
+        if allocatable == 0:
+            continue
+        total += least_requested_score(requested, allocatable) * weight
+        weights += weight
+    return total // weights if weights else 0
+
+
+def balanced_allocation(node: NodeRequests, cpu: int, memory: int) -> int:
+    """NodeResourcesBalancedAllocation's score, 0..100, the pod included (0 for a pod
+    that requests nothing: upstream skips the plugin for it, on every node)."""
+    if cpu == 0 and memory == 0:
+        return 0
+    fractions = [
+        min(requested / allocatable, 1.0)
+        for requested, allocatable in (
+            (node.cpu_requested + cpu, node.cpu),
+            (node.memory_requested + memory, node.memory),
+        )
+        if allocatable != 0
+    ]
+    std = abs((fractions[0] - fractions[1]) / 2) if len(fractions) == 2 else 0.0
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def default_score(node: NodeRequests, cpu: int, memory: int) -> int:
+    """The default plugins' total that differs between nodes: Fit + BalancedAllocation."""
+    return (
+        least_allocated(node, cpu, memory) * FIT_WEIGHT
+        + balanced_allocation(node, cpu, memory) * BALANCED_WEIGHT
+    )
+
+
+def extender_points(score: int, weight: int) -> int:
+    """What an extender's 0..10 score adds to a node's total."""
+    return score * weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+
+
+def select_host(scored: Sequence[tuple[str, int]], rng: random.Random) -> str:
+    """selectHost: the highest total; among ties each node equally likely (reservoir
+    sampling, with the simulation's seeded RNG in place of Go's math/rand)."""
+    if not scored:
+        raise ValueError("empty priority list")
+    selected, best = scored[0]
+    tied = 1
+    for name, score in scored[1:]:
+        if score > best:
+            selected, best, tied = name, score, 1
+        elif score == best:
+            tied += 1
+            if rng.randrange(tied) == 0:
+                selected = name
+    return selected

@@ -1,0 +1,129 @@
+"""kube-scheduler's default scores against the worked examples of upstream's own tests
+(pkg/scheduler/framework/plugins/noderesources/least_allocated_test.go and
+balanced_allocation_test.go, v1.35 line: TestLeastAllocatedScoringStrategy and
+TestNodeResourcesBalancedAllocation). Their "cpu": "4000" is 4000 cores; only ratios
+matter, so the numbers are taken as given."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from extender.simulation.upstream import (
+    NodeRequests,
+    balanced_allocation,
+    default_score,
+    extender_points,
+    fits,
+    least_allocated,
+    least_requested_score,
+    select_host,
+)
+
+
+def node(cpu: int, memory: int, cpu_requested: int = 0, memory_requested: int = 0) -> NodeRequests:
+    n = NodeRequests("n", cpu, memory)
+    n.cpu_requested, n.memory_requested = cpu_requested, memory_requested
+    return n
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "requested", "pod", "want"),
+    [
+        # "nothing scheduled, nothing requested": 100 and 100
+        ((4000, 10000), (0, 0), (0, 0), 100),
+        # "nothing scheduled, resources requested, differently sized nodes": 37 and 50
+        ((4000, 10000), (0, 0), (3000, 5000), 37),
+        ((6000, 10000), (0, 0), (3000, 5000), 50),
+        # "no resources requested, pods scheduled with resources": 70 and 57
+        ((10000, 20000), (6000, 0), (0, 0), 70),
+        ((10000, 20000), (6000, 5000), (0, 0), 57),
+        # "resources requested, pods scheduled with resources": 57 and 45
+        ((10000, 20000), (3000, 0), (3000, 5000), 57),
+        ((10000, 20000), (3000, 5000), (3000, 5000), 45),
+        # "..., differently sized nodes": node2 60
+        ((10000, 50000), (3000, 5000), (3000, 5000), 60),
+        # "requested resources exceed node capacity": 50 and 25
+        ((4000, 10000), (3000, 0), (3000, 0), 50),
+        ((4000, 10000), (3000, 5000), (3000, 0), 25),
+        # "zero node resources, pods scheduled with resources": 0
+        ((0, 0), (3000, 0), (0, 0), 0),
+    ],
+)
+def test_least_allocated_matches_upstream(
+    allocatable: tuple[int, int], requested: tuple[int, int], pod: tuple[int, int], want: int
+) -> None:
+    assert least_allocated(node(*allocatable, *requested), *pod) == want
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "requested", "pod", "want"),
+    [
+        # "nothing scheduled, resources requested, differently sized nodes": 87 and 100
+        ((4000, 10000), (0, 0), (3000, 5000), 87),
+        ((6000, 10000), (0, 0), (3000, 5000), 100),
+        # "resources requested, pods scheduled with resources": 82 and 95
+        ((10000, 20000), (3000, 0), (3000, 5000), 82),
+        ((10000, 20000), (3000, 5000), (3000, 5000), 95),
+        # "..., differently sized nodes": node2 80
+        ((10000, 50000), (3000, 5000), (3000, 5000), 80),
+        # "requested resources at node capacity": 50 and 75
+        ((6000, 10000), (3000, 0), (3000, 0), 50),
+        ((6000, 10000), (3000, 5000), (3000, 0), 75),
+    ],
+)
+def test_balanced_allocation_matches_upstream(
+    allocatable: tuple[int, int], requested: tuple[int, int], pod: tuple[int, int], want: int
+) -> None:
+    assert balanced_allocation(node(*allocatable, *requested), *pod) == want
+
+
+def test_a_best_effort_pod_skips_balanced_allocation() -> None:
+    """PreScore answers Skip for a pod requesting nothing: no score from the plugin."""
+    assert balanced_allocation(node(4000, 10000), 0, 0) == 0
+
+
+def test_least_requested_score_is_integer_arithmetic() -> None:
+    assert least_requested_score(1, 3) == 66  # (3 - 1) * 100 // 3, truncated
+    assert least_requested_score(4, 3) == 0
+    assert least_requested_score(0, 0) == 0
+
+
+def test_default_score_is_fit_plus_balanced_weight_one() -> None:
+    n = node(10000, 20000, 3000, 5000)
+    assert default_score(n, 3000, 5000) == 45 + 95
+
+
+def test_fit_filter_checks_each_resource_and_the_pod_count() -> None:
+    n = node(4000, 8000, 3000, 6000)
+    assert fits(n, 1000, 2000)  # exactly full is fine
+    assert not fits(n, 1001, 0)
+    assert not fits(n, 0, 2001)
+    n.pods = n.max_pods
+    assert not fits(n, 0, 0)  # "Too many pods" even for a pod requesting nothing
+    n.pods = 0
+    assert fits(node(1000, 1000, 5000, 5000), 0, 0)  # requesting nothing always fits
+
+
+def test_extender_points_rescale_0_10_to_0_100_times_weight() -> None:
+    assert extender_points(7, 1) == 70
+    assert extender_points(7, 3) == 210
+    assert extender_points(0, 5) == 0
+
+
+def test_select_host_takes_the_best_and_breaks_ties_evenly() -> None:
+    assert select_host([("a", 1), ("b", 3), ("c", 2)], random.Random(0)) == "b"
+    rng = random.Random(7)
+    counts = Counter(
+        select_host([("a", 5), ("b", 5), ("c", 5), ("d", 1)], rng) for _ in range(3000)
+    )
+    assert set(counts) == {"a", "b", "c"}
+    assert all(800 < counts[n] < 1200 for n in "abc")
+    again = random.Random(7)
+    first = [select_host([("a", 5), ("b", 5)], again) for _ in range(20)]
+    again = random.Random(7)
+    assert [select_host([("a", 5), ("b", 5)], again) for _ in range(20)] == first
+    with pytest.raises(ValueError):
+        select_host([], rng)
