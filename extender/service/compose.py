@@ -17,7 +17,6 @@ from typing import Protocol
 
 from starlette.applications import Starlette
 
-from extender.cluster.bind_thread import BindThread
 from extender.cluster.binder import Binder, KubeBinder
 from extender.cluster.connect import missing_client_problems
 from extender.cluster.event_poster import EventPoster, EventSink
@@ -152,11 +151,10 @@ def build_service(
     parts = _core(settings, kube, clock)
     refresher = _refresher(parts, provider)
     on_placed = _placement_events(parts)
-    bind_calls, bind_thread = _bind_calls(settings, kube)
     binder = Binder(
         settings,
         parts.engine,
-        bind_calls,
+        kube,
         clock=clock,
         on_outcome=parts.telemetry.bound,
         on_placed=on_placed,
@@ -186,7 +184,7 @@ def build_service(
         parts.background,
         watches={i.status.resource: i.status for i in informers},
         prepare=lambda: prepare(informers, reloader),
-        shutdown=lambda: _shutdown(kube, reloader, bind_thread),
+        shutdown=lambda: _shutdown(kube, reloader),
         stopping=tainter.remove_all if tainter is not None else None,
         problems=problems,
         details=details,
@@ -372,25 +370,8 @@ def _policy_detail(settings: Settings, reloader: PolicyReloader | None) -> dict[
     return detail
 
 
-def _bind_calls(
-    settings: Settings, kube: KubeAPI | None
-) -> tuple[KubeBinder | None, BindThread | None]:
-    """The binder's API calls: with a real client and bind on, its twin on a thread of
-    its own, so binds never run on the verbs' loop (extender.cluster.bind_thread); any
-    other client (a test's stand-in) as given."""
-    twin = getattr(kube, "twin", None)  # KubeClient's; imported only when a policy needs it
-    if twin is not None and settings.bind.enabled:
-        thread = BindThread(twin)
-        return thread, thread
-    return kube, None
-
-
-async def _shutdown(
-    kube: KubeAPI | None, reloader: PolicyReloader | None, bind_thread: BindThread | None
-) -> None:
+async def _shutdown(kube: KubeAPI | None, reloader: PolicyReloader | None) -> None:
     if reloader is not None:
         reloader.triggers.remove_sighup()
-    if bind_thread is not None:  # after the binds drained (the lifespan's order)
-        await bind_thread.close()
     if kube is not None:
         await kube.close()

@@ -9,7 +9,7 @@ import base64
 import contextlib
 import ssl
 from collections.abc import AsyncGenerator, Collection, Mapping
-from typing import Any, Self
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -17,7 +17,7 @@ import kubernetes.client
 import kubernetes.config
 import orjson
 
-from extender.cluster.client.auth import proxy_for, ssl_context
+from extender.cluster.client.auth import AuthHeaders, proxy_for, ssl_context
 from extender.cluster.client.errors import (
     TRANSPORT_ERRORS,
     KubeError,
@@ -106,15 +106,11 @@ class KubeTransport:
         if config.username or config.password:
             pair = f"{config.username or ''}:{config.password or ''}".encode()
             self._static["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        self._auth = AuthHeaders(config, self._static)
         self._timeouts = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard: AsyncGenerator[None, None] | None = None
-
-    def twin(self) -> Self:
-        """A client like this one for another event loop (a session belongs to one)."""
-        t, r, b, m = self._timeout, self._retries, self._backoff, self._max_connections
-        return type(self)(self._configuration, timeout=t, retries=r, backoff=b, max_connections=m)
 
     # --- session ---
 
@@ -154,14 +150,9 @@ class KubeTransport:
             await session.close()
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        """Per-request headers: auth from the configuration, asked each time, so refresh
-        hooks (in-cluster token rotation, exec plugins) take effect."""
-        headers = self._static.copy()
-        for setting in self._configuration.auth_settings().values():
-            value = setting.get("value")
-            if value and setting.get("in") == "header":
-                key = str(setting["key"])
-                headers["Authorization" if key.lower() == "authorization" else key] = value
+        """Per-request headers: auth from the configuration's refresh hooks (in-cluster
+        token rotation, exec plugins), reused for seconds (auth.AuthHeaders)."""
+        headers = self._auth.get()
         if content_type is not None:
             headers["Content-Type"] = content_type
         return headers
@@ -221,6 +212,8 @@ class KubeTransport:
         except TRANSPORT_ERRORS as exc:
             raise error_from_transport(exc, self._where, self._timeout) from exc
         if status >= 300:
+            if status == 401:  # a rotated token: the next request asks the hooks again
+                self._auth.expire()
             raise error_from_status(status, data, http_reason)
         if not data:
             return {}

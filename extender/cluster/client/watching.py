@@ -77,6 +77,8 @@ class Watching(KubeTransport):
                 **self._options,
             ) as response:
                 if response.status >= 300:
+                    if response.status == 401:  # a rotated token: ask the hooks again
+                        self._auth.expire()
                     err = error_from_status(response.status, await response.read(), response.reason)
                     err.message = f"{what}: {err.message}"
                     raise err
