@@ -21,6 +21,7 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """A table of checks; exit 1 on any FAIL."""
     from extender.cluster.client import KubeClient, load_api_client
+    from extender.doctor.backend import AskBuildInfo
     from extender.doctor.examine import examine
     from extender.doctor.prometheus import Query
     from extender.doctor.rows import exit_code, render
@@ -29,9 +30,11 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load(args.config)
     query: Query | None = None
+    build_info: AskBuildInfo | None = None
     if settings.provider == "prometheus":
         try:
-            query = PrometheusProvider(settings.prometheus).query
+            provider = PrometheusProvider(settings.prometheus)
+            query, build_info = provider.query, provider.build_info
         except Exception as exc:  # a basicAuth password file it cannot read
             problem = exc
 
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def examined() -> list[Any]:
         try:
-            return await examine(settings, query, kube, kube_problem)
+            return await examine(settings, query, kube, kube_problem, build_info=build_info)
         finally:
             if kube is not None:
                 await kube.close()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from extender.decisions.model import NodeInfo
+from extender.doctor.backend import AskBuildInfo, BuildInfo, backend_row, identify, tenant_row
 from extender.doctor.cluster import Kube, nodes_row, permission_row, permissions
 from extender.doctor.prometheus import (
     Query,
@@ -27,7 +28,7 @@ from extender.doctor.prometheus import (
     timestamp_query,
 )
 from extender.doctor.rows import Row
-from extender.errors.causes import describe
+from extender.errors.causes import PartialAnswer, describe
 from extender.policy.settings import Settings
 
 
@@ -37,8 +38,10 @@ async def examine(
     kube: Kube | None,
     kube_problem: str | None = None,
     clock: Callable[[], float] = time.time,
+    build_info: AskBuildInfo | None = None,
 ) -> list[Row]:
-    """Every check of the policy, in order. `query` None: the static provider."""
+    """Every check of the policy, in order. `query` None: the static provider;
+    `build_info` None: the backend is not named."""
     rows: list[Row] = []
     nodes: list[NodeInfo] | None = None
     if kube is None:
@@ -53,7 +56,7 @@ async def examine(
     if query is None:
         rows.append(Row("prometheus", "ok", "not used (static provider)"))
     else:
-        rows.extend(await _prometheus_rows(settings, query, nodes, clock))
+        rows.extend(await _prometheus_rows(settings, query, nodes, clock, build_info))
     if kube is not None:
         for permission in permissions(settings):
             answer: tuple[bool, str] | BaseException
@@ -72,7 +75,11 @@ async def examine(
 
 
 async def _prometheus_rows(
-    settings: Settings, query: Query, nodes: list[NodeInfo] | None, clock: Callable[[], float]
+    settings: Settings,
+    query: Query,
+    nodes: list[NodeInfo] | None,
+    clock: Callable[[], float],
+    build_info: AskBuildInfo | None,
 ) -> list[Row]:
     async def ask(promql: str) -> list[Series] | BaseException:
         try:
@@ -81,8 +88,22 @@ async def _prometheus_rows(
             return exc
 
     reached = await ask("vector(1)")
-    error = reached if isinstance(reached, BaseException) else None
+    # A partial answer is an answer: the server is there (its stores are checked below).
+    error = None
+    if isinstance(reached, BaseException) and not isinstance(reached, PartialAnswer):
+        error = reached
     rows = [reachable_row(settings.prometheus, error)]
+    backend = None
+    if build_info is not None:
+        try:
+            answer: BuildInfo | BaseException = await asyncio.to_thread(build_info)
+        except Exception as exc:
+            answer = exc
+        rows.append(backend_row(answer))
+        backend = None if isinstance(answer, BaseException) else identify(answer)
+    tenant = tenant_row(settings.prometheus, backend, error)
+    if tenant is not None:
+        rows.append(tenant)
     if error is not None:
         return rows
     users: dict[str, list[str]] = {}
@@ -92,6 +113,14 @@ async def _prometheus_rows(
     for metric in settings.fetched_metrics:
         series = await ask(metric.query)
         row = query_row(metric, series)
+        if isinstance(series, PartialAnswer):  # say so, and check what did come
+            row = Row(
+                row.check,
+                "warn",
+                f"{describe(series)}; until a whole answer the metric keeps its last whole "
+                f"values, which count as missing after maxAge ({metric.max_age:g} s)",
+            )
+            series = parse_series(series.result)
         if settings.policies is not None:  # named policies: say which use the metric
             row = replace(row, detail=f"{row.detail} (policies {', '.join(users[metric.name])})")
         rows.append(row)

@@ -18,8 +18,8 @@ from extender.decisions.model import NodeInfo, NodeInventory
 from extender.doctor.rows import Row, Status, few, number
 from extender.errors.causes import describe
 from extender.metrics.providers import node_of
+from extender.policy.backend import PrometheusSettings
 from extender.policy.policies import MetricSettings
-from extender.policy.sections import PrometheusSettings
 
 #: A blocking instant query: `data.result` as Prometheus sent it; raises on failure.
 Query = Callable[[str], Sequence[Any]]
@@ -68,8 +68,12 @@ def auth_text(prometheus: PrometheusSettings) -> str:
         parts.append(f"bearer token from {prometheus.bearer_token_file}")
     if prometheus.basic_auth is not None:
         parts.append(f"basic auth as {prometheus.basic_auth.username}")
+    if prometheus.tenant is not None:
+        parts.append(f"tenant {prometheus.tenant}")
     if prometheus.headers:
         parts.append(f"headers {few(prometheus.headers, 5)}")
+    for name, path in sorted(prometheus.header_files.items()):
+        parts.append(f"{name} from {path}")
     if prometheus.ca_file:
         parts.append(f"CA {prometheus.ca_file}")
     if prometheus.insecure_skip_verify:

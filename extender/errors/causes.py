@@ -50,6 +50,16 @@ class BadAnswer(Exception):
     is operator text already."""
 
 
+class PartialAnswer(BadAnswer):
+    """A whole-looking answer the server marked partial (Thanos' warnings with
+    partial_response, VictoriaMetrics' isPartial): some stores did not answer, so some
+    nodes may be missing. `result` is what it did send (doctor reads it)."""
+
+    def __init__(self, message: str, result: list[object]) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 def describe(exc: BaseException) -> str:
     """One line for logs, /readyz and CLI warnings: the cause of `exc`, redacted."""
     text = " ".join(cause(exc).split())

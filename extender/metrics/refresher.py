@@ -18,7 +18,7 @@ from typing import Protocol
 
 from extender.decisions.engine import Engine, build_tables
 from extender.decisions.model import MetricSeries, NodeInventory, NodeName, Snapshot
-from extender.errors.causes import describe
+from extender.errors.causes import PartialAnswer, describe
 from extender.metrics.providers import MetricsProvider
 from extender.policy.settings import Settings
 
@@ -163,7 +163,8 @@ class Refresher:
 
     @property
     def failures(self) -> int:
-        """Consecutive refreshes with at least one error (or an unexpected failure)."""
+        """Consecutive refreshes with at least one error other than a partial answer (or
+        an unexpected failure)."""
         return self._failures
 
     def delay(self) -> float:
@@ -209,7 +210,13 @@ class Refresher:
         if self._installed is not None:
             self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}
-        self._failures = self._failures + 1 if errors else 0
+        # A partial answer is no sign of a struggling server: no back-off, so the next
+        # whole answer comes at the interval.
+        struggling = any(
+            isinstance(r, BaseException) and not isinstance(r, PartialAnswer)
+            for r in results.values()
+        )
+        self._failures = self._failures + 1 if struggling else 0
         self.failure_log.refreshed(list(results), errors, now)
         if self._listener is not None:
             self._listener.refreshed(snapshot, errors, time.perf_counter() - started)

@@ -17,10 +17,10 @@ from pydantic import (
     ValidationError,
 )
 
+from extender.policy.backend import BasicAuth, PrometheusSettings
 from extender.policy.fields import ConfigError
 from extender.policy.policies import FilterThreshold, MetricSettings, PolicySettings
 from extender.policy.sections import (
-    BasicAuth,
     BindSettings,
     ExplainSettings,
     HerdGuardSettings,
@@ -28,7 +28,6 @@ from extender.policy.sections import (
     LabelSelectorSettings,
     OverloadSettings,
     PrioritizeSettings,
-    PrometheusSettings,
     RebalanceSettings,
     RequeueSettings,
     SelectorRequirement,

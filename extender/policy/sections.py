@@ -118,47 +118,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class BasicAuth(Model):
-    username: Annotated[str, Strict(), Field(min_length=1)]
-    """User name sent with HTTP basic auth."""
-    password_file: Annotated[str, Strict(), Field(min_length=1)]
-    """File holding the password (re-read each refresh)."""
-
-
-class PrometheusSettings(Model):
-    url: StrictStr = Field(
-        default="http://prometheus-operated.monitoring.svc:9090",
-        json_schema_extra={"pattern": "^https?://"},
-    )
-    """Prometheus base URL; PROMETHEUS_URL overrides it."""
-    interval: Seconds = 15.0
-    """Seconds between refreshes."""
-    timeout: Seconds = 5.0
-    """Per-query timeout in seconds."""
-    max_backoff: Seconds = 120.0
-    """Ceiling of the refresh back-off after consecutive errors."""
-    node_label: Annotated[str, Strict(), Field(min_length=1)] = "node"
-    """Label naming the node: node, nodename, instance or any label; `instance`
-    addresses are mapped to nodes through their InternalIP."""
-    headers: dict[StrictStr, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
-    """Extra HTTP headers sent with every query."""
-    bearer_token_file: StrictStr | None = None
-    """Sent as "Authorization: Bearer <token>", re-read each refresh (projected tokens rotate)."""
-    basic_auth: BasicAuth | None = None
-    """HTTP basic auth: {username, passwordFile}."""
-    ca_file: StrictStr | None = Field(default=None, alias="caFile")
-    """CA bundle for https."""
-    insecure_skip_verify: StrictBool = False
-    """Do not verify the server certificate (tests only)."""
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
-
-
 class StaticSettings(Model):
     nodes: dict[StrictStr, dict[StrictStr, Number]] = {}  # noqa: RUF012 (pydantic copies defaults)
     """node -> {metric: value}: fixed values for demos and tests (provider: static)."""

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from extender.policy.backend import PrometheusSettings
 from extender.policy.fields import Model, PolicyName, ProviderKind
 from extender.policy.policies import (
     DEFAULT_METRICS,
@@ -33,7 +34,6 @@ from extender.policy.sections import (
     KubernetesSettings,
     OverloadSettings,
     PrioritizeSettings,
-    PrometheusSettings,
     RebalanceSettings,
     RequeueSettings,
     ServerSettings,

@@ -403,6 +403,43 @@ def test_prometheus_credentials_come_from_secrets(tmp_path: Path) -> None:
     assert "secret" not in policy_text(objs).lower().replace("decice-secrets", "")
 
 
+def test_a_tenant_header_comes_from_a_secret_in_both_deployments(tmp_path: Path) -> None:
+    tenant = {"secretName": "mimir-tenant", "key": "org"}
+    objs = render_objects(
+        {
+            "extender": {"prometheusAuth": {"headers": {"X-Scope-OrgID": tenant}}},
+            "rebalancer": {"enabled": True},
+            "policy": {"prometheus": {"partialResponse": False, "dedup": True}},
+        }
+    )
+    deployments = [d for d in objs if d["kind"] == "Deployment"]
+    assert len(deployments) == 2  # the extender and the rebalancer both query
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["prometheus-header-x-scope-orgid"]["secret"] == {
+            "secretName": "mimir-tenant",
+            "items": [{"key": "org", "path": "org"}],
+        }
+        mounts = {m["name"]: m for c in pod["containers"] for m in c.get("volumeMounts", [])}
+        assert mounts["prometheus-header-x-scope-orgid"]["mountPath"] == (
+            "/etc/decice-secrets/header-x-scope-orgid"
+        )
+    settings = load_policy(objs, tmp_path)
+    assert dict(settings.prometheus.header_files) == {
+        "X-Scope-OrgID": "/etc/decice-secrets/header-x-scope-orgid/org"
+    }
+    assert settings.prometheus.query_parameters == {"dedup": "true", "partial_response": "false"}
+    assert "mimir-tenant" not in policy_text(objs)
+
+
+@pytest.mark.parametrize("header", ["Authorization", "cookie", "Proxy-Authorization"])
+def test_a_credential_header_in_the_policy_configmap_is_refused(header: str) -> None:
+    values = {"policy": {"prometheus": {"headers": {header: "secret"}}}}
+    with pytest.raises(helm.HelmRenderError, match="plain ConfigMap"):
+        render_mod.render_chart(values, name=RELEASE, namespace=NAMESPACE)
+
+
 def test_an_authorization_header_in_the_policy_configmap_is_refused() -> None:
     values = {"policy": {"prometheus": {"headers": {"authorization": "Bearer abc"}}}}
     with pytest.raises(helm.HelmRenderError, match="plain ConfigMap"):

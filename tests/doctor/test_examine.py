@@ -30,12 +30,13 @@ from extender.doctor.prometheus import (
     timestamp_query,
 )
 from extender.doctor.rows import Row, exit_code, render
+from extender.policy.backend import BasicAuth, PrometheusSettings
 from extender.policy.loading import parse_settings
 from extender.policy.policies import MetricSettings
-from extender.policy.sections import BasicAuth, PrometheusSettings
 from tests.harness.kubeapi import FakeKubeAPI, client_for, write_kubeconfig
 from tests.harness.loopback import LoopbackServer, free_port
-from tests.harness.promharness import PrometheusServer, prometheus_binary
+from tests.harness.prometheus_fixtures import BACKENDS, metrics_server
+from tests.harness.promharness import MetricsServer
 from tests.harness.promharness import _series as exposition
 
 NODES = [NodeInfo(f"node-{i}", (f"10.0.0.{i}",)) for i in (1, 2, 3)]
@@ -70,13 +71,17 @@ def test_reachability_names_the_auth_and_the_cause_without_secrets() -> None:
     settings = PrometheusSettings(
         url="https://prom:9090",
         headers={"X-Scope-OrgID": "tenant-a"},
+        header_files={"X-Api-Key": "/etc/key"},
         bearer_token_file="/var/run/token",
-        basic_auth=BasicAuth(username="decice", password_file="/etc/pw"),
         caFile="/etc/ca.pem",
     )
     text = auth_text(settings)
-    assert "bearer token from /var/run/token" in text and "basic auth as decice" in text
-    assert "headers X-Scope-OrgID" in text and "tenant-a" not in text and "CA /etc/ca.pem" in text
+    assert "bearer token from /var/run/token" in text and "headers X-Scope-OrgID" in text
+    assert "tenant-a" not in text and "CA /etc/ca.pem" in text
+    assert "X-Api-Key from /etc/key" in text
+    basic = PrometheusSettings(basic_auth=BasicAuth(username="decice", password_file="/etc/pw"))
+    assert auth_text(basic) == "basic auth as decice"
+    assert auth_text(PrometheusSettings(tenant="t")) == "tenant t"
     assert auth_text(PrometheusSettings()) == "no auth"
     assert reachable_row(settings, None).status == "ok"
     refused = OSError(111, "Connection refused")
@@ -298,7 +303,7 @@ async def test_access_review_through_the_client() -> None:
         }
 
 
-# --- the command against a real Prometheus and the loopback API server --------------------
+# --- the command against a real Prometheus (and VictoriaMetrics) and the loopback API server
 
 NOW = time.time()
 
@@ -338,15 +343,28 @@ class _Exporter:
         self.server = LoopbackServer(Handler, name="doctor-exporter")
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+#: What the backend row names each backend (VictoriaMetrics 1.79 tells no version).
+BACKEND_NAMES = {
+    "prometheus": ("Prometheus 2.", "Prometheus 3."),
+    "victoriametrics": ("VictoriaMetrics",),
+}
+#: How each backend's error for a query it cannot parse reads, as the doctor relays it:
+#: Prometheus' errorType, VictoriaMetrics' (its HTTP status) and parser message.
+PARSE_ERROR = {"prometheus": ("bad_data",), "victoriametrics": ("422", "unexpected token")}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def prometheus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MetricsServer]:
+    """A real Prometheus, then a real VictoriaMetrics (the test ids say which)."""
     exporter = _Exporter(_exposition())
     target = f"127.0.0.1:{exporter.server.port}"
-    server = PrometheusServer(
+    server = metrics_server(
+        request.param,
         [target],
-        workdir=tmp_path_factory.mktemp("prometheus"),
-        binary=prometheus_binary(),
-        lookback_delta="10m",  # doctor_old's two-minute-old samples stay visible
+        tmp_path_factory.mktemp(request.param),
+        lookback="10m",  # doctor_old's two-minute-old samples stay visible
     )
     try:
         server.start()
@@ -408,7 +426,7 @@ def doctor(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     api: FakeKubeAPI,
-    prometheus: PrometheusServer,
+    prometheus: MetricsServer,
 ) -> Run:
     def run(
         metric: dict[str, Any], node_label: str = "node", url: str | None = None
@@ -421,7 +439,7 @@ def doctor(
 
 
 @pytest.mark.integration
-def test_a_healthy_cluster_is_all_ok(doctor: Run) -> None:
+def test_a_healthy_cluster_is_all_ok(doctor: Run, prometheus: MetricsServer) -> None:
     code, rows, out = doctor({"query": "doctor_cpu"})
     print(out)
     assert code == 0, out
@@ -429,6 +447,7 @@ def test_a_healthy_cluster_is_all_ok(doctor: Run) -> None:
     assert list(rows) == [
         "kubernetes",
         "prometheus",
+        "backend",
         "query cpu",
         "nodes cpu",
         "age cpu",
@@ -444,6 +463,7 @@ def test_a_healthy_cluster_is_all_ok(doctor: Run) -> None:
         "rbac list poddisruptionbudgets.policy",
     ]
     assert rows["nodes cpu"].detail == "3 of 3 nodes have data"
+    assert rows["backend"].detail.startswith(BACKEND_NAMES[prometheus.kind]), out
     assert rows["range cpu"].detail == "values 0.2 .. 0.7 within min 0 .. max 1"
 
 
@@ -459,11 +479,12 @@ def test_prometheus_unreachable(doctor: Run) -> None:
 
 
 @pytest.mark.integration
-def test_a_query_error(doctor: Run) -> None:
+def test_a_query_error(doctor: Run, prometheus: MetricsServer) -> None:
     code, rows, out = doctor({"query": "sum(doctor_cpu"})
     assert code == 1
     assert rows["query cpu"].status == "FAIL"
-    assert "bad_data" in rows["query cpu"].detail, out
+    for word in PARSE_ERROR[prometheus.kind]:
+        assert word in rows["query cpu"].detail, out
 
 
 @pytest.mark.integration
@@ -525,7 +546,7 @@ def test_two_policies_each_metric_checked_once_with_its_users(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     api: FakeKubeAPI,
-    prometheus: PrometheusServer,
+    prometheus: MetricsServer,
 ) -> None:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, "doctor-token")
     monkeypatch.delenv("PROMETHEUS_URL", raising=False)

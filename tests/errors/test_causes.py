@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 import pytest
 import requests
 import trustme
-from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.connection import HTTPConnection
 from urllib3.exceptions import (
     ConnectTimeoutError,
@@ -33,7 +32,7 @@ from urllib3.exceptions import (
 from extender.cli.main import main
 from extender.decisions.model import NodeInventory
 from extender.errors.causes import BadAnswer, HTTPStatusError, cause, describe, walk
-from extender.metrics.providers import PrometheusProvider, status_error
+from extender.metrics.providers import PrometheusProvider
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
 from tests.harness.loopback import LOCALHOST, LoopbackServer, free_port
@@ -183,7 +182,7 @@ def test_an_unreadable_token_file_names_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "token"
     with answering(200, b"{}") as server:
         text = fetch_error(prometheus(server.url, bearerTokenFile=str(missing)))
-    assert text == f"{missing}: No such file or directory"
+    assert text == f"prometheus.bearerTokenFile: cannot read {missing}: No such file or directory"
 
 
 # --- chains built by hand ---------------------------------------------------------------------
@@ -347,15 +346,6 @@ def test_the_walk_ends_on_cycles_and_bad_str() -> None:
     assert cause(Unprintable()) == "Unprintable"
     group = ExceptionGroup("two", [ValueError("v"), ConnectionRefusedError(111, "refused")])
     assert describe(group) == "connection refused"
-
-
-def test_the_client_status_message_is_taken_apart() -> None:
-    exc = PrometheusApiClientException("HTTP Status Code 503 (b'down\\n')")
-    error = status_error(exc)
-    assert isinstance(error, HTTPStatusError)
-    assert (error.status, error.body) == (503, b"down\n")
-    odd = PrometheusApiClientException("something else")
-    assert status_error(odd) is odd
 
 
 def test_the_scores_cli_warns_with_the_cause_once(

@@ -2,7 +2,8 @@
 
 `/api/v1/query` answers what the test set last: a vector of series (`vector`), any
 status and body (`raw`), or either after a delay (`delay`). Requests are recorded with
-their headers and query strings.
+their headers and query strings. `/api/v1/status/buildinfo` answers 404 until
+`build_info` sets what a backend says there (and the headers it adds to every answer).
 
     with FakePrometheus() as prom:
         prom.vector({"node-1": "0.2", "node-2": "NaN"})
@@ -40,6 +41,8 @@ class FakePrometheus:
         self._status = 200
         self._body = success([])
         self._delay = 0.0
+        self._build_info: tuple[int, bytes] = (404, b"404 page not found\n")
+        self._extra_headers: dict[str, str] = {}
         self._release = threading.Event()
         self.queries: list[dict[str, list[str]]] = []
         self.headers: list[dict[str, str]] = []
@@ -59,7 +62,9 @@ class FakePrometheus:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
-                if parts.path != "/api/v1/query":
+                if parts.path == "/api/v1/status/buildinfo":
+                    (status, body), delay = fake._build_info, 0.0
+                elif parts.path != "/api/v1/query":
                     status, body, delay = 404, b"404 page not found\n", 0.0
                 else:
                     status, body, delay = fake._answer(
@@ -71,6 +76,8 @@ class FakePrometheus:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
+                    for name, value in fake._extra_headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
@@ -96,6 +103,14 @@ class FakePrometheus:
     def raw(self, status: int, body: bytes) -> None:
         with self._lock:
             self._status, self._body, self._delay = status, body, 0.0
+
+    def build_info(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        """What /api/v1/status/buildinfo answers (`body` as JSON unless bytes), and
+        headers sent with every answer (VictoriaMetrics' X-Server-Hostname)."""
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        with self._lock:
+            self._build_info = (status, raw)
+            self._extra_headers = dict(headers or {})
 
     def delay(self, seconds: float) -> None:
         """Answer the current body only after `seconds` (past the client's timeout)."""

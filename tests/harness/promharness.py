@@ -18,6 +18,11 @@ plus two simple series for other label styles: ``decice_node_cpu{node=...}`` and
 evaluation interval and ``honor_labels: true`` so the exporter's ``job``/``instance``
 labels survive, as they do for the series of a stock install.
 
+What every backend's server shares lives here too: ``LoopbackProcess`` (start on a free
+loopback port, wait until ready, stop, log), ``scrape_config`` and ``MetricsServer`` (the
+surface tests use: ``query``, ``wait_for``, ``wait_for_first_scrape``...), which
+``PrometheusServer`` and ``tests.harness.vmharness.VictoriaMetricsServer`` both are.
+
 The module also holds the fixture bodies as plain context managers
 (``running_exporter``, ``running_prometheus``) and the check for the binary
 (``prometheus_binary``: a missing one fails the test, it is never skipped);
@@ -383,54 +388,43 @@ class StockExporter(MetricsEndpoint):
         return 200, "".join(out)
 
 
-# --------------------------------------------------------------------------- prometheus
+# --------------------------------------------------------------------------- servers
 
 
-class PrometheusServer:
-    """A real Prometheus on 127.0.0.1 scraping ``targets`` every second.
+class LoopbackProcess:
+    """A server process we start on 127.0.0.1, at a free port, logging to one file.
 
-    ``lookback_delta`` defaults to 5 s instead of Prometheus' 5 min. Series that vanish
-    from a successful scrape, or whose target fails, get staleness markers and disappear
-    at once anyway; but samples written before a Prometheus stop get no markers, and
-    after a restart they would stay visible for the whole lookback window. A short
-    window makes "this node's series is gone" observable within seconds in every case.
-    With a 1 s scrape interval, 5 s still tolerates a few missed scrapes.
-
-    Prometheus 2.42 syncs scrape targets at most every 5 s (no flag changes that), so
-    the first scrape after ``start()`` lands ~5 s after ``/-/ready``: keep ``wait_for``
-    timeouts well above that (the default, 30 s, is a ceiling for a loaded machine) or
-    call ``wait_for_first_scrape()``.
+    ``start()`` runs ``command()`` and waits until ``ready_path`` answers 200 (a lost race
+    for the port is retried on another one, first start only); ``stop()`` sends SIGTERM,
+    then SIGKILL after a timeout. Subclasses name the binary's flags in ``command()``.
     """
+
+    #: Names the process in messages.
+    name: ClassVar[str] = "server"
+    #: Answers 200 once the server serves.
+    ready_path: ClassVar[str] = "/-/ready"
 
     def __init__(
         self,
-        targets: list[str],
+        binary: str,
+        workdir: Path,
+        log_file: Path,
         *,
-        workdir: Path | None = None,
-        binary: str | None = None,
         port: int | None = None,
-        lookback_delta: str = "5s",
         ready_timeout: float = 30.0,
-        job_name: str = "fake-exporter",
-        rule_files: list[Path] | None = None,
     ) -> None:
-        self.binary = binary or os.environ.get(PROMETHEUS_BIN_ENV) or DEFAULT_PROMETHEUS_BIN
-        self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="promharness-")) if workdir is None else workdir
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.data_dir = self.workdir / "data"
-        self.config_file = self.workdir / "prometheus.yml"
-        self.log_file = self.workdir / "prometheus.log"
+        self.binary = binary
+        self.workdir = workdir
+        self.log_file = log_file
         self._fixed_port = port is not None
         self.port = port if port is not None else free_port()
-        self.lookback_delta = lookback_delta
         self.ready_timeout = ready_timeout
-        self.job_name = job_name
-        self.rule_files = [str(f) for f in rule_files or []]
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_once = False
         self._started_at = 0.0
-        self.write_config(targets)
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
 
     @property
     def url(self) -> str:
@@ -440,27 +434,6 @@ class PrometheusServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def write_config(self, targets: list[str]) -> None:
-        """(Re)write prometheus.yml; call ``reload()`` afterwards if running."""
-        # JSON is valid YAML, so no YAML writer is needed.
-        config = {
-            "global": {
-                "scrape_interval": "1s",
-                "evaluation_interval": "1s",
-                "scrape_timeout": "1s",
-            },
-            "rule_files": self.rule_files,
-            "scrape_configs": [
-                {
-                    "job_name": self.job_name,
-                    "honor_labels": True,
-                    "static_configs": [{"targets": list(targets)}],
-                }
-            ],
-        }
-        self.config_file.write_text(json.dumps(config, indent=2) + "\n")
-
-    # -- lifecycle
     def start(self) -> None:
         """Start (or restart) on the same port and data dir; wait until ready."""
         if self.running:
@@ -482,16 +455,7 @@ class PrometheusServer:
         raise last_error
 
     def _start_once(self) -> None:
-        cmd = [
-            self.binary,
-            f"--config.file={self.config_file}",
-            f"--storage.tsdb.path={self.data_dir}",
-            f"--web.listen-address={LOCALHOST}:{self.port}",
-            "--web.enable-lifecycle",
-            f"--query.lookback-delta={self.lookback_delta}",
-            "--storage.tsdb.retention.time=1h",
-            "--log.level=warn",
-        ]
+        cmd = self.command()
         with self.log_file.open("ab") as log:
             log.write(f"--- starting: {' '.join(cmd)}\n".encode())
             log.flush()
@@ -509,10 +473,10 @@ class PrometheusServer:
                 code = self._proc.returncode
                 self._proc = None
                 raise AssertionError(
-                    f"prometheus exited with {code} before ready:\n{self.log_tail()}"
+                    f"{self.name} exited with {code} before ready:\n{self.log_tail()}"
                 )
             try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
+                with urllib.request.urlopen(f"{self.url}{self.ready_path}", timeout=1) as resp:
                     if resp.status == 200:
                         return
                     last = f"HTTP {resp.status}"
@@ -521,7 +485,7 @@ class PrometheusServer:
             time.sleep(0.1)
         self.stop()
         raise AssertionError(
-            f"prometheus not ready at {self.url} after {self.ready_timeout}s ({last}):\n"
+            f"{self.name} not ready at {self.url} after {self.ready_timeout}s ({last}):\n"
             f"{self.log_tail()}"
         )
 
@@ -541,24 +505,6 @@ class PrometheusServer:
         self.stop()
         self.start()
 
-    def reload(self) -> None:
-        """Ask a running server to re-read prometheus.yml (``--web.enable-lifecycle``)."""
-        req = urllib.request.Request(f"{self.url}/-/reload", method="POST")
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            assert resp.status == 200, f"reload failed: HTTP {resp.status}"
-
-    def close(self) -> None:
-        self.stop()
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> PrometheusServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def log_tail(self, lines: int = 30) -> str:
         try:
             text = self.log_file.read_text(errors="replace")
@@ -566,14 +512,96 @@ class PrometheusServer:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
+
+def scrape_config(job_name: str, targets: list[str]) -> dict[str, Any]:
+    """The scrape part of a Prometheus-format config every server here reads: every
+    ``targets`` scraped each second, their ``job``/``instance`` labels honoured."""
+    return {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": job_name,
+                "honor_labels": True,
+                "static_configs": [{"targets": list(targets)}],
+            }
+        ],
+    }
+
+
+class MetricsServer(LoopbackProcess):
+    """A server of the Prometheus query API that scrapes the exporters of this module:
+    the surface the tests use, whichever backend runs (``PrometheusServer`` here,
+    ``tests.harness.vmharness.VictoriaMetricsServer``). ``workdir`` None: a temporary
+    one, removed by ``close()``."""
+
+    #: Which backend this is: the test id of ``prometheus_fixtures.BACKENDS``.
+    kind: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        *,
+        binary: str,
+        workdir: Path | None,
+        prefix: str,
+        port: int | None = None,
+        ready_timeout: float = 30.0,
+        job_name: str = "fake-exporter",
+    ) -> None:
+        own = workdir is None
+        workdir = Path(tempfile.mkdtemp(prefix=f"{prefix}-")) if workdir is None else workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(
+            binary,
+            workdir,
+            workdir / f"{self.name}.log",
+            port=port,
+            ready_timeout=ready_timeout,
+        )
+        self._own_workdir = own
+        self.job_name = job_name
+        self.data_dir = self.workdir / "data"
+
+    @property
+    def api_url(self) -> str:
+        """A base URL of the query API with a path (``url`` itself where there is none)."""
+        return self.url
+
+    # -- the scrape config
+    @property
+    def config_file(self) -> Path:
+        raise NotImplementedError
+
+    def write_config(self, targets: list[str]) -> None:
+        """(Re)write the scrape config; call ``reload()`` afterwards if running."""
+        raise NotImplementedError
+
+    def reload(self) -> None:
+        """Make a running server read its scrape config again, and return once it has."""
+        raise NotImplementedError
+
+    # -- lifecycle
+    def close(self) -> None:
+        self.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- queries
-    def query(self, promql: str, timeout: float = 5.0) -> Result:
-        """One instant query; returns ``data.result`` (a vector's list of series).
+    def query(self, promql: str, timeout: float = 5.0, at: float | None = None) -> Result:
+        """One instant query (at ``at``, default now); returns ``data.result`` (a vector's
+        list of series).
 
         Raises ``OSError``/``URLError`` if the server does not answer and
         ``AssertionError`` if it answers with an error.
         """
-        qs = urllib.parse.urlencode({"query": promql})
+        params = {"query": promql} if at is None else {"query": promql, "time": f"{at:.3f}"}
+        qs = urllib.parse.urlencode(params)
         try:
             with urllib.request.urlopen(f"{self.url}/api/v1/query?{qs}", timeout=timeout) as r:
                 payload = json.load(r)
@@ -606,6 +634,7 @@ class PrometheusServer:
         while True:
             attempts += 1
             try:
+                self.settle()
                 result = self.query(query, timeout=max(0.5, min(5.0, timeout)))
                 if predicate(result):
                     return result
@@ -615,9 +644,13 @@ class PrometheusServer:
             if time.monotonic() + interval > deadline:
                 raise AssertionError(
                     f"timed out after {timeout}s ({attempts} polls) waiting on {query!r}; "
-                    f"last result: {last!r}"
+                    f"last result: {last!r}\n{self.name} log:\n{self.log_tail(10)}"
                 )
             time.sleep(interval)
+
+    def settle(self) -> None:
+        """Before each ``wait_for`` poll: make what the server has stored answer queries
+        (nothing to do for Prometheus)."""
 
     def wait_for_first_scrape(self, timeout: float = 30.0) -> None:
         """Wait until the scrape job has reported ``up`` once since the last start.
@@ -637,19 +670,99 @@ class PrometheusServer:
         self.wait_for(ANY_EXPORTER_SERIES_QUERY, lambda r: not r, timeout=timeout)
 
 
+class PrometheusServer(MetricsServer):
+    """A real Prometheus on 127.0.0.1 scraping ``targets`` every second.
+
+    ``lookback_delta`` defaults to 5 s instead of Prometheus' 5 min. Series that vanish
+    from a successful scrape, or whose target fails, get staleness markers and disappear
+    at once anyway; but samples written before a Prometheus stop get no markers, and
+    after a restart they would stay visible for the whole lookback window. A short
+    window makes "this node's series is gone" observable within seconds in every case.
+    With a 1 s scrape interval, 5 s still tolerates a few missed scrapes.
+
+    Prometheus 2.42 syncs scrape targets at most every 5 s (no flag changes that), so
+    the first scrape after ``start()`` lands ~5 s after ``/-/ready``: keep ``wait_for``
+    timeouts well above that (the default, 30 s, is a ceiling for a loaded machine) or
+    call ``wait_for_first_scrape()``.
+    """
+
+    name = "prometheus"
+    kind = "prometheus"
+
+    def __init__(
+        self,
+        targets: list[str],
+        *,
+        workdir: Path | None = None,
+        binary: str | None = None,
+        port: int | None = None,
+        lookback_delta: str = "5s",
+        ready_timeout: float = 30.0,
+        job_name: str = "fake-exporter",
+        rule_files: list[Path] | None = None,
+    ) -> None:
+        super().__init__(
+            binary=binary or os.environ.get(PROMETHEUS_BIN_ENV) or DEFAULT_PROMETHEUS_BIN,
+            workdir=workdir,
+            prefix="promharness",
+            port=port,
+            ready_timeout=ready_timeout,
+            job_name=job_name,
+        )
+        self.lookback_delta = lookback_delta
+        self.rule_files = [str(f) for f in rule_files or []]
+        self.write_config(targets)
+
+    @property
+    def config_file(self) -> Path:
+        return self.workdir / "prometheus.yml"
+
+    def write_config(self, targets: list[str]) -> None:
+        """(Re)write prometheus.yml; call ``reload()`` afterwards if running."""
+        config = scrape_config(self.job_name, targets)
+        config["global"]["evaluation_interval"] = "1s"
+        config["rule_files"] = self.rule_files
+        # JSON is valid YAML, so no YAML writer is needed.
+        self.config_file.write_text(json.dumps(config, indent=2) + "\n")
+
+    def command(self) -> list[str]:
+        return [
+            self.binary,
+            f"--config.file={self.config_file}",
+            f"--storage.tsdb.path={self.data_dir}",
+            f"--web.listen-address={LOCALHOST}:{self.port}",
+            "--web.enable-lifecycle",
+            f"--query.lookback-delta={self.lookback_delta}",
+            "--storage.tsdb.retention.time=1h",
+            "--log.level=warn",
+        ]
+
+    def reload(self) -> None:
+        """Ask a running server to re-read prometheus.yml (``--web.enable-lifecycle``)."""
+        req = urllib.request.Request(f"{self.url}/-/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200, f"reload failed: HTTP {resp.status}"
+
+
 # --------------------------------------------------------------------------- fixtures
+
+
+def installed_binary(default: str, env: str, what: str, package: str) -> str:
+    """Path of `what`'s binary ($`env`, else `default`); fails the test (never skips it)
+    when it is missing, naming scripts/setup and the Debian `package`."""
+    binary = os.environ.get(env) or default
+    if os.path.isfile(binary) and os.access(binary, os.X_OK):
+        return binary
+    pytest.fail(
+        f"{what} binary not found at {binary}: run scripts/setup (it installs the Debian "
+        f"package '{package}'), or set {env} to a {what} binary",
+        pytrace=False,
+    )
 
 
 def prometheus_binary() -> str:
     """Path of the prometheus binary; fails the test (never skips it) when it is missing."""
-    binary = os.environ.get(PROMETHEUS_BIN_ENV) or DEFAULT_PROMETHEUS_BIN
-    if os.path.isfile(binary) and os.access(binary, os.X_OK):
-        return binary
-    pytest.fail(
-        f"prometheus binary not found at {binary}: run scripts/setup (it installs the "
-        f"Debian package 'prometheus'), or set {PROMETHEUS_BIN_ENV} to a prometheus binary",
-        pytrace=False,
-    )
+    return installed_binary(DEFAULT_PROMETHEUS_BIN, PROMETHEUS_BIN_ENV, "prometheus", "prometheus")
 
 
 def backfill(binary: str, history: str, workdir: Path) -> None:

@@ -8,6 +8,8 @@ kube-prometheus-stack recording rules the packs read itself: the real ones in
 kube-prometheus-stack-rules.yaml, and NODE_RULES below (copied from the chart's
 node-exporter.rules group) for memory and disk. Seven minutes of counter history are
 backfilled with promtool first, so `[5m]` rates are whole from the first scrape.
+Each pack runs on VictoriaMetrics too (`packs_prometheus` is parametrized): the same
+series scraped by it, the same rules run by vmalert, the same history imported.
 
 Each pack is loaded with the extender's own loader (only PROMETHEUS_URL set), served by
 `build_service`, and asked to prioritize and filter: the scores must order the nodes as
@@ -28,14 +30,8 @@ from starlette.testclient import TestClient
 from extender.policy.loading import load_settings
 from extender.policy.settings import Settings
 from extender.service.compose import build_service
-from tests.harness.promharness import (
-    PrometheusServer,
-    StockExporter,
-    approx_values,
-    backfill,
-    format_value,
-    prometheus_binary,
-)
+from tests.harness.prometheus_fixtures import BACKENDS, metrics_server
+from tests.harness.promharness import MetricsServer, StockExporter, approx_values, format_value
 
 pytestmark = pytest.mark.integration
 
@@ -227,21 +223,24 @@ class PackExporter(StockExporter):
         return status, body + self._gauges() + self._counters_at(time.time())
 
 
-@pytest.fixture(scope="module")
-def packs_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    binary = prometheus_binary()
+@pytest.fixture(scope="module", params=BACKENDS)
+def packs_prometheus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MetricsServer]:
     tmp = tmp_path_factory.mktemp("packs")
     now = time.time()
     start = now - 420
     with PackExporter(t0=start) as exporter:
         for node, load in CPU.items():
             exporter.set(node, load, now=start)
-        workdir = tmp / "prometheus"
-        backfill(binary, exporter.history(start, now - 2, step=1), workdir)
         rules = tmp / "node-rules.yaml"
         rules.write_text(NODE_RULES)
-        with PrometheusServer(
-            [exporter.target], workdir=workdir, binary=binary, rule_files=[STOCK_RULES, rules]
+        with metrics_server(
+            request.param,
+            [exporter.target],
+            tmp / request.param,
+            rule_files=[STOCK_RULES, rules],
+            history=exporter.history(start, now - 2, step=1),
         ) as server:
             yield server
 
@@ -275,7 +274,7 @@ class Outcome:
 
 
 def run_pack(
-    prometheus: PrometheusServer,
+    prometheus: MetricsServer,
     name: str,
     expected: dict[str, dict[str, float]],
     nodes: list[str] = NODES,
@@ -303,7 +302,7 @@ def ranking(scores: dict[str, int]) -> list[str]:
     return sorted(scores, key=lambda n: (-scores[n], n))
 
 
-def test_memory_pack(packs_prometheus: PrometheusServer) -> None:
+def test_memory_pack(packs_prometheus: MetricsServer) -> None:
     out = run_pack(packs_prometheus, "memory.yaml", {"memory": MEMORY})
     assert out.ready_nodes == {"memory": 3}
     assert out.scores == {"node-1": 2, "node-2": 8, "node-3": 0}
@@ -313,7 +312,7 @@ def test_memory_pack(packs_prometheus: PrometheusServer) -> None:
 
 
 def test_gpu_dcgm_pack_scores_the_mean_of_each_nodes_gpus(
-    packs_prometheus: PrometheusServer,
+    packs_prometheus: MetricsServer,
 ) -> None:
     means = {node: sum(gpus) / len(gpus) for node, gpus in GPUS.items()}
     assert means == {"node-1": 20.0, "node-2": 82.5, "node-3": 40.0}
@@ -326,7 +325,7 @@ def test_gpu_dcgm_pack_scores_the_mean_of_each_nodes_gpus(
     assert out.passed == nodes and out.rejected == {}
 
 
-def test_power_kepler_pack_sums_the_modes_into_watts(packs_prometheus: PrometheusServer) -> None:
+def test_power_kepler_pack_sums_the_modes_into_watts(packs_prometheus: MetricsServer) -> None:
     watts = {node: sum(modes.values()) for node, modes in POWER.items()}
     assert watts == {"node-1": 140.0, "node-2": 350.0, "node-3": 70.0}
     out = run_pack(packs_prometheus, "power-kepler.yaml", {"power": watts}, tol=2.0)
@@ -336,7 +335,7 @@ def test_power_kepler_pack_sums_the_modes_into_watts(packs_prometheus: Prometheu
     assert out.passed == NODES and out.rejected == {}
 
 
-def test_disk_io_pack_takes_each_nodes_busiest_disk(packs_prometheus: PrometheusServer) -> None:
+def test_disk_io_pack_takes_each_nodes_busiest_disk(packs_prometheus: MetricsServer) -> None:
     # loop0 on node-3 is busy but is not a disk: the recording rule leaves it out.
     busiest = {"node-1": 0.3, "node-2": 0.97, "node-3": 0.04}
     out = run_pack(packs_prometheus, "disk-io.yaml", {"disk_io": busiest})
@@ -347,7 +346,7 @@ def test_disk_io_pack_takes_each_nodes_busiest_disk(packs_prometheus: Prometheus
     assert out.rejected == {"node-2": "decice: disk_io above 0.9"}
 
 
-def test_cpu_memory_spread_pack_weighs_both(packs_prometheus: PrometheusServer) -> None:
+def test_cpu_memory_spread_pack_weighs_both(packs_prometheus: MetricsServer) -> None:
     out = run_pack(packs_prometheus, "cpu-memory-spread.yaml", {"cpu": CPU, "memory": MEMORY})
     assert out.ready_nodes == {"cpu": 3, "memory": 3}
     # node-1 has the idlest CPU but little free memory: node-2 wins on the two together.

@@ -2,6 +2,7 @@
 
 A real `prometheus` on 127.0.0.1 scrapes an exporter the test serves, shaped like a stock
 kube-prometheus-stack after its recording rules; the extender runs the stock join query.
+Every test runs twice, on Prometheus and on VictoriaMetrics (the `backend` fixture).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from extender.policy.policies import DEFAULT_CPU_QUERY
 from extender.policy.settings import Settings
 from extender.service.compose import build_service
 from tests.harness.kubeapi import FakeKubeAPI, client_for
-from tests.harness.promharness import FakeExporter, PrometheusServer, approx_values
+from tests.harness.promharness import FakeExporter, MetricsServer, approx_values
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +55,15 @@ def scores(client: TestClient) -> dict[str, int]:
 
 
 async def test_scores_and_verdicts_follow_prometheus(
-    exporter: FakeExporter, prometheus: PrometheusServer
+    exporter: FakeExporter, backend: MetricsServer
 ) -> None:
     exporter.set("node-1", 0.2)
     exporter.set("node-2", 0.95)
     exporter.set("node-3", 0.5)
-    prometheus.wait_for(
+    backend.wait_for(
         DEFAULT_CPU_QUERY, approx_values({"node-1": 0.2, "node-2": 0.95, "node-3": 0.5})
     )
-    settings = policy(prometheus.url)
+    settings = policy(backend.api_url)  # VictoriaMetrics: a URL with a path, as vmselect's
     service = build_service(settings)
     refresher = service.refresher
     with TestClient(service.app) as client:  # lifespan: the first refresh runs before serving
@@ -73,7 +74,7 @@ async def test_scores_and_verdicts_follow_prometheus(
         assert verdict["FailedAndUnresolvableNodes"] == {"node-2": "decice: cpu above 0.9"}
         exporter.set("node-1", 0.93)
         exporter.set("node-2", 0.1)
-        prometheus.wait_for(
+        backend.wait_for(
             DEFAULT_CPU_QUERY, approx_values({"node-1": 0.93, "node-2": 0.1, "node-3": 0.5})
         )
         await refresher.refresh_once()
@@ -84,18 +85,18 @@ async def test_scores_and_verdicts_follow_prometheus(
 
 
 async def test_instance_label_maps_addresses_to_nodes_through_the_api(
-    exporter: FakeExporter, prometheus: PrometheusServer
+    exporter: FakeExporter, backend: MetricsServer
 ) -> None:
     exporter.set("node-1", 0.1, ip="10.9.0.1")
     exporter.set("node-2", 0.7, ip="10.9.0.2")
     query = 'instance:node_cpu_utilisation:rate5m{job="node-exporter"}'
-    prometheus.wait_for(query, lambda r: len(r) == 2)
+    backend.wait_for(query, lambda r: len(r) == 2)
     with FakeKubeAPI() as api:
         api.add_node("node-1", "10.9.0.1")
         api.add_node("node-2", "10.9.0.2")
         settings = parse_settings(
             {
-                "prometheus": {"url": prometheus.url, "nodeLabel": "instance"},
+                "prometheus": {"url": backend.url, "nodeLabel": "instance"},
                 "metrics": [{"name": "cpu", "query": query}],
             }
         )
@@ -111,14 +112,14 @@ async def test_instance_label_maps_addresses_to_nodes_through_the_api(
 
 
 async def test_nodename_label_and_unreachable_prometheus_keeps_last_values(
-    exporter: FakeExporter, prometheus: PrometheusServer
+    exporter: FakeExporter, backend: MetricsServer
 ) -> None:
     exporter.set("node-1", 0.1, mem=0.25)
     exporter.set("node-2", 0.1, mem=0.75)
-    prometheus.wait_for("decice_node_mem", lambda r: len(r) == 2)
+    backend.wait_for("decice_node_mem", lambda r: len(r) == 2)
     settings = parse_settings(
         {
-            "prometheus": {"url": prometheus.url, "nodeLabel": "nodename", "timeout": 1},
+            "prometheus": {"url": backend.url, "nodeLabel": "nodename", "timeout": 1},
             "metrics": [{"name": "memory", "query": "decice_node_mem", "maxAge": 60}],
             "herdGuard": {"enabled": False},
         }
@@ -127,7 +128,7 @@ async def test_nodename_label_and_unreachable_prometheus_keeps_last_values(
     engine, refresher = service.engine, service.refresher
     assert await refresher.refresh_once() == {}
     assert engine.table(engine.snapshot.taken_at).scores == {"node-1": 8, "node-2": 3}
-    prometheus.stop()
+    backend.stop()
     errors = await refresher.refresh_once()
     assert "memory" in errors
     assert refresher.failures == 1 and refresher.delay() == 2 * refresher.interval
@@ -136,7 +137,7 @@ async def test_nodename_label_and_unreachable_prometheus_keeps_last_values(
         {"node-1": 0.25, "node-2": 0.75}
     )
     assert engine.snapshot.metrics["memory"].error is not None
-    prometheus.start()
-    prometheus.wait_for("decice_node_mem", lambda r: len(r) == 2)
+    backend.start()
+    backend.wait_for("decice_node_mem", lambda r: len(r) == 2)
     assert await refresher.refresh_once() == {}
     assert refresher.failures == 0

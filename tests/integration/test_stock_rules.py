@@ -7,6 +7,9 @@ with the recording rules of kube-prometheus-stack (kube-prometheus-stack-rules.y
 the extender runs config/extender.yaml unchanged but for PROMETHEUS_URL. Seven minutes of
 counter history are backfilled with promtool first, so the `[5m]` rate is whole from the
 first scrape, as on a Prometheus that has been up for a while.
+
+The test runs on VictoriaMetrics too: the same series scraped by it, the same rules run by
+vmalert, the same history imported through its import API.
 """
 
 from __future__ import annotations
@@ -22,14 +25,8 @@ from starlette.testclient import TestClient
 
 from extender.policy.loading import load_settings
 from extender.service.compose import build_service
-from tests.harness.promharness import (
-    PrometheusServer,
-    StockExporter,
-    approx_values,
-    backfill,
-    prometheus_binary,
-    values_by,
-)
+from tests.harness.prometheus_fixtures import BACKENDS, metrics_server
+from tests.harness.promharness import MetricsServer, StockExporter, approx_values, values_by
 
 pytestmark = pytest.mark.integration
 
@@ -40,20 +37,23 @@ NODES = ["node-1", "node-2", "node-3"]
 LOAD = {"node-1": 0.2, "node-2": 0.92, "node-3": 0.7}
 
 
-@pytest.fixture
-def stock(tmp_path: Path) -> Iterator[tuple[StockExporter, PrometheusServer]]:
-    binary = prometheus_binary()
+@pytest.fixture(params=BACKENDS)
+def stock(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[StockExporter, MetricsServer]]:
     with StockExporter() as exporter:
         now = time.time()
         start = now - 420
         for node, load in LOAD.items():
             exporter.set(node, load, now=start)
-        workdir = tmp_path / "prometheus"
-        backfill(binary, exporter.history(start, now - 2, step=1), workdir)
-        with PrometheusServer(
-            [exporter.target], workdir=workdir, binary=binary, rule_files=[RULES]
-        ) as prometheus:
-            yield exporter, prometheus
+        with metrics_server(
+            request.param,
+            [exporter.target],
+            tmp_path / request.param,
+            rule_files=[RULES],
+            history=exporter.history(start, now - 2, step=1),
+        ) as server:
+            yield exporter, server
 
 
 def ask(client: TestClient, verb: str) -> Any:
@@ -65,14 +65,14 @@ def ask(client: TestClient, verb: str) -> Any:
 
 
 async def test_shipped_policy_reads_the_stock_recording_rules(
-    stock: tuple[StockExporter, PrometheusServer],
+    stock: tuple[StockExporter, MetricsServer],
 ) -> None:
-    exporter, prometheus = stock
-    settings = load_settings(SHIPPED, {"PROMETHEUS_URL": prometheus.url})
-    assert settings.prometheus.url == prometheus.url
+    exporter, server = stock
+    settings = load_settings(SHIPPED, {"PROMETHEUS_URL": server.url})
+    assert settings.prometheus.url == server.url
     query = settings.default.metrics[0].query
-    # Prometheus's own answer first: the rules joined node-exporter to node names.
-    prometheus.wait_for(query, approx_values(LOAD, tol=0.005), timeout=40)
+    # The server's own answer first: the rules joined node-exporter to node names.
+    server.wait_for(query, approx_values(LOAD, tol=0.005), timeout=40)
 
     service = build_service(settings)
     refresher = service.refresher
@@ -89,6 +89,6 @@ async def test_shipped_policy_reads_the_stock_recording_rules(
         # node-2 goes idle: the 5 m rate falls under the threshold within seconds
         # (0.92 x 300 s of history must shed 0.02), and the next refresh passes it.
         exporter.set("node-2", 0.0)
-        prometheus.wait_for(query, lambda r: values_by(r, "node").get("node-2", 1) < 0.88)
+        server.wait_for(query, lambda r: values_by(r, "node").get("node-2", 1) < 0.88)
         await refresher.refresh_once()
         assert ask(client, "filter")["NodeNames"] == NODES

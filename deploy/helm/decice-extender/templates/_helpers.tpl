@@ -84,6 +84,15 @@ system:kube-scheduler role.
 {{ $name }}: {secretName: {{ get $s "secretName" | quote }}, key: {{ get $s "key" | quote }}, dir: {{ printf "/etc/decice-secrets/%s" (lower $name) | quote }}}
 {{- end }}
 {{- end }}
+{{- range $header, $s := (get $auth "headers" | default dict) }}
+{{- if not (regexMatch "^[A-Za-z0-9-]{1,40}$" $header) }}
+{{- fail (printf "extender.prometheusAuth.headers: %q is not a header name made of letters, digits and '-'" $header) }}
+{{- end }}
+{{- if not (and (get $s "secretName") (get $s "key")) }}
+{{- fail (printf "extender.prometheusAuth.headers.%s needs secretName and key" $header) }}
+{{- end }}
+header-{{ lower $header }}: {header: {{ $header | quote }}, secretName: {{ get $s "secretName" | quote }}, key: {{ get $s "key" | quote }}, dir: {{ printf "/etc/decice-secrets/header-%s" (lower $header) | quote }}}
+{{- end }}
 {{- end }}
 
 {{/* The Secret with the verbs' TLS certificate: extender.tls.secretName, or <fullname>-tls when cert-manager makes it; empty: no TLS. */}}
@@ -160,8 +169,8 @@ has not seen could evict pods for a node its filter then rejects.
 {{- $_ := set $policy "server" $server }}
 {{- $prom := deepCopy (get $policy "prometheus" | default dict) }}
 {{- range $key, $_ := (get $prom "headers" | default dict) }}
-{{- if eq (lower $key) "authorization" }}
-{{- fail "policy.prometheus.headers.Authorization would land in a plain ConfigMap: use extender.prometheusAuth.bearerToken (or basicAuth) with a Secret" }}
+{{- if has (lower $key) (list "authorization" "proxy-authorization" "cookie") }}
+{{- fail (printf "policy.prometheus.headers.%s would land in a plain ConfigMap: use extender.prometheusAuth.bearerToken (or basicAuth, or headers) with a Secret" $key) }}
 {{- end }}
 {{- end }}
 {{- $secrets := include "decice-extender.prometheusSecrets" . | fromYaml }}
@@ -173,6 +182,15 @@ has not seen could evict pods for a node its filter then rejects.
 {{- end }}
 {{- with $secrets.ca }}
 {{- $_ := set $prom "caFile" (printf "%s/%s" .dir .key) }}
+{{- end }}
+{{- $files := deepCopy (get $prom "headerFiles" | default dict) }}
+{{- range $name, $s := $secrets }}
+{{- if hasPrefix "header-" $name }}
+{{- $_ := set $files $s.header (printf "%s/%s" $s.dir $s.key) }}
+{{- end }}
+{{- end }}
+{{- if $files }}
+{{- $_ := set $prom "headerFiles" $files }}
 {{- end }}
 {{- if $prom }}
 {{- $_ := set $policy "prometheus" $prom }}

@@ -1,0 +1,118 @@
+"""The policy's `prometheus:` section: where node metrics come from and how to ask.
+
+Any server that answers the Prometheus query API: Prometheus, VictoriaMetrics (single
+node or vmselect), Thanos Query, Grafana Mimir, Cortex. Secrets (tokens, passwords,
+tenant credentials) are read from files, never written here: the policy is a ConfigMap.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field, Strict, StrictBool, StrictStr, field_validator, model_validator
+
+from extender.policy.fields import Model, Seconds
+
+TENANT_HEADER = "X-Scope-OrgID"
+"""The tenant header of Mimir, Cortex and Thanos' tenancy (and of VictoriaMetrics' vmauth)."""
+
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+"""Headers that carry credentials: only from files (bearerTokenFile, headerFiles)."""
+
+_TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")  # an HTTP header name (RFC 9110 token)
+
+HeaderName = Annotated[str, Strict(), Field(pattern=_TOKEN.pattern)]
+
+
+class BasicAuth(Model):
+    username: Annotated[str, Strict(), Field(min_length=1)]
+    """User name sent with HTTP basic auth."""
+    password_file: Annotated[str, Strict(), Field(min_length=1)]
+    """File holding the password (re-read each refresh)."""
+
+
+class PrometheusSettings(Model):
+    url: StrictStr = Field(
+        default="http://prometheus-operated.monitoring.svc:9090",
+        json_schema_extra={"pattern": "^https?://"},
+    )
+    """Base URL of the query API (Prometheus, VictoriaMetrics, Thanos Query, Mimir's
+    /prometheus prefix...); PROMETHEUS_URL overrides it."""
+    interval: Seconds = 15.0
+    """Seconds between refreshes."""
+    timeout: Seconds = 5.0
+    """Per-query timeout in seconds."""
+    max_backoff: Seconds = 120.0
+    """Ceiling of the refresh back-off after consecutive errors."""
+    node_label: Annotated[str, Strict(), Field(min_length=1)] = "node"
+    """Label naming the node: node, nodename, instance or any label; `instance`
+    addresses are mapped to nodes through their InternalIP."""
+    headers: dict[HeaderName, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
+    """Extra HTTP headers sent with every query; never credentials (Authorization,
+    Cookie): those come from files (bearerTokenFile, headerFiles)."""
+    header_files: dict[HeaderName, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
+    """Header -> file holding its value (a mounted Secret), re-read each refresh: a
+    tenant's credentials, an API key."""
+    tenant: StrictStr | None = Field(default=None, min_length=1)
+    """Sent as X-Scope-OrgID: the tenant on Mimir, Cortex or a multi-tenant Thanos
+    ("a|b" queries several on Mimir). From a file instead: headerFiles."""
+    dedup: StrictBool | None = None
+    """Thanos Query's `dedup` parameter (merge replicas); unset: the server's default."""
+    partial_response: StrictBool | None = None
+    """Thanos Query's `partial_response` parameter; unset: the server's default. A
+    partial answer is never taken as a whole one: the metric keeps its last whole
+    values, which age out after maxAge like stale data (onMissing decides)."""
+    bearer_token_file: StrictStr | None = None
+    """Sent as "Authorization: Bearer <token>", re-read each refresh (projected tokens rotate)."""
+    basic_auth: BasicAuth | None = None
+    """HTTP basic auth: {username, passwordFile}."""
+    ca_file: StrictStr | None = Field(default=None, alias="caFile")
+    """CA bundle for https."""
+    insecure_skip_verify: StrictBool = False
+    """Do not verify the server certificate (tests only)."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secrets(cls, headers: dict[str, str]) -> dict[str, str]:
+        secret = sorted(h for h in headers if h.lower() in SECRET_HEADERS)
+        if secret:
+            raise ValueError(
+                f"{', '.join(secret)} would put a credential in the policy in plain text: "
+                "use bearerTokenFile, basicAuth.passwordFile or headerFiles (a mounted Secret)"
+            )
+        return headers
+
+    @model_validator(mode="after")
+    def _each_header_once(self) -> PrometheusSettings:
+        named: dict[str, list[str]] = {}
+        for where, names in (("headers", self.headers), ("headerFiles", self.header_files)):
+            for name in names:
+                named.setdefault(name.lower(), []).append(f"{where}.{name}")
+        if self.tenant is not None:
+            named.setdefault(TENANT_HEADER.lower(), []).append("tenant")
+        if self.bearer_token_file is not None or self.basic_auth is not None:
+            named.setdefault("authorization", []).append("bearerTokenFile/basicAuth")
+        twice = [" and ".join(w) for w in named.values() if len(w) > 1]
+        if twice:
+            raise ValueError(f"one header set twice: {'; '.join(twice)}")
+        if self.bearer_token_file is not None and self.basic_auth is not None:
+            raise ValueError("bearerTokenFile and basicAuth both set Authorization: choose one")
+        return self
+
+    @property
+    def query_parameters(self) -> dict[str, str]:
+        """What every query adds to `query` and `timeout` (Thanos' switches when set)."""
+        params: dict[str, str] = {}
+        if self.dedup is not None:
+            params["dedup"] = str(self.dedup).lower()
+        if self.partial_response is not None:
+            params["partial_response"] = str(self.partial_response).lower()
+        return params

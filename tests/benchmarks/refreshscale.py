@@ -1,0 +1,1095 @@
+"""The scale of a metrics answer: one refresh at 5,000 and 15,000 nodes (issue 28).
+
+    python -m tests.benchmarks.refreshscale [--quick] [--sizes 5000,15000]
+        [--backends prometheus,victoriametrics] [--reps 3] [--json FILE] [--no-load]
+        [--no-profile] [--shipped-seconds S] [--switch-interval S] [--gc-freeze]
+
+Per backend and node count: a real Prometheus (promharness.PrometheusServer, its TSDB
+backfilled by promtool) and a real VictoriaMetrics (vmharness.VictoriaMetricsServer, the
+series imported), both on 127.0.0.1, holding the series a stock kube-prometheus-stack
+records (promharness `FakeExporter`, DESIGN.md section 3) for CPU and memory, five
+samples a minute apart, about one node in nine above the 0.9 threshold; read by the
+two-metric pack config/policies/cpu-memory-spread.yaml (its queries verbatim, the cpu
+one being the shipped config/extender.yaml's). Measured:
+
+- the phases of one refresh, medians of `--reps`: the HTTP GET of each query as the
+  provider's session asks for it (same Accept-Encoding; the body as it came, its size on
+  the wire against gunzipped), gunzip + orjson apart; the provider's own `query` (its
+  answers' Content-Encoding and decoded size read through a hook on its session);
+  `map_series`; `next_snapshot`; `build_tables`; `Engine.install` (the part on the
+  event loop); `Refresher.refresh_once` whole (build_service's engine and refresher),
+  as a share of the shipped 15 s interval;
+- memory of one refresh: the tracemalloc peak above what was traced before it, the
+  growth of the process' peak RSS (VmHWM reset through /proc/self/clear_refs) above its
+  RSS before it, and the same for the first refresh (an empty engine filled);
+- what the event loop would wait for the GIL while a refresh runs: a thread sleeping
+  0.5 ms at a time, its oversleep, and the collector's full collections (gc.callbacks);
+- the request path: the real service (`python -m extender serve`, as
+  tests/benchmarks/bench.py runs it) answering /prioritize (up to 5,000 names a request,
+  drawn from the nodes our filter passes, as the scheduler sends them) on one keep-alive
+  client, bounded in count and time, in modes (see MODES): no refresh after the first,
+  refreshes back to back, no refresh but the backend queried back to back by another
+  process, and with --shipped-seconds every 15 s; interleaved rounds, medians;
+- a profile (cProfile) of each phase at the largest size: the top functions by own time.
+
+--switch-interval and --gc-freeze start the service (and run the stall measurement)
+with the changes proposed from these numbers, patched in at start: no file changes.
+
+It prints numbers and judges none except against the targets it names (refresh under
+25 % of the interval at 15,000 nodes; prioritize p99 while refreshing within 1.2x of
+idle). Every server listens on 127.0.0.1; every loop is bounded in count and in time.
+tests/benchmarks/test_refreshscale_quick.py runs `--quick` (50 nodes, one repetition).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import dataclasses
+import gc
+import http.client
+import io
+import json
+import os
+import pstats
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+import urllib.parse
+import urllib.request
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import requests
+import yaml
+
+from extender.decisions.engine import build_tables
+from extender.decisions.model import NodeInventory, NodeName
+from extender.metrics.providers import PrometheusProvider, map_series
+from extender.metrics.refresher import next_snapshot
+from extender.policy.loading import parse_settings
+from extender.policy.settings import Settings
+from extender.service.compose import Service, build_service
+from tests.benchmarks.bench import Budget, client_loop, node_names, pct, request_body, running
+from tests.harness.loopback import free_port
+from tests.harness.promharness import PrometheusServer, backfill, prometheus_binary
+from tests.harness.vmharness import VictoriaMetricsServer, victoria_metrics_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+PACK = ROOT / "config" / "policies" / "cpu-memory-spread.yaml"
+HOST = "127.0.0.1"
+BACKENDS = ("prometheus", "victoriametrics")
+INTERVAL = 15.0
+"""The shipped refresh interval (config/extender.yaml): the refresh's share is of this."""
+SHARE_TARGET = 0.25
+P99_TARGET = 1.2
+BACK_TO_BACK = 0.05
+"""The service's interval while it refreshes back to back."""
+NO_REFRESH = 3600.0
+NAMESPACE = "monitoring"
+CPU = "instance:node_cpu_utilisation:rate5m"
+MEMORY = "instance:node_memory_utilisation:ratio"
+POD_INFO = "node_namespace_pod:kube_pod_info:"
+SAMPLES = 5
+"""Samples per series, one a minute up to the load; the backends look back an hour."""
+STEP_S = 60
+HOT = 0.9
+"""The pack's filter threshold: nodes above it on either metric are not asked about."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    reps: int
+    load_count: int
+    load_seconds: float
+    names: int
+    """Node names per prioritize request (at most)."""
+    profile_top: int
+    switch_interval: float | None = None
+    """The GIL switch interval (sys.setswitchinterval) of the service and of the stall
+    measurement; None: Python's 5 ms."""
+    shipped_seconds: float = 0.0
+    """When > 0, a fourth mode, `shipped`: the shipped 15 s interval, the load this long
+    (so that it holds a few refreshes)."""
+    gc_freeze: bool = False
+    """gc.freeze() after every install (a proposal, measured): the collector no longer
+    walks the snapshot and tables in force."""
+
+
+FULL = Plan(reps=3, load_count=5000, load_seconds=10.0, names=5000, profile_top=8)
+QUICK = Plan(reps=1, load_count=200, load_seconds=0.5, names=5000, profile_top=3)
+
+
+# -- the cluster and its series ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cluster:
+    names: list[str]
+    ips: list[str]
+    cpu: list[float]
+    memory: list[float]
+
+    @property
+    def passing(self) -> list[str]:
+        """The nodes the pack's filters pass (both metrics at or below 0.9)."""
+        return [
+            n for n, c, m in zip(self.names, self.cpu, self.memory, strict=True) if max(c, m) <= HOT
+        ]
+
+
+def cluster(n: int, seed: int = 28) -> Cluster:
+    """n nodes with cloud-style names, an InternalIP each, and seeded CPU and memory
+    utilisation (about one node in nine above the pack's 0.9 threshold)."""
+    rng = random.Random(seed)
+    ips = [f"10.{64 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}" for i in range(n)]
+    cpu = [round(min(0.99, rng.betavariate(2, 3) * 1.3), 6) for _ in range(n)]
+    memory = [round(rng.uniform(0.15, 0.92), 6) for _ in range(n)]
+    return Cluster(node_names(n), ips, cpu, memory)
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def series(c: Cluster) -> list[tuple[str, str, list[float]]]:
+    """(metric name, labels text, value per node) for every series, as a stock
+    kube-prometheus-stack records them: node-exporter's per-instance recording rules
+    (job, instance = <ip>:9100, namespace, pod; no node label) and the pod -> node map."""
+    out: list[tuple[str, str, list[float]]] = []
+    for i, node in enumerate(c.names):
+        pod = f"node-exporter-{node}"
+        target = {"job": "node-exporter", "instance": f"{c.ips[i]}:9100"}
+        exporter = _labels({**target, "namespace": NAMESPACE, "pod": pod})
+        out.append((CPU, exporter, [c.cpu[i]]))
+        out.append((MEMORY, exporter, [c.memory[i]]))
+        out.append((POD_INFO, _labels({"namespace": NAMESPACE, "pod": pod, "node": node}), [1.0]))
+    return out
+
+
+def stamps(now: float) -> list[int]:
+    """SAMPLES timestamps (ms), one a minute, the last a second before `now`."""
+    last = int(now) - 1
+    return [(last - STEP_S * (SAMPLES - 1 - k)) * 1000 for k in range(SAMPLES)]
+
+
+def openmetrics(c: Cluster, at_ms: Sequence[int]) -> str:
+    """The series as OpenMetrics text for promtool (one series' samples together)."""
+    by_family: dict[str, list[str]] = {CPU: [], MEMORY: [], POD_INFO: []}
+    for name, labels, (value,) in series(c):
+        lines = by_family[name]
+        for t in at_ms:
+            lines.append(f"{name}{labels} {value!r} {t / 1000:.3f}\n")
+    out = []
+    for name, lines in by_family.items():
+        out.append(f"# TYPE {name} gauge\n")
+        out.extend(lines)
+    out.append("# EOF\n")
+    return "".join(out)
+
+
+# -- backends ------------------------------------------------------------------------------
+
+
+def http_get(url: str, timeout: float = 30.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        body: bytes = r.read()
+    return body
+
+
+def count_series(url: str, metric: str) -> int:
+    qs = urllib.parse.urlencode({"query": f"count({metric})"})
+    with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+        result = orjson.loads(http_get(f"{url}/api/v1/query?{qs}"))["data"]["result"]
+        return int(float(result[0]["value"][1])) if result else 0
+    return -1
+
+
+def wait_for_series(url: str, n: int, seconds: float = 120.0) -> None:
+    """Until every metric has n series visible at the current time (bounded)."""
+    deadline = time.monotonic() + seconds
+    counts: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        counts = {m: count_series(url, m) for m in (CPU, MEMORY, POD_INFO)}
+        if all(v == n for v in counts.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{url}: expected {n} series of each metric, have {counts}")
+
+
+@contextlib.contextmanager
+def prometheus(c: Cluster, work: Path) -> Iterator[str]:
+    """A real Prometheus (promharness.PrometheusServer, no scrape target) whose TSDB was
+    backfilled with the series by promtool; looks back an hour, so they stay visible."""
+    binary = prometheus_binary()
+    workdir = work / "prometheus"
+    workdir.mkdir()
+    backfill(binary, openmetrics(c, stamps(time.time())), workdir)
+    with PrometheusServer([], workdir=workdir, binary=binary, lookback_delta="1h") as server:
+        wait_for_series(server.url, len(c.names))
+        yield server.url
+
+
+@contextlib.contextmanager
+def victoria_metrics(c: Cluster, work: Path) -> Iterator[str]:
+    """A real VictoriaMetrics (vmharness.VictoriaMetricsServer, no scrape target) with the
+    series imported through its import API; looks back an hour, so they stay visible."""
+    history = openmetrics(c, stamps(time.time()))
+    binary = victoria_metrics_binary()
+    workdir = work / "victoria-metrics"
+    workdir.mkdir()
+    server = VictoriaMetricsServer(
+        [], workdir=workdir, binary=binary, lookback="1h", history=history, ready_timeout=60
+    )
+    del history
+    with server:
+        wait_for_series(server.url, len(c.names))
+        yield server.url
+
+
+BACKEND_STARTERS: dict[str, Callable[[Cluster, Path], contextlib.AbstractContextManager[str]]] = {
+    "prometheus": prometheus,
+    "victoriametrics": victoria_metrics,
+}
+
+
+# -- the policy ----------------------------------------------------------------------------
+
+
+def policy(url: str, port: int, interval: float) -> dict[str, Any]:
+    """The two-metric pack (cpu-memory-spread.yaml) pointed at `url`, bind off (no
+    Kubernetes here), the herd guard on as shipped."""
+    raw: dict[str, Any] = yaml.safe_load(PACK.read_text())
+    raw["server"] = {"host": HOST, "port": port}
+    raw["prometheus"] = {**raw["prometheus"], "url": url, "interval": interval}
+    raw["bind"] = {"enabled": False}
+    return raw
+
+
+def settings_for(url: str, interval: float = INTERVAL) -> Settings:
+    return parse_settings(policy(url, free_port(), interval), environ={})
+
+
+# -- the phases of one refresh -------------------------------------------------------------
+
+
+def rss_kib(pid: int | str = "self") -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process' VmHWM to its VmRSS (Linux: write 5 to clear_refs)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+class Responses:
+    """The provider's own HTTP responses, through a hook on its requests session when it
+    has one (`_client._session`): how they were encoded and how large they were decoded."""
+
+    def __init__(self, provider: PrometheusProvider) -> None:
+        self.kept: list[requests.Response] = []
+        client = getattr(provider, "_client", None)
+        session = getattr(client, "_session", None)
+        self.hooked = isinstance(session, requests.Session)
+        if isinstance(session, requests.Session):
+            session.hooks["response"].append(self._keep)
+
+    def _keep(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        self.kept.append(response)
+
+    def take(self) -> tuple[str, int]:
+        """(Content-Encoding, bytes decoded) of the responses since the last call, then
+        forgets them."""
+        encodings = {r.headers.get("Content-Encoding", "identity") for r in self.kept}
+        body = sum(len(r.content) for r in self.kept)
+        self.kept.clear()
+        return ",".join(sorted(encodings)) or "?", body
+
+
+class Probe:
+    """The same GET as the provider's (its session's Accept-Encoding), on a keep-alive
+    http.client connection that leaves the body as it came: its time, its encoding and
+    its size on the wire (chunked framing aside), then gunzip + orjson timed apart."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self._conn = http.client.HTTPConnection(parts.hostname or HOST, parts.port, timeout=30)
+        self._timeout = f"{timeout:g}s"
+        self._headers = {
+            "Accept-Encoding": str(requests.utils.default_headers()["Accept-Encoding"])
+        }
+
+    def get(self, promql: str) -> tuple[float, float, str, int, int]:
+        """(HTTP ms, decode ms, Content-Encoding, bytes on the wire, bytes decoded)."""
+        qs = urllib.parse.urlencode({"query": promql, "timeout": self._timeout})
+        t0 = time.perf_counter()
+        self._conn.request("GET", f"/api/v1/query?{qs}", headers=self._headers)
+        response = self._conn.getresponse()
+        wire = response.read()
+        t1 = time.perf_counter()
+        if response.status != 200:
+            raise RuntimeError(f"query answered HTTP {response.status}: {wire[:200]!r}")
+        encoding = response.getheader("Content-Encoding") or "identity"
+        body = zlib.decompress(wire, 47) if encoding == "gzip" else wire  # 47: gzip or zlib
+        orjson.loads(body)
+        t2 = time.perf_counter()
+        return (t1 - t0) * 1000, (t2 - t1) * 1000, encoding, len(wire), len(body)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@dataclass
+class Phases:
+    series: int = 0
+    encoding: str = ""
+    """Content-Encoding of the provider's own answers (from its session)."""
+    probe_encoding: str = ""
+    wire_bytes: int = 0
+    body_bytes: int = 0
+    http_ms: float = 0.0
+    decode_ms: float = 0.0
+    query_ms: float = 0.0
+    map_ms: float = 0.0
+    snapshot_ms: float = 0.0
+    build_ms: float = 0.0
+    install_ms: float = 0.0
+    refresh_ms: float = 0.0
+
+
+@dataclass
+class Memory:
+    tracemalloc_peak_mb: float
+    rss_peak_growth_mb: float
+    rss_retained_mb: float
+
+
+class Bench:
+    """One backend at one size: the service's own engine and refresher (build_service,
+    no Kubernetes), its provider, and a plain session for the raw HTTP of a query."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.settings = settings_for(url)
+        self.service: Service = build_service(self.settings)
+        provider = PrometheusProvider(self.settings.prometheus)
+        self.provider = provider
+        self.responses = Responses(provider)
+        self.session = requests.Session()
+        self.probe = Probe(url, self.settings.prometheus.timeout)
+        self.metrics = self.settings.fetched_metrics
+        self.inventory = NodeInventory()
+        self.label = self.settings.prometheus.node_label
+
+    def refresh(self) -> dict[str, str]:
+        return asyncio.run(self.service.refresher.refresh_once())
+
+    def phases(self) -> Phases:
+        p = Phases()
+        results: dict[str, dict[NodeName, float] | BaseException] = {}
+        clock = time.perf_counter
+        for m in self.metrics:
+            http_ms, decode_ms, p.probe_encoding, wire, _ = self.probe.get(m.query)
+            p.http_ms += http_ms
+            p.decode_ms += decode_ms
+            p.wire_bytes += wire
+            self.responses.take()
+            t0 = clock()
+            result = self.provider.query(m.query)
+            t1 = clock()
+            mapped = map_series(result, self.label, self.inventory)
+            t2 = clock()
+            p.query_ms += (t1 - t0) * 1000
+            p.map_ms += (t2 - t1) * 1000
+            p.encoding, body = self.responses.take()
+            p.body_bytes += body
+            p.series = max(p.series, len(mapped.values))
+            results[m.name] = mapped.values
+            del result, mapped
+        engine = self.service.engine
+        now = time.time()
+        t0 = clock()
+        snapshot = next_snapshot(engine.snapshot, results, now)
+        t1 = clock()
+        tables = build_tables(self.settings, snapshot, {}, now)
+        t2 = clock()
+        engine.install(snapshot, tables, now)
+        t3 = clock()
+        p.snapshot_ms = (t1 - t0) * 1000
+        p.build_ms = (t2 - t1) * 1000
+        p.install_ms = (t3 - t2) * 1000
+        del snapshot, tables, results
+        gc.collect()
+        t0 = clock()
+        errors = self.refresh()
+        p.refresh_ms = (clock() - t0) * 1000
+        if errors:
+            raise RuntimeError(f"refresh failed: {errors}")
+        return p
+
+    def memory(self) -> Memory:
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        self.refresh()
+        peak = tracemalloc.get_traced_memory()[1] - before
+        tracemalloc.stop()
+        gc.collect()
+        rss0 = rss_kib()["VmRSS"]
+        reset = reset_peak_rss()
+        self.refresh()
+        after = rss_kib()
+        growth = (after["VmHWM"] - rss0) / 1024 if reset else float("nan")
+        return Memory(peak / 2**20, growth, (after["VmRSS"] - rss0) / 1024)
+
+
+@dataclass
+class Stalls:
+    """What a thread that wants the GIL every 0.5 ms (as the event loop does, between
+    requests) waits for while one refresh runs, and the collector's part in it."""
+
+    max_ms: float
+    p99_ms: float
+    stalled_ms: float
+    """Sum of the waits above 1 ms."""
+    over_2ms: int
+    gc_full: int
+    """Full (generation 2) collections during the refresh."""
+    gc_full_ms: float
+    gc_max_ms: float
+    """The longest collection of any generation."""
+
+
+TICK = 0.0005
+
+
+def loop_stalls(work: Callable[[], object]) -> Stalls:
+    """Run `work` here while a ticker thread sleeps TICK at a time: its oversleep is the
+    time it waited for the GIL. Collections are timed through gc.callbacks."""
+    waits: list[float] = []
+    collections: list[tuple[int, float]] = []
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            collections.append((info["generation"], (time.perf_counter() - started[0]) * 1000))
+
+    done = threading.Event()
+
+    def tick() -> None:
+        for _ in range(1_000_000):  # bounded: ~10 minutes of ticks
+            if done.is_set():
+                return
+            t0 = time.perf_counter()
+            time.sleep(TICK)
+            waits.append((time.perf_counter() - t0 - TICK) * 1000)
+
+    ticker = threading.Thread(target=tick, name="ticker")
+    ticker.start()
+    time.sleep(0.02)
+    waits.clear()
+    gc.callbacks.append(on_gc)
+    try:
+        work()
+    finally:
+        gc.callbacks.remove(on_gc)
+        done.set()
+        ticker.join(30)
+    waits = sorted(waits) or [0.0]
+    full = [ms for gen, ms in collections if gen == 2]
+    return Stalls(
+        max_ms=waits[-1],
+        p99_ms=pct(waits, 99),
+        stalled_ms=sum(w for w in waits if w > 1.0),
+        over_2ms=sum(1 for w in waits if w > 2.0),
+        gc_full=len(full),
+        gc_full_ms=sum(full),
+        gc_max_ms=max((ms for _, ms in collections), default=0.0),
+    )
+
+
+def stalls_row(backend: str, n: int, bench: Bench, plan: Plan) -> dict[str, Any]:
+    """Loop stalls during `plan.reps` refreshes, each measured alone; with the plan's
+    switch interval and gc.freeze() after the refresh before each (as the patched
+    service does after an install)."""
+    switch = sys.getswitchinterval()
+    if plan.switch_interval is not None:
+        sys.setswitchinterval(plan.switch_interval)
+    runs = []
+    try:
+        for _ in range(plan.reps):
+            bench.refresh()
+            gc.collect()
+            if plan.gc_freeze:
+                gc.freeze()
+            runs.append(loop_stalls(bench.refresh))
+    finally:
+        sys.setswitchinterval(switch)
+        gc.unfreeze()
+    row: dict[str, Any] = {"backend": backend, "nodes": n}
+    for key in ("max_ms", "p99_ms", "stalled_ms", "over_2ms", "gc_full", "gc_full_ms", "gc_max_ms"):
+        row[key] = round(median_of(runs, key), 2)
+        row[f"{key}_runs"] = [round(float(getattr(r, key)), 2) for r in runs]
+    return row
+
+
+def median_of(rows: Sequence[Any], key: str) -> float:
+    return float(statistics.median(float(getattr(r, key)) for r in rows))
+
+
+def refresh_row(backend: str, n: int, bench: Bench, reps: int) -> dict[str, Any]:
+    # The first refresh fills the engine as in a service after its start; its RSS growth
+    # is the cold one (later refreshes reuse the memory it took).
+    gc.collect()
+    rss0 = rss_kib()["VmRSS"]
+    reset = reset_peak_rss()
+    bench.refresh()
+    first = (rss_kib()["VmHWM"] - rss0) / 1024 if reset else float("nan")
+    runs = [bench.phases() for _ in range(reps)]
+    memory = [bench.memory() for _ in range(reps)]
+    row: dict[str, Any] = {"backend": backend, "nodes": n, "series": runs[-1].series}
+    row["encoding"] = runs[-1].encoding if bench.responses.hooked else "?"
+    row["probe_encoding"] = runs[-1].probe_encoding
+    for key in ("wire_bytes", "body_bytes"):
+        row[key] = int(median_of(runs, key))
+    row["gzip_ratio"] = (
+        round(row["body_bytes"] / row["wire_bytes"], 1) if row["wire_bytes"] else None
+    )
+    for key in (
+        "http_ms",
+        "decode_ms",
+        "query_ms",
+        "map_ms",
+        "snapshot_ms",
+        "build_ms",
+        "install_ms",
+        "refresh_ms",
+    ):
+        row[key] = round(median_of(runs, key), 2)
+        row[f"{key}_runs"] = [round(getattr(r, key), 2) for r in runs]
+    row["share"] = round(row["refresh_ms"] / 1000 / INTERVAL, 4)
+    for key in ("tracemalloc_peak_mb", "rss_peak_growth_mb", "rss_retained_mb"):
+        row[key] = round(median_of(memory, key), 1)
+    row["rss_first_growth_mb"] = round(first, 1)
+    return row
+
+
+# -- the request path while refreshing -----------------------------------------------------
+
+
+def refresh_figures(port: int) -> tuple[float, float, float]:
+    """(refreshes, seconds in them, failed queries) from the service's own /metrics."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=10)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+
+    def total(name: str) -> float:
+        pattern = rf"^{name}(?:\{{.*\}})? (\S+)$"
+        return sum(float(v) for v in re.findall(pattern, text, re.M))
+
+    return (
+        total("decice_refresh_duration_seconds_count"),
+        total("decice_refresh_duration_seconds_sum"),
+        total("decice_refresh_errors_total"),
+    )
+
+
+def prioritize_names(c: Cluster, k: int, seed: int = 28) -> list[str]:
+    """Up to k of the nodes our filter passes (seeded), as the scheduler sends them."""
+    passing = c.passing
+    if len(passing) <= k:
+        return passing
+    return random.Random(seed).sample(passing, k)
+
+
+MODES = ("idle", "refreshing", "backend_busy")
+"""idle: no refresh after the first (interval 1 h); refreshing: back to back (0.05 s);
+shipped (with --shipped-seconds): every 15 s, as shipped;
+backend_busy: no refresh, but another process sends the same two queries to the backend
+back to back, so the backend takes the CPU it takes in `refreshing` (on these two shared
+cores it competes with the service; in a cluster it runs elsewhere)."""
+
+LAUNCH = """
+import gc, runpy, sys
+switch, freeze = sys.argv.pop(1), sys.argv.pop(1)
+if switch != "-":
+    sys.setswitchinterval(float(switch))
+if freeze == "1":
+    from extender.decisions.engine import Engine
+    install = Engine.install
+    def frozen(self, *args, **kwargs):
+        install(self, *args, **kwargs)
+        gc.freeze()
+    Engine.install = frozen
+sys.argv[0] = "extender"
+runpy.run_module("extender", run_name="__main__")
+"""
+"""`python -m extender` with the proposals measured here: another GIL switch interval,
+gc.freeze() after each install (patched in at start, no file changed)."""
+
+BUSY = """
+import http.client, sys, time, urllib.parse
+host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+conn = http.client.HTTPConnection(host, port, timeout=30)
+deadline = time.monotonic() + seconds
+for _ in range(100_000):
+    if time.monotonic() > deadline:
+        break
+    for q in sys.argv[4:]:
+        qs = urllib.parse.urlencode({"query": q, "timeout": "5s"})
+        conn.request("GET", "/api/v1/query?" + qs, headers={"Accept-Encoding": "gzip"})
+        conn.getresponse().read()
+"""
+"""The backend_busy load: the queries back to back, bodies read and dropped (bounded)."""
+
+
+def service_argv(config: Path, plan: Plan) -> list[str]:
+    head = [sys.executable, "-m", "extender"]
+    if plan.switch_interval is not None or plan.gc_freeze:
+        switch = "-" if plan.switch_interval is None else f"{plan.switch_interval:g}"
+        head = [sys.executable, "-c", LAUNCH, switch, "1" if plan.gc_freeze else "0"]
+    # Log level error: without Kubernetes the service warns once at start; a failed query
+    # is counted in its /metrics instead (checked in request_path).
+    return [*head, "serve", "--config", str(config), "--log-level", "error"]
+
+
+@contextlib.contextmanager
+def backend_busy(url: str, queries: Sequence[str], seconds: float) -> Iterator[None]:
+    parts = urllib.parse.urlsplit(url)
+    argv = [sys.executable, "-c", BUSY, parts.hostname or HOST, str(parts.port), f"{seconds:g}"]
+    proc = subprocess.Popen([*argv, *queries], stdout=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> dict[str, float]:
+    """One service, one bounded keep-alive /prioritize loop: p50/p99 server and round trip."""
+    port = free_port()
+    config = work / f"policy-{port}.json"
+    interval = {"refreshing": BACK_TO_BACK, "shipped": INTERVAL}.get(mode, NO_REFRESH)
+    raw = policy(url, port, interval)
+    config.write_bytes(orjson.dumps(raw))  # JSON is YAML
+    queries = [m["query"] for m in raw["metrics"]]
+    budget = Budget(plan.load_count, plan.load_seconds, 0, 0, 0.0)
+    if mode == "shipped":
+        # Twice the other modes' rate of requests: the time bound is what ends it.
+        count = int(2 * plan.load_count / plan.load_seconds * plan.shipped_seconds)
+        budget = Budget(count, plan.shipped_seconds, 0, 0, 0.0)
+    with running(service_argv(config, plan), port, "/readyz") as proc:
+        busy = (
+            backend_busy(url, queries, plan.load_seconds * 5 + 10)
+            if mode == "backend_busy"
+            else contextlib.nullcontext()
+        )
+        with busy:
+            first = refresh_figures(port)
+            loop = client_loop(port, "/prioritize", body, budget)
+            last = refresh_figures(port)
+        rss = rss_kib(proc.pid)
+    if not orjson.loads(loop.answer):
+        raise RuntimeError("prioritize answered no host")
+    if last[2]:
+        raise RuntimeError(f"{last[2]:.0f} failed queries in the service's refreshes")
+    refreshes = last[0] - first[0]
+    return {
+        "server_p50_ms": pct(loop.server_ms, 50),
+        "server_p99_ms": pct(loop.server_ms, 99),
+        "rtt_p50_ms": pct(loop.rtt_ms, 50),
+        "rtt_p99_ms": pct(loop.rtt_ms, 99),
+        "requests": len(loop.rtt_ms),
+        "refreshes": refreshes,
+        "refresh_mean_ms": (last[1] - first[1]) / refreshes * 1000 if refreshes > 0 else 0.0,
+        "service_rss_mb": rss["VmRSS"] / 1024,
+        "service_hwm_mb": rss["VmHWM"] / 1024,
+    }
+
+
+LOAD_KEYS = ("server_p50_ms", "server_p99_ms", "rtt_p50_ms", "rtt_p99_ms")
+
+
+def load_rows(
+    backend: str, n: int, url: str, c: Cluster, plan: Plan, work: Path
+) -> list[dict[str, Any]]:
+    """Rounds of every mode, the order rotating from round to round; one row per mode,
+    medians of its runs, ratios against idle."""
+    names = prioritize_names(c, plan.names)
+    body = request_body(names, "names")
+    modes = (*MODES, "shipped") if plan.shipped_seconds > 0 else MODES
+    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
+    for r in range(plan.reps):
+        for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
+            runs[mode].append(request_path(url, mode, body, plan, work))
+    rows = []
+    for mode, results in runs.items():
+        row: dict[str, Any] = {"backend": backend, "nodes": n, "names": len(names), "mode": mode}
+        for key in (*LOAD_KEYS, "requests", "refreshes", "refresh_mean_ms", "service_hwm_mb"):
+            row[key] = round(statistics.median(x[key] for x in results), 3)
+        row["runs"] = results
+        rows.append(row)
+    idle = rows[0]
+    for row in rows:
+        for key in LOAD_KEYS:
+            row[f"x_{key}"] = round(row[key] / idle[key], 2) if idle[key] else None
+    return rows
+
+
+# -- where the time goes -------------------------------------------------------------------
+
+
+def top_functions(profile: cProfile.Profile, top: int) -> list[str]:
+    """The `top` functions by own time: own ms, cumulative ms, calls, where."""
+    stats = pstats.Stats(profile, stream=io.StringIO())
+    rows = []
+    entries: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    for (path, line, name), (_, calls, own, cum, _) in entries.items():
+        rows.append((own, cum, calls, f"{short(path)}:{line}({name})"))
+    rows.sort(reverse=True)
+    return [
+        f"{own * 1000:9.1f} {cum * 1000:9.1f} {calls:8d}  {where}"
+        for own, cum, calls, where in rows[:top]
+    ]
+
+
+def short(path: str) -> str:
+    for marker in ("site-packages/", str(ROOT) + "/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path if path.startswith("~") else Path(path).name
+
+
+def profiled(f: Callable[[], Any]) -> tuple[Any, cProfile.Profile]:
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        out = f()
+    finally:
+        profile.disable()
+    return out, profile
+
+
+def profile_phases(bench: Bench, top: int) -> dict[str, list[str]]:
+    """cProfile of each phase of one refresh, run in this thread one after the other."""
+    out: dict[str, list[str]] = {}
+    results: dict[str, dict[NodeName, float] | BaseException] = {}
+    query_profile = cProfile.Profile()
+    map_profile = cProfile.Profile()
+    for m in bench.metrics:
+        query_profile.enable()
+        result = bench.provider.query(m.query)
+        query_profile.disable()
+        map_profile.enable()
+        results[m.name] = map_series(result, bench.label, bench.inventory).values
+        map_profile.disable()
+    bench.responses.take()
+    out["query (HTTP + decode), both metrics"] = top_functions(query_profile, top)
+    out["map_series, both metrics"] = top_functions(map_profile, top)
+    engine = bench.service.engine
+    now = time.time()
+    snapshot, prof = profiled(lambda: next_snapshot(engine.snapshot, results, now))
+    tables, prof = profiled(lambda: build_tables(bench.settings, snapshot, {}, now))
+    out["build_tables"] = top_functions(prof, top)
+    _, prof = profiled(lambda: engine.install(snapshot, tables, now))
+    out["Engine.install (on the loop)"] = top_functions(prof, top)
+    return out
+
+
+def backend_eval_ms(url: str, bench: Bench) -> float | None:
+    """Prometheus' own evaluation time of both queries (`stats=all`), None elsewhere."""
+    total = 0.0
+    for m in bench.metrics:
+        params = {"query": m.query, "stats": "all"}
+        payload = bench.session.get(f"{url}/api/v1/query", params=params, timeout=30).json()
+        timings = (payload.get("data", {}).get("stats") or {}).get("timings")
+        if not timings:
+            return None
+        total += float(timings["execTotalTime"]) * 1000
+    return round(total, 2)
+
+
+# -- output --------------------------------------------------------------------------------
+
+PHASE_COLUMNS = (
+    ("backend", "backend", "{}", 15),
+    ("nodes", "nodes", "{}", 6),
+    ("series", "series", "{}", 6),
+    ("encoding", "enc", "{}", 5),
+    ("wire_bytes", "wire KB", "{:.0f}", 8),
+    ("body_bytes", "body KB", "{:.0f}", 8),
+    ("gzip_ratio", "x", "{:.1f}", 5),
+    ("http_ms", "http", "{:.1f}", 7),
+    ("decode_ms", "decode", "{:.1f}", 7),
+    ("query_ms", "query", "{:.1f}", 7),
+    ("map_ms", "map", "{:.1f}", 7),
+    ("snapshot_ms", "snap", "{:.1f}", 6),
+    ("build_ms", "build", "{:.1f}", 7),
+    ("install_ms", "install", "{:.1f}", 7),
+    ("refresh_ms", "refresh", "{:.1f}", 8),
+    ("share", "share", "{:.1%}", 6),
+    ("tracemalloc_peak_mb", "tm MB", "{:.1f}", 6),
+    ("rss_peak_growth_mb", "rss+ MB", "{:.1f}", 7),
+    ("rss_first_growth_mb", "1st MB", "{:.1f}", 7),
+)
+STALL_COLUMNS = (
+    ("backend", "backend", "{}", 15),
+    ("nodes", "nodes", "{}", 6),
+    ("max_ms", "max ms", "{:.2f}", 8),
+    ("p99_ms", "p99 ms", "{:.2f}", 8),
+    ("stalled_ms", "sum>1ms", "{:.1f}", 8),
+    ("over_2ms", ">2ms", "{:.0f}", 5),
+    ("gc_full", "gc2", "{:.0f}", 4),
+    ("gc_full_ms", "gc2 ms", "{:.1f}", 7),
+    ("gc_max_ms", "gcmax ms", "{:.1f}", 8),
+)
+LOAD_COLUMNS = (
+    ("backend", "backend", "{}", 15),
+    ("nodes", "nodes", "{}", 6),
+    ("names", "names", "{}", 6),
+    ("mode", "mode", "{}", 12),
+    ("server_p50_ms", "srv p50", "{:.3f}", 8),
+    ("server_p99_ms", "srv p99", "{:.3f}", 8),
+    ("rtt_p50_ms", "rtt p50", "{:.3f}", 8),
+    ("rtt_p99_ms", "rtt p99", "{:.3f}", 8),
+    ("x_server_p50_ms", "x srv50", "{:.2f}", 7),
+    ("x_server_p99_ms", "x srv99", "{:.2f}", 7),
+    ("x_rtt_p50_ms", "x rtt50", "{:.2f}", 7),
+    ("x_rtt_p99_ms", "x rtt99", "{:.2f}", 7),
+    ("requests", "reqs", "{:.0f}", 5),
+    ("refreshes", "refr", "{:.0f}", 5),
+    ("refresh_mean_ms", "refr ms", "{:.0f}", 7),
+    ("service_hwm_mb", "hwm MB", "{:.0f}", 6),
+)
+
+
+def table(columns: Sequence[tuple[str, str, str, int]], rows: Sequence[dict[str, Any]]) -> str:
+    def cell(row: dict[str, Any], key: str, fmt: str) -> str:
+        value = row.get(key)
+        if value is None:
+            return "-"
+        if key in ("wire_bytes", "body_bytes"):
+            value = value / 1024
+        return fmt.format(value)
+
+    lines = [" ".join(title.rjust(w) for _, title, _, w in columns)]
+    lines += [" ".join(cell(r, k, f).rjust(w) for k, _, f, w in columns) for r in rows]
+    return "\n".join(lines)
+
+
+def verdicts(phases: Sequence[dict[str, Any]], loads: Sequence[dict[str, Any]]) -> list[str]:
+    out = []
+    for row in phases:
+        if {row["encoding"], row["probe_encoding"]} != {"gzip"}:
+            out.append(
+                f"{row['backend']} {row['nodes']}: answers NOT gzip-encoded (provider "
+                f"{row['encoding']}, probe {row['probe_encoding']})"
+            )
+        if row["nodes"] >= 15000:
+            met = "met" if row["share"] < SHARE_TARGET else "MISSED"
+            out.append(
+                f"{row['backend']} {row['nodes']}: refresh {row['refresh_ms']:.0f} ms = "
+                f"{row['share']:.1%} of {INTERVAL:g} s (target < {SHARE_TARGET:.0%}): {met}"
+            )
+    for row in loads:
+        if row["mode"] not in ("refreshing", "shipped"):
+            continue
+        for key in ("x_server_p99_ms", "x_rtt_p99_ms"):
+            value = row.get(key)
+            if value is not None:
+                met = "met" if value <= P99_TARGET else "MISSED"
+                out.append(
+                    f"{row['backend']} {row['nodes']}: prioritize {key[2:-3]} {row['mode']} / idle "
+                    f"{value:.2f}x (target <= {P99_TARGET}x): {met}"
+                )
+    return out
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def run(
+    sizes: Sequence[int],
+    backends: Sequence[str],
+    plan: Plan,
+    load: bool,
+    profile: bool,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    phases: list[dict[str, Any]] = []
+    stalls: list[dict[str, Any]] = []
+    loads: list[dict[str, Any]] = []
+    profiles: dict[str, dict[str, list[str]]] = {}
+    evals: dict[str, float | None] = {}
+    with tempfile.TemporaryDirectory(prefix="decice-refreshscale-") as tmp:
+        for n in sizes:
+            c = cluster(n)
+            for backend in backends:
+                work = Path(tmp) / f"{backend}-{n}"
+                work.mkdir()
+                started = time.monotonic()
+                with BACKEND_STARTERS[backend](c, work) as url:
+                    log(f"-- {backend}, {n} nodes: loaded in {time.monotonic() - started:.1f} s")
+                    bench = Bench(url)
+                    row = refresh_row(backend, n, bench, plan.reps)
+                    phases.append(row)
+                    log(table(PHASE_COLUMNS, [row]).splitlines()[1])
+                    stalls.append(stalls_row(backend, n, bench, plan))
+                    log("   stalls " + table(STALL_COLUMNS, stalls[-1:]).splitlines()[1])
+                    if profile and n == max(sizes):
+                        profiles[f"{backend} {n}"] = profile_phases(bench, plan.profile_top)
+                        evals[f"{backend} {n}"] = backend_eval_ms(url, bench)
+                    del bench
+                    gc.collect()
+                    if load:
+                        rows = load_rows(backend, n, url, c, plan, work)
+                        loads += rows
+                        for line in table(LOAD_COLUMNS, rows).splitlines()[1:]:
+                            log(line)
+                shutil.rmtree(work, ignore_errors=True)
+    return {
+        "phases": phases,
+        "stalls": stalls,
+        "loads": loads,
+        "profiles": profiles,
+        "backend_eval_ms": evals,
+    }
+
+
+def report(data: dict[str, Any]) -> str:
+    out = [
+        f"\nOne refresh of both metrics, medians of {data['reps']} (ms; share of the "
+        f"{INTERVAL:g} s interval; memory: tracemalloc peak, peak RSS growth)",
+        table(PHASE_COLUMNS, data["phases"]),
+    ]
+    out += [
+        f"\nWhat the event loop would wait for the GIL during one refresh ({data['variant']}): "
+        f"a thread sleeping {TICK * 1000:g} ms at a time, its oversleep; full collections "
+        f"(gc2) and the longest of any generation; medians of {data['reps']}",
+        table(STALL_COLUMNS, data["stalls"]),
+    ]
+    if data["loads"]:
+        out += [
+            f"\n/prioritize ({data['variant']}): idle (no refresh), refreshing (back "
+            f"to back), backend_busy (no refresh, the backend queried back to back), shipped "
+            f"(every 15 s, when asked); medians of {data['reps']} interleaved runs (ms), "
+            f"x = against idle",
+            table(LOAD_COLUMNS, data["loads"]),
+        ]
+    for name, phases in data["profiles"].items():
+        evaluated = data["backend_eval_ms"].get(name)
+        if evaluated is not None:
+            out.append(f"\nprofile {name}: the backend's own evaluation {evaluated:.1f} ms")
+        else:
+            out.append(f"\nprofile {name}")
+        for phase, lines in phases.items():
+            out.append(f"  {phase}: own ms, cumulative ms, calls")
+            out += [f"    {line}" for line in lines]
+    out.append("")
+    out += verdicts(data["phases"], data["loads"])
+    return "\n".join(out)
+
+
+def variant(plan: Plan) -> str:
+    switch = 5.0 if plan.switch_interval is None else plan.switch_interval * 1000
+    return f"GIL switch interval {switch:g} ms" + (
+        ", gc.freeze() after install" if plan.gc_freeze else ""
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    doc = __doc__ or ""
+    p = argparse.ArgumentParser(prog="refreshscale", description=doc.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="50 nodes, one repetition, short loads")
+    p.add_argument("--sizes", help="comma-separated node counts (default 5000,15000)")
+    p.add_argument("--backends", default=",".join(BACKENDS), help=",".join(BACKENDS))
+    p.add_argument("--reps", type=int, help="repetitions (default 3; --quick 1)")
+    p.add_argument(
+        "--switch-interval",
+        type=float,
+        metavar="S",
+        help="start the service with sys.setswitchinterval(S) (default: Python's 0.005)",
+    )
+    p.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after every install in the service (patched in at its start)",
+    )
+    p.add_argument(
+        "--shipped-seconds",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="add a mode refreshing every 15 s (as shipped), its load S seconds long",
+    )
+    p.add_argument("--no-load", action="store_true", help="skip the request-path runs")
+    p.add_argument("--no-profile", action="store_true", help="skip the profile")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    args = p.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.reps is not None:
+        plan = dataclasses.replace(plan, reps=args.reps)
+    if args.switch_interval is not None:
+        plan = dataclasses.replace(plan, switch_interval=args.switch_interval)
+    if args.gc_freeze:
+        plan = dataclasses.replace(plan, gc_freeze=True)
+    if args.shipped_seconds > 0:
+        plan = dataclasses.replace(plan, shipped_seconds=args.shipped_seconds)
+    default = [50] if args.quick else [5000, 15000]
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else default
+    backends = [b for b in args.backends.split(",") if b]
+    if set(backends) - set(BACKENDS):
+        p.error(f"--backends: choose from {', '.join(BACKENDS)}")
+    started = time.monotonic()
+    print(f"machine: {os.cpu_count()} cpus; python {sys.version.split()[0]}; policy {PACK.name}")
+    print(table(PHASE_COLUMNS, []), flush=True)
+    data = run(
+        sizes,
+        backends,
+        plan,
+        not args.no_load,
+        not args.no_profile,
+        lambda line: print(line, flush=True),
+    )
+    data["reps"] = plan.reps
+    data["variant"] = variant(plan)
+    data["seconds"] = round(time.monotonic() - started, 1)
+    print(report(data))
+    print(f"total {data['seconds']} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
