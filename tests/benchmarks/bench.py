@@ -53,7 +53,7 @@ from typing import Any
 
 import orjson
 
-from tests.harness.loopback import free_port
+from tests.harness.loopback import end_process, free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -225,12 +225,7 @@ def running(argv: list[str], port: int, ready_path: str) -> Iterator[subprocess.
             time.sleep(0.1)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        end_process(proc)
 
 
 def rss_mb(pid: int) -> float:

@@ -84,7 +84,7 @@ from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
 from extender.service.compose import Service, build_service
 from tests.benchmarks.bench import Budget, client_loop, node_names, pct, request_body, running
-from tests.harness.loopback import free_port
+from tests.harness.loopback import end_process, free_port
 from tests.harness.promharness import PrometheusServer, backfill, prometheus_binary
 from tests.harness.vmharness import VictoriaMetricsServer, victoria_metrics_binary
 
@@ -687,12 +687,7 @@ def backend_busy(url: str, queries: Sequence[str], seconds: float) -> Iterator[N
     try:
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        end_process(proc)
 
 
 def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> dict[str, float]:

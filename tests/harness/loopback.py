@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -172,3 +173,13 @@ async def wait_until_async(
     for _ in _polls(predicate, timeout, what):
         await asyncio.sleep(interval)
     return True
+
+
+def end_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, wait `timeout`, then SIGKILL: a child never outlives its test."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
