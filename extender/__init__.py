@@ -5,7 +5,8 @@ line names (and itself); tests/test_architecture.py holds the code to this map, 
 pyproject.toml's import-linter contracts keep the outside libraries where they belong.
 
     errors       may import: nothing
-                 failures turned into one safe line of operator text
+                 failures turned into one safe line of operator text, and the
+                 back-off of the background loops that check on an interval
     policy       may import: errors
                  the policy language: models, loading, live reload, the generated
                  reference, check-config's checks, scheduler-config

@@ -12,15 +12,31 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender.policy.loading import load_settings
 from extender.policy.settings import Settings
+
+if TYPE_CHECKING:
+    from extender.service.logs import LogFormat
 
 
 def load(path: str) -> Settings:
     """The policy file, with the environment's overrides (PROMETHEUS_URL, KUBECONFIG)."""
     return load_settings(Path(path), os.environ)
+
+
+def started(args: argparse.Namespace) -> tuple[Settings, str, LogFormat]:
+    """A long-running command's first steps: logging configured from --log-level and
+    --log-format, then the policy read once (the hash /readyz shows is of the very bytes
+    the settings came from). Returns (settings, sha256, log format)."""
+    from extender.policy.reload import read_policy
+    from extender.service import logs
+
+    log_format = logs.log_format(args.log_format, os.environ)
+    logs.configure_logging(args.log_level, log_format)
+    settings, sha256 = read_policy(Path(args.config), os.environ)
+    return settings, sha256, log_format
 
 
 def log_options(command: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from extender.cli.common import identity, log_options, own_namespace
+from extender.cli.common import identity, log_options, own_namespace, started
 from extender.cli.servers import run_servers
 
 log = logging.getLogger("decice")
@@ -31,13 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from extender.cluster.client import load_api_client
     from extender.cluster.connect import open_kube
     from extender.cluster.leader.elector import LeaderElector
-    from extender.policy.reload import read_policy
-    from extender.service import logs
     from extender.service.compose import PolicyFile, build_service
 
-    log_format = logs.log_format(args.log_format, os.environ)
-    logs.configure_logging(args.log_level, log_format)
-    settings, sha256 = read_policy(Path(args.config), os.environ)
+    settings, sha256, log_format = started(args)
     rules = settings.rebalance
     kube = open_kube(settings, required=True)
     if kube.client is None:

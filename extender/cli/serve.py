@@ -8,7 +8,7 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from extender.cli.common import identity, log_options, own_namespace
+from extender.cli.common import identity, log_options, own_namespace, started
 from extender.cli.servers import Listener, run_servers
 from extender.policy.fields import ConfigError
 from extender.policy.sections import exposure_problem
@@ -29,14 +29,10 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from extender.cluster.connect import open_kube
-    from extender.policy.reload import read_policy
     from extender.service import logs
     from extender.service.compose import PolicyFile, build_service
 
-    log_format = logs.log_format(args.log_format, os.environ)
-    logs.configure_logging(args.log_level, log_format)
-    # One read: the hash /readyz shows is of the very bytes the settings came from.
-    settings, sha256 = read_policy(Path(args.config), os.environ)
+    settings, sha256, log_format = started(args)
     server = settings.server
     tls = server.tls
     options: dict[str, Any] = {}

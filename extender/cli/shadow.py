@@ -8,7 +8,7 @@ import logging
 import os
 from pathlib import Path
 
-from extender.cli.common import log_options
+from extender.cli.common import log_options, started
 from extender.cli.servers import run_servers
 
 log = logging.getLogger("decice")
@@ -30,13 +30,9 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from extender.cluster.connect import open_kube
-    from extender.policy.reload import read_policy
-    from extender.service import logs
     from extender.service.compose import PolicyFile, build_service
 
-    log_format = logs.log_format(args.log_format, os.environ)
-    logs.configure_logging(args.log_level, log_format)
-    settings, sha256 = read_policy(Path(args.config), os.environ)
+    settings, sha256, log_format = started(args)
     kube = open_kube(settings, required=True)
     if kube.client is None:
         print(f"decice-extender shadow: no Kubernetes client: {kube.problem}")

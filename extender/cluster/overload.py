@@ -32,11 +32,10 @@ from extender.decisions.overload import (
     decide,
     trend_of,
 )
+from extender.errors.rounds import backoff, check_forever
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.overload")
-
-MAX_BACKOFF_FACTOR = 8
 
 
 class Leadership(Protocol):
@@ -100,19 +99,14 @@ class Tainter:
         return tainted_nodes(self._nodes)
 
     def delay(self) -> float:
-        return self.settings.prometheus.interval * min(1 << self._failures, MAX_BACKOFF_FACTOR)
+        return backoff(self.settings.prometheus.interval, self._failures)
 
     async def run(self) -> None:
         """Check after every refresh interval, forever; a failure backs off."""
-        while True:
-            await self._sleep(self.delay())
-            try:
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self._failures += 1
-                log.exception("overload check failed unexpectedly")
+        await check_forever(self.delay, self.check, self._failed, log, "overload", self._sleep)
+
+    def _failed(self) -> None:
+        self._failures += 1
 
     async def check(self) -> list[Change]:
         """One pass: the changes decided (and, as the leader in taint mode, written)."""

@@ -1,1 +1,1 @@
-"""TODO"""
+"""Where node values come from: the query API providers and the background refresher."""

@@ -31,6 +31,7 @@ from extender.decisions.engine import Engine
 from extender.decisions.model import NodeName
 from extender.decisions.pods import PodError
 from extender.errors.causes import describe
+from extender.errors.rounds import backoff, check_forever
 from extender.rebalancing.backoff import RefusalBackoff
 from extender.rebalancing.budgets import Budgets
 from extender.rebalancing.evictor import (
@@ -43,8 +44,6 @@ from extender.rebalancing.plan import Moves, Plan, decide
 from extender.rebalancing.pods import RunningPod, read_running_pod
 
 log = logging.getLogger("decice.rebalancer")
-
-MAX_BACKOFF_FACTOR = 8
 
 
 class RebalanceAPI(EvictionAPI, Protocol):
@@ -88,21 +87,15 @@ class Rebalancer:
         return self._engine.settings.rebalance.mode
 
     def delay(self) -> float:
-        factor = min(1 << self._failures, MAX_BACKOFF_FACTOR)
-        return self._engine.settings.rebalance.interval * factor
+        return backoff(self._engine.settings.rebalance.interval, self._failures)
 
     async def run(self) -> None:
         """Check forever; a failed check backs off, a bug in one never stops the next."""
-        while True:
-            await asyncio.sleep(self.delay())
-            try:
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self._failures += 1
-                self._counter.rebalance_cycle("failed")
-                log.exception("rebalance check failed unexpectedly")
+        await check_forever(self.delay, self.check, self._failed, log, "rebalance")
+
+    def _failed(self) -> None:
+        self._failures += 1
+        self._counter.rebalance_cycle("failed")
 
     async def check(self) -> Plan | None:
         """One re-check of every running pod of ours; None when not the leader."""

@@ -1,1 +1,2 @@
-"""TODO"""
+"""The HTTP service: routes, OpenAPI, telemetry, logs, the modes, and the composition
+root (`build_service`)."""

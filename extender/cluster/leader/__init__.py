@@ -1,1 +1,1 @@
-"""TODO"""
+"""Leader election through a coordination.k8s.io Lease: one replica writes at a time."""
