@@ -43,6 +43,7 @@ import orjson
 
 from extender.decisions.eligibility import read_eligibility
 from extender.decisions.nodes import node_info
+from extender.simulation.upstream import select_host as upstream_select_host
 from tests.harness.kubeapi import FakeKubeAPI
 
 JSON = dict[str, Any]
@@ -52,18 +53,9 @@ HEADERS = {"Content-Type": "application/json"}
 
 
 def select_host(candidates: Sequence[str], scores: Mapping[str, int], rng: random.Random) -> str:
-    """kube-scheduler's selectHost: the highest score, ties by reservoir sampling; nodes
-    missing from the extender's answer (maxHosts) score 0."""
-    chosen, top, ties = candidates[0], -1, 0
-    for node in candidates:
-        score = scores.get(node, 0)
-        if score > top:
-            chosen, top, ties = node, score, 1
-        elif score == top:
-            ties += 1
-            if rng.randrange(ties) == 0:
-                chosen = node
-    return chosen
+    """kube-scheduler's selectHost (the simulation's model of it); nodes missing from the
+    extender's answer (maxHosts) score 0."""
+    return upstream_select_host([(node, scores.get(node, 0)) for node in candidates], rng)
 
 
 def cores(quantity: str | None) -> float:
