@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from extender.decisions.usage import EMPTY, UsageTable
+
 NodeName = str
 MetricName = str
 
@@ -32,6 +34,8 @@ class Snapshot:
     metrics: Mapping[MetricName, MetricSeries]
     taken_at: float
     generation: int = 0
+    usage: UsageTable = EMPTY
+    """What pods really use (per workload, per young pod): the herd guard's estimates."""
 
     @classmethod
     def empty(cls, metrics: Iterable[MetricName]) -> Snapshot:
