@@ -6,7 +6,8 @@ bookmarks, resuming from the last version seen whenever the server ends the stre
 watch counts as up once the server answered its request (on a quiet cluster a real API
 server sends no event, not even a BOOKMARK, for about a minute).
 A `410 Gone` (an `ERROR` event with code 410, or the status) starts over from a new list;
-any other failure backs off (1 s doubling to `MAX_BACKOFF`) and resumes by itself. The
+any other failure backs off (errors.backoff: a wait drawn under a ceiling of 1 s doubling
+to `MAX_BACKOFF`) and resumes by itself. The
 events go to a handler that runs on the event loop and must be quick (O(1) per event).
 Nothing here blocks filter or prioritize: they read what the handlers left behind.
 """
@@ -16,17 +17,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from extender.errors.backoff import Backoff
 from extender.errors.causes import describe
 
 log = logging.getLogger("decice.watch")
 
 MIN_BACKOFF = 1.0
+"""The ceiling of the wait after a first failure, and the pause after a stream that ended
+at once."""
 MAX_BACKOFF = 30.0
+"""The ceiling of the wait after many failures."""
 
 EventHandler = Callable[[str, Any], object]
 """(event type, object) for ADDED / MODIFIED / DELETED."""
@@ -91,8 +97,11 @@ class Informer:
         timeout_seconds: int = 300,
         counter: WatchCounter | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the back-off's random source (seeded in tests)."""
         self.status = WatchStatus(resource)
+        self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=rng or random.Random())
         self._path = path
         self._kube = kube
         self._start = start
@@ -144,9 +153,9 @@ class Informer:
                 self._failures += 1
                 self._restart("error")
                 self.status.error = describe(exc)
-                delay = min(MAX_BACKOFF, MIN_BACKOFF * 2 ** (self._failures - 1))
+                delay = self.backoff.wait(self._failures)
                 log.warning(
-                    "%s watch failed (%s); retrying in %.0f s",
+                    "%s watch failed (%s); retrying in %.1f s",
                     self.status.resource,
                     self.status.error,
                     delay,

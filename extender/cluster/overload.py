@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -76,8 +77,11 @@ class Tainter:
         clock: Callable[[], float] = time.time,
         instance: str | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the back-off's random source (seeded in tests)."""
         self._engine = engine
+        self._rng = rng or random.Random()
         self._nodes = nodes
         self._kube = kube
         self._leader = leader
@@ -99,7 +103,7 @@ class Tainter:
         return tainted_nodes(self._nodes)
 
     def delay(self) -> float:
-        return backoff(self.settings.prometheus.interval, self._failures)
+        return backoff(self.settings.prometheus.interval, self._failures, self._rng)
 
     async def run(self) -> None:
         """Check after every refresh interval, forever; a failure backs off."""

@@ -1,2 +1,3 @@
-"""Failures turned into one safe line of operator text (`causes`, `redaction`), and the
-back-off of the background loops that check on an interval (`rounds`). Imports no room."""
+"""Failures turned into one safe line of operator text (`causes`, `redaction`), the one
+back-off policy of every retry loop (`backoff`: exponential, full jitter), and the loop of
+the background checks that run on an interval (`rounds`). Imports no room."""

@@ -1,19 +1,33 @@
-"""Background loops that check on an interval: the wait, doubled per failed round up to a
-cap, and a round that fails (or has a bug) never stopping the next one."""
+"""Background loops that check on an interval: the wait, backed off (errors.backoff) after
+failed rounds, and a round that fails (or has a bug) never stopping the next one."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable
 
+from extender.errors.backoff import Backoff
+
+FIRST_BACKOFF_FACTOR = 2
+"""After one failed round the wait is drawn between one interval and this many."""
 MAX_BACKOFF_FACTOR = 8
 """A failing loop waits at most this many intervals between two rounds."""
 
 
-def backoff(interval: float, failures: int) -> float:
-    """The wait before the next round: `interval`, doubled per consecutive failure."""
-    return interval * min(1 << failures, MAX_BACKOFF_FACTOR)
+def backoff(interval: float, failures: int, rng: random.Random) -> float:
+    """The wait before the next round: `interval` while rounds succeed; after failures,
+    drawn between one interval and a ceiling doubling from 2 intervals to 8."""
+    if failures <= 0:
+        return interval
+    policy = Backoff(
+        base=FIRST_BACKOFF_FACTOR * interval,
+        cap=MAX_BACKOFF_FACTOR * interval,
+        floor=interval,
+        rng=rng,
+    )
+    return policy.wait(failures)
 
 
 async def check_forever(

@@ -4,13 +4,14 @@ The request path never waits on Prometheus: every `interval` the refresher runs 
 provider's queries in a worker thread, merges them into the next immutable snapshot,
 builds its answer table off the event loop and installs both into the engine. A query
 that fails keeps its last good values with the error beside them; consecutive failures
-double the wait up to `maxBackoff`.
+back the wait off (`delay`) up to `maxBackoff`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -18,7 +19,9 @@ from typing import Protocol
 
 from extender.decisions.engine import Engine, build_tables
 from extender.decisions.model import MetricSeries, NodeInventory, NodeName, Snapshot
+from extender.errors.backoff import Backoff
 from extender.errors.causes import PartialAnswer, describe
+from extender.errors.rounds import FIRST_BACKOFF_FACTOR
 from extender.metrics.providers import MetricsProvider
 from extender.policy.settings import Settings
 
@@ -152,6 +155,8 @@ class Refresher:
         self._clock = clock
         self._installed = installed
         self._failures = 0
+        self.rng = random.Random()
+        """The back-off's random source (tests seed it)."""
         source = (
             "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
         )
@@ -168,11 +173,15 @@ class Refresher:
         return self._failures
 
     def delay(self) -> float:
-        """The wait before the next refresh: the interval, doubled per consecutive failure."""
+        """The wait before the next refresh: the interval; after consecutive failures, drawn
+        (errors.backoff) between one interval and a ceiling doubling from two intervals up
+        to `maxBackoff`, so replicas that failed together do not all ask again together."""
         if self._failures == 0:
             return self.interval
-        backoff: float = self.interval * 2.0 ** min(self._failures, 16)
-        return min(backoff, self._settings.prometheus.max_backoff)
+        cap = max(self._settings.prometheus.max_backoff, self.interval)
+        first = min(FIRST_BACKOFF_FACTOR * self.interval, cap)
+        policy = Backoff(base=first, cap=cap, floor=self.interval, rng=self.rng)
+        return policy.wait(self._failures)
 
     def _fetch_all(
         self, settings: Settings, inventory: NodeInventory

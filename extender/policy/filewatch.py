@@ -26,6 +26,7 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
+from extender.errors.backoff import Backoff
 from extender.errors.causes import describe
 
 log = logging.getLogger("decice.reload")
@@ -34,7 +35,9 @@ DEBOUNCE_MS = 300
 """Changes within this long are one batch: a ConfigMap update is several renames."""
 _WAKE_MS = 1000  # the watcher thread returns this often, to notice a removed directory
 _RETRY_FIRST = 1.0
+"""The ceiling of the wait after a watch first fails (seconds); doubled per failure."""
 _RETRY_MAX = 30.0
+"""The ceiling never grows past this."""
 
 Reload = Callable[[str], Coroutine[object, object, bool]]
 """Reloads the file, giving the reason (extender.policy.reload.PolicyReloader.reload)."""
@@ -58,9 +61,11 @@ class ReloadTriggers:
         self, *, debounce_ms: int = DEBOUNCE_MS, force_polling: bool | None = None
     ) -> None:
         """Reload after changes in the file's directory, until cancelled. A watch that
-        cannot start or breaks is retried (1 s doubling to 30 s); it never raises.
+        cannot start or breaks is retried after a wait drawn (errors.backoff) under a
+        ceiling of 1 s doubling to 30 s; it never raises.
         force_polling None: inotify & co, unless WATCHFILES_FORCE_POLLING is set."""
-        delay = _RETRY_FIRST
+        retries = Backoff(base=_RETRY_FIRST, cap=max(_RETRY_MAX, _RETRY_FIRST))
+        failures = 0
         while True:
             stop = asyncio.Event()
             task = asyncio.create_task(self._watch_directory(stop, debounce_ms, force_polling))
@@ -76,18 +81,19 @@ class ReloadTriggers:
                 self.watching.clear()
                 raise
             if self.watching.is_set():
-                delay = _RETRY_FIRST  # it had been working: start the back-off afresh
+                failures = 0  # it had been working: start the back-off afresh
             self.watching.clear()
             error = None if task.cancelled() else task.exception()
             cause = describe(error) if error is not None else "the watch ended"
+            failures += 1
+            delay = retries.wait(failures)
             log.warning(
-                "cannot watch %s for policy changes (%s); retrying in %gs (SIGHUP reloads)",
+                "cannot watch %s for policy changes (%s); retrying in %.1fs (SIGHUP reloads)",
                 self.path.parent,
                 cause,
                 delay,
             )
             await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
 
     async def _watch_directory(
         self, stop: asyncio.Event, debounce_ms: int, force_polling: bool | None

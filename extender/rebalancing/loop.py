@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
@@ -66,9 +67,12 @@ class Rebalancer:
         node_cores: Callable[[], Mapping[NodeName, float]],
         clock: Callable[[], float] = time.time,
         instance: str | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the back-offs' random source (seeded in tests)."""
         self._engine = engine
         self._kube = kube
+        self._rng = rng or random.Random()
         self._leader = leader
         self._counter = counter
         self._node_cores = node_cores
@@ -76,7 +80,7 @@ class Rebalancer:
         self._streaks: dict[str, int] = {}
         self._failures = 0
         self._budgets_failed = False
-        self.backoff = RefusalBackoff(engine.settings.rebalance.interval)
+        self.backoff = RefusalBackoff(engine.settings.rebalance.interval, rng=self._rng)
         """Pods whose eviction the API refused, and when to ask again."""
         self._evictor = Evictor(kube, leader, counter, self.backoff, clock, instance)
         self.last: Plan | None = None
@@ -87,7 +91,7 @@ class Rebalancer:
         return self._engine.settings.rebalance.mode
 
     def delay(self) -> float:
-        return backoff(self._engine.settings.rebalance.interval, self._failures)
+        return backoff(self._engine.settings.rebalance.interval, self._failures, self._rng)
 
     async def run(self) -> None:
         """Check forever; a failed check backs off, a bug in one never stops the next."""

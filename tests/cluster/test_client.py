@@ -15,6 +15,7 @@ import contextlib
 import gc
 import json
 import os
+import random
 import ssl
 import time
 import warnings
@@ -28,6 +29,7 @@ import pytest
 import trustme
 
 from extender.cluster.client import KubeClient, watching
+from extender.cluster.client.api import MAX_RETRY_WAIT
 from extender.cluster.client.auth import AuthHeaders, load_api_client
 from extender.cluster.client.errors import (
     KubeAlreadyBound,
@@ -37,6 +39,7 @@ from extender.cluster.client.errors import (
 )
 from extender.decisions.model import PodEvent
 from extender.decisions.pods import PodFacts
+from extender.errors.backoff import Backoff
 from tests.harness.fixtures import APISERVER
 from tests.harness.kubeapi import FakeKubeAPI, client_for, write_kubeconfig
 from tests.harness.loopback import LoopbackServer, free_port, wait_until_async
@@ -339,12 +342,23 @@ async def test_persistent_500_gives_up(retries: int, api: FakeKubeAPI, kube: Mak
     assert api.bind_count(NS, "p1") == 0
 
 
-async def test_backoff_grows(api: FakeKubeAPI, kube: Make) -> None:
+async def test_retries_wait_a_draw_under_a_doubling_ceiling(api: FakeKubeAPI) -> None:
     api.fail_next(503, times=3)
+    client = KubeClient(
+        configuration_for(api), timeout=0.3, retries=2, backoff=0.1, rng=random.Random(5)
+    )
+    # The same seed draws the same waits: full jitter under 0.1 s, then under 0.2 s.
+    same = Backoff(base=0.1, cap=MAX_RETRY_WAIT, rng=random.Random(5))
+    waits = [same.wait(1), same.wait(2)]
+    assert 0 <= waits[0] <= 0.1 and 0 <= waits[1] <= 0.2
     started = time.monotonic()
-    with pytest.raises(KubeUnavailable):
-        await kube(api, retries=2, backoff=0.1).bind(NS, "p1", UID1, "node-1")
-    assert time.monotonic() - started >= 0.1 + 0.2
+    try:
+        with pytest.raises(KubeUnavailable):
+            await client.bind(NS, "p1", UID1, "node-1")
+    finally:
+        await client.close()
+    assert time.monotonic() - started >= sum(waits)
+    assert len(api.requests_to("POST", BINDING_P1)) == 3
 
 
 async def test_slow_answer_is_retried(api: FakeKubeAPI, kube: Make) -> None:

@@ -5,6 +5,7 @@ tests/cluster/test_podwatch.py)."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -88,6 +89,7 @@ async def run_until_done(
         start,
         lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
         sleep=sleep,
+        rng=random.Random(7),
     )
     task = asyncio.create_task(informer.run())
     await asyncio.wait_for(watcher.done.wait(), 10)
@@ -116,11 +118,15 @@ async def test_410_lists_again_without_back_off() -> None:
     assert MAX_BACKOFF not in sleeps
 
 
-async def test_errors_back_off_doubling_and_recover() -> None:
+async def test_errors_back_off_under_a_doubling_ceiling_and_recover() -> None:
     failures: list[Script] = [[ApiError(403)] for _ in range(7)]
     scripts: list[Script] = [*failures, [{"type": "ADDED", "object": pod("12", "b")}]]
     informer, watcher, seen, sleeps = await run_until_done(scripts)
-    assert sleeps[:7] == [1, 2, 4, 8, 16, 30, 30]  # capped at MAX_BACKOFF
+    ceilings = [1, 2, 4, 8, 16, 30, 30]  # capped at MAX_BACKOFF
+    assert [informer.backoff.ceiling(n) for n in range(1, 8)] == ceilings
+    backoffs = sleeps[:7]  # then the pause after the recovered stream ended at once
+    assert all(0 <= s <= c for s, c in zip(backoffs, ceilings, strict=True))
+    assert len(set(backoffs)) == 7  # drawn (full jitter), not the ceilings in lockstep
     assert watcher.calls == ["10"] * 8 + ["12"]  # resumed from its version, never re-listed
     assert seen == [("ADDED", "b")]
     assert informer.status.restarts == {"error": 7}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import threading
 
 import pytest
@@ -48,11 +49,16 @@ async def test_refresher_backs_off_and_recovers() -> None:
     clock = [1000.0]
     engine = Engine(settings, Snapshot.empty(m.name for m in settings.fetched_metrics), clock[0])
     refresher = Refresher(settings, engine, Flaky(4), clock=lambda: clock[0])
+    refresher.rng = random.Random(2)
     delays = []
     for _ in range(5):
         await refresher.refresh_once()
         delays.append(refresher.delay())
-    assert delays == [4.0, 8.0, 10.0, 10.0, 2.0]
+    # After failures: drawn between one interval and a ceiling of 4, 8, 10 (maxBackoff) s.
+    ceilings = [4.0, 8.0, 10.0, 10.0]
+    assert all(2.0 <= d <= c for d, c in zip(delays, ceilings, strict=False)), delays
+    assert len(set(delays[:4])) == 4  # jittered, not in lockstep
+    assert delays[4] == 2.0  # recovered: the interval again
     assert engine.snapshot.metrics["cpu"].values == {"a": 0.5}
 
 
@@ -103,7 +109,7 @@ async def test_an_unexpected_failure_counts_and_never_escapes() -> None:
     with pytest.raises(RuntimeError):
         await refresher.refresh_once()
     await refresher.refresh_guarded()  # logged, counted, not raised
-    assert refresher.failures == 1 and refresher.delay() == 4.0
+    assert refresher.failures == 1 and 2.0 <= refresher.delay() <= 4.0
 
 
 class Scripted:

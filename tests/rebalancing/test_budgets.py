@@ -3,6 +3,7 @@ known before asking, and how long a refused pod waits (pure)."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -101,13 +102,17 @@ def test_malformed_budgets_are_left_out() -> None:
     assert Budgets(["x", None, budget("ok", {}, 0)]).hold(pod("a", {})) is not None
 
 
-def test_a_refused_pod_waits_doubling_up_to_ten_minutes() -> None:
-    backoff = RefusalBackoff(first=60)
+def test_a_refused_pod_waits_under_a_ceiling_doubling_up_to_ten_minutes() -> None:
+    backoff = RefusalBackoff(first=60, rng=random.Random(3))
     assert backoff.hold("u", NOW) is None
     waits = [backoff.refused("u", "budget", NOW) for _ in range(6)]
-    assert waits == [60, 120, 240, 480, 600, 600]
-    assert backoff.hold("u", NOW + 599) == "eviction refused (budget); next try in 1s"
-    assert backoff.hold("u", NOW + 600) is None
+    ceilings = [60, 120, 240, 480, 600, 600]
+    assert waits[0] == 60  # the first refusal waits one interval exactly
+    assert all(60 <= w <= c for w, c in zip(waits, ceilings, strict=True)), waits
+    assert len(set(waits[1:])) == 5  # drawn, not the ceilings
+    last = waits[-1]
+    assert backoff.hold("u", NOW + last - 1) == "eviction refused (budget); next try in 1s"
+    assert backoff.hold("u", NOW + last) is None
     backoff.forget("u")
     assert backoff.refused("u", "budget", NOW) == 60  # an accepted eviction starts afresh
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -114,7 +115,13 @@ class Stack:
         self.lease.api = api
         self.counts = Counts()
         self.rebalancer = Rebalancer(
-            self.engine, self.hooked, self.lease, self.counts, lambda: {}, clock=lambda: NOW
+            self.engine,
+            self.hooked,
+            self.lease,
+            self.counts,
+            lambda: {},
+            clock=lambda: NOW,
+            rng=random.Random(11),
         )
 
     def values(self, cost: float, green: float) -> None:
@@ -211,7 +218,13 @@ async def test_a_refusal_backs_off_doubling_and_leaves_the_slot_to_the_next_pod(
     clock = [NOW]
     stack = Stack(api, settings(maxEvictionsPerNode=1, maxEvictionsPerCycle=5))
     stack.rebalancer = Rebalancer(
-        stack.engine, stack.hooked, stack.lease, stack.counts, lambda: {}, clock=lambda: clock[0]
+        stack.engine,
+        stack.hooked,
+        stack.lease,
+        stack.counts,
+        lambda: {},
+        clock=lambda: clock[0],
+        rng=random.Random(4),
     )
     try:
         app_pod(api, "app-1", labels={"app": "guarded"})
@@ -229,12 +242,19 @@ async def test_a_refusal_backs_off_doubling_and_leaves_the_slot_to_the_next_pod(
         assert stack.counts.refusals == {"budget": 1}
         assert api.eviction_count("shop", "app-1") == 1
         interval = stack.engine.settings.rebalance.interval
-        # Next check: app-1 waits out its back-off without asking, then doubles.
-        for wait, asked in ((interval - 1, 1), (interval, 2), (3 * interval - 1, 2)):
+        # Next check: app-1 waits out its back-off (one interval) without asking.
+        for wait, asked in ((interval - 1, 1), (interval, 2)):
             fresh(stack, clock, NOW + wait)
             await stack.rebalancer.check()
             assert api.eviction_count("shop", "app-1") == asked, wait
-        fresh(stack, clock, NOW + 3 * interval)
+        # Refused again: the wait is drawn between one interval and two (the ceiling doubled).
+        uid = api.pod("shop", "app-1")["metadata"]["uid"]  # type: ignore[index]
+        again = stack.rebalancer.backoff.next_try(uid)
+        assert again is not None and NOW + 2 * interval <= again <= NOW + 3 * interval
+        fresh(stack, clock, again - 1)
+        await stack.rebalancer.check()
+        assert api.eviction_count("shop", "app-1") == 2
+        fresh(stack, clock, again)
         await stack.rebalancer.check()
         assert api.eviction_count("shop", "app-1") == 3
         assert stack.counts.refusals == {"budget": 3}
@@ -281,9 +301,9 @@ async def test_a_failed_pod_list_backs_off_and_a_failed_eviction_stops_the_check
     api.fail_next(500, times=4)  # the list and its retry, twice
     interval = stack.engine.settings.rebalance.interval
     assert await stack.rebalancer.check() is None
-    assert stack.rebalancer.delay() == 2 * interval
+    assert interval <= stack.rebalancer.delay() <= 2 * interval  # drawn: full jitter
     assert await stack.rebalancer.check() is None
-    assert stack.rebalancer.delay() == 4 * interval
+    assert interval <= stack.rebalancer.delay() <= 4 * interval
     assert stack.counts.cycles["failed"] == 2
 
     settings_wide = settings(maxEvictionsPerCycle=3, maxEvictionsPerNode=3)

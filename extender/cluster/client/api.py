@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import random
 import ssl
 from collections.abc import AsyncGenerator, Collection, Mapping
 from typing import Any
@@ -26,9 +27,12 @@ from extender.cluster.client.errors import (
     error_from_transport,
     retryable,
 )
+from extender.errors.backoff import Backoff
 
 _JSON = "application/json"
 _USER_AGENT = "decice-extender"
+MAX_RETRY_WAIT = 5.0
+"""The longest wait before one retry of a call, whatever `backoff` and the attempt."""
 
 
 # --- the client -----------------------------------------------------------------------
@@ -37,8 +41,10 @@ _USER_AGENT = "decice-extender"
 class KubeTransport:
     """Async Kubernetes calls with timeouts, bounded retries and mapped errors.
 
-    `retries` extra attempts follow a 429, 5xx, timeout or connection error, after
-    `backoff`, then twice that, and so on. Each attempt is limited to `timeout` seconds.
+    `retries` extra attempts follow a 429, 5xx, timeout or connection error, each after a
+    wait drawn (errors.backoff, full jitter) under a ceiling of `backoff`, then twice that,
+    and so on up to MAX_RETRY_WAIT: the clients of a recovering API server do not all
+    come back at the same moment. Each attempt is limited to `timeout` seconds.
     The HTTP session (at most `max_connections` connections, open watches included) opens
     on the first call, in the running event loop; `close()` closes it, and a later call
     opens a new one, in whatever loop runs then. A session left open closes when its loop
@@ -53,7 +59,9 @@ class KubeTransport:
         retries: int = 2,
         backoff: float = 0.2,
         max_connections: int = 16,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the retries' random source (seeded in tests)."""
         if timeout <= 0:
             raise ValueError("timeout must be > 0")
         if retries < 0:
@@ -67,7 +75,11 @@ class KubeTransport:
         self._configuration = config
         self._timeout = timeout
         self._retries = retries
-        self._backoff = max(backoff, 0.0)
+        self._retry_waits = (
+            Backoff(base=backoff, cap=max(MAX_RETRY_WAIT, backoff), rng=rng or random.Random())
+            if backoff > 0
+            else None
+        )
         self._max_connections = max_connections
         self._base = str(config.host or "").rstrip("/")
         url = urlsplit(self._base)
@@ -186,8 +198,9 @@ class KubeTransport:
                             f"{method} {path}: {err.message} (gave up after {attempt + 1} attempts)"
                         )
                     raise
-            await asyncio.sleep(self._backoff * (2**attempt))
             attempt += 1
+            if self._retry_waits is not None:
+                await asyncio.sleep(self._retry_waits.wait(attempt))
 
     async def _once(
         self,

@@ -1,0 +1,57 @@
+"""How long a loop waits before trying again after failures: one policy for every loop.
+
+The wait after the n-th consecutive failure is drawn uniformly between a `floor` and the
+ceiling `min(cap, base * factor ** (n - 1))` ("full jitter", as in the AWS Architecture
+Blog's "Exponential Backoff And Jitter"; client-go's `wait.Backoff` has the same
+`Duration`, `Factor`, `Cap` and a `Jitter`). Without the draw, every replica (or every
+client of a recovering API server or Prometheus) that failed at the same moment retries
+at the same moment again, round after round. Loops that must never run faster than their
+interval set `floor` to it; the others keep a floor of 0.
+
+Each loop names its figures where it builds its policy; the random source is injectable,
+and tests pass a seeded `random.Random`. Pure: no clock, no sleep.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+MAX_EXPONENT = 60
+"""`factor ** (n - 1)` stops growing here: long past any cap, short of a float overflow."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential back-off with full jitter.
+
+    `base`: the ceiling after the first failure (seconds); `factor`: how much each further
+    failure multiplies it by; `cap`: the ceiling never grows past it; `floor`: the shortest
+    wait (0: full jitter down to nothing). `rng`: the random source (seeded in tests).
+    """
+
+    base: float
+    cap: float
+    factor: float = 2.0
+    floor: float = 0.0
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.base > 0:
+            raise ValueError(f"back-off base must be > 0, got {self.base}")
+        if self.factor < 1:
+            raise ValueError(f"back-off factor must be >= 1, got {self.factor}")
+        if self.cap < self.base:
+            raise ValueError(f"back-off cap ({self.cap}) must be >= its base ({self.base})")
+        if not 0 <= self.floor <= self.cap:
+            raise ValueError(f"back-off floor must be within 0..cap ({self.cap}), got {self.floor}")
+
+    def ceiling(self, failures: int) -> float:
+        """The longest wait after `failures` consecutive failures (at least 1)."""
+        exponent = min(max(failures, 1) - 1, MAX_EXPONENT)
+        return min(self.cap, self.base * self.factor**exponent)
+
+    def wait(self, failures: int) -> float:
+        """The wait after `failures` consecutive failures: uniform in [floor, ceiling]."""
+        high = max(self.ceiling(failures), self.floor)
+        return self.floor + self.rng.random() * (high - self.floor)
