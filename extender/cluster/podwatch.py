@@ -12,7 +12,7 @@ O(1) per event, on the event loop.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from extender.decisions.assignments import (
@@ -81,3 +81,21 @@ class PodEventHandler:
             # Ours, bound by another binder (no bindVerb): record it and tell the pod.
             engine.pods.placed(pod.uid, pod.node)
             self._placed(pod.uid)
+
+    def relisted(self, listed: Collection[str], began: float) -> None:
+        """A whole list of the pods holding a node (their UIDs: `listed`) replaced the
+        watch, which was down (a `410 Gone`): a pod the herd guard still counts that the
+        list lacks was deleted or finished meanwhile, and its DELETED event is lost. Its
+        reservation goes. Kept: one taken after the list began (`began`) or whose bind is
+        still in flight: the list may predate its Binding (a reservation dropped that way
+        anyway comes back with the watch's event of the assignment)."""
+        engine = self._engine
+        now = self._clock()
+        gone = [
+            uid
+            for uid, r in engine.reservations.items()
+            if uid not in listed and r.bound_at < began and not self._binding(uid)
+        ]
+        for uid in gone:
+            engine.release(uid, now)
+            self._drop(uid)

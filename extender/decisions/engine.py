@@ -9,11 +9,17 @@ needs no locks: the refresher builds tables in a thread and installs them here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from itertools import filterfalse
 
 from extender.decisions.herd import HerdLedger
-from extender.decisions.model import FilterDecision, NodeName, Priorities, Snapshot
+from extender.decisions.model import (
+    FilterDecision,
+    NodeInventory,
+    NodeName,
+    Priorities,
+    Snapshot,
+)
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, PodMemory, shown
 from extender.decisions.preemption import passing_after_victims
 from extender.decisions.readiness import readiness
@@ -232,6 +238,38 @@ class Engine:
         return readiness(
             self.policies.values(), self._snapshot, lambda p: self.table(now, p).stale, now
         )
+
+    def nodes_changed(
+        self, inventory: NodeInventory, removed: Collection[NodeName], now: float
+    ) -> None:
+        """The node cache changed (the node watch, on the loop), told at once rather than
+        at the next refresh: node sizes (the herd guard's share of a pod on each node),
+        addresses (values the last refresh kept under an `instance` address no node had
+        then now count for the node that has it), and removed nodes, whose reservations
+        and table rows go."""
+        from dataclasses import replace  # here: this method is the only user
+
+        gone = frozenset(removed)
+        for uid in [u for u, r in self._herd.reservations.items() if r.node in gone]:
+            self._herd.release(uid)
+        before = dict(self._herd.load)
+        self._herd.set_node_cores(inventory.cpu_cores)
+        metrics = dict(self._snapshot.metrics)
+        for name, series in self._snapshot.metrics.items():
+            values = {n: v for n, v in series.values.items() if n not in gone}
+            for address, node in inventory.by_ip.items():
+                if address in values and node not in gone:
+                    value = values.pop(address)
+                    values.setdefault(node, value)
+            if values != series.values:
+                metrics[name] = replace(series, values=values)
+        if metrics != self._snapshot.metrics:
+            self._snapshot = replace(self._snapshot, metrics=metrics)
+            self._tables.replace(self.policies, self._snapshot, {}, self.herd(), now)
+            return
+        after = self._herd.load
+        for node in {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}:
+            self._patch(node, now)
 
 
 def node_figures(

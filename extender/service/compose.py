@@ -21,6 +21,7 @@ from extender.cluster.binder import Binder, KubeBinder
 from extender.cluster.connect import missing_client_problems
 from extender.cluster.event_poster import EventPoster, EventSink
 from extender.cluster.informer import Informer
+from extender.cluster.nodewatch import NodeEventHandler
 from extender.cluster.overload import Tainter, tainted_nodes
 from extender.cluster.podwatch import PodEventHandler
 from extender.cluster.requeue import PodAnnotator, Requeuer
@@ -268,8 +269,15 @@ def _watches(
     """The node watch, and the pod watch feeding the herd guard, requeue and the shadow."""
     settings, kube, engine, requeuer = parts.settings, parts.kube, parts.engine, parts.requeuer
     informers: list[Informer] = []
+
+    def nodes_changed(now: float) -> None:
+        # A node new or resized, or one gone: a pod turned away may fit now.
+        if requeuer is not None:
+            requeuer.recovered(engine.recovered(now), now)
+
     if kube is not None:
-        informers.append(node_informer(settings, kube, parts.nodes, parts.telemetry))
+        nodes = NodeEventHandler(parts.nodes, engine, changed=nodes_changed, clock=parts.clock)
+        informers.append(node_informer(settings, kube, nodes, parts.telemetry))
         if settings.kubernetes.watch_pods or observer is not None:
             handler = PodEventHandler(
                 engine,
@@ -279,7 +287,7 @@ def _watches(
                 seen=observer,
                 clock=parts.clock,
             )
-            informers.append(pod_informer(settings, kube, handler, parts.telemetry))
+            informers.append(pod_informer(settings, kube, handler, parts.telemetry, parts.clock))
     for informer in informers:
         parts.background[f"watch-{informer.status.resource}"] = informer.run
     if requeuer is not None:

@@ -1,15 +1,21 @@
 """The service's watches of the cluster: nodes (addresses and sizes, for `instance` labels
 and the herd guard) and pods (assignments whoever bound them, for the herd guard and
-requeue), and their first lists before serving."""
+requeue), and their first lists before serving.
+
+A list after the first (the watch's history was compacted: `410 Gone`) replaces what the
+service knew, as client-go's reflector does: a node or a pod that the new list lacks was
+removed while the watch was down, and is dropped (cluster.nodewatch, cluster.podwatch)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from extender.cluster.informer import Informer, WatchCounter, Watcher
+from extender.cluster.nodewatch import NodeEventHandler
 from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.model import NodeInfo
-from extender.decisions.nodes import NodeCache
 from extender.policy.reload import PolicyReloader
 from extender.policy.settings import Settings
 
@@ -33,7 +39,7 @@ class Lister(Watcher, Protocol):
 
 
 def node_informer(
-    settings: Settings, kube: Lister, nodes: NodeCache, counter: WatchCounter
+    settings: Settings, kube: Lister, nodes: NodeEventHandler, counter: WatchCounter
 ) -> Informer:
     async def start() -> str:
         found, version = await kube.list_nodes()
@@ -45,7 +51,7 @@ def node_informer(
         "/api/v1/nodes",
         kube,
         start,
-        nodes.apply,
+        nodes,
         timeout_seconds=settings.kubernetes.watch_timeout,
         counter=counter,
     )
@@ -59,14 +65,22 @@ MAX_LIST_PAGES = 200
 
 
 def pod_informer(
-    settings: Settings, kube: Lister, handler: PodEventHandler, counter: WatchCounter
+    settings: Settings,
+    kube: Lister,
+    handler: PodEventHandler,
+    counter: WatchCounter,
+    clock: Callable[[], float] = time.time,
 ) -> Informer:
     async def start() -> str:
         # List, then watch from the list's resourceVersion (client-go's reflector): every
         # pod holding a node goes through the handler as ADDED, so a restarted service
         # counts again in the herd guard the pods placed in its settle window (a restart
-        # mid-burst), and forgets nothing the watch will not tell it. Page by page.
-        version, token = "", None
+        # mid-burst), and forgets nothing the watch will not tell it. Page by page. Then
+        # the pods it held that the list lacks (deleted or finished while the watch was
+        # down) are released.
+        began = clock()
+        listed: set[str] = set()
+        version, token, whole = "", None, False
         for _ in range(MAX_LIST_PAGES):
             page = await kube.list_page(
                 "/api/v1/pods", limit=LIST_PAGE, continue_token=token, field_selector=ASSIGNED
@@ -75,11 +89,17 @@ def pod_informer(
             version = version or str(metadata.get("resourceVersion") or "")
             for pod in page.get("items") or ():
                 handler("ADDED", pod)
+                uid = (pod.get("metadata") or {}).get("uid") if isinstance(pod, dict) else None
+                if isinstance(uid, str):
+                    listed.add(uid)
             token = metadata.get("continue") or None
             if token is None:
+                whole = True
                 break
         if not version:
             raise ValueError("pod list has no metadata.resourceVersion")
+        if whole:  # a list cut short at MAX_LIST_PAGES: absence from it proves nothing
+            handler.relisted(listed, began)
         return version
 
     return Informer(

@@ -255,3 +255,56 @@ def test_watches_heal_after_a_cut_an_expiry_and_a_refusal(api: FakeKubeAPI) -> N
         detail = stack.readyz()["watches"]["pods"]
         assert detail["watching"] and detail["error"] is None
         assert 'decice_watch_restarts_total{reason="expired",resource="pods"}' in stack.metrics()
+
+
+def test_a_pod_deleted_while_the_watch_was_down_is_released_by_the_relist(
+    api: FakeKubeAPI,
+) -> None:
+    # Placed by another binder, counted through the watch.
+    for name, node in (("kept", "node-a"), ("gone", "node-b")):
+        api.add_pod(NS, name, f"uid-{name}", cpu_request="2")
+        api.assign(NS, name, node)
+    cool = {"node-a": {"cpu": 0.2}, "node-b": {"cpu": 0.3}}
+    probe = api.add_pod(NS, "probe", "uid-probe")
+    with Stack(api, cool) as stack:
+        up(stack, api)
+        engine = stack.service.engine
+        wait_until(lambda: {"uid-kept", "uid-gone"} <= set(engine.reservations), 30, "both counted")
+        busy = stack.scores(["node-a", "node-b"], probe)
+        pods = {i.status.resource: i for i in stack.service.informers}["pods"].status
+        # The API server goes away; meanwhile "gone" is deleted, and its DELETED event is
+        # compacted away before the server answers again (a restarted API server's watch
+        # cache starts at the current version): the watch's resume gets 410 Expired.
+        api.go_away()
+        wait_until(lambda: not stack.watching("pods"), 30, "the watch saw the server go")
+        api.delete_pod(NS, "gone")
+        api.expire_history()
+        api.come_back()
+        wait_until(lambda: pods.restarts.get("expired", 0) >= 1, 60, "the 410 was handled")
+        wait_until(lambda: "uid-gone" not in engine.reservations, 30, "the relist released it")
+        assert set(engine.reservations) == {"uid-kept"}
+        after = stack.scores(["node-a", "node-b"], probe)
+        assert after["node-b"] > busy["node-b"] and after["node-a"] == busy["node-a"]
+
+
+def test_a_node_removed_takes_its_reservations_and_rows_and_a_new_one_is_sized_at_once(
+    api: FakeKubeAPI,
+) -> None:
+    api.add_pod(NS, "on-b", "uid-on-b", cpu_request="2")
+    api.assign(NS, "on-b", "node-b")
+    api.add_pod(NS, "on-c", "uid-on-c", cpu_request="2")
+    api.assign(NS, "on-c", "node-c")  # a node the service has not heard of yet
+    values = {"node-a": {"cpu": 0.2}, "node-b": {"cpu": 0.3}, "node-c": {"cpu": 0.3}}
+    with Stack(api, values) as stack:
+        up(stack, api)
+        engine = stack.service.engine
+        wait_until(lambda: len(engine.reservations) == 2, 30, "both counted")
+        assert engine.herd()["node-c"] == 2 / 4  # defaultNodeCores until the node is known
+        # The autoscaler adds node-c (16 cores) and removes node-b; no refresh runs.
+        api.add_node("node-c", "10.0.0.3", cpu="16")
+        api.remove_node("node-b")
+        wait_until(lambda: engine.herd().get("node-c") == 2 / 16, 30, "node-c sized at once")
+        wait_until(lambda: "uid-on-b" not in engine.reservations, 30, "node-b's pod dropped")
+        assert "node-b" not in engine.herd()
+        assert "node-b" not in engine.table(0.0).evals
+        assert 'decice_node_score{node="node-b"' not in stack.metrics()
