@@ -7,6 +7,7 @@ import sys
 
 from extender.cli.common import load
 from extender.policy.fields import ConfigError
+from extender.policy.settings import Settings
 
 
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,4 +51,24 @@ def run(args: argparse.Namespace) -> int:
             for name, policy in settings.policy_map.items()
         )
     print(f"{path}: ok ({settings.provider} provider; {what})")
+    print(herd_guard_line(settings))
     return 0
+
+
+def herd_guard_line(settings: Settings) -> str:
+    """How the herd guard will count placed pods under this policy: its window and why,
+    and what it counts them at."""
+    from extender.policy.windows import herd_window
+
+    guard = settings.herd_guard
+    if not settings.herd_guarded:
+        return "herd guard: off (no policy has a herd metric, or herdGuard.enabled is false)"
+    window = herd_window(settings)
+    counted = (
+        f"at their workload's measured p{100 * guard.quantile:g} use (at least "
+        f"{guard.min_pods} pods), else their request x {guard.request_factor:g}"
+        if guard.estimate == "usage"
+        else "at their CPU request"
+    )
+    fade = f"then fading over {window.seconds:g}s" if window.seconds else "then gone at once"
+    return f"herd guard: placed pods count {counted}; whole for {guard.settle:g}s, {fade} ({window.why})"

@@ -61,6 +61,8 @@ def explain_text(doc: Row) -> str:
         f"{where}; decided {doc['secondsAgo']:.0f}s ago; {doc['candidates']} candidates, "
         f"{doc['filtered']} filtered"
     )
+    if doc.get("expected"):
+        lines.append(f"herd guard: {doc['expected']}")
     for reason, count in (doc.get("filteredBy") or {}).items():
         lines.append(f"  {count} x {reason}")
     if "nodes" not in doc:

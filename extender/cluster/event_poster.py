@@ -49,6 +49,8 @@ def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str
         note = placement_note(
             rows, memo.node, [m.name for m in policy.metrics], memo.asked, len(memo.rejected)
         )
+    if memo.expected:  # what the herd guard counts it at, and why
+        note = f"{note}; {memo.expected}"[:1024]
     return PodEvent(
         namespace=facts.namespace,
         name=facts.name,

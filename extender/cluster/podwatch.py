@@ -24,6 +24,7 @@ from extender.decisions.assignments import (
     pod_change,
 )
 from extender.decisions.engine import Engine
+from extender.decisions.pods import PodFacts
 
 
 class PodEventHandler:
@@ -45,9 +46,8 @@ class PodEventHandler:
         self._binding = binding
         self._seen = seen
         self._clock = clock
-        settle = engine.settings.herd_guard.settle
-        # A UID counted once within the window in which it can count at all.
-        self._counted = AssignmentLog(keep=2 * (settle + CLOCK_SKEW))
+        # A UID counted once within the span in which it can count at all.
+        self._counted = AssignmentLog(keep=2 * (engine.guard.span + CLOCK_SKEW))
 
     def __call__(self, event_type: str, pod: Any) -> None:
         change = pod_change(event_type, pod)
@@ -69,12 +69,22 @@ class PodEventHandler:
 
     def _assigned(self, pod: Assigned, doc: Any, now: float) -> None:
         engine = self._engine
-        settle = engine.settings.herd_guard.settle
-        if not is_recent(pod, now, settle) or not self._counted.first_time(pod.uid, now):
+        if not is_recent(pod, now, engine.guard.span) or not self._counted.first_time(pod.uid, now):
             return
         if self._seen is not None:
             self._seen(pod, doc, now)
-        engine.reserve(pod.uid, pod.node, pod.cores, now, source="watch")
+        facts = PodFacts(
+            pod.uid, pod.name, pod.namespace, "", pod.cores, pod.node, workload=pod.workload
+        )
+        engine.reserve(
+            pod.uid,
+            pod.node,
+            pod.cores,
+            now,
+            source="watch",
+            pod=facts,
+            assigned_at=pod.assigned_at,
+        )
         memo = engine.pods.get(pod.uid)
         # Our own bind may still be finishing: its answer and this event race on the loop.
         if memo is not None and not memo.node and not self._binding(pod.uid):

@@ -1,13 +1,13 @@
 """What a pod watch event means for placement: a pod just assigned to a node, a pod that
 no longer holds one, or nothing. Pure: the watch loop (informer.py) feeds it events.
 
-The herd guard counts every pod that gets `spec.nodeName`, whoever bound it, until a
-snapshot fetched `settle` seconds later includes its load. A watch started from "now"
-also sees updates of pods that were assigned long ago (status changes of running pods),
-so an assignment counts only when it is recent: the `PodScheduled` condition the API
-server sets on binding (or, for a pod created with its node, the creation time) is
-within the settle window. Each UID counts once (`AssignmentLog`), so the same pod's
-later updates, or the event of a pod we bound ourselves, add nothing.
+The herd guard counts every pod that gets `spec.nodeName`, whoever bound it, until the
+node metric shows it (`settle` plus the metric's window after the bind: herd.py). A
+watch started from "now" also sees updates of pods that were assigned long ago (status
+changes of running pods), so an assignment counts only when it is recent: the
+`PodScheduled` condition the API server sets on binding (or, for a pod created with its
+node, the creation time) is within that span. Each UID counts once (`AssignmentLog`),
+so the same pod's later updates, or the event of a pod we bound ourselves, add nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.decisions.pods import PodError, api_time, cpu_request
+from extender.decisions.usage import WorkloadKey, workload_of
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 CLOCK_SKEW = 5.0
@@ -33,6 +34,7 @@ class Assigned:
     node: str
     cores: float | None
     assigned_at: float | None
+    workload: WorkloadKey | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,20 +90,23 @@ def pod_change(event_type: str, pod: Any) -> PodChange | None:
     except PodError:
         cores = None  # counted with the policy's default request
     assigned_at = _scheduled_at(status) or api_time(meta.get("creationTimestamp"))
+    namespace = str(meta.get("namespace") or "")
     return Assigned(
         uid=uid,
-        namespace=str(meta.get("namespace") or ""),
+        namespace=namespace,
         name=str(meta.get("name") or ""),
         node=node,
         cores=cores,
         assigned_at=assigned_at,
+        workload=workload_of(namespace, meta.get("ownerReferences"), meta.get("labels")),
     )
 
 
-def is_recent(assigned: Assigned, now: float, settle: float) -> bool:
-    """True when the assignment happened within the settle window (unknown time: not)."""
+def is_recent(assigned: Assigned, now: float, span: float) -> bool:
+    """True when the assignment happened within the last `span` seconds, the time the
+    herd guard counts a pod (settle + window); an unknown time is not recent."""
     at = assigned.assigned_at
-    return at is not None and now - at <= settle + CLOCK_SKEW
+    return at is not None and now - at <= span + CLOCK_SKEW
 
 
 class AssignmentLog:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from itertools import filterfalse
 
-from extender.decisions.herd import HerdLedger
+from extender.decisions.guard import HerdGuard
+from extender.decisions.herd import Reservation
 from extender.decisions.model import (
     FilterDecision,
     NodeInventory,
@@ -20,11 +21,11 @@ from extender.decisions.model import (
     Priorities,
     Snapshot,
 )
+from extender.decisions.nodes import remap_nodes
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, PodMemory, shown
 from extender.decisions.preemption import passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.scoring import (
-    Reservation,
     has_candidates_metric,
     score_candidates,
     stale_metrics,
@@ -50,15 +51,14 @@ class Engine:
         now: float,
         turned_away: TurnedAwayPods | None = None,
     ) -> None:
-        self._herd = HerdLedger(settings.herd_guard, settings.herd_guarded)
+        self.guard = HerdGuard(settings)
+        self._herd = self.guard.ledger
         self.settings = settings
         self.pods = PodMemory(settings.explain.keep_pods)
         self.turned_away = turned_away
         """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
         self._snapshot = snapshot
         self._tables = PolicyTables(build_tables(settings, snapshot, {}, now))
-
-    # -- state -------------------------------------------------------------------------------
 
     @property
     def snapshot(self) -> Snapshot:
@@ -70,12 +70,11 @@ class Engine:
 
     @settings.setter
     def settings(self, settings: Settings) -> None:
-        # Resolved once per install: Settings' derived policies are pydantic private
-        # attributes, ~10 us a read, too slow for every request.
+        # Resolved once per install: Settings' derived policies are slow to read per request.
         self._settings = settings
         self.policies: Mapping[str, Policy] = settings.policy_map
         self._default: Policy = settings.default
-        self._herd.configure(settings.herd_guard, settings.herd_guarded)
+        self.guard.configure(settings)
 
     def herd(self) -> dict[NodeName, float]:
         return dict(self._herd.load)
@@ -87,14 +86,12 @@ class Engine:
         now: float,
         settings: Settings | None = None,
     ) -> None:
-        """Swap in a snapshot (and its tables, built off the loop); expire covered reservations.
-
-        With `settings` (a reload), their policies replace the old ones in the same step.
-        The engine runs on the event loop and no verb awaits between reading a table and
-        answering, so a request is decided wholly on the old tables or wholly on the new."""
+        """Swap in a snapshot (its tables built off the loop) and, on a reload, `settings`, in
+        one step: no verb awaits between reading a table and answering, so a request is
+        decided wholly on the old tables or wholly on the new."""
         if settings is not None:
             self.settings = settings
-        self._herd.expire(snapshot, herd_metrics(self.settings))
+        self.guard.install(snapshot)
         self._snapshot = snapshot
         self._tables.replace(self.policies, snapshot, tables or {}, self.herd(), now)
 
@@ -124,14 +121,25 @@ class Engine:
         return nodes
 
     def reserve(
-        self, uid: str, node: NodeName, cores: float | None, now: float, source: str = "bind"
+        self,
+        uid: str,
+        node: NodeName,
+        cores: float | None,
+        now: float,
+        source: str = "bind",
+        *,
+        pod: PodFacts | None = None,
+        assigned_at: float | None = None,
     ) -> bool:
-        """Herd guard: count a placed pod on its node until fresh metrics include it.
-
-        `source` says who told us: "bind" (our own bind) or "watch" (the pod watch saw
-        the assignment, whoever bound it); a UID counts once whichever comes first."""
-        if not self._herd.reserve(uid, node, cores, now, source):
+        """Herd guard: count a placed pod on its node until the metric shows it (guard.py),
+        once per UID, told by our "bind" or the pod "watch". Its expected use comes from
+        `pod` (the watch's reading), else our filter call's, else the request `cores`."""
+        memo = self.pods.get(uid) if pod is None else None
+        facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
+        expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
+        if expectation is None:
             return False
+        self.pods.expect(uid, str(expectation))
         self._patch(node, now)
         return True
 
@@ -172,29 +180,14 @@ class Engine:
         policy = self.policy_of(args.pod)
         if policy is None:
             reason = UNKNOWN_POLICY.format(shown(args.pod.policy or ""))
-            self._remember(args, None, None, frozenset(names), now)
+            self.pods.remember(_memo(args, None, None, frozenset(names), self._snapshot, now))
             return FilterDecision(failed=dict.fromkeys(names, reason))
         table = self.table(now, policy)
         failed = _rejected(table, names)
-        self._remember(args, policy, table, frozenset(failed), now)
+        self.pods.remember(_memo(args, policy, table, frozenset(failed), self._snapshot, now))
         if self.turned_away is not None:
-            pod = args.pod
-            if names and len(failed) == len(names):
-                known = table.evals.keys()
-                self.turned_away.remember(pod.uid, pod.namespace, pod.name, names, now, known)
-            else:
-                self.turned_away.forget(pod.uid)
+            _track(self.turned_away, args.pod, names, len(failed), table, now)
         return FilterDecision(failed=failed)
-
-    def _remember(
-        self,
-        args: ExtenderArgs,
-        policy: Policy | None,
-        table: Table | None,
-        rejected: frozenset[str],
-        now: float,
-    ) -> None:
-        self.pods.remember(_memo(args, policy, table, rejected, self._snapshot, now))
 
     def prioritize(self, args: ExtenderArgs, now: float) -> Priorities:
         names = args.names
@@ -203,21 +196,13 @@ class Engine:
             return Priorities(names, whole=NO_SCORES)
         table = self.table(now, policy)
         if self.pods.get(args.pod.uid) is None:  # no filterVerb: remember it here
-            self._remember(args, policy, table, frozenset(), now)
+            self.pods.remember(_memo(args, policy, table, frozenset(), self._snapshot, now))
         max_hosts = self.settings.prioritize.max_hosts
-        candidates = has_candidates_metric(policy)
-        if not candidates and (max_hosts is None or len(names) <= max_hosts):
-            if args.exactly is table.whole.nodes:  # the common case: see table.WholeAnswer
-                return Priorities(names, whole=table.whole.encoded())
-            return Priorities(names, fragments=table.fragments)
-        if candidates:
-            scores = score_candidates(policy, [table.eval_of(n) for n in names])
-        else:
-            scores = [table.scores.get(n, table.unknown_score) for n in names]
-        if not max_hosts:
-            return Priorities(names, scores=scores)
-        keep = top_hosts(names, scores, max_hosts, tie_start(args.pod.uid, len(names)))
-        return Priorities([names[i] for i in keep], scores=[scores[i] for i in keep])
+        if has_candidates_metric(policy) or (max_hosts is not None and len(names) > max_hosts):
+            return _scored(policy, table, args, max_hosts)
+        if args.exactly is table.whole.nodes:  # the common case: see table.WholeAnswer
+            return Priorities(names, whole=table.whole.encoded())
+        return Priorities(names, fragments=table.fragments)
 
     def preempt(self, args: PreemptionArgs, now: float) -> Mapping[str, object]:
         """Keep the scheduler's victims exactly, for the nodes our filter would pass once
@@ -228,7 +213,7 @@ class Engine:
         if policy is None:
             return {}
         table = self.table(now, policy)
-        cores = args.pod.cpu_request
+        cores = self.guard.expected(args.pod, self._snapshot, now).cores
         return passing_after_victims(
             policy, table, self._snapshot, self._herd, args.victims, cores, now
         )
@@ -242,30 +227,18 @@ class Engine:
     def nodes_changed(
         self, inventory: NodeInventory, removed: Collection[NodeName], now: float
     ) -> None:
-        """The node cache changed (the node watch, on the loop), told at once rather than
-        at the next refresh: node sizes (the herd guard's share of a pod on each node),
-        addresses (values the last refresh kept under an `instance` address no node had
-        then now count for the node that has it), and removed nodes, whose reservations
+        """The node cache changed (the node watch), told at once, not at the next refresh:
+        node sizes, addresses (nodes.remap_nodes) and removed nodes, whose reservations
         and table rows go."""
-        from dataclasses import replace  # here: this method is the only user
-
         gone = frozenset(removed)
-        for uid in [u for u, r in self._herd.reservations.items() if r.node in gone]:
-            self._herd.release(uid)
+        for node in gone:
+            self._herd.drop_node(node)
         before = dict(self._herd.load)
         self._herd.set_node_cores(inventory.cpu_cores)
-        metrics = dict(self._snapshot.metrics)
-        for name, series in self._snapshot.metrics.items():
-            values = {n: v for n, v in series.values.items() if n not in gone}
-            for address, node in inventory.by_ip.items():
-                if address in values and node not in gone:
-                    value = values.pop(address)
-                    values.setdefault(node, value)
-            if values != series.values:
-                metrics[name] = replace(series, values=values)
-        if metrics != self._snapshot.metrics:
-            self._snapshot = replace(self._snapshot, metrics=metrics)
-            self._tables.replace(self.policies, self._snapshot, {}, self.herd(), now)
+        snapshot = remap_nodes(self._snapshot, inventory, gone)
+        if snapshot is not self._snapshot:
+            self._snapshot = snapshot
+            self._tables.replace(self.policies, snapshot, {}, self.herd(), now)
             return
         after = self._herd.load
         for node in {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}:
@@ -280,11 +253,6 @@ def node_figures(
     values = {name: dict(series.values) for name, series in engine.snapshot.metrics.items()}
     scores = {name: dict(engine.table(now, p).scores) for name, p in engine.policies.items()}
     return scores, values
-
-
-def herd_metrics(settings: Settings) -> frozenset[str]:
-    """The metrics the herd guard adds load to, across policies."""
-    return frozenset(p.herd_metric for p in settings.policy_map.values() if p.herd_metric)
 
 
 def build_tables(
@@ -324,6 +292,36 @@ def _memo(
         herd=table.herd if table is not None else {},
         policy=policy,
     )
+
+
+def _track(
+    turned_away: TurnedAwayPods,
+    pod: PodFacts,
+    names: list[str],
+    failed: int,
+    table: Table,
+    now: float,
+) -> None:
+    """A pod our filter turned away from every node is remembered for the requeue; one
+    that passed a node is not (any more)."""
+    if names and failed == len(names):
+        turned_away.remember(pod.uid, pod.namespace, pod.name, names, now, table.evals.keys())
+    else:
+        turned_away.forget(pod.uid)
+
+
+def _scored(policy: Policy, table: Table, args: ExtenderArgs, max_hosts: int | None) -> Priorities:
+    """Prioritize's answer scored for this request: metrics normalised over its own
+    candidates, or only the best `max_hosts` of its nodes."""
+    names = args.names
+    if has_candidates_metric(policy):
+        scores = score_candidates(policy, [table.eval_of(n) for n in names])
+    else:
+        scores = [table.scores.get(n, table.unknown_score) for n in names]
+    if not max_hosts:
+        return Priorities(names, scores=scores)
+    keep = top_hosts(names, scores, max_hosts, tie_start(args.pod.uid, len(names)))
+    return Priorities([names[i] for i in keep], scores=[scores[i] for i in keep])
 
 
 def _rejected(table: Table, names: list[str]) -> dict[str, str]:

@@ -144,6 +144,8 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
         "candidates": memo.asked,
         "filtered": len(memo.rejected),
     }
+    if memo.expected:
+        doc["expected"] = memo.expected
     snapshot = memo.snapshot
     if memo.policy is None:
         doc["detail"] = (

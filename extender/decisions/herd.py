@@ -1,35 +1,97 @@
-"""The herd guard's ledger: pods counted on their node until fresh metrics include them.
+"""The herd guard's ledger: placed pods counted on their node until the metric shows them.
 
 A burst places pods faster than Prometheus can show their load, so every placed pod
-reserves its CPU request on its node (as a share of the node's cores) until a snapshot
-taken `settle` seconds after it covers it. The ledger keeps the reservations and, kept
-incrementally, the load they add per node. Pure: `now` is passed in.
+reserves its expected use (estimate.py) on its node, as a share of the node's cores. A
+rate over a window W shows a pod that has run t seconds by t / W of its use, and the
+newest sample is up to `settle` seconds old (scrape, rule evaluation, our refresh). So a
+reservation is whole until `settle` after the bind, then shrinks with the share of the
+window the pod has run, and is gone once the window covers the whole pod
+(`unshown_share`). A pod Prometheus already measures is counted at its own measured use.
+The ledger keeps the reservations and, incrementally, the load they add per node.
+Pure: `now` and the snapshot are passed in.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 
+from extender.decisions.estimate import usage_fresh
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.scoring import Reservation, herd_load, live_reservations
+from extender.decisions.usage import EMPTY, UsageTable
 from extender.policy.sections import HerdGuardSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A placed pod, counted on its node until the metric shows it."""
+
+    uid: str
+    node: NodeName
+    cores: float
+    """Its expected use when placed (estimate.expected_use)."""
+    bound_at: float
+    source: str = "bind"
+    """"bind" (ours) or "watch" (seen assigned through the pod watch)."""
+    basis: str = ""
+    """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
+    pod: tuple[str, str] | None = None
+    """(namespace, name): its own measured use, once Prometheus has it, replaces `cores`."""
+
+
+def unshown_share(bound_at: float, data_at: float | None, settle: float, window: float) -> float:
+    """The share of a pod placed at `bound_at` that a metric fetched at `data_at` does not
+    show yet: 1 until `settle` after the bind, then falling over `window` to 0."""
+    if data_at is None:
+        return 1.0
+    ran = data_at - settle - bound_at
+    if ran < 0:
+        return 1.0
+    if window <= 0:
+        return 0.0
+    return max(0.0, 1.0 - ran / window)
+
+
+def data_time(snapshot: Snapshot, metrics: Iterable[str]) -> float | None:
+    """When the herd metrics were last fetched: the oldest of them, so no policy's metric
+    is taken to show a pod it does not show yet (None: one was never fetched)."""
+    oldest = math.inf
+    for name in metrics:
+        series = snapshot.metrics.get(name)
+        at = series.fetched_at if series is not None else None
+        if at is None:
+            return None
+        oldest = min(oldest, at)
+    return None if oldest == math.inf else oldest
 
 
 class HerdLedger:
     """Reservations by pod UID and the utilisation they add by node."""
 
-    def __init__(self, guard: HerdGuardSettings, guarded: bool) -> None:
+    def __init__(self, guard: HerdGuardSettings, guarded: bool, window: float = 0.0) -> None:
         self._guard = guard
         self._guarded = guarded
+        self._window = window
         self._reservations: dict[str, Reservation] = {}
+        self._charged: dict[str, float] = {}
+        """uid -> the share of its node's cores it adds now."""
         self._load: dict[NodeName, float] = {}
-        """node -> utilisation the reservations add (herd_load, kept incrementally)."""
+        """node -> utilisation the reservations add (the sum of `_charged`)."""
         self._node_cores: Mapping[NodeName, float] = {}
+        self._data_at: float | None = None
+        self._usage: UsageTable = EMPTY
 
-    def configure(self, guard: HerdGuardSettings, guarded: bool) -> None:
+    def configure(self, guard: HerdGuardSettings, guarded: bool, window: float) -> None:
         """New herd guard settings (a reload); `guarded`: some policy has a herd metric."""
         self._guard = guard
         self._guarded = guarded
+        self._window = window
+        self._recount()
+
+    @property
+    def window(self) -> float:
+        return self._window
 
     @property
     def reservations(self) -> Mapping[str, Reservation]:
@@ -40,21 +102,24 @@ class HerdLedger:
         """The live per-node load (not a copy: read it, do not keep it)."""
         return self._load
 
+    def charged(self, uid: str) -> float:
+        """Cores the pod's reservation adds now (0 when it has none)."""
+        reservation = self._reservations.get(uid)
+        if reservation is None:
+            return 0.0
+        return self._charged[uid] * self._cores_of(reservation.node)
+
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
         if cores != self._node_cores:
             self._node_cores = cores
             self._recount()
 
-    def reserve(
-        self, uid: str, node: NodeName, cores: float | None, now: float, source: str
-    ) -> bool:
-        """Count a placed pod on `node`; False when the guard is off or it counts already."""
-        if not self._guarded or uid in self._reservations:
+    def reserve(self, reservation: Reservation) -> bool:
+        """Count a placed pod on its node; False when the guard is off or it counts already."""
+        if not self._guarded or reservation.uid in self._reservations:
             return False
-        amount = cores if cores is not None else self._guard.default_cpu_request
-        reservation = Reservation(uid, node, amount, now, source)
-        self._reservations[uid] = reservation
-        self._load[node] = self._load.get(node, 0.0) + self._share(reservation)
+        self._reservations[reservation.uid] = reservation
+        self._add(reservation)
         return True
 
     def release(self, uid: str) -> NodeName | None:
@@ -62,44 +127,93 @@ class HerdLedger:
         reservation = self._reservations.pop(uid, None)
         if reservation is None:
             return None
-        left = self._load.get(reservation.node, 0.0) - self._share(reservation)
+        share = self._charged.pop(uid)
+        left = self._load.get(reservation.node, 0.0) - share
         if left > 1e-9:
             self._load[reservation.node] = left
         else:
             self._load.pop(reservation.node, None)
         return reservation.node
 
-    def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float | None) -> float:
-        """The load on `node` once the pods `leaving` (UIDs) are gone and a pod requesting
-        `arriving` cores is there: a preemption's view of its candidate node."""
+    def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float) -> float:
+        """The load on `node` once the pods `leaving` (UIDs) are gone and a pod expected to
+        use `arriving` cores is there: a preemption's view of its candidate node."""
         load = self._load.get(node, 0.0)
         if not self._guarded:
             return load
         for uid in leaving:
             reservation = self._reservations.get(uid)
             if reservation is not None and reservation.node == node:
-                load -= self._share(reservation)
-        cores = arriving if arriving is not None else self._guard.default_cpu_request
-        load += cores / (self._node_cores.get(node) or self._guard.default_node_cores)
+                load -= self._charged[uid]
+        load += arriving / self._cores_of(node)
         return max(load, 0.0)
 
-    def expire(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
-        """Drop the reservations `snapshot` covers (its `metrics` fetched after they settled)."""
-        live = live_reservations(
-            self._reservations.values(), snapshot, frozenset(metrics), self._guard.settle
-        )
-        self._reservations = {r.uid: r for r in live}
+    def drop_node(self, node: NodeName) -> list[str]:
+        """The node is gone (scaled down): its reservations go with it; their UIDs."""
+        gone = [uid for uid, r in self._reservations.items() if r.node == node]
+        for uid in gone:
+            self.release(uid)
+        self._load.pop(node, None)
+        return gone
+
+    def install(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
+        """A new snapshot: each reservation charged at what its metrics do not show yet;
+        those they show whole are dropped."""
+        self._data_at = data_time(snapshot, metrics) if metrics else math.inf
+        self._usage = self._fresh(snapshot)
         self._recount()
 
-    def _recount(self) -> None:
-        """The load from scratch: once per refresh (reservations expire, cores change);
-        reserve and release keep it up to date in between, O(1) each."""
-        self._load = (
-            herd_load(self._reservations.values(), self._node_cores, self._guard.default_node_cores)
-            if self._guarded
-            else {}
-        )
+    def projected(self, snapshot: Snapshot, metrics: Collection[str]) -> dict[NodeName, float]:
+        """The per-node load `install(snapshot, metrics)` would give (for tables built off
+        the loop before the install; the install patches what changed meanwhile)."""
+        data_at = data_time(snapshot, metrics) if metrics else math.inf
+        load: dict[NodeName, float] = {}
+        for r in self._reservations.values():
+            share = self._share(r, data_at, self._fresh(snapshot))
+            if share > 0:
+                load[r.node] = load.get(r.node, 0.0) + share
+        return load
 
-    def _share(self, reservation: Reservation) -> float:
-        default = self._guard.default_node_cores
-        return reservation.cores / (self._node_cores.get(reservation.node) or default)
+    def _recount(self) -> None:
+        """Charges from scratch: once per refresh (reservations fade, cores change);
+        reserve and release keep them up to date in between, O(1) each."""
+        self._charged = {}
+        self._load = {}
+        if not self._guarded:
+            self._reservations = {}
+            return
+        kept: dict[str, Reservation] = {}
+        for uid, r in self._reservations.items():
+            if self._shown(r):
+                continue
+            kept[uid] = r
+            self._add(r)
+        self._reservations = kept
+
+    def _shown(self, r: Reservation) -> bool:
+        return unshown_share(r.bound_at, self._data_at, self._guard.settle, self._window) <= 0
+
+    def _add(self, r: Reservation) -> None:
+        share = self._share(r, self._data_at, self._usage)
+        self._charged[r.uid] = share
+        self._load[r.node] = self._load.get(r.node, 0.0) + share
+
+    def _share(self, r: Reservation, data_at: float | None, usage: UsageTable) -> float:
+        """The share of its node's cores `r` adds while the metric is as of `data_at`."""
+        unshown = unshown_share(r.bound_at, data_at, self._guard.settle, self._window)
+        if unshown <= 0:
+            return 0.0
+        cores = r.cores
+        if r.pod is not None and self._guard.estimate == "usage":
+            own = usage.pods.get(r.pod)
+            if own is not None:
+                cores = own
+        return cores * unshown / self._cores_of(r.node)
+
+    def _fresh(self, snapshot: Snapshot) -> UsageTable:
+        """The snapshot's measured use, or none when it is too old to trust."""
+        usage = snapshot.usage
+        return usage if usage_fresh(usage, self._guard, snapshot.taken_at) else EMPTY
+
+    def _cores_of(self, node: NodeName) -> float:
+        return self._node_cores.get(node) or self._guard.default_node_cores

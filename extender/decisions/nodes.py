@@ -8,10 +8,11 @@ for the herd guard), rebuilt only when something changed. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from dataclasses import replace
 from typing import Any
 
-from extender.decisions.model import NodeInfo, NodeInventory, NodeName, Taint
+from extender.decisions.model import NodeInfo, NodeInventory, NodeName, Snapshot, Taint
 from extender.decisions.pods import cpu_cores
 
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -83,3 +84,21 @@ class NodeCache:
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+
+def remap_nodes(
+    snapshot: Snapshot, inventory: NodeInventory, gone: Collection[NodeName]
+) -> Snapshot:
+    """`snapshot` as the node cache now reads it (the same object when nothing changes):
+    the values of removed nodes dropped, and values the last refresh kept under an
+    `instance` address no node had then moved to the node that has it now."""
+    metrics = dict(snapshot.metrics)
+    for name, series in snapshot.metrics.items():
+        values = {n: v for n, v in series.values.items() if n not in gone}
+        for address, node in inventory.by_ip.items():
+            if address in values and node not in gone:
+                value = values.pop(address)
+                values.setdefault(node, value)
+        if values != series.values:
+            metrics[name] = replace(series, values=values)
+    return snapshot if metrics == snapshot.metrics else replace(snapshot, metrics=metrics)

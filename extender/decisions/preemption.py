@@ -4,7 +4,7 @@ victims are gone.
 kube-scheduler asks /preempt with the victims it chose on each candidate node. A node is
 judged as it would be after its victims leave: the herd guard's reservations of the victims
 are taken off (a burst placed them moments ago, so Prometheus does not show them yet), the
-preemptor's own CPU request is added, and the policy's filter is applied to that. The
+preemptor's expected use is added (estimate.py), and the policy's filter is applied to that. The
 measured load stays: a node our filter rejects for what Prometheus measures stays rejected
 whatever the victims (their usage leaves the metric only after they stop).
 """
@@ -32,7 +32,7 @@ def passing_after_victims(
     snapshot: Snapshot,
     herd: HerdLedger,
     victims: Mapping[NodeName, object],
-    cores: float | None,
+    cores: float,
     now: float,
 ) -> dict[NodeName, object]:
     """The scheduler's victims, exactly, for the nodes our filter passes after them."""

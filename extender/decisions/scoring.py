@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.decisions.model import MetricSeries, NodeName, Snapshot
@@ -19,18 +19,6 @@ from extender.policy.policies import MetricSettings, Policy
 
 MAX_SCORE = 10  # MaxExtenderPriority
 NEUTRAL = 0.5  # normalised contribution of a fail-open metric with no usable value
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """A placed pod, counted on its node until fresh metrics include it (herd guard)."""
-
-    uid: str
-    node: NodeName
-    cores: float
-    bound_at: float
-    source: str = "bind"
-    """"bind" (ours) or "watch" (seen assigned through the pod watch)."""
 
 
 def stale_metrics(policy: Policy, snapshot: Snapshot, now: float) -> frozenset[str]:
@@ -41,35 +29,6 @@ def stale_metrics(policy: Policy, snapshot: Snapshot, now: float) -> frozenset[s
         if series is None or series.fetched_at is None or now - series.fetched_at > m.max_age:
             out.add(m.name)
     return frozenset(out)
-
-
-def live_reservations(
-    reservations: Iterable[Reservation], snapshot: Snapshot, metrics: Iterable[str], settle: float
-) -> list[Reservation]:
-    """Reservations not yet covered: a reservation lives until every metric the herd guard
-    adds load to (`metrics`, one per policy at most) was fetched `settle` seconds after the
-    bind, so no policy counts the pod twice or not at all."""
-    fetched = math.inf
-    for name in metrics:
-        series = snapshot.metrics.get(name)
-        at = series.fetched_at if series is not None else None
-        fetched = min(fetched, at if at is not None else -math.inf)
-    if fetched == math.inf:  # no metric guarded: nothing to keep
-        return []
-    return [r for r in reservations if fetched < r.bound_at + settle]
-
-
-def herd_load(
-    reservations: Iterable[Reservation],
-    node_cores: Mapping[NodeName, float],
-    default_cores: float,
-) -> dict[NodeName, float]:
-    """Utilisation (0..1 scale) that reservations add per node."""
-    load: dict[NodeName, float] = {}
-    for r in reservations:
-        cores = node_cores.get(r.node) or default_cores
-        load[r.node] = load.get(r.node, 0.0) + r.cores / cores
-    return load
 
 
 def metric_value(

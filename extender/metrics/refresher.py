@@ -19,10 +19,12 @@ from typing import Protocol
 
 from extender.decisions.engine import Engine, build_tables
 from extender.decisions.model import MetricSeries, NodeInventory, NodeName, Snapshot
+from extender.decisions.usage import UsageTable
 from extender.errors.backoff import Backoff
 from extender.errors.causes import PartialAnswer, describe
 from extender.errors.rounds import FIRST_BACKOFF_FACTOR
 from extender.metrics.providers import MetricsProvider
+from extender.metrics.usage import Querier, fetch_usage, next_usage, wanted
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.refresher")
@@ -34,8 +36,14 @@ Results = Mapping[str, dict[NodeName, float] | BaseException]
 """One refresh: metric -> node values, or the exception its query raised."""
 
 
-def next_snapshot(previous: Snapshot, results: Results, now: float) -> Snapshot:
-    """Merge one refresh: new values where the query worked, old ones (with the error) where not."""
+def next_snapshot(
+    previous: Snapshot,
+    results: Results,
+    now: float,
+    usage: UsageTable | BaseException | None = None,
+) -> Snapshot:
+    """Merge one refresh: new values where the query worked, old ones (with the error) where
+    not; the same for the measured use of pods (None: not fetched, the old table stays)."""
     metrics: dict[str, MetricSeries] = {}
     for name, result in results.items():
         old = previous.metrics.get(name, MetricSeries())
@@ -43,7 +51,8 @@ def next_snapshot(previous: Snapshot, results: Results, now: float) -> Snapshot:
             metrics[name] = replace(old, error=describe(result))
         else:
             metrics[name] = MetricSeries(values=result, fetched_at=now, error=None)
-    return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1)
+    table = previous.usage if usage is None else next_usage(previous.usage, usage)
+    return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1, usage=table)
 
 
 @dataclass(slots=True)
@@ -161,6 +170,7 @@ class Refresher:
             "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
         )
         self.failure_log = FailureLog(source)
+        self.usage_log = FailureLog(source)
 
     @property
     def interval(self) -> float:
@@ -185,14 +195,23 @@ class Refresher:
 
     def _fetch_all(
         self, settings: Settings, inventory: NodeInventory
-    ) -> dict[str, dict[NodeName, float] | BaseException]:
+    ) -> tuple[dict[str, dict[NodeName, float] | BaseException], UsageTable | Exception | None]:
+        """Blocking (a worker thread): every metric, then the measured use of pods when
+        the herd guard's estimates read it and the provider can query."""
         results: dict[str, dict[NodeName, float] | BaseException] = {}
         for m in settings.fetched_metrics:
             try:
                 results[m.name] = self._provider.fetch(m, inventory)
             except Exception as exc:
                 results[m.name] = exc
-        return results
+        usage: UsageTable | Exception | None = None
+        guard = settings.herd_guard
+        if isinstance(self._provider, Querier) and wanted(guard, settings.herd_guarded):
+            try:
+                usage = fetch_usage(self._provider, guard, self._clock())
+            except Exception as exc:
+                usage = exc
+        return results, usage
 
     async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
         """One refresh; returns metric -> error for the queries that failed.
@@ -206,10 +225,10 @@ class Refresher:
         settings = settings or in_force
         # The node cache (nodes.py) changes on the loop: read it here, not in the thread.
         inventory = self._inventory()
-        results = await asyncio.to_thread(self._fetch_all, settings, inventory)
+        results, usage = await asyncio.to_thread(self._fetch_all, settings, inventory)
         now = self._clock()
-        snapshot = next_snapshot(self._engine.snapshot, results, now)
-        herd = self._engine.herd()
+        snapshot = next_snapshot(self._engine.snapshot, results, now, usage)
+        herd = self._engine.guard.projected(snapshot)
         tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now)
         if self._engine.settings is not in_force:
             log.info("refresh dropped: the policies were reloaded while it ran")
@@ -227,6 +246,10 @@ class Refresher:
         )
         self._failures = self._failures + 1 if struggling else 0
         self.failure_log.refreshed(list(results), errors, now)
+        if usage is not None:
+            what = "pods' measured use (herd guard)"
+            failed = {what: describe(usage)} if isinstance(usage, BaseException) else {}
+            self.usage_log.refreshed([what], failed, now)
         if self._listener is not None:
             self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
         return errors

@@ -24,6 +24,7 @@ ProviderKind = Literal["prometheus", "static"]
 SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 OverloadMode = Literal["taint", "dry-run"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule"]
+Estimate = Literal["usage", "request"]
 
 Number = Annotated[float, Strict()]
 """A YAML number: an int or a float, never a string or a bool; finite (allow_inf_nan)."""

@@ -25,10 +25,28 @@ from extender.policy.fields import (
 )
 
 DEFAULT_CPU_QUERY = """max by (node) (
-  instance:node_cpu_utilisation:rate5m{job="node-exporter"}
+  (
+    label_replace(
+      instance:node_cpu_utilisation:rate5m{job="node-exporter"},
+      "window", "5m", "", ""
+    )
+    or
+    label_replace(
+      1 - avg without (cpu) (
+        sum without (mode) (
+          rate(node_cpu_seconds_total{job="node-exporter", mode=~"idle|iowait|steal"}[1m])
+        )
+      ),
+      "window", "1m", "", ""
+    )
+  )
   * on (namespace, pod) group_left (node)
     topk by (namespace, pod) (1, node_namespace_pod:kube_pod_info:)
 )"""
+"""Node CPU utilisation 0..1 by node name, rising fast and falling slow: the larger of a
+1-minute rate of node-exporter's counters (a rise shows within a minute) and
+kube-prometheus-stack's 5-minute rule (a fall shows slowly, so one quiet minute does not
+invite a herd). node-exporter series carry no node label, so they join kube_pod_info."""
 
 
 class FilterThreshold(Model):

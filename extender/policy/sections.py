@@ -18,6 +18,7 @@ from pydantic import (
 
 from extender.policy.fields import (
     Count,
+    Estimate,
     ForeignPods,
     MetricName,
     Model,
@@ -30,6 +31,37 @@ from extender.policy.fields import (
     SelectorOperator,
     TaintEffect,
 )
+
+DEFAULT_WORKLOAD_USAGE_QUERY = """label_replace(
+  quantile by (namespace, workload, workload_type) ({quantile},
+    sum by (namespace, pod) (
+      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
+    )
+    * on (namespace, pod) group_left (workload, workload_type)
+      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel)
+  ),
+  "stat", "quantile", "", ""
+)
+or
+label_replace(
+  count by (namespace, workload, workload_type) (
+    sum by (namespace, pod) (
+      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
+    )
+    * on (namespace, pod) group_left (workload, workload_type)
+      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel)
+  ),
+  "stat", "pods", "", ""
+)"""
+"""Per workload, the quantile and the count of its running pods' CPU use, from the
+kube-prometheus-stack recording rules (kubernetes-mixin rules/apps.libsonnet)."""
+
+DEFAULT_POD_USAGE_QUERY = """sum by (namespace, pod) (
+  node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
+)
+and on (namespace, pod)
+  (time() - max by (namespace, pod) (kube_pod_created{job="kube-state-metrics"}) < 900)"""
+"""Per pod created in the last 15 minutes, its own CPU use."""
 
 RETRY_BACKOFF = 0.2
 """Seconds before the first retry of a Kubernetes call; doubled for each next one."""
@@ -125,15 +157,47 @@ class StaticSettings(Model):
 
 class HerdGuardSettings(Model):
     enabled: StrictBool = True
-    """Count a placed pod on its node until fresh metrics include it."""
+    """Count a placed pod on its node until the node metric shows it."""
     metric: MetricName = "cpu"
-    """The metric the pod's CPU request is added to (a policy's herdMetric overrides)."""
+    """The metric a placed pod's expected CPU use is added to (a policy's herdMetric
+    overrides)."""
     default_cpu_request: Positive = 0.1
-    """Cores counted for a pod without a CPU request."""
+    """Cores counted for a pod without a CPU request (and nothing better known)."""
     default_node_cores: Positive = 4.0
     """Node size used when the node's allocatable CPU is unknown."""
-    settle: Annotated[float, Strict(), Field(ge=0)] = 30.0
-    """Seconds after a bind before a newer snapshot may replace the pod's reservation."""
+    settle: Annotated[float, Strict(), Field(ge=0)] = 45.0
+    """Seconds after a bind before the node metric can show any of the pod: the scrape
+    interval, the recording rule's evaluation interval and our refresh, at worst. The
+    reservation is whole until then, then fades as the metric's rate window covers the
+    pod; a metric without a window (a gauge, the static provider) shows all of it at once."""
+    window: Seconds | None = None
+    """The herd metric's rate window in seconds. Unset: read from its query (the range of
+    a rate/irate/increase, or a recording rule's `:rate5m`-style suffix); `check-config`
+    says what was read and why."""
+    estimate: Estimate = "usage"
+    """What a placed pod is counted at. usage: the measured use of its workload's running
+    pods (the quantile below), or its own once Prometheus measures it; request: its CPU
+    request (the behaviour before estimates)."""
+    quantile: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.9
+    """Which quantile of a workload's running pods' CPU use a new pod of it is counted at."""
+    min_pods: Count = 3
+    """Running pods a workload needs measured before its quantile is trusted; with fewer,
+    a pod is counted at its request x requestFactor."""
+    request_factor: Positive = 1.0
+    """A pod without a trusted workload estimate counts its CPU request times this."""
+    usage_query: StrictStr = DEFAULT_WORKLOAD_USAGE_QUERY
+    """PromQL: per workload (labels namespace, workload, workload_type) the quantile
+    (label `stat="quantile"`) and the count (`stat="pods"`) of its running pods' CPU use.
+    `{quantile}` is replaced by `quantile`. The default reads kube-prometheus-stack's
+    recording rules."""
+    pod_usage_query: StrictStr = DEFAULT_POD_USAGE_QUERY
+    """PromQL: per young pod (labels namespace, pod) its own CPU use in cores. The default
+    reads kube-prometheus-stack's recording rule and kube-state-metrics' kube_pod_created."""
+    max_workloads: Count = 100_000
+    """Workloads (and young pods) kept from one answer at most: memory stays bounded."""
+    usage_max_age: Seconds = 600.0
+    """Measured use older than this (Prometheus away) is not used: pods count at their
+    request x requestFactor until it is fresh again."""
 
 
 class BindSettings(Model):

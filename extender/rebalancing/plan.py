@@ -12,7 +12,7 @@ checks as a candidate, and only if a passing node is there to take its successor
 `decide` gives every pod its decision before the cycle's limits; the due ones are then
 admitted one at a time (`Moves`), within `maxEvictionsPerCycle` and `maxEvictionsPerNode`,
 each against the moves made so far: a made move counts like a placement in the herd
-guard (the pod's CPU request leaves its node and arrives on the target), so one hot node
+guard (the pod's expected use leaves its node and arrives on the target), so one hot node
 does not empty onto one cool node within a check. Only a move the API accepts uses a
 limit: a refused eviction leaves its node's slot to the next candidate there. `plan` is
 the whole check when every eviction is accepted.
@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from extender.decisions.estimate import expected_use
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodFacts
 from extender.decisions.table import Table
@@ -213,7 +214,15 @@ class Moves:
         source = facts.node_name
         self.made_count += 1
         self._per_node[source] = self._per_node.get(source, 0) + 1
-        _account(self._extra, facts, source, decision.target, self._settings, self._node_cores)
+        _account(
+            self._extra,
+            facts,
+            (source, decision.target),
+            self._settings,
+            self._node_cores,
+            self._snapshot,
+            self._now,
+        )
         for standing in self._standings.values():
             standing.touch((source, decision.target))
 
@@ -258,15 +267,21 @@ def _check(
 def _account(
     extra: dict[NodeName, float],
     pod: PodFacts,
-    source: NodeName,
-    target: NodeName,
+    move: tuple[NodeName, NodeName],
     settings: Settings,
     node_cores: Mapping[NodeName, float],
+    snapshot: Snapshot,
+    now: float,
 ) -> None:
-    """The herd guard's view of one move: the pod's CPU request leaves `source` and its
-    successor's arrives on `target` (shares of each node's cores)."""
+    """The herd guard's view of one move (source, target): the pod's expected use
+    (estimate.py: its workload's measured use, else its request) leaves the source and
+    its successor's arrives on the target (shares of each node's cores)."""
     guard = settings.herd_guard
-    cores = pod.cpu_request if pod.cpu_request is not None else guard.default_cpu_request
+    expected = expected_use(
+        pod.namespace, pod.name, pod.workload, pod.cpu_request, snapshot.usage, guard, now
+    )
+    cores = expected.cores
+    source, target = move
     for node, sign in ((source, -1.0), (target, 1.0)):
         size = node_cores.get(node) or guard.default_node_cores
         extra[node] = extra.get(node, 0.0) + sign * cores / size

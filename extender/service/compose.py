@@ -168,7 +168,8 @@ def build_service(
     informers = _watches(parts, binder, on_placed, observer)
     reloader = _reloader(parts, policy_file, as_read, refresher)
     details: dict[str, Callable[[], object]] = {
-        "policy": lambda: _policy_detail(parts.engine.settings, reloader)
+        "policy": lambda: _policy_detail(parts.engine.settings, reloader),
+        "herdGuard": lambda: parts.engine.guard.detail(parts.engine.snapshot, clock()),
     }
     rebalancer = _rebalancer(parts, leader, details)
     # The extender alone writes taints: a rebalancer shares its policy, a shadow writes nothing.
@@ -307,7 +308,7 @@ def _watches(
             {i.status.resource: i.status.watching for i in informers},
         )
 
-    parts.telemetry.watch_placement(placement)
+    parts.telemetry.watch_placement(placement, lambda: engine.guard.estimates)
     return tuple(informers)
 
 

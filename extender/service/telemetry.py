@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from extender.decisions.estimate import SOURCES as ESTIMATE_SOURCES
 from extender.decisions.model import Snapshot
 from extender.decisions.wire import VERBS, Verb
 
@@ -84,10 +85,15 @@ PlacementFigures = tuple[Mapping[str, int], int, int, Mapping[str, bool]]
 class _PlacementCollector(Collector):
     """Herd-guard reservations, turned-away pods and watch health, read when scraped."""
 
-    def __init__(self, figures: Callable[[], PlacementFigures]) -> None:
+    def __init__(
+        self,
+        figures: Callable[[], PlacementFigures],
+        estimates: Callable[[], Mapping[str, int]],
+    ) -> None:
         self._figures = figures
+        self._estimates = estimates
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         reservations, turned_away, pending, watches = self._figures()
         held = GaugeMetricFamily(
             "decice_herd_reservations",
@@ -98,6 +104,16 @@ class _PlacementCollector(Collector):
         for source in ("bind", "watch"):
             held.add_metric([source], float(reservations.get(source, 0)))
         yield held
+        estimates = CounterMetricFamily(
+            "decice_herd_estimates",
+            "Placed pods counted by the herd guard, by where their expected use came from: "
+            "workload (its running siblings' measured use), own (its own measured use), "
+            "request (its CPU request: no trusted measurement) or default (no request).",
+            labels=["source"],
+        )
+        for source in ESTIMATE_SOURCES:
+            estimates.add_metric([source], float(self._estimates().get(source, 0)))
+        yield estimates
         yield GaugeMetricFamily(
             "decice_turned_away_pods",
             "Pods our filter turned away from every node, waiting for metrics to recover.",
@@ -317,8 +333,12 @@ class Telemetry:
     def watch_nodes(self, figures: Callable[[], NodeFigures]) -> None:
         self.registry.register(_NodeCollector(figures))
 
-    def watch_placement(self, figures: Callable[[], PlacementFigures]) -> None:
-        self.registry.register(_PlacementCollector(figures))
+    def watch_placement(
+        self,
+        figures: Callable[[], PlacementFigures],
+        estimates: Callable[[], Mapping[str, int]] = dict,
+    ) -> None:
+        self.registry.register(_PlacementCollector(figures, estimates))
 
     def watch_config(self, figures: Callable[[], ConfigFigures]) -> None:
         self.registry.register(_ConfigCollector(figures))

@@ -85,10 +85,10 @@ def test_a_bad_cpu_request_counts_with_the_default() -> None:
 def test_only_recent_assignments_count() -> None:
     change = pod_change(*event(1))
     assert isinstance(change, Assigned)
-    assert is_recent(change, BOUND_AT + 30, settle=30)
-    assert is_recent(change, BOUND_AT + 34, settle=30)  # within the clock-skew allowance
-    assert not is_recent(change, BOUND_AT + 60, settle=30)  # a running pod's later update
-    assert not is_recent(Assigned("u", "ns", "p", "n", 1.0, None), BOUND_AT, settle=30)
+    assert is_recent(change, BOUND_AT + 30, span=30)
+    assert is_recent(change, BOUND_AT + 34, span=30)  # within the clock-skew allowance
+    assert not is_recent(change, BOUND_AT + 60, span=30)  # a running pod's later update
+    assert not is_recent(Assigned("u", "ns", "p", "n", 1.0, None), BOUND_AT, span=30)
 
 
 def test_the_assignment_log_counts_a_uid_once_within_its_window_and_stays_bounded() -> None:

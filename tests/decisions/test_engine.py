@@ -3,6 +3,7 @@ encodes them)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import hypothesis
@@ -10,6 +11,7 @@ import orjson
 from hypothesis import strategies as st
 
 from extender.decisions.engine import Engine
+from extender.decisions.usage import UsageTable, WorkloadKey, WorkloadUse
 from extender.decisions.wire import encode_priorities, parse_extender_args, parse_preemption_args
 from tests.harness.fixtures import NOW, make_settings, make_snapshot
 
@@ -172,3 +174,65 @@ def test_reasons_aggregate_at_5000_nodes() -> None:
     stale = Engine(settings, make_snapshot({"cpu": cpu}, fetched_at=NOW - 61), NOW)
     old = stale.filter(parse_extender_args(args(names)), NOW)
     assert set(old.failed.values()) == {"decice: cpu data older than 60s"}
+
+
+def test_a_placed_pod_counts_at_its_workloads_measured_use() -> None:
+    """A Deployment's pods request 100m and use ~1 core: the herd guard counts the next one
+    at its siblings' p90, which /explain names."""
+    web = WorkloadKey("ns", "deployment", "web")
+    usage = UsageTable(workloads={web: WorkloadUse(1.0, 12)}, fetched_at=NOW)
+    snapshot = replace(make_snapshot({"cpu": CPU}), usage=usage)
+    e = Engine(make_settings(metrics=[{"name": "cpu"}]), snapshot, NOW)
+    pod = {
+        "metadata": {
+            "name": "web-7f-x",
+            "namespace": "ns",
+            "uid": "u-web",
+            "labels": {"pod-template-hash": "7f"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7f", "controller": True}],
+        },
+        "spec": {
+            "schedulerName": "decice_sched",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+        },
+    }
+    request = parse_extender_args(orjson.dumps({"Pod": pod, "NodeNames": ["a", "c"]}))
+    e.filter(request, NOW)
+    assert e.reserve("u-web", "a", 0.1, NOW)
+    assert e.herd()["a"] == 1.0 / 4  # 1 core of a 4-core (default-sized) node, not 0.1
+    assert e.guard.estimates == {"workload": 1}
+    memo = e.pods.get("u-web")
+    assert memo is not None
+    assert memo.expected == "expects 1 core (p90 of 12 pods of deployment ns/web)"
+    # a pod the filter never saw (a watch event after a restart) counts at its request
+    assert e.reserve("u-other", "c", 0.5, NOW)
+    assert e.herd()["c"] == 0.5 / 4 and e.guard.estimates["request"] == 1
+
+
+def test_preempt_adds_the_preemptors_expected_use() -> None:
+    """A 3-core preemptor fits node a (0.2 measured) once its victim leaves only if it is
+    counted at its request; counted at what its workload uses (0.5 core), it fits anyway."""
+    web = WorkloadKey("ns", "deployment", "web")
+    e = engine()
+    assert e.reserve("v1", "a", 3.0, NOW)  # a victim placed a moment ago
+    pod = {
+        "metadata": {
+            "name": "web-1",
+            "namespace": "ns",
+            "uid": "u-pre",
+            "labels": {"pod-template-hash": "9"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-9", "controller": True}],
+        },
+        "spec": {
+            "schedulerName": "decice_sched",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}],
+        },
+    }
+    body = {"Pod": pod, "NodeNameToMetaVictims": {"a": {"Pods": [], "NumPDBViolations": 0}}}
+    by_request = e.preempt(parse_preemption_args(orjson.dumps(body)), NOW)
+    assert by_request == {}  # 0.2 + 3/4 (the victim stays) + 3/4 > 0.9
+    usage = UsageTable(workloads={web: WorkloadUse(0.5, 5)}, fetched_at=NOW)
+    e.install(replace(make_snapshot({"cpu": CPU}), usage=usage), None, NOW)
+    body["NodeNameToMetaVictims"] = {"a": {"Pods": [{"UID": "v1"}], "NumPDBViolations": 0}}
+    kept = e.preempt(parse_preemption_args(orjson.dumps(body)), NOW)
+    assert set(kept) == {"a"}  # 0.2 + 0.5/4 once the victim leaves

@@ -9,9 +9,6 @@ import pytest
 
 from extender.decisions.model import MetricSeries, Snapshot
 from extender.decisions.scoring import (
-    Reservation,
-    herd_load,
-    live_reservations,
     score_candidates,
     stale_metrics,
     tie_start,
@@ -132,16 +129,12 @@ def test_ties_at_the_cut_are_broken_from_each_pods_start() -> None:
     assert tie_start("uid-a", 0) == 0
 
 
-def test_herd_guard_adds_request_until_a_settled_snapshot() -> None:
+def test_herd_load_rescores_the_node_it_lands_on() -> None:
     s = cpu(filter={"above": 0.9})
-    r = Reservation("uid-1", "a", cores=2.0, bound_at=NOW)
-    load = herd_load([r], {"a": 4.0}, default_cores=8.0)
-    assert load == {"a": 0.5}
-    assert herd_load([r], {}, default_cores=8.0) == {"a": 0.25}
     snap = make_snapshot({"cpu": {"a": 0.3, "b": 0.6}})
     base = build_table(s, snap, frozenset(), {}, NOW)
     assert base.scores["a"] == 7
-    patched = patch_table(base, s, snap, load, NOW)
+    patched = patch_table(base, s, snap, {"a": 0.5}, NOW)
     assert patched.scores["a"] == 2  # 0.8 -> 2
     assert patched.scores["b"] == base.scores["b"]
     assert patched.fragments["a"] == b'{"Host":"a","Score":2}'
@@ -149,8 +142,3 @@ def test_herd_guard_adds_request_until_a_settled_snapshot() -> None:
     assert "a" in heavy.reasons and "a" not in heavy.ok
     back = patch_table(heavy, s, snap, {}, NOW)
     assert back.scores["a"] == 7 and "a" in back.ok and "a" not in back.reasons
-    # Covered only by a snapshot fetched at least `settle` after the bind.
-    early = make_snapshot({"cpu": {"a": 0.3}}, fetched_at=NOW + 10)
-    late = make_snapshot({"cpu": {"a": 0.3}}, fetched_at=NOW + 31)
-    assert live_reservations([r], early, ("cpu",), settle=30) == [r]
-    assert live_reservations([r], late, ("cpu",), settle=30) == []

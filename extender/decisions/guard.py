@@ -1,0 +1,119 @@
+"""The herd guard as the engine runs it: the ledger of placed pods (herd.py), the window
+read from the policy (policy.windows) and what each pod is counted at (estimate.py).
+
+The engine owns one `HerdGuard` and patches its tables when the guard's load changes.
+Pure: no I/O; the snapshot and `now` are passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from extender.decisions.estimate import Expectation, expected_use, usage_fresh
+from extender.decisions.herd import HerdLedger, Reservation
+from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.pods import PodFacts
+from extender.policy.settings import Settings
+from extender.policy.windows import Window, herd_window
+
+
+def herd_metrics(settings: Settings) -> frozenset[str]:
+    """The metrics the herd guard adds load to, across policies."""
+    return frozenset(p.herd_metric for p in settings.policy_map.values() if p.herd_metric)
+
+
+class HerdGuard:
+    def __init__(self, settings: Settings) -> None:
+        self.ledger = HerdLedger(settings.herd_guard, settings.herd_guarded)
+        self.window = Window(0.0, "")
+        self.estimates: dict[str, int] = {}
+        """Reservations taken, by where their estimate came from (estimate.SOURCES)."""
+        self.configure(settings)
+
+    def configure(self, settings: Settings) -> None:
+        """The policies in force (at start and on every reload)."""
+        self._settings = settings
+        self._metrics = herd_metrics(settings)
+        self.window = herd_window(settings)
+        """The window reservations fade over, and why."""
+        self.ledger.configure(settings.herd_guard, settings.herd_guarded, self.window.seconds)
+
+    @property
+    def span(self) -> float:
+        """Seconds after a bind that a pod can still count: settle, then the window."""
+        return self._settings.herd_guard.settle + self.window.seconds
+
+    def expected(self, pod: PodFacts, snapshot: Snapshot, now: float) -> Expectation:
+        """What `pod` is expected to use, from the measured use in `snapshot`."""
+        return expected_use(
+            pod.namespace,
+            pod.name,
+            pod.workload,
+            pod.cpu_request,
+            snapshot.usage,
+            self._settings.herd_guard,
+            now,
+        )
+
+    def reserve(
+        self,
+        uid: str,
+        node: NodeName,
+        pod: PodFacts,
+        snapshot: Snapshot,
+        now: float,
+        source: str,
+        assigned_at: float | None = None,
+    ) -> Expectation | None:
+        """Count a placed pod at its expected use; None when it counts already (or the
+        guard is off). `assigned_at`: when the API says it was bound, if earlier."""
+        if uid in self.ledger.reservations or not self._settings.herd_guarded:
+            return None
+        expectation = self.expected(pod, snapshot, now)
+        bound_at = now if assigned_at is None else min(now, assigned_at)
+        named = (pod.namespace, pod.name) if pod.name else None
+        reservation = Reservation(
+            uid, node, expectation.cores, bound_at, source, expectation.basis, named
+        )
+        if not self.ledger.reserve(reservation):
+            return None
+        self.estimates[expectation.source] = self.estimates.get(expectation.source, 0) + 1
+        return expectation
+
+    def install(self, snapshot: Snapshot) -> None:
+        self.ledger.install(snapshot, self._metrics)
+
+    def projected(self, snapshot: Snapshot) -> dict[NodeName, float]:
+        """The herd load once `snapshot` is installed (for tables built off the loop)."""
+        return self.ledger.projected(snapshot, self._metrics)
+
+    @property
+    def load(self) -> Mapping[NodeName, float]:
+        return self.ledger.load
+
+    def detail(self, snapshot: Snapshot, now: float) -> dict[str, object]:
+        """/readyz's herdGuard section: the window and why, where the estimates come from
+        and the measured use they read. Never part of readiness: without measured use,
+        pods count at their requests."""
+        guard = self._settings.herd_guard
+        detail: dict[str, object] = {
+            "enabled": self._settings.herd_guarded,
+            "settleSeconds": guard.settle,
+            "windowSeconds": self.window.seconds,
+            "window": self.window.why,
+            "estimate": guard.estimate,
+            "reservations": len(self.ledger.reservations),
+            "estimates": dict(self.estimates),
+        }
+        if guard.estimate == "usage":
+            usage = snapshot.usage
+            detail["measuredUse"] = {
+                "fresh": usage_fresh(usage, guard, now),
+                "ageSeconds": None
+                if usage.fetched_at is None
+                else round(now - usage.fetched_at, 3),
+                "workloads": len(usage.workloads),
+                "youngPods": len(usage.pods),
+                "error": usage.error,
+            }
+        return detail

@@ -1,0 +1,101 @@
+"""What pods really use, fetched with the refresher: per workload, and per young pod.
+
+Two instant queries per refresh (`herdGuard.usageQuery`, `herdGuard.podUsageQuery`), each
+answered with one series per workload or per pod, aggregated by the server. The answers
+become a `UsageTable` (decisions.usage) that rides in the next snapshot. Bounded: at most
+`herdGuard.maxWorkloads` entries are kept from one answer. A failed fetch keeps the last
+good table with the error beside it; estimate.py stops trusting it after `usageMaxAge`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from extender.decisions.usage import UsageTable, WorkloadKey, WorkloadUse
+from extender.errors.causes import describe
+from extender.policy.sections import HerdGuardSettings
+
+log = logging.getLogger("decice.usage")
+
+
+@runtime_checkable
+class Querier(Protocol):
+    def query(self, promql: str) -> list[Any]:
+        """Blocking: one instant query's `data.result`; raises on failure."""
+        ...
+
+
+def wanted(guard: HerdGuardSettings, guarded: bool) -> bool:
+    """The estimates read measured use: the herd guard is on and counts by usage."""
+    return guarded and guard.enabled and guard.estimate == "usage"
+
+
+def fetch_usage(querier: Querier, guard: HerdGuardSettings, now: float) -> UsageTable:
+    """Blocking (the refresher's thread): both queries, read into one table."""
+    workloads = read_workloads(
+        querier.query(guard.usage_query.replace("{quantile}", f"{guard.quantile:g}")),
+        guard.max_workloads,
+    )
+    pods = read_pods(querier.query(guard.pod_usage_query), guard.max_workloads)
+    return UsageTable(workloads=workloads, pods=pods, fetched_at=now)
+
+
+def next_usage(previous: UsageTable, fetched: UsageTable | BaseException) -> UsageTable:
+    """The table to install: the new one, or the last good one with the error beside it."""
+    if isinstance(fetched, BaseException):
+        return UsageTable(previous.workloads, previous.pods, previous.fetched_at, describe(fetched))
+    return fetched
+
+
+def _value(item: Any) -> float | None:
+    sample = item.get("value")
+    try:
+        value = float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
+    except (TypeError, ValueError, IndexError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _labels(item: Any) -> dict[str, Any]:
+    labels = item.get("metric") if isinstance(item, dict) else None
+    return labels if isinstance(labels, dict) else {}
+
+
+def read_workloads(result: Sequence[Any], limit: int) -> dict[WorkloadKey, WorkloadUse]:
+    """Series labelled namespace, workload, workload_type and stat ("quantile" or
+    "pods") -> each workload's use; a workload missing either figure is left out."""
+    quantiles: dict[WorkloadKey, float] = {}
+    counts: dict[WorkloadKey, int] = {}
+    dropped = 0
+    for item in result:
+        labels = _labels(item)
+        namespace, name, kind = (labels.get(k) for k in ("namespace", "workload", "workload_type"))
+        value = _value(item) if labels else None
+        if not all(isinstance(x, str) and x for x in (namespace, name, kind)) or value is None:
+            dropped += 1
+            continue
+        key = WorkloadKey(str(namespace), str(kind).lower(), str(name))
+        if labels.get("stat") == "pods":
+            counts[key] = int(value)
+        elif key in quantiles or len(quantiles) < limit:
+            quantiles[key] = value
+    if dropped:
+        log.debug("usage: %d workload series without namespace/workload/type or value", dropped)
+    return {k: WorkloadUse(v, counts[k]) for k, v in quantiles.items() if k in counts}
+
+
+def read_pods(result: Sequence[Any], limit: int) -> dict[tuple[str, str], float]:
+    """Series labelled namespace and pod -> the pod's own use in cores."""
+    pods: dict[tuple[str, str], float] = {}
+    for item in result:
+        labels = _labels(item)
+        namespace, pod = labels.get("namespace"), labels.get("pod")
+        value = _value(item) if labels else None
+        if isinstance(namespace, str) and isinstance(pod, str) and pod and value is not None:
+            pods[(namespace, pod)] = value
+            if len(pods) >= limit:
+                break
+    return pods

@@ -1,0 +1,168 @@
+"""The rate window a metric's PromQL averages over: how long a placed pod takes to show.
+
+A rate over a window W shows a pod that started t seconds before the newest sample by
+t / W of its use. The herd guard counts a placed pod until the metric shows all of it, so
+it needs W: read here from the query (the range of `rate(x[1m])`, or a recording rule's
+suffix such as `instance:node_cpu_utilisation:rate5m`), unless `herdGuard.window` says.
+
+Where a query combines windows, what shows a rise first decides: the larger of two rates
+(`max`, an `or` of alternatives, or duplicates mapped to one node, where the extender
+keeps the highest) shows the pod in its shortest window, since it is never below the
+faster rate. Any other combination (a sum, an average, a product) takes the longest,
+which never counts a pod as shown too early.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import promql_parser
+
+from extender.policy.settings import Settings
+
+INSTANT_FUNCTIONS = frozenset({"irate", "idelta"})
+"""Functions of the last two samples only: a pod shows whole one scrape after it starts."""
+_RULE_SUFFIX = re.compile(r"(?:^|_)(i?rate|increase)(\d+(?:ms|[smhdwy]))?$")
+_DURATION = re.compile(r"(\d+)(ms|[smhdwy])")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    seconds: float
+    """0: the metric shows a pod whole once it shows it at all (no averaging window)."""
+    why: str
+    """Where the figure comes from, for check-config, doctor and /readyz."""
+
+
+def duration(text: str) -> float | None:
+    """A PromQL duration ("5m", "1h30m", "90s") in seconds, or None."""
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(int(n) * _UNIT[u] for n, u in parts)
+
+
+def rule_window(name: str) -> float | None:
+    """The window a recording rule's name promises (`...:rate5m`, `...:ratio_rate5m`,
+    `...:sum_irate` is 0), or None when it names none."""
+    last = name.rsplit(":", 1)[-1]
+    match = _RULE_SUFFIX.search(last)
+    if match is None:
+        return None
+    if match.group(1) == "irate":
+        return 0.0
+    return duration(match.group(2)) if match.group(2) else None
+
+
+def query_window(query: str) -> Window:
+    """The window of one metric's query (see the module's docstring)."""
+    try:
+        tree = promql_parser.parse(query)
+    except (ValueError, TypeError):
+        return Window(0.0, "no window: the query does not parse")
+    found = _window(tree, larger_wins=True)
+    if found is None:
+        return Window(0.0, "no rate window in the query: a pod shows whole once it shows")
+    seconds, how = found
+    return Window(seconds, how)
+
+
+def _window(node: Any, larger_wins: bool) -> tuple[float, str] | None:
+    """(seconds, why) of an expression's window, or None when it has none."""
+    if isinstance(node, promql_parser.MatrixSelector):
+        ranged = _seconds(node.range)
+        return ranged, f"{_text(ranged)} from [{_text(ranged)}] in the query"
+    if isinstance(node, promql_parser.VectorSelector):
+        named = rule_window(node.name or "")
+        if named is None:
+            return None
+        return named, f"{_text(named)} from the recording rule {node.name}"
+    if isinstance(node, promql_parser.SubqueryExpr):
+        ranged = _seconds(node.range)
+        subquery = (ranged, f"{_text(ranged)} from a subquery range")
+        return _longest([_window(node.expr, larger_wins), subquery])
+    if isinstance(node, promql_parser.Call):
+        if node.func.name in INSTANT_FUNCTIONS:
+            return 0.0, f"0s: {node.func.name} reads the last two samples only"
+        return _longest([_window(a, larger_wins) for a in node.args])
+    if isinstance(node, promql_parser.AggregateExpr):
+        keeps_larger = str(node.op) in ("max", "topk")
+        return _window(node.expr, larger_wins and keeps_larger)
+    if isinstance(node, promql_parser.BinaryExpr):
+        sides = [_window(node.lhs, larger_wins), _window(node.rhs, larger_wins)]
+        if str(node.op) == "or" and larger_wins:
+            return _shortest(sides)
+        return _longest(sides)
+    if isinstance(node, promql_parser.ParenExpr | promql_parser.UnaryExpr):
+        return _window(node.expr, larger_wins)
+    return None
+
+
+def _seconds(delta: Any) -> float:
+    return float(delta.total_seconds()) if delta is not None else 0.0
+
+
+def _longest(found: list[tuple[float, str] | None]) -> tuple[float, str] | None:
+    present = [f for f in found if f is not None]
+    if not present:
+        return None
+    best = max(present, key=lambda f: f[0])
+    if len({f[0] for f in present}) > 1:
+        return best[0], f"{best[1]}: the longest of {_listed(present)} (they are combined)"
+    return best
+
+
+def _shortest(found: list[tuple[float, str] | None]) -> tuple[float, str] | None:
+    present = [f for f in found if f is not None]
+    if not present:
+        return None
+    best = min(present, key=lambda f: f[0])
+    if len({f[0] for f in present}) > 1:
+        return best[0], (
+            f"{best[1]}: the shortest of {_listed(present)} (the larger of them is kept, so "
+            "a rise shows in the fastest)"
+        )
+    return best
+
+
+def _listed(found: list[tuple[float, str]]) -> str:
+    return ", ".join(sorted({_text(f[0]) for f in found}, key=duration_key))
+
+
+def duration_key(text: str) -> float:
+    return duration(text) or 0.0
+
+
+def _text(seconds: float) -> str:
+    if seconds and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
+def herd_window(settings: Settings) -> Window:
+    """The window the herd guard fades reservations over: `herdGuard.window`, else the
+    longest of the herd metrics' query windows (one ledger serves every policy, so it
+    never calls a pod shown before every policy's metric shows it)."""
+    guard = settings.herd_guard
+    if guard.window is not None:
+        return Window(guard.window, f"{_text(guard.window)} from herdGuard.window")
+    if settings.provider == "static":
+        return Window(0.0, "no window: the static provider's values never move")
+    queries = {
+        m.name: m.query
+        for p in settings.policy_map.values()
+        for m in p.metrics
+        if m.name == p.herd_metric
+    }
+    if not queries:
+        return Window(0.0, "no herd metric")
+    windows = {name: query_window(q) for name, q in queries.items()}
+    name, longest = max(windows.items(), key=lambda item: item[1].seconds)
+    if len(windows) == 1:
+        return longest
+    return Window(longest.seconds, f"{longest.why} (metric {name}, the longest of the policies')")
