@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from extender.decisions.model import NodeInfo
+from extender.decisions.usage import WorkloadKey, WorkloadUse
 from extender.doctor.backend import AskBuildInfo, BuildInfo, backend_row, identify, tenant_row
 from extender.doctor.cluster import Kube, nodes_row, permission_row, permissions
+from extender.doctor.herd import present, usage_row, window_row
 from extender.doctor.prometheus import (
     Query,
     Series,
@@ -29,7 +31,10 @@ from extender.doctor.prometheus import (
 )
 from extender.doctor.rows import Row
 from extender.errors.causes import PartialAnswer, describe
+from extender.metrics.stock import WORKLOAD_USE, used_by
+from extender.metrics.usage import read_workloads, wanted
 from extender.policy.settings import Settings
+from extender.policy.windows import herd_window
 
 
 async def examine(
@@ -137,4 +142,30 @@ async def _prometheus_rows(
         else:
             rows.append(age_row(metric, stamps, now, settings.prometheus.node_label))
         rows.append(range_row(metric, [s.value for s in series]))
+    rows.extend(await _herd_rows(settings, query, ask))
+    return rows
+
+
+async def _herd_rows(
+    settings: Settings, query: Query, ask: Callable[[str], Awaitable[list[Series] | BaseException]]
+) -> list[Row]:
+    """The herd guard's window, and the measured use its estimates read."""
+    guard = settings.herd_guard
+    if not settings.herd_guarded:
+        return []
+    rows = [window_row(herd_window(settings), guard)]
+    if not wanted(guard, settings.herd_guarded):
+        return rows
+    promql = guard.usage_query.replace("{quantile}", f"{guard.quantile:g}")
+    workloads: Mapping[WorkloadKey, WorkloadUse] | BaseException
+    try:
+        workloads = read_workloads(await asyncio.to_thread(query, promql), guard.max_workloads)
+    except Exception as exc:
+        workloads = exc
+    missing = []
+    if not isinstance(workloads, BaseException) and not workloads:
+        for stock in used_by(guard.usage_query + guard.pod_usage_query, WORKLOAD_USE):
+            if not present(await ask(f"count({stock.name})")):
+                missing.append(stock)
+    rows.append(usage_row(workloads, guard, missing))
     return rows

@@ -30,6 +30,7 @@ from extender.doctor.prometheus import (
     timestamp_query,
 )
 from extender.doctor.rows import Row, exit_code, render
+from extender.metrics.stock import CONTAINER_CPU, POD_OWNER
 from extender.policy.backend import BasicAuth, PrometheusSettings
 from extender.policy.loading import parse_settings
 from extender.policy.policies import MetricSettings
@@ -320,6 +321,19 @@ def _exposition() -> str:
         lines.append(exposition("doctor_addr", exporter, cpu))
         lines.append(exposition("doctor_far", {"instance": f"10.9.9.{i}:9100"}, cpu))
         lines.append(exposition("doctor_old", {"node": node}, cpu).rstrip("\n") + f" {old}\n")
+    # The two kube-prometheus-stack recorded series the herd guard's estimates read, as a
+    # stock install records them: 4 pods of deployment shop/web, 1 of statefulset shop/db.
+    for pod, use, workload, kind in (
+        ("web-a", 0.2, "web", "deployment"),
+        ("web-b", 0.4, "web", "deployment"),
+        ("web-c", 0.6, "web", "deployment"),
+        ("web-d", 0.8, "web", "deployment"),
+        ("db-0", 2.0, "db", "statefulset"),
+    ):
+        at = {"namespace": "shop", "pod": pod}
+        lines.append(exposition(CONTAINER_CPU.name, {**at, "container": "app"}, use))
+        owner = {**at, "workload": workload, "workload_type": kind}
+        lines.append(exposition(POD_OWNER.name, owner, 1))
     return "".join(lines)
 
 
@@ -452,6 +466,8 @@ def test_a_healthy_cluster_is_all_ok(doctor: Run, prometheus: MetricsServer) -> 
         "nodes cpu",
         "age cpu",
         "range cpu",
+        "herd window",
+        "workload use",
         "rbac list nodes",
         "rbac watch nodes",
         "rbac create pods/binding",
@@ -465,6 +481,11 @@ def test_a_healthy_cluster_is_all_ok(doctor: Run, prometheus: MetricsServer) -> 
     assert rows["nodes cpu"].detail == "3 of 3 nodes have data"
     assert rows["backend"].detail.startswith(BACKEND_NAMES[prometheus.kind]), out
     assert rows["range cpu"].detail == "values 0.2 .. 0.7 within min 0 .. max 1"
+    assert rows["herd window"].detail.startswith("whole for 45s, then gone at once")
+    assert rows["workload use"].detail == (
+        "2 workloads measured, 1 with at least minPods 3 pods, "
+        "e.g. deployment shop/web p90 0.74 core of 4 pods"
+    )
 
 
 @pytest.mark.integration
@@ -586,3 +607,31 @@ def test_overload_taints_need_to_patch_nodes_and_their_lease() -> None:
     assert not lease.required and lease.namespace == "decice-system"
     assert "decice-system/decice-overload" in lease.why
     assert "patch nodes" not in {p.name for p in permissions(parse_settings({}))}
+
+
+async def test_workload_use_names_the_missing_stock_rules() -> None:
+    """No workload answered: doctor asks for each stock series the query reads and names
+    the kube-prometheus-stack setting that records the missing ones."""
+    settings = parse_settings(
+        {"prometheus": {"url": "http://127.0.0.1:9"}, "metrics": [{"name": "cpu", "query": "up"}]}
+    )
+    asked: list[str] = []
+
+    def query(promql: str) -> list[Any]:
+        asked.append(promql)
+        if promql.startswith("count(kube_pod_created"):
+            return [{"metric": {}, "value": [NOW, "12"]}]
+        return [{"metric": {"node": "node-1"}, "value": [NOW, "0.3"]}] if promql == "up" else []
+
+    rows = {r.check: r for r in await examine(settings, query, None, "none")}
+    assert rows["workload use"].status == "warn"
+    detail = rows["workload use"].detail
+    assert "defaultRules.rules.k8sContainerCpuUsageSecondsTotal" in detail
+    assert "defaultRules.rules.k8sPodOwner" in detail
+    assert "kube_pod_created" not in detail  # it is there
+    assert detail.endswith("placed pods count at their CPU request until it answers")
+    by_request = settings.model_copy(
+        update={"herd_guard": settings.herd_guard.model_copy(update={"estimate": "request"})}
+    )
+    rows = {r.check: r for r in await examine(by_request, query, None, "none")}
+    assert "workload use" not in rows and rows["herd window"].status == "ok"

@@ -1,0 +1,49 @@
+"""The series a stock kube-prometheus-stack records that the extender reads, and the chart
+setting behind each: what doctor (and replay) name when one is missing.
+
+Rule names and groups as kubernetes-mixin (`rules/apps.libsonnet`, `rules/node.libsonnet`)
+and node-mixin define them; the settings are kube-prometheus-stack's `values.yaml`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class StockSeries:
+    name: str
+    records: str
+    """What records it on a stock install, and the setting that turns it on."""
+
+
+CONTAINER_CPU = StockSeries(
+    "node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m",
+    "the k8s.rules.container_cpu_usage_seconds_total rules "
+    "(kube-prometheus-stack defaultRules.rules.k8sContainerCpuUsageSecondsTotal)",
+)
+POD_OWNER = StockSeries(
+    "namespace_workload_pod:kube_pod_owner:relabel",
+    "the k8s.rules.pod_owner rules (kube-prometheus-stack defaultRules.rules.k8sPodOwner)",
+)
+POD_CREATED = StockSeries(
+    "kube_pod_created",
+    "kube-state-metrics (kube-prometheus-stack kubeStateMetrics.enabled)",
+)
+NODE_CPU = StockSeries(
+    "instance:node_cpu_utilisation:rate5m",
+    "the node-exporter.rules rules "
+    "(kube-prometheus-stack defaultRules.rules.nodeExporterRecording)",
+)
+POD_INFO = StockSeries(
+    "node_namespace_pod:kube_pod_info:",
+    "the node.rules rules (kube-prometheus-stack defaultRules.rules.node)",
+)
+
+WORKLOAD_USE = (CONTAINER_CPU, POD_OWNER, POD_CREATED)
+"""What the herd guard's default usage queries read."""
+
+
+def used_by(query: str, series: tuple[StockSeries, ...]) -> tuple[StockSeries, ...]:
+    """The stock series a query names."""
+    return tuple(s for s in series if s.name in query)
