@@ -1,0 +1,157 @@
+"""Preemption that does not depend on when the service started (issue 35, part 1).
+
+A chart rollout or a control-plane restart starts our service before the API server
+answers: its first node list fails and the watch retries. The nodes (4, 8 and 4 cores;
+node-1 hot in Prometheus) register after that, fill with low-priority pods, and 3 s later
+a high-priority pod asking 3 cores fits nowhere. The real kube-scheduler calls our
+/preempt once; what we answer decides whether the pod is placed now or waits minutes (it
+asks again only on a cluster event, or after 5 minutes in its unschedulable pool).
+
+Before the fix, node sizes reached the herd guard only at the next refresh (every 15 s
+with the shipped policy): the 8-core node-2 counted as `defaultNodeCores: 4`, so once its
+filler leaves it held 0.3 measured + 3/4 for the preemptor > 0.9, /preempt dropped every
+candidate, and the scheduler reported `preemption: no candidate node for preemption`. Now
+the node watch tells the engine as it learns a node (extender/cluster/nodewatch.py).
+
+The policy is config/extender.yaml as shipped (its 15 s interval included); the harness
+sets only what it must: where Prometheus and the API server are. The API server is
+reached through a TCP gate (tests/harness/gate.py), closed when the service starts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.harness.controlplane import (
+    EXTENDER_USER,
+    REPO,
+    ApiError,
+    ControlPlane,
+    FakeNode,
+    metric_value,
+    pod_manifest,
+    with_port,
+)
+from tests.harness.gate import TcpGate
+from tests.harness.promharness import FakeExporter, PrometheusServer, prometheus_binary
+from tests.harness.service import Service
+
+pytestmark = pytest.mark.e2e
+
+NODES = [
+    FakeNode("node-1", cores=4, zone="zone-1"),
+    FakeNode("node-2", cores=8, zone="zone-2"),
+    FakeNode("node-3", cores=4, zone="zone-1"),
+]
+VALUES = {"node-1": 0.95, "node-2": 0.30, "node-3": 0.30}
+LOW, HIGH = "start-order-low", "start-order-high"
+#: Seconds between the fillers and the urgent pod, as the issue tells it.
+PAUSE = 3.0
+
+
+def shipped() -> dict[str, Any]:
+    policy: dict[str, Any] = yaml.safe_load((REPO / "config" / "extender.yaml").read_text())
+    return policy
+
+
+def gated_kubeconfig(control_plane: ControlPlane, gate: TcpGate, path: Path) -> Path:
+    """The extender's kubeconfig, its server the gate's port (the same TLS name)."""
+    config = yaml.safe_load(control_plane.kubeconfig(EXTENDER_USER).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = with_port(control_plane.server, gate.port)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def refreshes(service: Service) -> float:
+    status, body = service.get("/metrics")
+    assert status == 200, body
+    return metric_value(body.decode(), "decice_refresh_duration_seconds_count")
+
+
+def preempt_verdict(service: Service, namespace: str, node: str, cpu: str) -> dict[str, Any]:
+    """What our /preempt answers for a preemptor asking `cpu` on `node` with no victim
+    (a probe: no pod is created, nothing is kept)."""
+    probe = pod_manifest("probe", cpu=cpu, priority_class_name=HIGH)
+    probe["metadata"].update(namespace=namespace, uid="probe-not-a-pod")
+    victims = {node: {"Pods": [], "NumPDBViolations": 0}}
+    status, body = service.post("/preempt", {"Pod": probe, "NodeNameToMetaVictims": victims})
+    assert status == 200, body
+    answer: dict[str, Any] = json.loads(body)["NodeNameToMetaVictims"] or {}
+    return answer
+
+
+def test_a_service_started_before_the_api_server_preempts_on_nodes_it_learned_since(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kube = control_plane.kube
+    kube.ensure_nodes([])  # no node registered yet
+    kube.priority_class(LOW, 0)
+    kube.priority_class(HIGH, 1000)
+    policy = shipped()
+    with (
+        FakeExporter() as exporter,
+        TcpGate(int(control_plane.server.rsplit(":", 1)[1])) as gate,
+    ):
+        for node, value in VALUES.items():
+            exporter.set(node, value)
+        with PrometheusServer(
+            [exporter.target], workdir=tmp_path / "prometheus", binary=prometheus_binary()
+        ) as prometheus:
+            query = policy["metrics"][0]["query"]
+            prometheus.wait_for(query, lambda result: len(result) == len(VALUES), timeout=60)
+            env = {
+                "PROMETHEUS_URL": prometheus.url,
+                "KUBECONFIG": str(gated_kubeconfig(control_plane, gate, tmp_path / "kc")),
+            }
+            service = control_plane.start_extender(
+                policy, env=env, workdir=tmp_path, wait_synced=False
+            )
+            assert "first list failed" in service.stderr(), service.stderr()[-2000:]
+            gate.open()  # the API server answers now: the watches retry and list
+            control_plane.wait_extender_synced(service)
+            control_plane.start_scheduler_for(service)
+
+            # The nodes register right after one of our refreshes: the next one is 15 s
+            # away, so whatever the story needs of them must come through the node watch.
+            ticks = refreshes(service)
+            kube.wait_until(lambda: refreshes(service) > ticks, 30, "our next refresh")
+            ticks = refreshes(service)
+            kube.ensure_nodes(NODES)
+            registered = time.monotonic()
+            control_plane.wait_scheduler_nodes(len(NODES))
+            kube.wait_until(
+                lambda: preempt_verdict(service, namespace, "node-2", "3"),
+                10,
+                "our /preempt keeps node-2 for a 3-core preemptor (it knows node-2's 8 cores)",
+            )
+            assert refreshes(service) == ticks, "a refresh ran: the probe proved nothing"
+
+            kube.create_pod(namespace, pod_manifest("filler-7", cpu="7", priority_class_name=LOW))
+            assert kube.wait_bound(namespace, "filler-7", 30) == "node-2"
+            kube.create_pod(namespace, pod_manifest("filler-3", cpu="3", priority_class_name=LOW))
+            assert kube.wait_bound(namespace, "filler-3", 30) == "node-3"
+            time.sleep(PAUSE)  # the story's pause, not a wait for a condition
+            kube.create_pod(namespace, pod_manifest("urgent", cpu="3", priority_class_name=HIGH))
+            node = kube.wait_bound(namespace, "urgent", 60)
+            placed = time.monotonic() - registered
+            during = refreshes(service) - ticks
+
+    print(
+        f"\nurgent -> {node} {placed:.1f} s after the nodes registered "
+        f"({during:.0f} refreshes of ours meanwhile)"
+    )
+    assert node == "node-2"
+    with pytest.raises(ApiError) as gone:
+        kube.pod(namespace, "filler-7")
+    assert gone.value.status == 404
+    assert kube.pod(namespace, "filler-3")["spec"]["nodeName"] == "node-3"
+    preempted = kube.wait_event(namespace, "filler-7", "Preempted", 30)
+    urgent_uid = kube.pod(namespace, "urgent")["metadata"]["uid"]
+    assert preempted.message == f"Preempted by pod {urgent_uid} on node node-2", preempted
