@@ -1,10 +1,12 @@
-"""`decice-extender simulate`: placement quality, kube-scheduler alone vs with this extender.
+"""`decice-extender simulate`: placement quality, kube-scheduler, ours and the peers.
 
 A seeded simulation (extender.simulation): the same nodes, unseen background load and pods
-under kube-scheduler's default scoring from requests, then under the same scheduler with
-our extender deciding from Prometheus-lagged node CPU through the real engine. Prints a
-table per scenario; `--json FILE` writes the report, `--plot DIR` a PNG per scenario
-(matplotlib, the optional `plot` extra).
+under kube-scheduler's default scoring from requests, under the same scheduler with our
+extender deciding from Prometheus-lagged node CPU through the real engine, and under the
+load-aware peers (Trimaran's TargetLoadPacking and LoadVariationRiskBalancing, Koordinator's
+LoadAwareScheduling) modelled from their sources. Prints a table per scenario; `--json
+FILE` writes the report, `--plot DIR` a PNG per scenario (matplotlib, the optional `plot`
+extra).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from extender.simulation.profiles import SCHEDULERS
 from extender.simulation.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
     from extender.policy.settings import Settings
-    from extender.simulation.experiment import Pair, Plan
+    from extender.simulation.experiment import Plan, Runs
     from extender.simulation.stats import Band
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
@@ -34,11 +37,18 @@ DEFAULTS = {"nodes": 100, "warmup": 60.0, "duration": 120.0, "burst": 500}
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser(
         "simulate",
-        help="placement quality: kube-scheduler alone vs with this extender (seeded simulation)",
+        help="placement quality: kube-scheduler, with this extender, and the load-aware peers "
+        "(seeded simulation)",
     )
     s.add_argument("--config", help=f"policy file (default: the shipped {SHIPPED.name})")
     s.add_argument(
         "--scenario", action="append", choices=list(SCENARIOS), help="repeatable; default all"
+    )
+    s.add_argument(
+        "--scheduler",
+        action="append",
+        choices=list(SCHEDULERS),
+        help="repeatable; default all five",
     )
     s.add_argument("--seed", type=int, default=1, help="the first seed (default 1)")
     s.add_argument(
@@ -69,6 +79,13 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--rate-window", type=int, default=300, help="seconds, the rule's [5m] (default 300)"
     )
     s.add_argument("--rule-interval", type=int, default=30, help="seconds (default 30)")
+    s.add_argument(
+        "--fast-window",
+        type=int,
+        default=60,
+        help="seconds of the raw rate our CPU metric also reads, the larger of it and the "
+        "rule counting (default 60; 0: the rule alone)",
+    )
     s.add_argument(
         "--refresh-interval", type=int, help="seconds (default: the policy's prometheus.interval)"
     )
@@ -103,6 +120,7 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
         rate_window=args.rate_window,
         rule_interval=args.rule_interval,
         refresh_interval=args.refresh_interval or max(1, round(settings.prometheus.interval)),
+        fast_window=args.fast_window,
     )
     # Resolved here so the report names it: 0 is every host (the policy leaves it unset).
     max_hosts = args.max_hosts
@@ -116,6 +134,7 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
         max_hosts=max_hosts,
         weight=args.extender_weight,
         cpu_metric=args.cpu_metric,
+        schedulers=tuple(dict.fromkeys(args.scheduler or SCHEDULERS)),
     )
 
 
@@ -190,20 +209,24 @@ def pyplot_or_say_why(
         return None
 
 
-def plot(results: dict[str, list[Pair]], where: Path, warmup: float, plt: Any) -> None:
+def plot(results: dict[str, list[Runs]], where: Path, warmup: float, plt: Any) -> None:
     """A PNG per scenario (its first seed): node CPU across nodes (p50-p95 band, p50, max,
-    max uncapped demand), kube-scheduler alone beside ours."""
+    max uncapped demand), a panel per scheduler, side by side."""
     where.mkdir(parents=True, exist_ok=True)
-    for name, pairs in results.items():
-        pair = pairs[0]
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
-        for ax, result in zip(axes, (pair.baseline, pair.ours), strict=True):
+    for name, all_runs in results.items():
+        runs = all_runs[0]
+        shown = [runs[s] for s in runs]
+        fig, axes = plt.subplots(
+            1, len(shown), figsize=(4.2 * len(shown), 4), sharey=True, squeeze=False
+        )
+        for ax, result in zip(axes[0], shown, strict=True):
             _draw(ax, result.bands, warmup, result.scheduler)
-        top = max((b.demand_max for r in (pair.baseline, pair.ours) for b in r.bands), default=1)
-        axes[0].set_ylim(0, max(105.0, 100 * top + 5))  # shared by both
-        axes[0].set_ylabel("node CPU %")
-        axes[0].legend(loc="lower center", ncol=3, fontsize="x-small")
-        fig.suptitle(f"{name} (seed {pair.baseline.seed}): node CPU across nodes")
+        top = max((b.demand_max for r in shown for b in r.bands), default=1)
+        first = axes[0][0]
+        first.set_ylim(0, max(105.0, 100 * top + 5))  # shared by all
+        first.set_ylabel("node CPU %")
+        first.legend(loc="lower center", ncol=2, fontsize="x-small")
+        fig.suptitle(f"{name} (seed {runs.seed}): node CPU across nodes")
         fig.tight_layout()
         out = where / f"{name}.png"
         fig.savefig(out, dpi=100)

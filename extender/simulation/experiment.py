@@ -1,23 +1,22 @@
-"""Scenarios x seeds x {kube-scheduler alone, with our extender}: the whole comparison.
+"""Scenarios x seeds x schedulers: the whole comparison.
 
-Both schedulers of one (scenario, seed) get the same scenario object, so they see the same
-nodes, background and pods; each has its own tie-breaking RNG (`select-host:<seed>`), so
-neither borrows the other's luck. A fresh engine per run: no state leaks between runs.
+Every scheduler of one (scenario, seed) gets the same scenario object, so they all see the
+same nodes, background and pods; each has its own tie-breaking RNG (`select-host:<seed>`),
+so none borrows another's luck. Fresh schedulers (and a fresh engine) per run: no state
+leaks between runs.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.policy.sections import PrioritizeSettings
 from extender.policy.settings import Settings
-from extender.simulation.ours import OurExtender
+from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS, build
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.run import EPOCH, RunResult, simulate
+from extender.simulation.run import RunResult, simulate
 from extender.simulation.scenarios import SCENARIOS, Size
-from extender.simulation.scheduler import KubeScheduler
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +31,7 @@ class Plan:
     """The extender's `weight` in the scheduler config."""
     cpu_metric: str = "cpu"
     """The policy's metric that gets node CPU utilisation."""
+    schedulers: tuple[str, ...] = SCHEDULERS
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.scenarios if s not in SCENARIOS]
@@ -39,14 +39,33 @@ class Plan:
             raise ValueError(f"unknown scenarios {unknown} (known: {', '.join(SCENARIOS)})")
         if not self.seeds:
             raise ValueError("no seeds")
+        strangers = [s for s in self.schedulers if s not in SCHEDULERS]
+        if strangers:
+            raise ValueError(f"unknown schedulers {strangers} (known: {', '.join(SCHEDULERS)})")
+        if not self.schedulers:
+            raise ValueError("no schedulers")
 
 
 @dataclass(frozen=True, slots=True)
-class Pair:
-    """One scenario and seed, under both schedulers."""
+class Runs:
+    """One scenario and seed, under every scheduler of the plan (in the plan's order)."""
 
-    baseline: RunResult
-    ours: RunResult
+    seed: int
+    results: Mapping[str, RunResult]
+
+    def __getitem__(self, name: str) -> RunResult:
+        return self.results[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.results)
+
+    @property
+    def baseline(self) -> RunResult:
+        return self.results[KUBE_SCHEDULER]
+
+    @property
+    def ours(self) -> RunResult:
+        return self.results[DECICE]
 
 
 def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:
@@ -57,34 +76,31 @@ def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:
     return settings.model_copy(update={"prioritize": value})
 
 
-def run_pair(settings: Settings, plan: Plan, scenario_name: str, seed: int) -> Pair:
+def run_scenario(settings: Settings, plan: Plan, scenario_name: str, seed: int) -> Runs:
     scenario = SCENARIOS[scenario_name](seed, plan.size)
-    baseline = KubeScheduler(random.Random(f"select-host:{seed}"))
-    ours = KubeScheduler(
-        random.Random(f"select-host:{seed}"),
-        OurExtender(with_max_hosts(settings, plan.max_hosts), EPOCH, plan.cpu_metric),
-        plan.weight,
-    )
-    return Pair(
-        baseline=simulate(scenario, baseline, plan.pipeline),
-        ours=simulate(scenario, ours, plan.pipeline),
-    )
+    policy = with_max_hosts(settings, plan.max_hosts)
+    refresh = plan.pipeline.refresh_interval
+    results = {}
+    for name in plan.schedulers:
+        scheduler = build(name, seed, policy, plan.weight, plan.cpu_metric, refresh)
+        results[name] = simulate(scenario, scheduler, plan.pipeline)
+    return Runs(seed, results)
 
 
 def run_plan(
     settings: Settings,
     plan: Plan,
     progress: Callable[[str, int], None] | None = None,
-) -> dict[str, list[Pair]]:
-    """scenario -> one Pair per seed, in the plan's order."""
-    out: dict[str, list[Pair]] = {}
+) -> dict[str, list[Runs]]:
+    """scenario -> one Runs per seed, in the plan's order."""
+    out: dict[str, list[Runs]] = {}
     for name in plan.scenarios:
-        pairs: list[Pair] = []
+        runs: list[Runs] = []
         for seed in plan.seeds:
             if progress is not None:
                 progress(name, seed)
-            pairs.append(run_pair(settings, plan, name, seed))
-        out[name] = pairs
+            runs.append(run_scenario(settings, plan, name, seed))
+        out[name] = runs
     return out
 
 

@@ -5,9 +5,12 @@ way the service's verbs go: the request body kube-scheduler sends (`Pod` plus
 `NodeNames`, nodeCacheCapable) is parsed by `decisions.wire.parse_extender_args`, decided
 by `decisions.engine.Engine`, encoded by `encode_filter` / `encode_priorities`, and read
 back the way the scheduler reads it (the filter's `NodeNames`; prioritize's hosts into a
-map, a host missing from it scoring 0). What differs from production is only where
-values come from: in place of the Prometheus provider and refresher, the simulation
-installs snapshots it computed (prometheus.MetricPipeline), as the refresher would, with
+map, a host missing from it scoring 0). The pod is sent as its ReplicaSet made it
+(`ownerReferences` to `<deployment>-<hash>`, the `pod-template-hash` label), so the engine
+names its workload. What differs from production is only where values come from: in place
+of the Prometheus provider and refresher, every `prometheus.interval` the simulation
+installs what the refresher would fetch: node CPU (prometheus.MetricPipeline.metric, the
+larger of the rule and the raw fast rate) and the pods' measured use (usagefeed), with
 the nodes' cores as the node informer would give them. Our bind reserves on the herd
 guard, and the pod watch releases when a pod leaves, as in production.
 """
@@ -15,26 +18,39 @@ guard, and the pod watch releases when a pod leaves, as in production.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, Snapshot
+from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable
 from extender.decisions.wire import (
     encode_filter,
     encode_priorities,
     parse_extender_args,
 )
 from extender.policy.settings import Settings
+from extender.simulation.usagefeed import NAMESPACE, usage_table
 from extender.simulation.workload import PodSpec
 
-NAMESPACE = "sim"
+if TYPE_CHECKING:
+    from extender.simulation.framework import Feeds
+
+DEFAULT_QUANTILE = 0.9
+"""The workload quantile when the policy has no herdGuard.quantile."""
 
 
 class OurExtender:
     """One extender process with one policy, driven by simulated time."""
 
-    def __init__(self, settings: Settings, now: float, cpu_metric: str = "cpu") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        now: float,
+        cpu_metric: str = "cpu",
+        refresh_interval: int | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = tuple(m.name for m in settings.fetched_metrics)
         self.cpu_metric = cpu_metric
@@ -45,32 +61,49 @@ class OurExtender:
         self._source = "bind" if settings.bind.enabled else "watch"
         self._generation = 0
         self._pods: dict[str, bytes] = {}
+        self.refresh_interval = refresh_interval or max(1, round(settings.prometheus.interval))
+        self.quantile: float = getattr(settings.herd_guard, "quantile", DEFAULT_QUANTILE)
+        self._usage: tuple[float | None, UsageTable] = (None, EMPTY)
 
-    def install(self, cpu: Mapping[str, float], cores: Mapping[str, float], now: float) -> None:
-        """A refresh: node CPU (0..1) for the CPU metric; any other metric of the policy
-        answers no nodes, so its `onMissing` decides (the simulation measures CPU only)."""
+    def install(
+        self,
+        cpu: Mapping[str, float],
+        cores: Mapping[str, float],
+        now: float,
+        usage: UsageTable = EMPTY,
+    ) -> None:
+        """A refresh: node CPU (0..1) for the CPU metric and the pods' measured use; any
+        other metric of the policy answers no nodes, so its `onMissing` decides (the
+        simulation measures CPU only)."""
         self._generation += 1
         series = {
             m: MetricSeries(values=dict(cpu) if m == self.cpu_metric else {}, fetched_at=now)
             for m in self.metrics
         }
         self.engine.set_node_cores(dict(cores))
-        self.engine.install(Snapshot(series, now, self._generation), None, now)
+        snapshot = Snapshot(series, now, self._generation, usage=usage)
+        self.engine.install(snapshot, None, now)
+
+    def observe(self, t: float, now: float, feeds: Feeds) -> None:
+        """Our refresher, every `prometheus.interval`: what Prometheus answers now."""
+        if t % self.refresh_interval:
+            return
+        evaluated = feeds.prometheus.evaluated_at
+        usage = EMPTY
+        if evaluated is not None:
+            at, table = self._usage
+            if at != evaluated:  # the rule was evaluated again: a new answer
+                table = usage_table(feeds.meter, evaluated, self.quantile, now)
+                self._usage = (evaluated, table)
+            usage = UsageTable(table.workloads, table.pods, fetched_at=now)
+        cores = {name: float(n.cores) for name, n in feeds.nodes.items()}
+        self.install(feeds.prometheus.metric(), cores, now, usage)
 
     def _pod(self, pod: PodSpec) -> bytes:
         """The v1.Pod kube-scheduler sends, serialised once per pod."""
         doc = self._pods.get(pod.uid)
         if doc is None:
-            requests = {"cpu": f"{pod.cpu_milli}m", "memory": str(pod.memory)}
-            doc = orjson.dumps(
-                {
-                    "metadata": {"name": pod.uid, "namespace": NAMESPACE, "uid": pod.uid},
-                    "spec": {
-                        "schedulerName": self._scheduler_name,
-                        "containers": [{"name": "main", "resources": {"requests": requests}}],
-                    },
-                }
-            )
+            doc = orjson.dumps(pod_document(pod, self._scheduler_name))
             self._pods[pod.uid] = doc
         return doc
 
@@ -99,3 +132,32 @@ class OurExtender:
         """The pod watch saw the pod go: what it reserved is free again."""
         self.engine.release(pod.uid, now)
         self._pods.pop(pod.uid, None)
+
+
+def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
+    """The pod as its ReplicaSet created it (a bare pod without a workload)."""
+    resources: dict[str, Any] = {
+        "requests": {"cpu": f"{pod.cpu_milli}m", "memory": str(pod.memory)}
+    }
+    if pod.cpu_limit_milli is not None:
+        resources["limits"] = {"cpu": f"{pod.cpu_limit_milli}m"}
+    metadata: dict[str, Any] = {"name": pod.uid, "namespace": NAMESPACE, "uid": pod.uid}
+    if pod.workload:
+        metadata["labels"] = {TEMPLATE_HASH: pod.template_hash}
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": pod.replicaset,
+                "uid": f"rs-{pod.replicaset}",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return {
+        "metadata": metadata,
+        "spec": {
+            "schedulerName": scheduler_name,
+            "containers": [{"name": "main", "resources": resources}],
+        },
+    }

@@ -13,6 +13,14 @@ modelled step by step rather than assumed away:
    value at all (a new node has none at first).
 3. Our refresher queries it every `prometheus.interval` of the policy (15 s in the shipped
    file) and installs what the latest evaluation said.
+4. "Rises fast, falls slow": the refresher also reads a raw rate of the counters over
+   `fast_window` (1 minute: `rate(node_cpu_seconds_total[1m])`, no recording rule, so no
+   rule lag), and the metric is the larger of the two where both have a value (either
+   alone where only one has). `fast_window` 0: the rule alone.
+
+The rule's answers are kept for `history_window` (15 minutes): load-watcher reads them
+through `avg_over_time` and `stddev_over_time` (peers.loadwatcher). Memory is a gauge
+(`instance:node_memory_utilisation:ratio`): the rule records the last scrape's value.
 
 All three run on one clock, aligned at 0 (a scrape, an evaluation and a refresh falling on
 the same instant happen in that order), so the lag modelled is the least a real cluster
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -33,6 +41,10 @@ class Pipeline:
     rate_window: int = 300
     rule_interval: int = 30
     refresh_interval: int = 15
+    fast_window: int = 60
+    """The raw rate's window; 0: no raw rate, the recorded rule alone."""
+    history_window: int = 900
+    """How long the rule's answers are kept (load-watcher's 15-minute window)."""
 
     def __post_init__(self) -> None:
         for name in ("scrape_interval", "rate_window", "rule_interval", "refresh_interval"):
@@ -40,6 +52,10 @@ class Pipeline:
                 raise ValueError(f"{name} must be at least 1 second")
         if self.rate_window < 2 * self.scrape_interval:
             raise ValueError("rate_window must hold at least two scrapes")
+        if self.fast_window != 0 and self.fast_window < 2 * self.scrape_interval:
+            raise ValueError("fast_window must be 0 (off) or hold at least two scrapes")
+        if self.history_window < self.rule_interval:
+            raise ValueError("history_window must hold at least one rule evaluation")
 
     @property
     def tick(self) -> int:
@@ -50,6 +66,17 @@ class Pipeline:
     def intervals_in_window(self) -> int:
         """Scrape intervals a rate spans: samples inside the window, less one."""
         return math.ceil(self.rate_window / self.scrape_interval) - 1
+
+    @property
+    def fast_intervals(self) -> int:
+        """Scrape intervals the raw rate spans (0: off)."""
+        if self.fast_window == 0:
+            return 0
+        return math.ceil(self.fast_window / self.scrape_interval) - 1
+
+
+Evaluation = tuple[float, float, float]
+"""One rule evaluation of a node: (time, CPU utilisation 0..1, memory utilisation 0..1)."""
 
 
 class MetricPipeline:
@@ -64,6 +91,11 @@ class MetricPipeline:
         """node -> mean utilisation of each scrape interval inside the window, oldest first."""
         self._evaluated: dict[str, float] = {}
         self.evaluated_at: float | None = None
+        self._memory: dict[str, float] = {}
+        """node -> memory utilisation at its last scrape."""
+        self._history: dict[str, deque[Evaluation]] = {}
+        self._keep = max(pipeline.intervals_in_window, pipeline.fast_intervals)
+        self._evaluations = pipeline.history_window // pipeline.rule_interval
 
     def observe(self, node: str, utilisation: float, seconds: float) -> None:
         """The node ran at `utilisation` (0..1) for `seconds`; nodes not yet scraped once
@@ -72,24 +104,64 @@ class MetricPipeline:
             self._since_scrape[node] += utilisation * seconds
             self._elapsed[node] += seconds
 
-    def scrape(self, nodes: Iterable[str]) -> None:
-        keep = self.pipeline.intervals_in_window
+    def scrape(self, nodes: Iterable[str], memory: Mapping[str, float] | None = None) -> None:
+        """A scrape of node-exporter on `nodes`; `memory`: node -> memory utilisation."""
         for node in nodes:
             window = self._intervals.get(node)
             if window is None:  # its first sample: a rate needs a second one
-                self._intervals[node] = deque(maxlen=keep)
+                self._intervals[node] = deque(maxlen=self._keep)
             elif self._elapsed[node] > 0:
                 window.append(self._since_scrape[node] / self._elapsed[node])
             self._since_scrape[node] = 0.0
             self._elapsed[node] = 0.0
+            if memory is not None:
+                self._memory[node] = memory.get(node, 0.0)
 
     def evaluate(self, now: float) -> None:
         """The recording rule: each node's mean over the window's intervals."""
-        self._evaluated = {
-            node: sum(window) / len(window) for node, window in self._intervals.items() if window
-        }
+        k = self.pipeline.intervals_in_window
+        evaluated = {}
+        for node, window in self._intervals.items():
+            if window:
+                last = _last(window, k)
+                evaluated[node] = sum(last) / len(last)
+        self._evaluated = evaluated
         self.evaluated_at = now
+        for node, value in evaluated.items():
+            history = self._history.get(node)
+            if history is None:
+                history = self._history[node] = deque(maxlen=self._evaluations)
+            history.append((now, value, self._memory.get(node, 0.0)))
 
     def query(self) -> Mapping[str, float]:
         """What a query for the recorded series answers now: the latest evaluation."""
         return self._evaluated
+
+    def fast(self) -> dict[str, float]:
+        """The raw rate over `fast_window` now: each node's mean over its last intervals."""
+        k = self.pipeline.fast_intervals
+        out = {}
+        for node, window in self._intervals.items():
+            if window and k:
+                last = _last(window, k)
+                out[node] = sum(last) / len(last)
+        return out
+
+    def metric(self) -> dict[str, float]:
+        """What our CPU metric answers now: the larger of the rule and the raw rate where
+        both have a value, whichever has one elsewhere (the rule alone with no fast window)."""
+        out = dict(self._evaluated)
+        for node, value in self.fast().items():
+            if value > out.get(node, -1.0):
+                out[node] = value
+        return out
+
+    def history(self, node: str) -> Sequence[Evaluation]:
+        """The node's rule evaluations within `history_window`, oldest first."""
+        return self._history.get(node, ())
+
+
+def _last(window: deque[float], k: int) -> list[float]:
+    """The last `k` intervals of a window (all of them when it holds fewer)."""
+    n = len(window)
+    return list(window) if n <= k else [window[i] for i in range(n - k, n)]

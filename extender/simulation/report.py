@@ -1,25 +1,22 @@
-"""Runs into a report: per scenario and metric, kube-scheduler beside ours, over seeds.
+"""Runs into a report: per scenario and metric, every scheduler side by side, over seeds.
 
-One seed is one sample of a noisy system, so every figure is a mean with its spread (the
-sample standard deviation and the range over seeds), and the JSON keeps each seed's value
-for anyone who wants another statistic.
+The figures are summary.py's (mean and spread over seeds); the table prints each
+scheduler's mean ± sd and its change against kube-scheduler alone; the JSON keeps every
+seed's value; targets.py's verdicts close it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from extender.simulation.experiment import Pair, Plan
+from extender.simulation.experiment import Plan, Runs
+from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SHORT
 from extender.simulation.scenarios import SCENARIOS, Size
-from extender.simulation.stats import Metrics
+from extender.simulation.summary import ScenarioReport, Spread, scenario_report
 from extender.simulation.targets import Verdict, judge
 from extender.simulation.workload import distribution_text
-
-SIDES = ("baseline", "ours")
-LABELS = {"baseline": "kube-scheduler", "ours": "+ decice extender"}
 
 
 def _pct(x: float) -> str:
@@ -45,56 +42,6 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class Spread:
-    mean: float
-    sd: float
-    """Sample standard deviation over seeds (0 with one seed)."""
-    low: float
-    high: float
-    values: tuple[float, ...]
-
-
-def spread(values: Sequence[float]) -> Spread:
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return Spread(mean, sd, min(values), max(values), tuple(values))
-
-
-def side_spreads(metrics: Sequence[Metrics]) -> dict[str, Spread]:
-    """Metrics field -> its spread over seeds."""
-    rows = [asdict(m) for m in metrics]
-    return {key: spread([float(r[key]) for r in rows]) for key in rows[0]}
-
-
-@dataclass(frozen=True, slots=True)
-class ScenarioReport:
-    name: str
-    description: str
-    seeds: tuple[int, ...]
-    baseline: Mapping[str, Spread]
-    ours: Mapping[str, Spread]
-    unplaced_only_ours: int
-    """Pods the baseline placed and ours left unplaced, summed over seeds."""
-    overcommitted: int
-    """Bindings past a node's allocatable, both schedulers, all seeds (must be 0)."""
-
-
-def scenario_report(name: str, description: str, pairs: Sequence[Pair]) -> ScenarioReport:
-    only = sum(len(p.ours.unplaced - p.baseline.unplaced) for p in pairs)
-    over = sum(p.baseline.overcommitted + p.ours.overcommitted for p in pairs)
-    return ScenarioReport(
-        name=name,
-        description=description,
-        seeds=tuple(p.baseline.seed for p in pairs),
-        baseline=side_spreads([p.baseline.metrics for p in pairs]),
-        ours=side_spreads([p.ours.metrics for p in pairs]),
-        unplaced_only_ours=only,
-        overcommitted=over,
-    )
-
-
-@dataclass(frozen=True, slots=True)
 class Report:
     plan: Plan
     policy: str
@@ -103,22 +50,22 @@ class Report:
 
 
 def build_report(
-    plan: Plan, policy: str, results: Mapping[str, Sequence[Pair]], descriptions: Mapping[str, str]
+    plan: Plan, policy: str, results: Mapping[str, Sequence[Runs]], descriptions: Mapping[str, str]
 ) -> Report:
     """`descriptions`: scenario -> its text (a scenario's description names its seed's
     draws, e.g. which node turns hot, so the caller picks the first seed's)."""
     scenarios = tuple(
-        scenario_report(name, descriptions.get(name, ""), pairs) for name, pairs in results.items()
+        scenario_report(name, descriptions.get(name, ""), runs) for name, runs in results.items()
     )
     return Report(plan, policy, scenarios, tuple(judge(scenarios)))
 
 
-def describe(results: Mapping[str, Sequence[Pair]], size: Size) -> dict[str, str]:
+def describe(results: Mapping[str, Sequence[Runs]], size: Size) -> dict[str, str]:
     """scenario -> the description of its first seed's draw."""
     return {
-        name: SCENARIOS[name](pairs[0].baseline.seed, size).description
-        for name, pairs in results.items()
-        if pairs
+        name: SCENARIOS[name](runs[0].seed, size).description
+        for name, runs in results.items()
+        if runs
     }
 
 
@@ -126,10 +73,10 @@ def _cell(s: Spread, fmt: Callable[[float], str], seeds: int) -> str:
     return fmt(s.mean) if seeds == 1 else f"{fmt(s.mean)} ± {fmt(s.sd)}"
 
 
-def _change(base: Spread, ours: Spread) -> str:
+def change(base: Spread, other: Spread) -> str:
     if base.mean == 0:
-        return "=" if ours.mean == 0 else "new"
-    return f"{100 * (ours.mean - base.mean) / base.mean:+.0f}%"
+        return "=" if other.mean == 0 else "new"
+    return f"{100 * (other.mean - base.mean) / base.mean:+.0f}%"
 
 
 def _header(report: Report) -> list[str]:
@@ -143,12 +90,35 @@ def _header(report: Report) -> list[str]:
     hosts = (
         "policy's" if plan.max_hosts is None else (str(plan.max_hosts) if plan.max_hosts else "all")
     )
+    fast = f"raw rate window {p.fast_window}s" if p.fast_window else "no raw rate"
     return [
         f"decice-extender simulate: {size.nodes} nodes, {seed_text}; policy {report.policy}, "
         f"maxHosts {hosts}, extender weight {plan.weight}",
         f"metrics: scrape {p.scrape_interval}s, rate window {p.rate_window}s, rule eval "
-        f"{p.rule_interval}s, refresh {p.refresh_interval}s; warm-up {size.warmup / 60:g} min, "
-        f"measured {size.duration / 60:g} min; node CPU capped at 100% (demand uncapped)",
+        f"{p.rule_interval}s, {fast}, refresh {p.refresh_interval}s; warm-up "
+        f"{size.warmup / 60:g} min, measured {size.duration / 60:g} min; node CPU capped at "
+        "100% (demand uncapped); change: against kube-scheduler alone",
+    ]
+
+
+def _block(sc: ScenarioReport, seeds: int) -> list[str]:
+    names = list(sc.schedulers)
+    base = sc.baseline
+    width = max(len(label) for _, label, _ in ROWS)
+    rows: list[list[str]] = [[SHORT.get(n, n) for n in names]]
+    for key, _, fmt in ROWS:
+        row = []
+        for n in names:
+            text = _cell(sc.schedulers[n][key], fmt, seeds)
+            if base is not None and n != KUBE_SCHEDULER:
+                text += f" {change(base[key], sc.schedulers[n][key]):>5}"
+            row.append(text)
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(names))]
+    labels = ["", *(label for _, label, _ in ROWS)]
+    return [
+        f"  {label:<{width}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, widths, strict=True))
+        for label, row in zip(labels, rows, strict=True)
     ]
 
 
@@ -156,26 +126,16 @@ def render(report: Report) -> str:
     """The text table: a block per scenario, then the targets."""
     seeds = len(report.plan.seeds)
     lines = _header(report)
-    width = max(len(label) for _, label, _ in ROWS)
     for sc in report.scenarios:
-        mean = sc.baseline["pods"].mean
+        first = next(iter(sc.schedulers.values()))
+        mean = first["pods"].mean
         pods = f"{mean:.0f} pods" + (" a run on average" if mean != int(mean) else "")
         drawn = f"; as drawn for seed {sc.seeds[0]}" if seeds > 1 else ""
-        lines += ["", f"{sc.name}: {sc.description} ({pods}{drawn})"]
-        cells = [
-            (
-                label,
-                _cell(sc.baseline[k], f, seeds),
-                _cell(sc.ours[k], f, seeds),
-                _change(sc.baseline[k], sc.ours[k]),
-            )
-            for k, label, f in ROWS
-        ]
-        left = max(len(LABELS["baseline"]), *(len(c[1]) for c in cells))
-        right = max(len(LABELS["ours"]), *(len(c[2]) for c in cells))
-        head = ("", LABELS["baseline"], LABELS["ours"], "change")
-        for label, a, b, change in [head, *cells]:
-            lines.append(f"  {label:<{width}}  {a:>{left}}  {b:>{right}}  {change:>6}")
+        lines += ["", f"{sc.name}: {sc.description} ({pods}{drawn})", *_block(sc, seeds)]
+        left = {n: k for n, k in sc.unplaced_only.items() if k}
+        if left:
+            listed = ", ".join(f"{SHORT.get(n, n)} {k}" for n, k in left.items())
+            lines.append(f"  pods kube-scheduler placed and another left unplaced: {listed}")
     lines += ["", "targets:"]
     for v in report.verdicts:
         mark = {True: "MET   ", False: "MISSED", None: "n/a   "}[v.met]
@@ -185,13 +145,34 @@ def render(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _figures(spreads: Mapping[str, Spread]) -> dict[str, Any]:
+    return {k: asdict(s) for k, s in spreads.items()}
+
+
 def to_json(report: Report) -> dict[str, Any]:
-    """The report as a JSON-able document (`--json FILE`)."""
+    """The report as a JSON-able document (`--json FILE`). `baseline` and `ours` repeat
+    kube-scheduler's and decice's figures under their old names, for one release."""
     plan = report.plan
+    scenarios: dict[str, Any] = {}
+    for sc in report.scenarios:
+        doc: dict[str, Any] = {
+            "description": sc.description,
+            "seeds": list(sc.seeds),
+            "schedulers": {n: _figures(s) for n, s in sc.schedulers.items()},
+            "unplacedOnly": dict(sc.unplaced_only),
+            "overcommitted": sc.overcommitted,
+        }
+        if sc.baseline is not None:
+            doc["baseline"] = _figures(sc.baseline)
+        if sc.ours is not None:
+            doc["ours"] = _figures(sc.ours)
+            doc["unplacedOnlyOurs"] = sc.unplaced_only.get(DECICE, 0)
+        scenarios[sc.name] = doc
     return {
         "plan": {
             "scenarios": list(plan.scenarios),
             "seeds": list(plan.seeds),
+            "schedulers": list(plan.schedulers),
             "size": asdict(plan.size),
             "pipeline": {**asdict(plan.pipeline), "tick": plan.pipeline.tick},
             "maxHosts": plan.max_hosts,
@@ -200,16 +181,6 @@ def to_json(report: Report) -> dict[str, Any]:
             "policy": report.policy,
         },
         "distribution": distribution_text(),
-        "scenarios": {
-            sc.name: {
-                "description": sc.description,
-                "seeds": list(sc.seeds),
-                "baseline": {k: asdict(s) for k, s in sc.baseline.items()},
-                "ours": {k: asdict(s) for k, s in sc.ours.items()},
-                "unplacedOnlyOurs": sc.unplaced_only_ours,
-                "overcommitted": sc.overcommitted,
-            }
-            for sc in report.scenarios
-        },
+        "scenarios": scenarios,
         "targets": [asdict(v) for v in report.verdicts],
     }

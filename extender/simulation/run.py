@@ -2,12 +2,14 @@
 
 Time moves in ticks (prometheus.Pipeline.tick, 15 s by default). At each tick boundary T,
 in this order: nodes due join; the tick just ended is observed by the metric pipeline;
-Prometheus scrapes, evaluates its rule and our refresher installs what it answered (each
-when T falls on its interval); pods waiting for a node are retried (kube-scheduler
-retries them on a pod deletion, our requeue after a refresh: at least this often here);
-the tick's arrivals are scheduled one at a time, in arrival order, at their arrival
-time, with the pods that ended before each of them gone. A tick's utilisation is what
-runs at its end, with its background.
+Prometheus scrapes and evaluates its rule (each when T falls on its interval); the
+scheduler's plugins and extender read what they read (our refresher, load-watcher, the
+koordlets, each on its own interval); pods waiting for a node are retried (kube-scheduler
+retries them on a pod deletion or a plugin's event, our requeue after a refresh: at least
+this often here); the tick's arrivals are scheduled one at a time, in arrival order, at
+their arrival time, with the pods that ended before each of them gone. A tick's
+utilisation is what runs at its end, with its background; the ledger (ledger.py) keeps it
+per node for the agents that average it themselves.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from extender.simulation.framework import Feeds
+from extender.simulation.ledger import NodeLedger, PodMeter
 from extender.simulation.prometheus import MetricPipeline, Pipeline
 from extender.simulation.scenarios import Scenario
 from extender.simulation.scheduler import KubeScheduler
@@ -51,10 +55,16 @@ class Run:
         self.pipeline = pipeline
         self.metrics = MetricPipeline(pipeline)
         self.recorder = Recorder(scenario.size.warmup, pipeline.tick)
+        self.ledger = NodeLedger(pipeline.tick)
+        self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
         self.nodes: list[NodeSpec] = []
+        self.joined: dict[str, NodeSpec] = {}
         self.usage: dict[str, float] = {}
         """node -> cores its pods really use."""
+        self.memory: dict[str, float] = {}
+        """node -> memory utilisation of its pods (they use what they request)."""
         self.cores: dict[str, float] = {}
+        self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
         self.running: list[tuple[float, str, PodSpec, str]] = []
         """(end, uid, pod, node), a heap."""
         self.waiting: list[PodSpec] = []
@@ -72,26 +82,30 @@ class Run:
         for node in self.scenario.nodes:
             if node.name not in self.cores and node.added_at <= t:
                 self.nodes.append(node)
+                self.joined[node.name] = node
                 self.cores[node.name] = float(node.cores)
                 self.usage[node.name] = 0.0
+                self.memory[node.name] = 0.0
                 self.scheduler.add_node(node)
 
     def observe(self, t: float) -> None:
-        """Step 1-3 of a tick boundary: the tick just ended, then the pipeline's events."""
+        """Step 1-3 of a tick boundary: the tick just ended, then the pipeline's events,
+        then whoever reads them."""
         p = self.pipeline
         for node, utilisation in self.last.items():
             self.metrics.observe(node, utilisation, p.tick)
         if t % p.scrape_interval == 0:
-            self.metrics.scrape(n.name for n in self.nodes)
+            self.metrics.scrape([n.name for n in self.nodes], self.memory)
         if t % p.rule_interval == 0:
             self.metrics.evaluate(t)
-        if t % p.refresh_interval == 0:
-            self.scheduler.refresh(self.metrics.query(), EPOCH + t)
+        self.scheduler.observe(t, EPOCH + t, self.feeds)
 
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
             end, _, pod, node = heapq.heappop(self.running)
             self.usage[node] -= pod.usage
+            self.memory[node] -= pod.memory / self.joined[node].memory
+            self.meter.stopped(pod)
             self.scheduler.unbind(pod, node, EPOCH + end)
 
     def place(self, pod: PodSpec, t: float) -> bool:
@@ -103,6 +117,8 @@ class Run:
         if n.cpu_requested > n.cpu or n.memory_requested > n.memory or n.pods > n.max_pods:
             self.overcommitted += 1
         self.usage[node] += pod.usage
+        self.memory[node] += pod.memory / self.joined[node].memory
+        self.meter.started(pod, node, t)
         self.placements[pod.uid] = node
         heapq.heappush(self.running, (t + pod.duration, pod.uid, pod, node))
         return True
@@ -121,6 +137,9 @@ class Run:
         cpu = [min(1.0, d) for d in demand]
         self.last = {n.name: u for n, u in zip(self.nodes, cpu, strict=True)}
         self.recorder.record(t, cpu, demand)
+        index = round(t / self.pipeline.tick)
+        for n, d in zip(self.nodes, demand, strict=True):
+            self.ledger.record(index, n.name, d, self.memory[n.name])
 
 
 def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> RunResult:

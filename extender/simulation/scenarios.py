@@ -1,10 +1,12 @@
 """The scenarios: each a pure function of a seed (and a size), so a run can be repeated.
 
-For one seed every scenario draws the same nodes and the same pod stream (random streams
+For one seed every scenario draws the same nodes, workloads and pod stream (random streams
 named `workload:<seed>`); each draws its own background levels (streams named
 `<scenario>:<seed>`) and adds what it is about: busy nodes, a burst, a node turning hot,
-a node joining. Background load is work the scheduler
-cannot see: system daemons, pods of other schedulers, a noisy neighbour on the host.
+a node joining, busy nodes that move, mis-requested workloads, a daily swing. Background
+load is work the scheduler cannot see: system daemons, pods of other schedulers, a noisy
+neighbour on the host. Each scenario's description states what it is about and what it
+asks of a scheduler.
 """
 
 from __future__ import annotations
@@ -18,10 +20,15 @@ from extender.simulation.workload import (
     GIB,
     NodeSpec,
     PodSpec,
+    Workload,
     arrivals,
     make_nodes,
     make_pods,
+    make_workload,
+    make_workloads,
+    mix_request,
     stream_rate,
+    workload_count,
 )
 
 BACKGROUND_STEP = 15.0
@@ -30,6 +37,16 @@ PHI, NOISE = 0.98, 0.01
 """AR(1) noise on a node's background level: x' = PHI x + N(0, NOISE); sd ~0.05."""
 CALM = (0.2, 0.5)
 BUSY = (0.75, 0.85)
+OVER_FACTOR = (3.0, 10.0)
+"""misrequested: what the over-users use, as a multiple of their requests (per workload)."""
+UNDER_FACTOR = 0.1
+OVER_REQUESTS = (100, 250, 500)
+UNDER_REQUESTS = (500, 1000, 2000)
+MISREQUESTED_LOAD = 0.04
+"""misrequested: the mis-requested workloads' requests, as a share of the cluster's CPU in
+steady state (half each way), beside the stream's --load."""
+DIURNAL_BASE = (0.25, 0.45)
+DIURNAL_SWING = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +96,7 @@ class Scenario:
     """Sorted by arrival."""
     size: Size
     seed: int
+    workloads: tuple[Workload, ...] = ()
 
 
 def _series(rng: random.Random, levels: Sequence[float]) -> tuple[float, ...]:
@@ -100,15 +118,25 @@ def _calm(rng: random.Random, nodes: Sequence[NodeSpec], size: Size) -> dict[str
     return {n.name: _series(rng, [rng.uniform(*CALM)] * steps) for n in nodes}
 
 
-def _workload(seed: int, size: Size) -> tuple[list[NodeSpec], list[PodSpec]]:
-    """The nodes and the pod stream every scenario of this seed shares."""
+@dataclass(frozen=True, slots=True)
+class Base:
+    """What every scenario of one seed shares: nodes, workloads, the pod stream."""
+
+    nodes: list[NodeSpec]
+    workloads: list[Workload]
+    pods: list[PodSpec]
+
+
+def _workload(seed: int, size: Size) -> Base:
     rng = random.Random(f"workload:{seed}")
     nodes = make_nodes(rng, size.nodes)
+    workloads = make_workloads(rng, workload_count(size.nodes))
     if size.pods is not None:
         times = sorted(rng.uniform(0.0, size.end) for _ in range(size.pods))
     else:
-        times = arrivals(rng, 0.0, size.end, stream_rate(nodes, size.load))
-    return nodes, make_pods(rng, times)
+        rate = stream_rate(nodes, size.load, mix_request(workloads))
+        times = arrivals(rng, 0.0, size.end, rate)
+    return Base(nodes, workloads, make_pods(rng, times, workloads))
 
 
 def _scenario(
@@ -119,46 +147,68 @@ def _scenario(
     nodes: Sequence[NodeSpec],
     levels: Mapping[str, Sequence[float]],
     pods: Sequence[PodSpec],
+    workloads: Sequence[Workload] = (),
 ) -> Scenario:
     ordered = tuple(sorted(pods, key=lambda p: (p.arrival, p.uid)))
-    return Scenario(name, description, tuple(nodes), Background(levels), ordered, size, seed)
+    return Scenario(
+        name, description, tuple(nodes), Background(levels), ordered, size, seed, tuple(workloads)
+    )
+
+
+def _measured_at(size: Size, share: float) -> float:
+    """The instant `share` of the measured time has passed, on the background's steps."""
+    return math.ceil((size.warmup + size.duration * share) / BACKGROUND_STEP) * BACKGROUND_STEP
+
+
+def _minutes_in(size: Size, at: float) -> str:
+    return f"{(at - size.warmup) / 60:g} min into the measured time"
 
 
 def uniform(seed: int, size: Size) -> Scenario:
-    nodes, pods = _workload(seed, size)
-    levels = _calm(random.Random(f"uniform:{seed}"), nodes, size)
-    text = f"every node's background {CALM[0]:.0%}-{CALM[1]:.0%} of its cores"
-    return _scenario("uniform", text, seed, size, nodes, levels, pods)
+    base = _workload(seed, size)
+    levels = _calm(random.Random(f"uniform:{seed}"), base.nodes, size)
+    text = (
+        f"every node's background {CALM[0]:.0%}-{CALM[1]:.0%} of its cores; the control: "
+        "measured load has little to add, so it must not do worse than requests"
+    )
+    return _scenario("uniform", text, seed, size, base.nodes, levels, base.pods, base.workloads)
 
 
 def skewed(seed: int, size: Size) -> Scenario:
-    nodes, pods = _workload(seed, size)
+    base = _workload(seed, size)
     rng = random.Random(f"skewed:{seed}")
-    levels = _calm(rng, nodes, size)
-    busy = rng.sample(nodes, max(1, round(len(nodes) / 10)))
+    levels = _calm(rng, base.nodes, size)
+    busy = rng.sample(base.nodes, max(1, round(len(base.nodes) / 10)))
     for n in busy:
         levels[n.name] = _series(rng, [rng.uniform(*BUSY)] * _steps(size))
     text = (
         f"a tenth of the nodes ({len(busy)}) busy at {BUSY[0]:.0%}-{BUSY[1]:.0%} with work "
-        f"the scheduler does not see; the rest {CALM[0]:.0%}-{CALM[1]:.0%}"
+        f"the scheduler does not see; the rest {CALM[0]:.0%}-{CALM[1]:.0%}: requests cannot "
+        "see the busy nodes, a measured metric can"
     )
-    return _scenario("skewed", text, seed, size, nodes, levels, pods)
+    return _scenario("skewed", text, seed, size, base.nodes, levels, base.pods, base.workloads)
 
 
 def burst(seed: int, size: Size) -> Scenario:
-    nodes, pods = _workload(seed, size)
-    levels = _calm(random.Random(f"burst:{seed}"), nodes, size)
+    base = _workload(seed, size)
+    levels = _calm(random.Random(f"burst:{seed}"), base.nodes, size)
     at = size.warmup + min(600.0, size.duration / 4)
-    extra = make_pods(random.Random(f"burst-pods:{seed}"), [at] * size.burst, "burst")
-    text = f"{size.burst} pods at once {(at - size.warmup) / 60:g} min into the measured time"
-    return _scenario("burst", text, seed, size, nodes, levels, [*pods, *extra])
+    rng = random.Random(f"burst-pods:{seed}")
+    extra = make_pods(rng, [at] * size.burst, base.workloads, "burst")
+    text = (
+        f"{size.burst} pods of the stream's workloads at once, {_minutes_in(size, at)}: "
+        "faster than any metric shows them, so only what a scheduler reserves for the pods "
+        "it just placed spreads them"
+    )
+    pods = [*base.pods, *extra]
+    return _scenario("burst", text, seed, size, base.nodes, levels, pods, base.workloads)
 
 
 def hot_node(seed: int, size: Size) -> Scenario:
-    nodes, pods = _workload(seed, size)
+    base = _workload(seed, size)
     rng = random.Random(f"hot-node:{seed}")
-    levels = _calm(rng, nodes, size)
-    hot = rng.choice(nodes)
+    levels = _calm(rng, base.nodes, size)
+    hot = rng.choice(base.nodes)
     at = size.warmup + size.duration / 3
     calm, busy = rng.uniform(*CALM), rng.uniform(*BUSY)
     steps = _steps(size)
@@ -166,21 +216,110 @@ def hot_node(seed: int, size: Size) -> Scenario:
     levels[hot.name] = _series(rng, [calm] * switch + [busy] * (steps - switch))
     text = (
         f"{hot.name} ({hot.cores} cores) turns hot, {calm:.0%} -> {busy:.0%} of unseen work, "
-        f"{(at - size.warmup) / 60:g} min into the measured time"
+        f"{_minutes_in(size, at)}: how soon a scheduler stops placing there"
     )
-    return _scenario("hot-node", text, seed, size, nodes, levels, pods)
+    return _scenario("hot-node", text, seed, size, base.nodes, levels, base.pods, base.workloads)
 
 
 def new_node(seed: int, size: Size) -> Scenario:
-    nodes, pods = _workload(seed, size)
+    base = _workload(seed, size)
     rng = random.Random(f"new-node:{seed}")
-    levels = _calm(rng, nodes, size)
-    at = size.warmup + size.duration / 3
-    at = math.ceil(at / BACKGROUND_STEP) * BACKGROUND_STEP
+    levels = _calm(rng, base.nodes, size)
+    at = _measured_at(size, 1 / 3)
     new = replace(NodeSpec("node-new", 8, 32 * GIB), added_at=at)
     levels[new.name] = _series(rng, [0.05] * _steps(size))
-    text = f"an empty node (8 cores) joins {(at - size.warmup) / 60:g} min into the measured time"
-    return _scenario("new-node", text, seed, size, [*nodes, new], levels, pods)
+    text = (
+        f"an empty node (8 cores) joins {_minutes_in(size, at)}: a node without metrics yet "
+        "must neither be shunned nor flooded"
+    )
+    nodes = [*base.nodes, new]
+    return _scenario("new-node", text, seed, size, nodes, levels, base.pods, base.workloads)
+
+
+def moving_load(seed: int, size: Size) -> Scenario:
+    base = _workload(seed, size)
+    rng = random.Random(f"moving-load:{seed}")
+    levels = _calm(rng, base.nodes, size)
+    tenth = max(1, round(len(base.nodes) / 10))
+    chosen = rng.sample(base.nodes, min(len(base.nodes), 2 * tenth))
+    first, second = chosen[:tenth], chosen[tenth:]
+    at = _measured_at(size, 1 / 3)
+    steps, switch = _steps(size), int(at // BACKGROUND_STEP)
+    for n in first:
+        busy, calm = rng.uniform(*BUSY), rng.uniform(*CALM)
+        levels[n.name] = _series(rng, [busy] * switch + [calm] * (steps - switch))
+    for n in second:
+        calm, busy = rng.uniform(*CALM), rng.uniform(*BUSY)
+        levels[n.name] = _series(rng, [calm] * switch + [busy] * (steps - switch))
+    text = (
+        f"unseen work at {BUSY[0]:.0%}-{BUSY[1]:.0%} moves from {len(first)} nodes to "
+        f"{len(second)} others {_minutes_in(size, at)}: a metric that follows slowly keeps "
+        "placing on the nodes that just turned busy"
+    )
+    return _scenario("moving-load", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+
+
+def misrequested(seed: int, size: Size) -> Scenario:
+    base = _workload(seed, size)
+    rng = random.Random(f"misrequested:{seed}")
+    levels = _calm(rng, base.nodes, size)
+    count = max(2, round(len(base.nodes) / 50))
+    over = [
+        make_workload(rng, f"over-{i:02d}", rng.uniform(*OVER_FACTOR), rng.choice(OVER_REQUESTS))
+        for i in range(count)
+    ]
+    under = [
+        make_workload(rng, f"under-{i:02d}", UNDER_FACTOR, rng.choice(UNDER_REQUESTS))
+        for i in range(count)
+    ]
+    odd = [*over, *under]
+    pods: list[PodSpec] = []
+    for w in odd:  # an equal share of MISREQUESTED_LOAD by requests each
+        rate = stream_rate(base.nodes, MISREQUESTED_LOAD / len(odd), w.cpu_milli / 1000)
+        times = arrivals(rng, 0.0, size.end, rate)
+        pods += make_pods(rng, times, [w], f"{w.name}-pod", 0)
+    at = size.warmup + min(600.0, size.duration / 4)
+    each = max(1, size.burst // 5 // len(odd))
+    for w in odd:
+        pods += make_pods(rng, [at] * each, [w], f"{w.name}-burst", 0)
+    text = (
+        f"{count} deployments use {OVER_FACTOR[0]:g}-{OVER_FACTOR[1]:g}x their CPU requests and "
+        f"{count} a tenth; their pods arrive over the run and {each} each at once "
+        f"{_minutes_in(size, at)}: requests misjudge them both ways, their running "
+        "siblings' measured use does not"
+    )
+    return _scenario(
+        "misrequested",
+        text,
+        seed,
+        size,
+        base.nodes,
+        levels,
+        [*base.pods, *pods],
+        [*base.workloads, *odd],
+    )
+
+
+def diurnal(seed: int, size: Size) -> Scenario:
+    base = _workload(seed, size)
+    rng = random.Random(f"diurnal:{seed}")
+    peak = size.warmup + size.duration / 2
+    steps = _steps(size)
+    swing = [
+        DIURNAL_SWING * math.cos(2 * math.pi * (k * BACKGROUND_STEP - peak) / size.end)
+        for k in range(steps)
+    ]
+    levels = {}
+    for n in base.nodes:
+        level = rng.uniform(*DIURNAL_BASE)
+        levels[n.name] = _series(rng, [level + s for s in swing])
+    text = (
+        f"every node's unseen work ({DIURNAL_BASE[0]:.0%}-{DIURNAL_BASE[1]:.0%}) swings together "
+        f"by +-{DIURNAL_SWING:.0%} over a day compressed into the run, peak "
+        f"{_minutes_in(size, peak)}: no node can be dodged at the peak; a scheduler must not "
+        "pile pods on while the load rises"
+    )
+    return _scenario("diurnal", text, seed, size, base.nodes, levels, base.pods, base.workloads)
 
 
 SCENARIOS: Mapping[str, Callable[[int, Size], Scenario]] = {
@@ -189,4 +328,7 @@ SCENARIOS: Mapping[str, Callable[[int, Size], Scenario]] = {
     "burst": burst,
     "hot-node": hot_node,
     "new-node": new_node,
+    "moving-load": moving_load,
+    "misrequested": misrequested,
+    "diurnal": diurnal,
 }

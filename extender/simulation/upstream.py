@@ -27,19 +27,27 @@ extended-resource code):
   selectHost takes the highest total, ties by reservoir sampling (each tied node equally
   likely); with one feasible node it is taken without scoring.
 
+- pkg/scheduler/framework/plugins/podtopologyspread/{plugin,scoring}.go: with no
+  constraints of its own a pod of a ReplicaSet gets the system defaults (hostname, maxSkew
+  3; zone, maxSkew 5; both ScheduleAnyway). The simulated nodes have no zone label, so only
+  the hostname constraint scores: a node's raw score is round(its pods of the same
+  ReplicaSet x log(feasible nodes + 2) + maxSkew - 1), normalised to
+  100 x (max + min - raw) / max over the feasible nodes (100 for all when max is 0); a
+  pod of no ReplicaSet skips the plugin.
+
 Left out because they give every node the same score in these scenarios, so they move no
 decision: TaintToleration (no node has taints: each scores 100 x 3), NodeAffinity and
-InterPodAffinity (no affinity: skipped), PodTopologySpread (the pods belong to no Service
-or ReplicaSet, so the default constraints select nothing), ImageLocality (no node holds
-the image). Every node is scored (`percentageOfNodesToScore: 100`, as measured in §7;
+InterPodAffinity (no affinity: skipped), ImageLocality (no node holds the image). Every
+node is scored (`percentageOfNodesToScore: 100`, as measured in §7;
 upstream's adaptive default also scores all of them up to 100 nodes).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from extender.simulation.workload import MAX_PODS
 
@@ -47,6 +55,8 @@ MAX_NODE_SCORE = 100
 MAX_EXTENDER_PRIORITY = 10
 FIT_WEIGHT = 1
 BALANCED_WEIGHT = 1
+SPREAD_WEIGHT = 2
+HOSTNAME_MAX_SKEW = 3
 RESOURCE_WEIGHTS = (1, 1)
 """LeastAllocated's weights for (cpu, memory)."""
 
@@ -64,16 +74,30 @@ class NodeRequests:
     cpu_requested: int = 0
     memory_requested: int = 0
     pods: int = 0
+    owners: dict[str, int] = field(default_factory=dict)
+    """ReplicaSet -> its pods on the node (what PodTopologySpread counts)."""
+    version: int = 0
+    """Bumped on every change: a plugin may cache what it computed from this node."""
 
-    def add(self, cpu: int, memory: int) -> None:
+    def add(self, cpu: int, memory: int, owner: str = "") -> None:
         self.cpu_requested += cpu
         self.memory_requested += memory
         self.pods += 1
+        self.version += 1
+        if owner:
+            self.owners[owner] = self.owners.get(owner, 0) + 1
 
-    def remove(self, cpu: int, memory: int) -> None:
+    def remove(self, cpu: int, memory: int, owner: str = "") -> None:
         self.cpu_requested -= cpu
         self.memory_requested -= memory
         self.pods -= 1
+        self.version += 1
+        if owner:
+            left = self.owners[owner] - 1
+            if left:
+                self.owners[owner] = left
+            else:
+                del self.owners[owner]
 
 
 def fits(node: NodeRequests, cpu: int, memory: int) -> bool:
@@ -126,6 +150,23 @@ def default_score(node: NodeRequests, cpu: int, memory: int) -> int:
         least_allocated(node, cpu, memory) * FIT_WEIGHT
         + balanced_allocation(node, cpu, memory) * BALANCED_WEIGHT
     )
+
+
+def spread_scores(counts: Sequence[int], max_skew: int = HOSTNAME_MAX_SKEW) -> list[int]:
+    """PodTopologySpread's normalised scores of the feasible nodes, from each one's count
+    of pods of the pod's ReplicaSet (one hostname constraint; see the docstring)."""
+    weight = math.log(len(counts) + 2)
+    skew = max_skew - 1
+    raw = [math.floor(c * weight + skew + 0.5) if c else skew for c in counts]
+    top, low = max(raw, default=0), min(raw, default=0)
+    if top == 0:
+        return [MAX_NODE_SCORE] * len(raw)
+    return [MAX_NODE_SCORE * (top + low - r) // top for r in raw]
+
+
+def round_half_away(x: float) -> float:
+    """Go's math.Round: halves away from zero (Python's round takes halves to even)."""
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
 
 
 def extender_points(score: int, weight: int) -> int:

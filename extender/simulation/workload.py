@@ -1,9 +1,11 @@
-"""Nodes, and pods whose real CPU use differs from what they request.
+"""Nodes, workloads, and pods whose real CPU use differs from what they request.
 
 The whole point of a metrics-aware scheduler is that requests lie: some pods idle, a few
-use several times what they asked for. The distribution below is the simulation's claim
-about a cluster; it is printed in every report (DISTRIBUTION) so a reader can judge it.
-Everything is drawn from a `random.Random` the caller seeds.
+use several times what they asked for. Pods come from workloads (Deployments): the pods of
+one workload share its request and its usage distribution, so a workload's running pods
+tell what its next pod will use. The distribution below is the simulation's claim about a
+cluster; it is printed in every report (DISTRIBUTION) so a reader can judge it. Everything
+is drawn from a `random.Random` the caller seeds.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,31 +33,51 @@ CPU_REQUESTS: tuple[tuple[int, float], ...] = (
     (1000, 0.15),
     (2000, 0.05),
 )
-"""(millicores requested, share of the pods)."""
+"""(millicores requested, share of the workloads that are not hogs)."""
+HOG_REQUESTS: tuple[tuple[int, float], ...] = ((100, 0.3), (250, 0.4), (500, 0.3))
+"""(millicores requested, share of the hogs): a hog asks for little. A pod asking for 2
+cores and using 10 is not mis-requested but mis-sized: no node would hold it."""
 GIB_PER_CORE = (1, 2, 4)
 IDLE_SHARE = 0.15
 IDLE_FACTOR = (0.02, 0.1)
 HOG_SHARE = 0.10
 HOG_FACTOR = (3.0, 5.0)
 NORMAL_MEDIAN, NORMAL_SIGMA = 0.8, 0.5
+POD_SIGMA = 0.25
+"""A pod's use around its workload's: lognormal with this sigma (replicas differ a little)."""
+WORKLOADS_PER_NODE = 0.5
+POPULARITY_SIGMA = 0.5
+"""A workload's share of the arrivals: lognormal weights with this sigma."""
 DURATION_MEDIAN, DURATION_SIGMA = 20 * 60.0, 0.8
 DURATION_CLIP = (60.0, 3 * 3600.0)
+HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The alphabet of a `pod-template-hash` (apimachinery's rand.SafeEncodeString)."""
 
 DISTRIBUTION = f"""\
 nodes: 60% 8 cores / 32 GiB, 30% 16 cores / 64 GiB, 10% 4 cores / 16 GiB; {MAX_PODS} pods at most.
-pods: CPU request 100m 25%, 250m 30%, 500m 25%, 1 core 15%, 2 cores 5% (mean 0.475 cores);
-  memory request = the CPU request x 1, 2 or 4 GiB per core (equal odds).
-real CPU use = request x factor, constant while the pod runs, no CPU limit:
-  {IDLE_SHARE:.0%} idle (factor uniform {IDLE_FACTOR[0]}..{IDLE_FACTOR[1]}), \
-{HOG_SHARE:.0%} hogs (uniform {HOG_FACTOR[0]:g}..{HOG_FACTOR[1]:g}),
-  the rest lognormal (median {NORMAL_MEDIAN}, sigma {NORMAL_SIGMA}); mean factor ~{{factor:.2f}}.
+workloads: Deployments, {WORKLOADS_PER_NODE:g} per node (at least 4); each pod of the stream \
+belongs to one,
+  picked by popularity (lognormal weights, sigma {POPULARITY_SIGMA}); a workload's pods share \
+its requests:
+  CPU 100m 25%, 250m 30%, 500m 25%, 1 core 15%, 2 cores 5% of the workloads that are not hogs,
+  100m 30%, 250m 40%, 500m 30% of the hogs (mean {{request:.3f}} cores);
+  memory = the CPU request x 1, 2 or 4 GiB per core (equal odds). No CPU limits.
+real CPU use = request x the workload's factor x the pod's own (lognormal, sigma {POD_SIGMA}),
+  constant while the pod runs; of the workloads exactly {IDLE_SHARE:.0%} are idle (factor \
+uniform {IDLE_FACTOR[0]}..{IDLE_FACTOR[1]}),
+  {HOG_SHARE:.0%} hogs (uniform {HOG_FACTOR[0]:g}..{HOG_FACTOR[1]:g}), the rest lognormal \
+(median {NORMAL_MEDIAN}, sigma {NORMAL_SIGMA});
+  mean factor of a pod ~{{factor:.2f}}, of a requested core ~{{per_core:.2f}} (hogs ask for \
+little).
+  Memory use = the memory request (not time-varying).
 duration: lognormal, median {DURATION_MEDIAN / 60:g} min, sigma {DURATION_SIGMA}, \
 clipped to 1 min..3 h (mean ~{{duration:.0f}} min).
 arrivals: a Poisson stream whose rate keeps requests at --load of the cluster's allocatable
   CPU in steady state (or --pods pods spread over the run).
 background: per node, a level plus AR(1) noise (phi 0.98, stationary sd ~0.05), every
   15 s, in [0, 1] of the node's cores: work the scheduler cannot see (system daemons,
-  pods of other schedulers, noisy neighbours)."""
+  pods of other schedulers, noisy neighbours). It uses no memory. A node short of CPU
+  serves everyone on it in proportion (what a pod's own CPU series then shows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +91,25 @@ class NodeSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Workload:
+    """A Deployment: its pods share its requests and its usage distribution."""
+
+    name: str
+    template_hash: str
+    """Its ReplicaSet's `pod-template-hash`: the ReplicaSet is `<name>-<hash>`."""
+    cpu_milli: int
+    memory: int
+    factor: float
+    """What its pods use, as a multiple of their CPU request (before each pod's own spread)."""
+    popularity: float = 1.0
+    """Its relative share of the stream's arrivals."""
+
+    @property
+    def replicaset(self) -> str:
+        return f"{self.name}-{self.template_hash}"
+
+
+@dataclass(frozen=True, slots=True)
 class PodSpec:
     uid: str
     cpu_milli: int
@@ -77,10 +119,20 @@ class PodSpec:
     arrival: float
     duration: float
     """Seconds it runs once placed (waiting does not count)."""
+    workload: str = ""
+    """Its Deployment ("" for a bare pod)."""
+    template_hash: str = ""
+    cpu_limit_milli: int | None = None
 
     @property
     def cores(self) -> float:
         return self.cpu_milli / 1000
+
+    @property
+    def replicaset(self) -> str:
+        """The ReplicaSet that owns it ("" for a bare pod): what PodTopologySpread's
+        default constraints select on."""
+        return f"{self.workload}-{self.template_hash}" if self.workload else ""
 
 
 def _pick(rng: random.Random, table: Sequence[tuple[T, float]]) -> T:
@@ -102,36 +154,129 @@ def make_nodes(rng: random.Random, count: int, prefix: str = "node") -> list[Nod
     return out
 
 
-def usage_factor(rng: random.Random) -> float:
-    """Real use / request: idle, hog or normal (see DISTRIBUTION)."""
-    kind = rng.random()
-    if kind < IDLE_SHARE:
+def usage_factor(rng: random.Random, kind: str | None = None) -> float:
+    """A workload's real use / request: idle, hog or normal (see DISTRIBUTION); `kind`
+    None draws the kind too."""
+    if kind is None:
+        x = rng.random()
+        kind = "idle" if x < IDLE_SHARE else "hog" if x < IDLE_SHARE + HOG_SHARE else "normal"
+    if kind == "idle":
         return rng.uniform(*IDLE_FACTOR)
-    if kind < IDLE_SHARE + HOG_SHARE:
+    if kind == "hog":
         return rng.uniform(*HOG_FACTOR)
     return rng.lognormvariate(math.log(NORMAL_MEDIAN), NORMAL_SIGMA)
 
 
-def make_pod(rng: random.Random, uid: str, arrival: float) -> PodSpec:
-    cpu = _pick(rng, CPU_REQUESTS)
+def kinds(rng: random.Random, count: int) -> list[str]:
+    """The kinds of `count` workloads: the shares of DISTRIBUTION exactly (rounded), in a
+    random order, so a seed's cluster is not by chance twice as hoggish as the claim."""
+    idle, hog = round(count * IDLE_SHARE), round(count * HOG_SHARE)
+    out = ["idle"] * idle + ["hog"] * hog + ["normal"] * (count - idle - hog)
+    rng.shuffle(out)
+    return out
+
+
+def template_hash(rng: random.Random) -> str:
+    return "".join(rng.choice(HASH_ALPHABET) for _ in range(10))
+
+
+def make_workload(
+    rng: random.Random,
+    name: str,
+    factor: float | None = None,
+    cpu_milli: int | None = None,
+    kind: str | None = None,
+) -> Workload:
+    """A workload drawn from DISTRIBUTION; `factor` or `cpu_milli` pin those draws, `kind`
+    the factor's kind."""
+    if cpu_milli is None:
+        cpu = _pick(rng, HOG_REQUESTS if kind == "hog" else CPU_REQUESTS)
+    else:
+        cpu = cpu_milli
     memory = cpu * rng.choice(GIB_PER_CORE) * GIB // 1000
-    factor = usage_factor(rng)
+    use = usage_factor(rng, kind) if factor is None else factor
+    popularity = rng.lognormvariate(0.0, POPULARITY_SIGMA)
+    return Workload(name, template_hash(rng), cpu, memory, use, popularity)
+
+
+def make_workloads(rng: random.Random, count: int, prefix: str = "app") -> list[Workload]:
+    return [
+        make_workload(rng, f"{prefix}-{i:03d}", kind=kind)
+        for i, kind in enumerate(kinds(rng, count))
+    ]
+
+
+def workload_count(nodes: int) -> int:
+    return max(4, round(nodes * WORKLOADS_PER_NODE))
+
+
+def make_pod(rng: random.Random, uid: str, arrival: float, workload: Workload) -> PodSpec:
+    factor = workload.factor * rng.lognormvariate(0.0, POD_SIGMA)
     duration = rng.lognormvariate(math.log(DURATION_MEDIAN), DURATION_SIGMA)
     duration = min(max(duration, DURATION_CLIP[0]), DURATION_CLIP[1])
-    return PodSpec(uid, cpu, memory, cpu / 1000 * factor, arrival, duration)
+    return PodSpec(
+        uid,
+        workload.cpu_milli,
+        workload.memory,
+        workload.cpu_milli / 1000 * factor,
+        arrival,
+        duration,
+        workload.name,
+        workload.template_hash,
+    )
+
+
+def make_pods(
+    rng: random.Random,
+    times: Sequence[float],
+    workloads: Sequence[Workload],
+    prefix: str = "pod",
+    first: int = 0,
+) -> list[PodSpec]:
+    """A pod per arrival time, each of a workload picked by popularity."""
+    weights = list(accumulate(w.popularity for w in workloads))
+    picked = rng.choices(workloads, cum_weights=weights, k=len(times))
+    return [
+        make_pod(rng, f"{prefix}-{first + i:05d}", t, w)
+        for i, (t, w) in enumerate(zip(times, picked, strict=True))
+    ]
 
 
 def mean_request() -> float:
-    """Cores a pod requests on average."""
-    return sum(m / 1000 * share for m, share in CPU_REQUESTS)
+    """Cores a workload requests on average."""
+    most = sum(m / 1000 * share for m, share in CPU_REQUESTS)
+    hogs = sum(m / 1000 * share for m, share in HOG_REQUESTS)
+    return (1 - HOG_SHARE) * most + HOG_SHARE * hogs
+
+
+def mix_request(workloads: Sequence[Workload]) -> float:
+    """Cores a pod of this mix requests on average (weighted by popularity)."""
+    total = sum(w.popularity for w in workloads)
+    return sum(w.cpu_milli / 1000 * w.popularity for w in workloads) / total
 
 
 def mean_factor() -> float:
-    """Real use / request on average (the three kinds' means, weighted)."""
+    """Real use / request of a pod on average: the workloads' kinds weighted, times the
+    mean of a pod's own spread."""
     normal = NORMAL_MEDIAN * math.exp(NORMAL_SIGMA**2 / 2)
     idle = sum(IDLE_FACTOR) / 2
     hog = sum(HOG_FACTOR) / 2
-    return IDLE_SHARE * idle + HOG_SHARE * hog + (1 - IDLE_SHARE - HOG_SHARE) * normal
+    kinds = IDLE_SHARE * idle + HOG_SHARE * hog + (1 - IDLE_SHARE - HOG_SHARE) * normal
+    return kinds * math.exp(POD_SIGMA**2 / 2)
+
+
+def use_per_request() -> float:
+    """Cores used per core requested, over the whole distribution: hogs ask for little, so
+    this is less than the mean factor of a pod."""
+    normal = NORMAL_MEDIAN * math.exp(NORMAL_SIGMA**2 / 2)
+    idle = sum(IDLE_FACTOR) / 2
+    hog = sum(HOG_FACTOR) / 2
+    most = sum(m / 1000 * share for m, share in CPU_REQUESTS)
+    hogs = sum(m / 1000 * share for m, share in HOG_REQUESTS)
+    rest = 1 - IDLE_SHARE - HOG_SHARE
+    not_hog = (IDLE_SHARE * idle + rest * normal) / (IDLE_SHARE + rest)
+    used = (1 - HOG_SHARE) * most * not_hog + HOG_SHARE * hogs * hog
+    return used / mean_request() * math.exp(POD_SIGMA**2 / 2)
 
 
 def mean_duration() -> float:
@@ -140,13 +285,19 @@ def mean_duration() -> float:
 
 
 def distribution_text() -> str:
-    return DISTRIBUTION.format(factor=mean_factor(), duration=mean_duration() / 60)
+    return DISTRIBUTION.format(
+        factor=mean_factor(),
+        duration=mean_duration() / 60,
+        request=mean_request(),
+        per_core=use_per_request(),
+    )
 
 
-def stream_rate(nodes: Sequence[NodeSpec], load: float) -> float:
-    """Pods a second that keep requests at `load` of the nodes' CPU (Little's law)."""
+def stream_rate(nodes: Sequence[NodeSpec], load: float, request: float | None = None) -> float:
+    """Pods a second that keep requests at `load` of the nodes' CPU (Little's law), for
+    pods requesting `request` cores on average (the distribution's mean by default)."""
     cores = sum(n.cores for n in nodes)
-    return load * cores / (mean_request() * mean_duration())
+    return load * cores / ((request or mean_request()) * mean_duration())
 
 
 def arrivals(rng: random.Random, start: float, end: float, rate: float) -> list[float]:
@@ -159,9 +310,3 @@ def arrivals(rng: random.Random, start: float, end: float, rate: float) -> list[
         out.append(t)
         t += rng.expovariate(rate)
     return out
-
-
-def make_pods(
-    rng: random.Random, times: Sequence[float], prefix: str = "pod", first: int = 0
-) -> list[PodSpec]:
-    return [make_pod(rng, f"{prefix}-{first + i:05d}", t) for i, t in enumerate(times)]

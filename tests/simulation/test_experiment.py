@@ -1,5 +1,5 @@
 """The comparison's frame: a plan that names what exists, the policy as given (maxHosts
-aside), and a room that stays pure (no file, network or plotting library)."""
+aside), and a room that stays pure (no file, network or plotting library), peers included."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from extender.policy.loading import load_settings
 from extender.simulation.experiment import Plan, run_plan, seeds_from, with_max_hosts
+from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS
 from extender.simulation.scenarios import Size
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +34,9 @@ IMPURE = {
 
 def test_the_room_imports_no_io_library() -> None:
     found = []
-    for path in sorted(ROOM.glob("*.py")):
+    paths = sorted(ROOM.rglob("*.py"))
+    assert any(p.parent.name == "peers" for p in paths)
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = []
             if isinstance(node, ast.Import):
@@ -49,6 +52,11 @@ def test_a_plan_names_known_scenarios_and_some_seed() -> None:
         Plan(scenarios=("uniform", "lunar"))
     with pytest.raises(ValueError, match="no seeds"):
         Plan(seeds=())
+    with pytest.raises(ValueError, match="unknown schedulers"):
+        Plan(schedulers=("kube-scheduler", "volcano"))
+    with pytest.raises(ValueError, match="no schedulers"):
+        Plan(schedulers=())
+    assert Plan().schedulers == SCHEDULERS
     assert seeds_from(4, 3) == (4, 5, 6)
 
 
@@ -67,7 +75,9 @@ def test_run_plan_reports_progress_in_order() -> None:
         scenarios=("new-node", "uniform"),
         seeds=(1, 2),
         size=Size(nodes=3, warmup=60.0, duration=120.0),
+        schedulers=(DECICE, KUBE_SCHEDULER),
     )
     results = run_plan(load_settings(SHIPPED), plan, lambda name, seed: seen.append((name, seed)))
     assert seen == [("new-node", 1), ("new-node", 2), ("uniform", 1), ("uniform", 2)]
-    assert [p.ours.seed for p in results["uniform"]] == [1, 2]
+    assert [r.ours.seed for r in results["uniform"]] == [1, 2]
+    assert list(results["uniform"][0]) == [DECICE, KUBE_SCHEDULER]

@@ -1,5 +1,6 @@
 """Our extender in the simulation answers what the service answers: the shipped policy,
-the real engine, the wire format."""
+the real engine, the wire format; it is sent pods as their ReplicaSet made them and fed
+what the refresher would fetch."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from extender.decisions.usage import UsageTable, WorkloadKey, WorkloadUse, workload_of
 from extender.policy.loading import load_settings
 from extender.policy.settings import Settings
 from extender.simulation.experiment import with_max_hosts
-from extender.simulation.ours import OurExtender
-from extender.simulation.workload import GIB, PodSpec
+from extender.simulation.framework import Feeds
+from extender.simulation.ledger import NodeLedger, PodMeter
+from extender.simulation.ours import OurExtender, pod_document
+from extender.simulation.prometheus import MetricPipeline, Pipeline
+from extender.simulation.workload import GIB, NodeSpec, PodSpec
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
 NOW = 1_000_000.0
-POD = PodSpec("p-1", 2000, GIB, 2.0, 0.0, 60.0)
+POD = PodSpec("p-1", 2000, GIB, 2.0, 0.0, 60.0, "web", "5d8f7c9b6d")
 NODES = ["a", "b", "c"]
 CORES = {"a": 8.0, "b": 8.0, "c": 8.0}
 
@@ -44,21 +49,21 @@ def test_prioritize_scores_lower_cpu_higher(shipped: Settings) -> None:
 
 def test_a_bind_reserves_on_the_herd_guard_and_a_departure_frees_it(shipped: Settings) -> None:
     ours = extender(shipped)
+    ours.filter(POD, NODES, NOW)  # the engine learns of the pod as the scheduler asks
     ours.bound(POD, "a", NOW)
-    assert ours.engine.herd() == {"a": pytest.approx(2.0 / 8)}
+    assert ours.engine.herd() == {"a": pytest.approx(2.0 / 8)}  # nothing measured: its request
     assert ours.prioritize(POD, ["a", "c"], NOW + 1)["a"] == 6  # 0.2 + 0.25 counted
     assert ours.engine.pods.get(POD.uid) is not None
     ours.released(POD, NOW + 2)
     assert ours.engine.herd() == {}
 
 
-def test_the_reservation_ends_with_a_refresh_taken_settle_seconds_later(shipped: Settings) -> None:
+def test_the_reservation_is_gone_once_the_metric_shows_the_pod(shipped: Settings) -> None:
     ours = extender(shipped)
     ours.bound(POD, "a", NOW)
-    settle = shipped.herd_guard.settle
-    ours.install({"a": 0.2, "b": 0.95, "c": 0.5}, CORES, NOW + settle - 1)
+    ours.install({"a": 0.2, "b": 0.95, "c": 0.5}, CORES, NOW + 1)
     assert ours.engine.herd() != {}
-    ours.install({"a": 0.2, "b": 0.95, "c": 0.5}, CORES, NOW + settle)
+    ours.install({"a": 0.45, "b": 0.95, "c": 0.5}, CORES, NOW + 3600)
     assert ours.engine.herd() == {}
 
 
@@ -73,3 +78,55 @@ def test_a_node_without_data_is_neutral_under_fail_open(shipped: Settings) -> No
     ours = extender(shipped)
     assert ours.filter(POD, ["a", "new"], NOW) == ["a", "new"]
     assert ours.prioritize(POD, ["a", "new"], NOW)["new"] == 5
+
+
+def test_the_pod_names_its_deployment_the_way_the_engine_reads_it() -> None:
+    doc = pod_document(POD, "decice_sched")
+    meta = doc["metadata"]
+    assert meta["ownerReferences"][0]["name"] == "web-5d8f7c9b6d"
+    assert meta["ownerReferences"][0]["kind"] == "ReplicaSet"
+    assert workload_of(meta["namespace"], meta["ownerReferences"], meta["labels"]) == (
+        WorkloadKey("sim", "deployment", "web")
+    )
+    bare = pod_document(PodSpec("b", 100, GIB, 0.1, 0.0, 60.0), "decice_sched")
+    assert "ownerReferences" not in bare["metadata"]
+    assert "limits" not in bare["spec"]["containers"][0]["resources"]
+    capped = PodSpec("c", 100, GIB, 0.1, 0.0, 60.0, cpu_limit_milli=400)
+    limits = pod_document(capped, "s")["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"cpu": "400m"}
+
+
+def test_install_hands_the_measured_use_to_the_engine(shipped: Settings) -> None:
+    ours = OurExtender(shipped, NOW)
+    table = UsageTable({WorkloadKey("sim", "deployment", "web"): WorkloadUse(0.9, 12)}, {}, NOW)
+    ours.install({"a": 0.2}, CORES, NOW, table)
+    assert ours.engine.snapshot.usage is table
+
+
+def test_each_refresh_installs_the_metric_and_the_pods_use(shipped: Settings) -> None:
+    pipeline = Pipeline()
+    metrics = MetricPipeline(pipeline)
+    ledger = NodeLedger(pipeline.tick)
+    meter = PodMeter(ledger, pipeline.scrape_interval, pipeline.rate_window)
+    node = NodeSpec("a", 8, 32 * GIB)
+    feeds = Feeds(metrics, ledger, meter, {"a": node}, {"a": 0.0})
+    ours = OurExtender(shipped, NOW)
+    meter.started(POD, "a", 0.0)
+    for k in range(5):  # 75 s at 50% (the pod's 2 cores of 8, and 25% unseen)
+        t = 15 * k
+        if k:
+            metrics.observe("a", 0.5, 15)
+        metrics.scrape(["a"], {"a": 0.0})
+        if t % 30 == 0:
+            metrics.evaluate(t)
+        ledger.record(k, "a", 0.5, 0.0)
+        generation = ours.engine.snapshot.generation
+        ours.observe(t, NOW + t, feeds)
+        assert ours.engine.snapshot.generation == generation + 1  # every 15 s (the policy's)
+    snapshot = ours.engine.snapshot
+    assert snapshot.metrics["cpu"].values == {"a": pytest.approx(0.5)}
+    assert snapshot.usage.workloads[WorkloadKey("sim", "deployment", "web")].cores == (
+        pytest.approx(2.0)
+    )
+    assert snapshot.usage.pods == {("sim", "p-1"): pytest.approx(2.0)}
+    assert snapshot.usage.fetched_at == NOW + 60

@@ -1,5 +1,6 @@
 """The metric lag: a step in a node's CPU reaches our refresher only after a scrape, a rule
-evaluation and a refresh, and is fully shown only once the rate window has passed."""
+evaluation and a refresh, and is fully shown only once the rate window has passed; the raw
+fast rate shows a rise within a minute, and the larger of the two falls slowly."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ STEP_AT = 600
 
 
 def seen_by_refresher(
-    pipeline: Pipeline, utilisation: Callable[[int], float], until: int
+    pipeline: Pipeline,
+    utilisation: Callable[[int], float],
+    until: int,
+    read: Callable[[MetricPipeline], dict[str, float]] | None = None,
 ) -> dict[int, float]:
     """refresh time -> what our refresher read for node "n" (NaN: no value yet), driving
-    the pipeline the way run.Run does at every tick boundary."""
+    the pipeline the way run.Run does at every tick boundary; `read` picks the answer
+    (the recorded rule by default)."""
     metrics = MetricPipeline(pipeline)
     tick = pipeline.tick
     seen: dict[int, float] = {}
@@ -29,7 +34,8 @@ def seen_by_refresher(
         if t % pipeline.rule_interval == 0:
             metrics.evaluate(t)
         if t % pipeline.refresh_interval == 0:
-            seen[t] = metrics.query().get("n", math.nan)
+            answer = dict(metrics.query()) if read is None else read(metrics)
+            seen[t] = answer.get("n", math.nan)
     return seen
 
 
@@ -78,7 +84,54 @@ def test_the_pipeline_steps_on_the_gcd_and_refuses_nonsense() -> None:
     assert Pipeline().tick == 15
     assert Pipeline(scrape_interval=10, rule_interval=30, refresh_interval=15).tick == 5
     assert Pipeline().intervals_in_window == 19
+    assert Pipeline().fast_intervals == 3 and Pipeline(fast_window=0).fast_intervals == 0
     with pytest.raises(ValueError):
         Pipeline(rate_window=20)  # fewer than two scrapes
     with pytest.raises(ValueError):
         Pipeline(refresh_interval=0)
+    with pytest.raises(ValueError, match="fast_window"):
+        Pipeline(fast_window=20)
+    with pytest.raises(ValueError, match="history_window"):
+        Pipeline(history_window=10)
+
+
+def test_the_metric_rises_within_a_minute_through_the_raw_rate() -> None:
+    seen = seen_by_refresher(Pipeline(), step, 1200, lambda m: m.metric())
+    assert seen[STEP_AT] == pytest.approx(0.2)
+    assert seen[STEP_AT + 15] == pytest.approx((2 * 0.2 + 0.8) / 3)  # the raw 1m rate
+    assert seen[STEP_AT + 45] == pytest.approx(0.8)  # the rule alone would still say ~0.3
+    rule = seen_by_refresher(Pipeline(), step, 1200)
+    assert rule[STEP_AT + 45] < 0.4
+
+
+def down(t: int) -> float:
+    return 0.8 if t < STEP_AT else 0.2
+
+
+def test_the_metric_falls_slowly_with_the_rule() -> None:
+    seen = seen_by_refresher(Pipeline(), down, 1200, lambda m: m.metric())
+    fast = seen_by_refresher(Pipeline(), down, 1200, lambda m: m.fast())
+    assert fast[STEP_AT + 45] == pytest.approx(0.2)
+    assert seen[STEP_AT + 45] > 0.7  # the larger: the 5-minute rule still remembers
+    assert seen[STEP_AT + 300] == pytest.approx(0.2)
+
+
+def test_without_a_fast_window_the_metric_is_the_rule() -> None:
+    off = Pipeline(fast_window=0)
+    assert seen_by_refresher(off, step, 900, lambda m: m.metric()) == seen_by_refresher(
+        off, step, 900
+    )
+
+
+def test_the_rule_keeps_fifteen_minutes_of_answers_with_memory() -> None:
+    metrics = MetricPipeline(Pipeline())
+    for t in range(0, 1800 + 1, 15):
+        if t:
+            metrics.observe("n", 0.5, 15)
+        metrics.scrape(["n"], {"n": t / 10_000})
+        if t % 30 == 0:
+            metrics.evaluate(t)
+    history = metrics.history("n")
+    assert len(history) == 30  # 900 s of evaluations every 30 s
+    assert history[0][0] == 1800 - 870 and history[-1] == (1800, 0.5, 0.18)
+    assert metrics.history("unknown") == ()

@@ -1,4 +1,5 @@
-"""The report: spreads over seeds, the table, the JSON document, and the targets' verdicts."""
+"""The report: spreads over seeds, the table with every scheduler, the JSON document (with
+the old `baseline`/`ours` names kept), and the targets' verdicts."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from extender.simulation.experiment import Pair, Plan
-from extender.simulation.report import ROWS, build_report, render, spread, to_json
+from extender.simulation.experiment import Plan, Runs
+from extender.simulation.profiles import DECICE, KOORDINATOR, KUBE_SCHEDULER, LVRB, TLP
+from extender.simulation.report import ROWS, build_report, render, to_json
 from extender.simulation.run import RunResult
 from extender.simulation.stats import Metrics, percentile, pstdev
+from extender.simulation.summary import spread
 from extender.simulation.targets import judge
 
 BASE = Metrics(
@@ -31,20 +34,28 @@ def result(metrics: Metrics, seed: int, unplaced: frozenset[str] = frozenset()) 
     return RunResult("s", seed, "x", metrics, (), {}, unplaced, 0)
 
 
-def pairs(base: list[float], ours: list[float], p95: float = 0.0) -> list[Pair]:
-    return [
-        Pair(
-            result(replace(BASE, node_minutes_hot=b), seed),
-            result(replace(BASE, node_minutes_hot=o, cpu_p95=BASE.cpu_p95 + p95), seed),
-        )
-        for seed, (b, o) in enumerate(zip(base, ours, strict=True), 1)
-    ]
+def runs(
+    base: list[float], ours: list[float], p95: float = 0.0, peers: float | None = None
+) -> list[Runs]:
+    """kube-scheduler and decice with these hot node-minutes per seed; with `peers`, the
+    three peers each at that many."""
+    out = []
+    for seed, (b, o) in enumerate(zip(base, ours, strict=True), 1):
+        results = {
+            KUBE_SCHEDULER: result(replace(BASE, node_minutes_hot=b), seed),
+            DECICE: result(replace(BASE, node_minutes_hot=o, cpu_p95=BASE.cpu_p95 + p95), seed),
+        }
+        if peers is not None:
+            for name in (TLP, LVRB, KOORDINATOR):
+                results[name] = result(replace(BASE, node_minutes_hot=peers), seed)
+        out.append(Runs(seed, results))
+    return out
 
 
-def verdicts(results: dict[str, list[Pair]]) -> dict[str, bool | None]:
+def verdicts(results: dict[str, list[Runs]]) -> dict[str, bool | None]:
     plan = Plan(scenarios=tuple(results), seeds=(1, 2, 3))
     report = build_report(plan, "policy.yaml", results, {})
-    return {v.target.split(":")[0]: v.met for v in report.verdicts}
+    return {v.target: v.met for v in report.verdicts}
 
 
 def test_spread_is_mean_sample_sd_and_range() -> None:
@@ -59,35 +70,49 @@ def test_percentile_and_pstdev() -> None:
     assert pstdev([1.0, 3.0]) == 1.0
 
 
-def test_halving_is_judged_on_the_means() -> None:
+def test_halving_is_judged_on_the_means_in_every_scenario_but_uniform() -> None:
     got = verdicts(
-        {
-            "skewed": pairs([100, 120, 80], [40, 50, 30]),
-            "hot-node": pairs([100, 100, 100], [60, 60, 60]),
-        }
+        {"skewed": runs([100, 120, 80], [40, 50, 30]), "burst": runs([100] * 3, [60] * 3)}
     )
-    assert got["skewed"] is True
-    assert got["hot-node"] is False
-    assert got["uniform"] is None  # not run
+    assert got["skewed: at least 50% fewer node-minutes above 90% CPU than kube-scheduler"]
+    assert not got["burst: at least 50% fewer node-minutes above 90% CPU than kube-scheduler"]
+    assert got["uniform: no worse"] is None  # not run
+
+
+def test_ours_must_have_no_more_than_any_peer() -> None:
+    target = "skewed: no more node-minutes above 90% CPU than any peer"
+    assert verdicts({"skewed": runs([100] * 3, [40] * 3, peers=40)})[target] is True
+    assert verdicts({"skewed": runs([100] * 3, [40] * 3, peers=39)})[target] is False
+    assert verdicts({"skewed": runs([100] * 3, [40] * 3)})[target] is None  # no peer run
 
 
 def test_uniform_is_no_worse_within_noise() -> None:
-    assert verdicts({"uniform": pairs([100, 100, 100], [90, 112, 95])})["uniform"] is True
-    assert verdicts({"uniform": pairs([100, 100, 100], [120, 121, 119])})["uniform"] is False
-    worse_p95 = pairs([100, 100, 100], [90, 90, 90], p95=0.05)
-    assert verdicts({"uniform": worse_p95})["uniform"] is False
+    target = "uniform: no worse than kube-scheduler alone within noise"
+    assert verdicts({"uniform": runs([100, 100, 100], [90, 112, 95])})[target] is True
+    assert verdicts({"uniform": runs([100, 100, 100], [120, 121, 119])})[target] is False
+    worse_p95 = runs([100, 100, 100], [90, 90, 90], p95=0.05)
+    assert verdicts({"uniform": worse_p95})[target] is False
 
 
 def test_a_pod_only_ours_left_unplaced_misses_the_target() -> None:
-    left = [Pair(result(BASE, 1), result(replace(BASE, unplaced=1), 1, frozenset({"p"})))]
+    left = [
+        Runs(
+            1,
+            {
+                KUBE_SCHEDULER: result(BASE, 1),
+                DECICE: result(replace(BASE, unplaced=1), 1, frozenset({"p"})),
+            },
+        )
+    ]
     report = build_report(Plan(scenarios=("burst",)), "p", {"burst": left}, {})
     (verdict,) = [v for v in report.verdicts if "unplaced" in v.target]
     assert verdict.met is False and "burst 1" in verdict.detail
     assert judge([])[-1].met is True
+    assert "pods kube-scheduler placed and another left unplaced: decice 1" in render(report)
 
 
-def test_render_and_json_carry_every_metric_and_the_targets() -> None:
-    results = {"skewed": pairs([100, 120, 80], [40, 50, 30])}
+def test_render_and_json_carry_every_scheduler_metric_and_the_targets() -> None:
+    results = {"skewed": runs([100, 120, 80], [40, 50, 30], peers=60)}
     report = build_report(
         Plan(scenarios=("skewed",), seeds=(1, 2, 3)), "p.yaml", results, {"skewed": "busy"}
     )
@@ -95,13 +120,19 @@ def test_render_and_json_carry_every_metric_and_the_targets() -> None:
     assert "skewed: busy (1000 pods; as drawn for seed 1)" in text
     for _, label, _ in ROWS:
         assert label in text
-    assert "100 ± 20" in text and "40 ± 10" in text and "-60%" in text
-    assert "MET    skewed" in text and "n/a" in text
+    for heading in ("kube-scheduler", "decice", "trimaran-tlp", "trimaran-lvrb", "koordinator"):
+        assert heading in text
+    assert "100 ± 20" in text and "40 ± 10  -60%" in text and "60 ± 0  -40%" in text
+    assert "MET    skewed: no more" in text and "n/a" in text
     doc = orjson.loads(orjson.dumps(to_json(report)))
     assert set(doc) == {"plan", "distribution", "scenarios", "targets"}
     skewed = doc["scenarios"]["skewed"]
-    assert skewed["baseline"]["node_minutes_hot"]["values"] == [100, 120, 80]
+    assert list(skewed["schedulers"]) == [KUBE_SCHEDULER, DECICE, TLP, LVRB, KOORDINATOR]
+    assert skewed["schedulers"][KUBE_SCHEDULER]["node_minutes_hot"]["values"] == [100, 120, 80]
+    assert skewed["baseline"] == skewed["schedulers"][KUBE_SCHEDULER]  # the old names, kept
     assert skewed["ours"]["node_minutes_hot"]["mean"] == pytest.approx(40)
+    assert skewed["unplacedOnly"] == {DECICE: 0, TLP: 0, LVRB: 0, KOORDINATOR: 0}
     assert skewed["unplacedOnlyOurs"] == 0 and skewed["overcommitted"] == 0
     assert doc["plan"]["pipeline"]["tick"] == 15 and doc["plan"]["seeds"] == [1, 2, 3]
+    assert doc["plan"]["schedulers"][0] == KUBE_SCHEDULER
     assert {t["met"] for t in doc["targets"]} == {True, None}

@@ -1,8 +1,9 @@
 """kube-scheduler's default scores against the worked examples of upstream's own tests
 (pkg/scheduler/framework/plugins/noderesources/least_allocated_test.go and
 balanced_allocation_test.go, v1.35 line: TestLeastAllocatedScoringStrategy and
-TestNodeResourcesBalancedAllocation). Their "cpu": "4000" is 4000 cores; only ratios
-matter, so the numbers are taken as given."""
+TestNodeResourcesBalancedAllocation; podtopologyspread/scoring_test.go:
+TestPodTopologySpreadScore). Their "cpu": "4000" is 4000 cores; only ratios matter, so the
+numbers are taken as given."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from extender.simulation.upstream import (
     fits,
     least_allocated,
     least_requested_score,
+    round_half_away,
     select_host,
+    spread_scores,
 )
 
 
@@ -127,3 +130,44 @@ def test_select_host_takes_the_best_and_breaks_ties_evenly() -> None:
     assert [select_host([("a", 5), ("b", 5)], again) for _ in range(20)] == first
     with pytest.raises(ValueError):
         select_host([], rng)
+
+
+@pytest.mark.parametrize(
+    ("counts", "max_skew", "want"),
+    [
+        # "one constraint on node, no existing pods"
+        ([0, 0], 1, [100, 100]),
+        # "one constraint on node, all 4 nodes are candidates": 2/1/0/3
+        ([2, 1, 0, 3], 1, [20, 60, 100, 0]),
+        # "..., maxSkew=2"
+        ([2, 1, 0, 3], 2, [33, 66, 100, 16]),
+        # "..., maxSkew=3": 4/3/2/1, and "system defaulting, nodes don't have zone"
+        ([4, 3, 2, 1], 3, [44, 66, 77, 100]),
+        # "one constraint on node, 3 out of 4 nodes are candidates": 4/2/1/~3~
+        ([4, 2, 1], 1, [33, 83, 100]),
+        # "one constraint on node, all nodes have the same number of matching pods"
+        ([1, 1], 1, [100, 100]),
+    ],
+)
+def test_spread_scores_match_upstream(counts: list[int], max_skew: int, want: list[int]) -> None:
+    assert spread_scores(counts, max_skew) == want
+
+
+def test_the_system_default_spreads_with_max_skew_3() -> None:
+    assert spread_scores([4, 3, 2, 1]) == [44, 66, 77, 100]
+
+
+def test_round_half_away_is_gos_math_round() -> None:
+    assert [round_half_away(x) for x in (0.5, 1.5, 2.5, -0.5, 2.4)] == [1, 2, 3, -1, 2]
+
+
+def test_a_node_counts_its_pods_by_replicaset() -> None:
+    n = NodeRequests("n", 4000, 8000)
+    n.add(100, 100, "web-abc")
+    n.add(100, 100, "web-abc")
+    n.add(100, 100)
+    assert n.owners == {"web-abc": 2} and n.pods == 3
+    before = n.version
+    n.remove(100, 100, "web-abc")
+    n.remove(100, 100, "web-abc")
+    assert n.owners == {} and n.version == before + 2

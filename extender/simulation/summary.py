@@ -1,0 +1,79 @@
+"""Runs into figures over seeds: per scenario, per scheduler, per metric, a mean and spread.
+
+One seed is one sample of a noisy system, so every figure is a mean with its spread (the
+sample standard deviation and the range over seeds), and each seed's value is kept for
+anyone who wants another statistic. report.py prints these, targets.py judges them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from extender.simulation.experiment import Runs
+from extender.simulation.profiles import DECICE, KUBE_SCHEDULER
+from extender.simulation.stats import Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    mean: float
+    sd: float
+    """Sample standard deviation over seeds (0 with one seed)."""
+    low: float
+    high: float
+    values: tuple[float, ...]
+
+
+def spread(values: Sequence[float]) -> Spread:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return Spread(mean, sd, min(values), max(values), tuple(values))
+
+
+def side_spreads(metrics: Sequence[Metrics]) -> dict[str, Spread]:
+    """Metrics field -> its spread over seeds."""
+    rows = [asdict(m) for m in metrics]
+    return {key: spread([float(r[key]) for r in rows]) for key in rows[0]}
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioReport:
+    name: str
+    description: str
+    seeds: tuple[int, ...]
+    schedulers: Mapping[str, Mapping[str, Spread]]
+    """scheduler -> Metrics field -> its spread over seeds, in the plan's order."""
+    unplaced_only: Mapping[str, int]
+    """scheduler -> pods kube-scheduler placed and it left unplaced, summed over seeds
+    (empty when kube-scheduler was not run)."""
+    overcommitted: int
+    """Bindings past a node's allocatable, every scheduler, all seeds (must be 0)."""
+
+    @property
+    def baseline(self) -> Mapping[str, Spread] | None:
+        return self.schedulers.get(KUBE_SCHEDULER)
+
+    @property
+    def ours(self) -> Mapping[str, Spread] | None:
+        return self.schedulers.get(DECICE)
+
+
+def scenario_report(name: str, description: str, runs: Sequence[Runs]) -> ScenarioReport:
+    names = list(runs[0])
+    schedulers = {s: side_spreads([r[s].metrics for r in runs]) for s in names}
+    only: dict[str, int] = {}
+    if KUBE_SCHEDULER in names:
+        for s in names:
+            if s != KUBE_SCHEDULER:
+                only[s] = sum(len(r[s].unplaced - r[KUBE_SCHEDULER].unplaced) for r in runs)
+    return ScenarioReport(
+        name=name,
+        description=description,
+        seeds=tuple(r.seed for r in runs),
+        schedulers=schedulers,
+        unplaced_only=only,
+        overcommitted=sum(r[s].overcommitted for r in runs for s in names),
+    )
