@@ -74,7 +74,14 @@ class PodEventHandler:
         if self._seen is not None:
             self._seen(pod, doc, now)
         facts = PodFacts(
-            pod.uid, pod.name, pod.namespace, "", pod.cores, pod.node, workload=pod.workload
+            pod.uid,
+            pod.name,
+            pod.namespace,
+            "",
+            pod.cores,
+            pod.node,
+            owners=pod.owners,
+            labels=pod.labels,
         )
         engine.reserve(
             pod.uid,

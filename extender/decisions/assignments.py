@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.decisions.pods import PodError, api_time, cpu_request
-from extender.decisions.usage import WorkloadKey, workload_of
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 CLOCK_SKEW = 5.0
@@ -34,7 +33,9 @@ class Assigned:
     node: str
     cores: float | None
     assigned_at: float | None
-    workload: WorkloadKey | None = None
+    owners: Any = None
+    """`metadata.ownerReferences` as sent (read only when the pod is counted)."""
+    labels: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,8 @@ def pod_change(event_type: str, pod: Any) -> PodChange | None:
         node=node,
         cores=cores,
         assigned_at=assigned_at,
-        workload=workload_of(namespace, meta.get("ownerReferences"), meta.get("labels")),
+        owners=meta.get("ownerReferences"),
+        labels=meta.get("labels"),
     )
 
 

@@ -88,8 +88,16 @@ class PodFacts:
     """`spec.nodeName`: empty while the pod is pending."""
     policy: str | None = None
     """The named policy the pod asks for (annotation decice.io/policy); None: the default."""
-    workload: WorkloadKey | None = None
-    """The workload that owns it (usage.workload_of): its siblings tell what it will use."""
+    owners: Any = None
+    """`metadata.ownerReferences` as sent (unchecked: read by `workload` when needed)."""
+    labels: Any = None
+    """`metadata.labels` as sent (unchecked)."""
+
+    @property
+    def workload(self) -> WorkloadKey | None:
+        """The workload that owns it (usage.workload_of): its siblings tell what it will
+        use. Read when the herd guard counts the pod, not on every filter call."""
+        return workload_of(self.namespace, self.owners, self.labels)
 
 
 # resource.Quantity: a signed decimal, then a binary or decimal SI suffix or an exponent.
@@ -217,7 +225,8 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         cpu_request=cpu_request(spec, f"{where}.spec"),
         node_name=_str(spec, "nodeName", f"{where}.spec"),
         policy=_policy_of(meta.get("annotations")),
-        workload=workload_of(namespace, meta.get("ownerReferences"), meta.get("labels")),
+        owners=meta.get("ownerReferences"),
+        labels=meta.get("labels"),
     )
 
 
