@@ -28,6 +28,9 @@ pyproject.toml's import-linter contracts keep the outside libraries where they b
     simulation   may import: decisions policy
                  a seeded simulation of placements, kube-scheduler's default
                  scoring against ours (pure; `decice-extender simulate` prints it)
+    replay       may import: simulation metrics decisions policy errors
+                 the user's own Prometheus history replayed under each scheduler
+                 model (range queries through metrics.history; the rest pure)
     cli          may import: every room
                  the `decice-extender` command, a module per command
 

@@ -13,6 +13,7 @@ from extender.cli import (
     doctor,
     explain,
     rebalance,
+    replay,
     scheduler_config,
     scores,
     serve,
@@ -33,10 +34,11 @@ COMMANDS = (
     explain,
     scheduler_config,
     simulate,
+    replay,
 )
 
 DESCRIPTION = """The `decice-extender` console script: serve, rebalance, shadow, shadow-report,
-check-config, scores, doctor, explain, scheduler-config, simulate."""
+check-config, scores, doctor, explain, scheduler-config, simulate, replay."""
 
 
 def parser() -> argparse.ArgumentParser:

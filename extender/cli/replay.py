@@ -1,0 +1,316 @@
+"""`decice-extender replay`: what we, and kube-scheduler alone, would have done on the
+user's own Prometheus history.
+
+Reads the range from the server the policy names (or --prometheus, with the policy's
+auth, tenant and TLS settings), reconstructs arrivals, requests, each pod's use and each
+node's background (extender.replay), replays every pod that arrived in the range under
+each scheduler model, and prints the simulation's table with the real placements as the
+first column. `--json FILE` writes `simulate --json`'s shape, `--plot DIR` a PNG of node
+CPU over time per row. Every bad input ends in one message and exit code 1 (2 for bad
+arguments), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import resource
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from extender.cli.simulate import SHIPPED
+
+if TYPE_CHECKING:
+    from extender.policy.settings import Settings
+    from extender.replay.report import ReplayReport
+    from extender.simulation.prometheus import Pipeline
+
+COMMAND = "decice-extender replay"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B?)?", re.IGNORECASE)
+
+
+def duration(text: str) -> float:
+    """ "30s", "1m30s", "7d" or plain seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 30s, 5m, 7d)")
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def moment(text: str, now: Callable[[], float] = time.time) -> float:
+    """A time: RFC 3339 / ISO 8601 (no zone: UTC), unix seconds, `now` or `now-7d`."""
+    if text == "now" or text.startswith("now-"):
+        return now() - (duration(text[4:]) if text != "now" else 0.0)
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time (e.g. 2026-11-18T00:00Z, unix seconds, now-7d)"
+        ) from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+def size(text: str) -> float:
+    """Bytes: 4GiB, 512MiB, 2G, or a plain number of bytes."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4GiB, 512MiB)")
+    unit = (match.group(2) or "").upper()[:1]
+    return float(match.group(1)) * float(1024 ** " KMGT".index(unit or " "))
+
+
+def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser(
+        "replay",
+        help="what we, and kube-scheduler alone, would have done on your Prometheus history",
+    )
+    s.add_argument("--prometheus", metavar="URL", help="the server (default: the policy's)")
+    s.add_argument("--from", dest="start", required=True, type=moment, metavar="TIME")
+    s.add_argument("--to", dest="end", required=True, type=moment, metavar="TIME")
+    s.add_argument("--config", help=f"policy file (default: the shipped {SHIPPED.name})")
+    s.add_argument(
+        "--namespace", action="append", default=[], help="replay only these (repeatable)"
+    )
+    s.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=[],
+        help="replay pods of these schedulers (repeatable; default default-scheduler)",
+    )
+    s.add_argument("--step", type=duration, default=30.0, help="resolution (default 30s)")
+    s.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    s.add_argument("--plot", metavar="DIR", help="a PNG of node CPU over time (needs matplotlib)")
+    s.add_argument(
+        "--max-memory", type=size, default=4 * 2**30, help="refuse a range needing more (4GiB)"
+    )
+    s.add_argument("--timeout", type=duration, default=60.0, help="per range query (60s)")
+    s.add_argument("--lead-in", type=duration, default=600.0, help="warm-up before --from (10m)")
+    s.add_argument("--cpu-metric", default="cpu", help="the policy metric that is node CPU")
+    s.add_argument("--max-hosts", type=int, help="prioritize.maxHosts, 0 for all")
+    s.add_argument("--extender-weight", type=int, default=1, help="the extender's weight (1)")
+    s.add_argument("--seed", type=int, default=1, help="kube-scheduler's tie-breaks (1)")
+    s.add_argument(
+        "--scrape-interval", type=int, default=30, help="seconds (30, kube-prometheus-stack's)"
+    )
+    s.add_argument("--rate-window", type=int, default=300, help="seconds, the rule's [5m]")
+    s.add_argument("--rule-interval", type=int, default=30, help="seconds (30)")
+    s.add_argument(
+        "--fast-window",
+        type=int,
+        default=60,
+        help="seconds of the raw rate our CPU metric also reads (60; 0: the rule alone)",
+    )
+    s.add_argument("--refresh-interval", type=int, help="seconds (the policy's interval)")
+    s.set_defaults(func=run)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"{COMMAND}: {message}", file=sys.stderr)
+    return code
+
+
+class Bar:
+    """A progress bar on stderr: redrawn in place on a terminal, else a line per quarter."""
+
+    def __init__(self, stream: Any = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._shown: dict[str, int] = {}
+
+    def __call__(self, label: str, done: float) -> None:
+        pct = int(100 * min(1.0, max(0.0, done)))
+        if self.tty:
+            bar = "#" * (pct // 4)
+            self.stream.write(f"\r{label:<16} [{bar:<25}] {pct:3d}%")
+            if pct == 100:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif pct // 25 > self._shown.get(label, -1):
+            self._shown[label] = pct // 25
+            print(f"{label}: {pct}%", file=self.stream)
+
+
+def run(args: argparse.Namespace) -> int:
+    from extender.cli.common import load
+
+    if args.end <= args.start:
+        return _fail("--from must be before --to", 2)
+    if args.step < 1 or args.step != int(args.step):
+        return _fail("--step must be a whole number of seconds, at least 1s", 2)
+    bad = [n for n in args.namespace if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
+    if bad:
+        return _fail(f"not a namespace name: {', '.join(bad)}", 2)
+    if args.config is None and not SHIPPED.is_file():
+        return _fail("the shipped config/extender.yaml is not here; pass --config POLICY", 2)
+    path = args.config or str(SHIPPED)
+    settings = load(path)
+    metric = next((m for m in settings.fetched_metrics if m.name == args.cpu_metric), None)
+    if metric is None:
+        names = ", ".join(m.name for m in settings.fetched_metrics)
+        return _fail(f"the policy has no metric {args.cpu_metric!r} ({names}): see --cpu-metric", 2)
+    if settings.provider != "prometheus" and args.prometheus is None:
+        return _fail("the policy's provider is static: pass --prometheus URL", 2)
+    try:
+        pipeline = _pipeline(args, settings)
+    except ValueError as exc:
+        return _fail(str(exc), 2)
+    pyplot = _pyplot() if args.plot else None
+    if args.plot and pyplot is None:
+        return _fail(
+            "--plot needs matplotlib, an optional extra: pip install 'decice-extender[plot]'", 1
+        )
+    try:
+        report = _replay(args, settings, path, metric.query, pipeline)
+    except Exception as exc:
+        from extender.replay.problems import ReplayProblem
+
+        if isinstance(exc, ReplayProblem):
+            return _fail(str(exc), 1)
+        raise
+    from extender.replay.report import render, to_json
+
+    print(render(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+    if pyplot is not None:
+        plot(report, Path(args.plot), pyplot)
+    return 0
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot, non-interactive, or None when matplotlib is not installed."""
+    try:
+        importlib.import_module("matplotlib").use("Agg")
+        return importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        return None
+
+
+def _pipeline(args: argparse.Namespace, settings: Settings) -> Pipeline:
+    from extender.simulation.prometheus import Pipeline
+
+    return Pipeline(
+        scrape_interval=args.scrape_interval,
+        rate_window=args.rate_window,
+        rule_interval=args.rule_interval,
+        fast_window=args.fast_window,
+        refresh_interval=args.refresh_interval or max(1, round(settings.prometheus.interval)),
+    )
+
+
+def _replay(
+    args: argparse.Namespace, settings: Settings, path: str, query: str, pipeline: Pipeline
+) -> ReplayReport:
+    from extender.doctor.prometheus import auth_text
+    from extender.metrics.history import HistoryReader
+    from extender.replay.collect import Ask, collect
+    from extender.replay.driver import replay
+    from extender.replay.fidelity import fidelity
+    from extender.replay.models import KUBE_SCHEDULER, REAL, SCHEDULERS, Options, build
+    from extender.replay.reconstruct import DEFAULT_SCHEDULER, Selection, reconstruct
+    from extender.replay.report import ReplayReport, Setup
+
+    prometheus = settings.prometheus.model_copy(
+        update={
+            "timeout": args.timeout,
+            **({"url": args.prometheus.rstrip("/")} if args.prometheus else {}),
+        }
+    )
+    schedulers = tuple(args.scheduler_name or [DEFAULT_SCHEDULER])
+    selection = Selection(frozenset(args.namespace), frozenset(schedulers))
+    ask = Ask(
+        start=args.start,
+        end=args.end,
+        step=args.step,
+        cpu_query=query,
+        node_label=prometheus.node_label,
+        selection=selection,
+        lead=args.lead_in,
+        max_memory=args.max_memory,
+    )
+    bar = Bar()
+    began = time.perf_counter()
+    try:
+        reader = HistoryReader(prometheus)
+    except Exception as exc:  # a password file that cannot be read, a bad CA path
+        from extender.errors.causes import describe
+        from extender.replay.problems import Unreachable
+
+        raise Unreachable(f"cannot query {prometheus.url}: {describe(exc)}") from exc
+    facts, notes = collect(
+        reader, ask, time.time(), bar, url=prometheus.url, auth=auth_text(prometheus), policy=path
+    )
+    fetched = time.perf_counter()
+    history = reconstruct(facts, selection)
+    del facts
+    options = Options(
+        args.seed, args.max_hosts, args.extender_weight, args.cpu_metric, pipeline.refresh_interval
+    )
+    runs = {REAL: replay(history, None, pipeline, args.seed)}
+    for i, name in enumerate(SCHEDULERS):
+        bar("replaying", i / len(SCHEDULERS))
+        runs[name] = replay(history, build(name, settings, options), pipeline, args.seed)
+    bar("replaying", 1.0)
+    ran = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(
+        f"fetched in {fetched - began:.1f} s, replayed in {ran - fetched:.1f} s; "
+        f"peak memory {peak / 2**20:.0f} MiB",
+        file=sys.stderr,
+    )
+    setup = Setup(
+        url=prometheus.url,
+        policy=path,
+        start=args.start,
+        end=args.end,
+        step=args.step,
+        lead=history.grid.measured_from * history.grid.step,
+        pipeline=pipeline,
+        namespaces=tuple(sorted(args.namespace)),
+        schedulers=schedulers,
+        max_hosts=args.max_hosts,
+        weight=args.extender_weight,
+        cpu_metric=args.cpu_metric,
+        seed=args.seed,
+    )
+    check = fidelity(runs[REAL], runs[KUBE_SCHEDULER], history)
+    return ReplayReport(setup, history, runs, check, (*notes, *history.notes))
+
+
+def plot(report: ReplayReport, where: Path, plt: Any) -> None:
+    """replay.png: node CPU across nodes over time (p50-p95 band, max), a panel per row."""
+    where.mkdir(parents=True, exist_ok=True)
+    runs = report.runs
+    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 4), sharey=True)
+    start = report.history.grid.measured_from * report.history.grid.step
+    for ax, (name, run) in zip(axes, runs.items(), strict=True):
+        hours = [(b.t - start) / 3600 for b in run.bands]
+        p50 = [100 * b.p50 for b in run.bands]
+        ax.fill_between(hours, p50, [100 * b.p95 for b in run.bands], alpha=0.4, label="p50-p95")
+        ax.plot(hours, [100 * b.max for b in run.bands], linewidth=0.6, label="max")
+        ax.axhline(90, color="red", linestyle="--", linewidth=0.8, label="90%")
+        ax.set_title(name)
+        ax.set_xlabel("hours from --from")
+    axes[0].set_ylabel("node CPU %")
+    axes[0].legend(loc="lower center", ncol=3, fontsize="x-small")
+    fig.tight_layout()
+    out = where / "replay.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    print(f"wrote {out}", file=sys.stderr)

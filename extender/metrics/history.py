@@ -1,0 +1,145 @@
+"""Range queries over a server's history, in chunks: the replay's only I/O.
+
+`HistoryReader` is a PrometheusProvider (the policy's `prometheus:` section: URL,
+headers, tenant, bearer token or basic auth, CA, TLS verification, Thanos' dedup and
+partial_response) that also asks `/api/v1/query_range`. A long range is cut into chunks
+so no answer holds more than `max_samples` samples (about 100 bytes each once parsed) nor
+more than `MAX_POINTS` points per series (Prometheus refuses more than 11,000): the
+caller folds each chunk and drops it, so memory stays bounded whatever the range.
+
+A chunk the server refuses as too large ("would load too many samples", VictoriaMetrics'
+-search.maxSamplesPerQuery) is asked again in halves; a timeout, a reset connection or
+a 5xx is asked again twice (1 s, then 3 s later). Anything else raises, with a cause
+extender.errors.causes.describe turns into one line.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, excerpt
+from extender.metrics.providers import PrometheusProvider, partial_cause
+from extender.policy.backend import PrometheusSettings
+
+MAX_POINTS = 10_000
+"""Points per series in one answer (Prometheus' limit is 11,000)."""
+RETRY_DELAYS = (1.0, 3.0)
+_TOO_LARGE = re.compile(
+    r"too many samples|maxSamplesPerQuery|exceeded maximum resolution|maxPointsPerTimeseries"
+    r"|maxSeries|too many points",
+    re.IGNORECASE,
+)
+_TRANSIENT = ("Timeout", "ConnectionError", "ChunkedEncodingError")
+_RETENTION = re.compile(r"-retentionPeriod=\"?([^\"\s]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    result: list[Any]
+    """`data.result` of one range query: a matrix, each series' samples in time order."""
+    start: float
+    end: float
+    done: float
+    """The share of the whole range answered so far, 0..1."""
+
+
+Progress = Callable[[float], None]
+
+
+class HistoryReader(PrometheusProvider):
+    """Range queries on any server of the Prometheus query API."""
+
+    def __init__(
+        self,
+        settings: PrometheusSettings,
+        max_samples: int = 500_000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(settings)
+        self.max_samples = max_samples
+        self._sleep = sleep
+
+    def query_range(
+        self, promql: str, start: float, end: float, step: float, series: int = 1
+    ) -> Iterator[Chunk]:
+        """The matrix of `promql` at `start`, `start + step`, ... up to `end`, in time
+        chunks of at most `max_samples` samples for about `series` series."""
+        points = max(1, min(MAX_POINTS, self.max_samples // max(1, series)))
+        total = max(1, round((end - start) / step) + 1)
+        first, asked = start, 0
+        while first <= end + 1e-6:
+            last = min(end, first + (points - 1) * step)
+            try:
+                result = self._range_once(promql, first, last, step)
+            except HTTPStatusError as exc:
+                if points > 1 and _TOO_LARGE.search(str(exc)):
+                    points = max(1, points // 2)  # the server's limit is below ours: halve
+                    continue
+                raise
+            asked += round((last - first) / step) + 1
+            yield Chunk(result, first, last, min(1.0, asked / total))
+            first = last + step
+
+    def _range_once(self, promql: str, start: float, end: float, step: float) -> list[Any]:
+        params = {
+            "query": promql,
+            "start": f"{start:.3f}",
+            "end": f"{end:.3f}",
+            "step": f"{step:g}s",
+            "timeout": f"{self._settings.timeout:g}s",
+            **self._settings.query_parameters,
+        }
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                payload = self._get("/api/v1/query_range", params)
+                break
+            except HTTPStatusError as exc:
+                if exc.status < 500 or delay is None:
+                    raise
+            except Exception as exc:
+                if delay is None or not any(n in type(exc).__name__ for n in _TRANSIENT):
+                    raise
+            self._sleep(delay)
+        return _matrix(payload)
+
+    def probe(self) -> None:
+        """One instant query the server must answer: reachable and authorised, or raise."""
+        self.query("vector(1)")
+
+    def retention(self) -> str | None:
+        """How long the server keeps data, as it says (Prometheus' runtimeinfo
+        `storageRetention`, e.g. "15d" or "10d or 50GiB"; VictoriaMetrics' -retentionPeriod
+        from /flags, in months unless it has a unit), or None when it does not say."""
+        try:
+            response = self._request("/api/v1/status/runtimeinfo", {})
+            if response.status_code == 200:
+                retention = orjson.loads(response.content)["data"]["storageRetention"]
+                return str(retention) if retention else None
+            response = self._request("/flags", {})
+            if response.status_code == 200:
+                match = _RETENTION.search(response.content.decode("utf-8", "replace"))
+                if match is not None:
+                    value = match.group(1)
+                    return f"{value}M" if value.isdigit() else value
+        except Exception:  # best effort: the caller says "retention unknown"
+            return None
+        return None
+
+
+def _matrix(payload: Any) -> list[Any]:
+    try:
+        result = payload["data"]["result"]
+    except (KeyError, TypeError) as exc:
+        raise BadAnswer("the server answered 200 without data.result") from exc
+    if not isinstance(result, list):
+        raise BadAnswer(f"the server answered data.result {excerpt(repr(result))}")
+    partial = partial_cause(payload)
+    if partial is not None:
+        raise PartialAnswer(f"partial answer: {partial}", result)
+    return result

@@ -1,0 +1,274 @@
+"""What a replay asks the server, in order, and what it does with each answer.
+
+1. One query the server must answer (reachable and authorised?).
+2. Is the range there at all: nodes' allocatable CPU, counted every window. No data:
+   either the server's retention dropped it, or the range is not this cluster's.
+3. The window queries (queries.window_inputs), folded into Facts; every series the
+   replay needs is then known present or missing, and all missing ones are named at
+   once, each with the kube-prometheus-stack setting that records it.
+4. The memory the fine queries will take is estimated (sizing) and refused above the
+   limit before any of them is asked.
+5. The fine queries: node CPU (the policy's own query) and replayed pods' use, chunked.
+
+The server is a `Source` (extender.metrics.history.HistoryReader, or a test's fake); a
+failure of any call becomes a ReplayProblem naming its cause.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from extender.decisions.model import NodeInventory
+from extender.errors.causes import HTTPStatusError, describe
+from extender.metrics.providers import node_of
+from extender.replay import problems, queries, sizing
+from extender.replay.facts import Facts, samples
+from extender.replay.model import Grid
+from extender.replay.problems import ReplayProblem
+from extender.replay.reconstruct import Selection, pod_times
+
+
+class Answer(Protocol):
+    @property
+    def result(self) -> list[Any]: ...
+
+    @property
+    def done(self) -> float: ...
+
+
+class Source(Protocol):
+    def query_range(
+        self, promql: str, start: float, end: float, step: float, series: int = 1
+    ) -> Iterable[Answer]: ...
+
+    def probe(self) -> None: ...
+
+    def retention(self) -> str | None: ...
+
+
+Progress = Callable[[str, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    start: float
+    """--from, unix seconds."""
+    end: float
+    """--to."""
+    step: float
+    cpu_query: str
+    node_label: str = "node"
+    selection: Selection = field(default_factory=Selection)
+    lead: float = 600.0
+    """Seconds before --from replayed as they happened, so the metric pipeline is warm."""
+    max_memory: float = 4 * 2**30
+    max_samples: int = 500_000
+
+    @property
+    def grid(self) -> Grid:
+        lead = math.ceil(self.lead / self.step)
+        steps = lead + max(1, math.ceil((self.end - self.start) / self.step - 1e-9))
+        return Grid(self.start - lead * self.step, self.step, steps, lead)
+
+    @property
+    def window(self) -> float:
+        """The window queries' window: about a 24th of the range, at most an hour, a
+        whole number of steps."""
+        span = self.grid.steps * self.step
+        steps = max(1, min(round(3600 / self.step), math.ceil(span / 24 / self.step)))
+        return steps * self.step
+
+
+class Collector:
+    def __init__(self, source: Source, ask: Ask, url: str, auth: str, policy: str) -> None:
+        self.source = source
+        self.ask = ask
+        self.url = url
+        self.auth = auth
+        self.policy = policy
+        self.grid = ask.grid
+        self.facts = Facts(self.grid, ask.window)
+        self.notes: list[str] = []
+
+    def _failed(self, exc: Exception) -> ReplayProblem:
+        if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):
+            return problems.refused(self.url, exc.status, self.auth, self.policy)
+        return problems.unreachable(self.url, describe(exc))
+
+    def range(
+        self, promql: str, start: float, end: float, step: float, series: int = 1
+    ) -> Iterator[Answer]:
+        try:
+            yield from self.source.query_range(promql, start, end, step, series)
+        except ReplayProblem:
+            raise
+        except Exception as exc:
+            raise self._failed(exc) from exc
+
+    def counts(self, promql: str) -> list[tuple[float, float]]:
+        """`promql` (a count) every window over the grid: (time, value) where it has one."""
+        window, grid = self.ask.window, self.grid
+        out: list[tuple[float, float]] = []
+        for answer in self.range(promql, grid.start + window, _ceil(grid, window), window):
+            for series in answer.result:
+                out += samples(series)
+        return sorted(out)
+
+    # --- the steps
+    def reachable(self) -> None:
+        try:
+            self.source.probe()
+        except Exception as exc:
+            raise self._failed(exc) from exc
+
+    def covered(self, now: float) -> None:
+        held = self.counts('count(kube_node_status_allocatable{resource="cpu"})')
+        first = held[0][0] - self.ask.window if held else None
+        start = self.ask.start
+        if first is not None and first <= start + self.ask.window:
+            return
+        try:
+            retention = self.source.retention()
+        except Exception:
+            retention = None
+        problem = problems.beyond_retention(start, first, retention, now)
+        if problem is not None:
+            raise problem
+        if first is None:
+            if not self.counts("count(up)"):
+                raise problems.no_data(start, self.ask.end, self.url)
+            return  # data but no nodes: the missing check names the series
+        self.notes.append(f"no node data before {problems.when(first)}: replayed from there")
+
+    def windows(self, progress: Progress) -> None:
+        ask, grid, facts = self.ask, self.grid, self.facts
+        node_ips = ask.node_label == "instance"
+        inputs = queries.window_inputs(f"{ask.window:g}s", ask.selection.namespaces, node_ips)
+        pods = max(
+            (
+                v
+                for _, v in self.counts(
+                    f"count(kube_pod_info{queries.matcher(ask.selection.namespaces)})"
+                )
+            ),
+            default=1.0,
+        )
+        for i, item in enumerate(inputs):
+            hint = (
+                len(facts.nodes) or 1
+                if item.key in ("allocatable", "taints", "node_info")
+                else int(2 * pods)
+            )
+            for answer in self.range(
+                item.promql, grid.start + ask.window, _ceil(grid, ask.window), ask.window, hint
+            ):
+                fold(facts, item.key, answer.result)
+                progress("pods and nodes", (i + answer.done) / len(inputs))
+
+    def check_present(self) -> None:
+        ask, facts = self.ask, self.facts
+        missing = [
+            (item.series, "kube-state-metrics' view of pods and nodes")
+            for item in queries.window_inputs("1m", frozenset(), ask.node_label == "instance")
+            if item.required and item.key not in facts.seen
+        ]
+        if not self.counts(queries.usage_presence(ask.selection.namespaces)):
+            missing.append((queries.USAGE_RULE, "each pod's measured CPU"))
+        if not self.counts(f"count({ask.cpu_query})"):
+            names = queries.selectors_in(ask.cpu_query)
+            absent = [n for n in names if not self.counts(f"count({n})")]
+            if not absent:
+                raise problems.MissingSeries(
+                    "the policy's cpu query answers nothing over the range though every "
+                    f"series it reads ({', '.join(names)}) has data: check its label "
+                    f"matchers and joins, and prometheus.nodeLabel ({ask.node_label})"
+                )
+            missing += [(n, "node CPU, read by the policy's cpu query") for n in absent]
+        if missing:
+            raise problems.missing(missing, ask.start, ask.end)
+
+    def fits(self) -> int:
+        """Checks the memory; returns the most replayed pods alive at once."""
+        grid, facts = self.grid, self.facts
+        edges: list[tuple[float, int]] = []
+        pod_steps = 0
+        for pod in facts.pods.values():
+            if pod.node is None or (pod.created or -math.inf) < grid.measured_start:
+                continue
+            _, _, start, end = pod_times(pod, facts, None)
+            pod_steps += max(1, math.ceil((min(end, grid.end) - start) / grid.step) + 1)
+            edges += [(start, 1), (end, -1)]
+        alive = most = 0
+        for _, change in sorted(edges):
+            alive += change
+            most = max(most, alive)
+        size = sizing.Size(
+            nodes=sum(1 for n in facts.nodes.values() if n.cores),
+            steps=grid.steps,
+            pods=len(facts.pods),
+            pod_steps=pod_steps,
+            answer_samples=self.ask.max_samples,
+            step=grid.step,
+        )
+        problem = sizing.check(size, self.ask.max_memory)
+        if problem is not None:
+            raise problem
+        return most
+
+    def fine(self, alive: int, progress: Progress) -> None:
+        ask, grid, facts = self.ask, self.grid, self.facts
+        inventory = NodeInventory(by_ip=dict(facts.ips))
+
+        def node(labels: Any) -> str | None:
+            return node_of(labels, ask.node_label, inventory)
+
+        last = grid.time(grid.steps - 1)
+        nodes = max(1, len(facts.nodes))
+        for answer in self.range(ask.cpu_query, grid.start, last, grid.step, nodes):
+            facts.fold_node_cpu(answer.result, node)
+            progress("node CPU", answer.done)
+        usage = queries.usage_query(ask.selection.namespaces, grid.measured_start)
+        for answer in self.range(usage, grid.measured_start, last, grid.step, max(1, alive)):
+            facts.fold_usage(answer.result)
+            progress("pods' CPU", answer.done)
+
+
+def collect(
+    source: Source, ask: Ask, now: float, progress: Progress, *, url: str, auth: str, policy: str
+) -> tuple[Facts, list[str]]:
+    """Everything the replay needs from `source`, or a ReplayProblem saying what is wrong."""
+    collector = Collector(source, ask, url, auth, policy)
+    collector.reachable()
+    collector.covered(now)
+    collector.windows(progress)
+    collector.check_present()
+    alive = collector.fits()
+    collector.fine(alive, progress)
+    return collector.facts, collector.notes
+
+
+def fold(facts: Facts, key: str, result: list[Any]) -> None:
+    """One window answer into the facts, by the input's key."""
+    if key in ("started", "scheduled", "completed", "deleted", "created"):
+        facts.fold_time(key, result)
+        return
+    folders: dict[str, Callable[[list[Any]], None]] = {
+        "allocatable": facts.fold_allocatable,
+        "pod_info": facts.fold_pod_info,
+        "requests": facts.fold_requests,
+        "owners": facts.fold_owners,
+        "scheduler": facts.fold_scheduler,
+        "selectors": facts.fold_selectors,
+        "tolerations": facts.fold_tolerations,
+        "taints": facts.fold_taints,
+        "node_info": facts.fold_node_info,
+    }
+    folders[key](result)
+
+
+def _ceil(grid: Grid, window: float) -> float:
+    """The last window's end: the grid's end, rounded up to a whole window."""
+    return grid.start + math.ceil(grid.steps * grid.step / window) * window

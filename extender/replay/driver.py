@@ -1,0 +1,299 @@
+"""A History replayed under one scheduler model, with the simulation's metric pipeline.
+
+Time moves in ticks of gcd(step, scrape, rule and refresh intervals). At each tick
+boundary, in this order (the simulation's order, extender.simulation.run): the step
+just ended is observed by the metric pipeline and, at a step's end, recorded (and kept in
+the ledger the peers' agents average); nodes join or leave; Prometheus scrapes and
+evaluates its rule (each when due); the model's plugins and extender read what they read
+(our refresher, load-watcher, the koordlets, each on its own interval); pods waiting for
+a node are retried; then the tick's events in time order: departures, pods that keep
+their node binding there, and arrivals, each decided at its arrival time.
+
+Memory, which no input measures per pod, is what the pods on a node request over its
+allocatable (the simulation's convention: pods use the memory they request).
+
+A replayed pod placed at time s uses, from s plus its real start-up delay on, what it
+really used from its real start on, step by step (`ReplayPod.usage`), and ends as long
+after as it really ran. A node's CPU at a step is (background + its replayed pods' use) /
+cores; in the `real` run every pod goes where it went when it did, so that figure is the
+node's measured CPU again: the "as it happened" row.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+from extender.replay.model import History, ReplayNode, ReplayPod, Role
+from extender.replay.models import REAL, SchedulerModel, node_spec
+from extender.simulation.framework import Feeds
+from extender.simulation.ledger import NodeLedger, PodMeter
+from extender.simulation.prometheus import MetricPipeline, Pipeline
+from extender.simulation.run import RunResult
+from extender.simulation.stats import Recorder
+from extender.simulation.workload import NodeSpec, PodSpec
+
+KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE})
+
+
+class Event(IntEnum):
+    """At one instant, departures first, then binds of pods that keep their node, then
+    arrivals (the order of the value)."""
+
+    END = 0
+    KEPT_END = 1
+    KEPT_BIND = 2
+    ARRIVAL = 3
+
+
+@dataclass(slots=True)
+class Placed:
+    pod: ReplayPod
+    spec: PodSpec
+    node: str
+
+
+TEMPLATE_HASH = "replayed"
+"""The simulation names a Deployment's ReplicaSet `<deployment>-<hash>`; the stock owner rule
+names the Deployment only, so every pod of one Deployment shares this stand-in hash."""
+
+
+def spec_of(pod: ReplayPod, start: float) -> PodSpec:
+    """The pod as the simulation's schedulers take it, its arrival in seconds from `start`.
+    A Deployment's pods carry their workload (the namespace joined to its name: the
+    simulation has one namespace); other pods are bare to the simulation."""
+    workload = ""
+    if pod.workload is not None and pod.workload.startswith("deployment "):
+        workload = pod.workload.removeprefix("deployment ").replace("/", ".")
+    return PodSpec(
+        pod.uid,
+        pod.cpu_milli,
+        pod.memory,
+        pod.mean_use,
+        pod.arrival - start,
+        pod.runs,
+        workload=workload,
+        template_hash=TEMPLATE_HASH if workload else "",
+    )
+
+
+class Replay:
+    """The mutable state of one run; `replay` drives it. Times are seconds from the grid's
+    start (`r`), as the simulation's are from a scenario's."""
+
+    def __init__(self, history: History, model: SchedulerModel | None, pipeline: Pipeline) -> None:
+        grid = history.grid
+        if grid.step != int(grid.step):
+            raise ValueError("the replay's step must be whole seconds")
+        self.history = history
+        self.grid = grid
+        self.model = model
+        self.pipeline = pipeline
+        self.step = int(grid.step)
+        self.tick = math.gcd(self.step, pipeline.tick)
+        self.metrics = MetricPipeline(pipeline)
+        self.recorder = Recorder(grid.measured_from * self.step, self.step)
+        self.ledger = NodeLedger(self.step)
+        self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
+        self.joined: dict[str, NodeSpec] = {}
+        self.memory: dict[str, float] = {}
+        """node -> its pods' memory requests over its allocatable."""
+        self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
+        self.load = {n: array("d", bytes(8 * grid.steps)) for n in history.nodes}
+        """node -> cores its replayed pods use, per step."""
+        self.present: dict[str, ReplayNode] = {}
+        self.kept: dict[str, dict[str, PodSpec]] = {}
+        """node -> uid -> pods keeping that node, running now."""
+        self.running: dict[str, Placed] = {}
+        self.waiting: list[tuple[ReplayPod, PodSpec]] = []
+        self.placements: dict[str, str] = {}
+        self.events: list[tuple[float, int, int, ReplayPod, str]] = []
+        self._seq = itertools.count()
+        self.offered = self.waited = self.overcommitted = self.lost = 0
+
+    # --- events
+    def push(self, t: float, kind: Event, pod: ReplayPod, node: str = "") -> None:
+        heapq.heappush(self.events, (t, kind, next(self._seq), pod, node))
+
+    def schedule_events(self, real: bool) -> None:
+        start = self.grid.start
+        for pod in self.history.pods:
+            if pod.role in KEPT and pod.node is not None:
+                self.push(max(pod.bound, start) - start, Event.KEPT_BIND, pod, pod.node)
+            elif pod.role is Role.REPLAYED:
+                self.offered += 1
+                self.push((pod.bound if real else pod.arrival) - start, Event.ARRIVAL, pod)
+
+    def due(self, until: float) -> Iterator[tuple[float, Event, ReplayPod, str]]:
+        while self.events and self.events[0][0] < until:
+            r, kind, _, pod, node = heapq.heappop(self.events)
+            yield r, Event(kind), pod, node
+
+    # --- CPU and memory
+    def utilisation(self, node: ReplayNode, k: int) -> float:
+        """Demand: (background + replayed pods' use) / cores, uncapped."""
+        return (node.background[k] + self.load[node.name][k]) / node.cores
+
+    def requested(self, spec: PodSpec, node: str, sign: int) -> None:
+        where = self.history.nodes.get(node)
+        if where is not None and where.memory > 0 and node in self.memory:
+            self.memory[node] += sign * spec.memory / where.memory
+
+    def observe_and_record(self, r: int, elapsed: int) -> None:
+        """The step holding r - tick ran `elapsed` seconds since the pipeline last looked;
+        at a step's end it is recorded."""
+        k = (r - self.tick) // self.step
+        demand = [self.utilisation(n, k) for n in self.present.values()]
+        cpu = [min(1.0, d) for d in demand]
+        for name, u in zip(self.present, cpu, strict=True):
+            self.metrics.observe(name, u, elapsed)
+        if r % self.step == 0:
+            self.recorder.record(k * self.step, cpu, demand)
+            if self.model is not None:
+                for name, d in zip(self.present, demand, strict=True):
+                    self.ledger.record(k, name, d, self.memory[name])
+
+    # --- nodes
+    def nodes_change(self, k: int, r: float) -> None:
+        for node in self.history.nodes.values():
+            if node.first == k:
+                self.join(node)
+            elif node.last == k - 1 and node.name in self.present:
+                for uid in [u for u, p in self.running.items() if p.node == node.name]:
+                    self.lost += 1  # its node left: in reality it would be a new pod
+                    self.end(self.running[uid], r)
+                del self.present[node.name]
+                self.joined.pop(node.name, None)
+                self.memory.pop(node.name, None)
+                if self.model is not None:
+                    self.model.remove_node(node.name)
+
+    def join(self, node: ReplayNode) -> None:
+        self.present[node.name] = node
+        self.joined[node.name] = node_spec(node)
+        self.memory[node.name] = 0.0
+        for spec in self.kept.get(node.name, {}).values():
+            self.requested(spec, node.name, 1)
+        if self.model is not None:
+            self.model.add_node(node)
+            for spec in self.kept.get(node.name, {}).values():
+                self.model.occupy(spec, node.name)
+
+    # --- pods
+    def place(self, pod: ReplayPod, spec: PodSpec, node: str, r: float) -> None:
+        grid = self.grid
+        where = self.history.nodes.get(node)
+        if where is not None:
+            k = grid.index(grid.start + r)
+            self.recorder.placed(r, min(1.0, self.utilisation(where, k)))
+            load, first = self.load[node], grid.index(grid.start + r + pod.startup)
+            for i in range(max(0, -first), min(len(pod.usage), grid.steps - first)):
+                load[first + i] += pod.usage[i]
+        self.placements[pod.uid] = node
+        self.running[pod.uid] = Placed(pod, spec, node)
+        self.requested(spec, node, 1)
+        self.meter.started(spec, node, r)
+        self.push(r + pod.startup + pod.runs, Event.END, pod, node)
+
+    def decide(self, pod: ReplayPod, spec: PodSpec, r: float) -> bool:
+        assert self.model is not None
+        node = self.model.schedule(spec, r)
+        if node is None:
+            return False
+        cache = self.model.scheduler.nodes[node]
+        if cache.cpu_requested > cache.cpu or cache.memory_requested > cache.memory > 0:
+            self.overcommitted += 1
+        self.place(pod, spec, node, r)
+        return True
+
+    def end(self, placed: Placed, r: float) -> None:
+        self.running.pop(placed.pod.uid, None)
+        self.requested(placed.spec, placed.node, -1)
+        self.meter.stopped(placed.spec)
+        if self.model is not None:
+            self.model.unbind(placed.spec, placed.node, r)
+
+    def retry(self, r: float) -> None:
+        still = []
+        for pod, spec in self.waiting:
+            if self.decide(pod, spec, r):
+                self.waited += 1
+            else:
+                still.append((pod, spec))
+        self.waiting = still
+
+    def handle(self, r: float, kind: Event, pod: ReplayPod, node: str, real: bool) -> None:
+        start = self.grid.start
+        if kind is Event.END:
+            placed = self.running.get(pod.uid)
+            if placed is not None and placed.node == node:
+                self.end(placed, r)
+        elif kind is Event.KEPT_BIND:
+            spec = spec_of(pod, start)
+            self.kept.setdefault(node, {})[pod.uid] = spec
+            if node in self.present:
+                self.requested(spec, node, 1)
+                if self.model is not None:
+                    self.model.occupy(spec, node)
+            if pod.end < self.grid.end:
+                self.push(pod.end - start, Event.KEPT_END, pod, node)
+        elif kind is Event.KEPT_END:
+            gone = self.kept.get(node, {}).pop(pod.uid, None)
+            if gone is not None and node in self.present:
+                self.requested(gone, node, -1)
+                if self.model is not None:
+                    self.model.vacate(gone, node)
+        elif real:
+            assert pod.node is not None
+            self.place(pod, spec_of(pod, start), pod.node, r)
+        else:
+            spec = spec_of(pod, start)
+            if not self.decide(pod, spec, r):
+                self.waiting.append((pod, spec))
+
+
+def replay(
+    history: History, model: SchedulerModel | None, pipeline: Pipeline, seed: int = 1
+) -> RunResult:
+    """Run `history` under `model`; None: the real placements ("as it happened")."""
+    real = model is None
+    run = Replay(history, model, pipeline)
+    run.schedule_events(real)
+    tick, p = run.tick, pipeline
+    end = history.grid.steps * run.step
+    elapsed = 0
+    for r in range(0, end + 1, tick):
+        if r > 0:
+            elapsed += tick
+            if r % run.step == 0 or r % p.scrape_interval == 0:
+                run.observe_and_record(r, elapsed)
+                elapsed = 0
+        if r == end:
+            break
+        if r % run.step == 0:
+            run.nodes_change(r // run.step, r)
+        if r % p.scrape_interval == 0:
+            run.metrics.scrape(list(run.present), run.memory)
+        if r % p.rule_interval == 0:
+            run.metrics.evaluate(r)
+        if model is not None:
+            model.observe(r, run.feeds)
+            run.retry(r)
+        for at, kind, pod, node in run.due(r + tick):
+            run.handle(at, kind, pod, node, real)
+    metrics = run.recorder.metrics(len(run.waiting), run.offered, run.waited)
+    return RunResult(
+        scenario="replay",
+        seed=seed,
+        scheduler=REAL if model is None else model.name,
+        metrics=metrics,
+        bands=tuple(run.recorder.bands),
+        placements=run.placements,
+        unplaced=frozenset(pod.uid for pod, _ in run.waiting),
+        overcommitted=run.overcommitted,
+    )

@@ -1,0 +1,93 @@
+"""Is the kube-scheduler model faithful on this history? Its row against what happened.
+
+The same pods, arrivals and use went through the model of kube-scheduler's default
+scoring; if it placed them about as the real scheduler did, its figures match the "as it
+happened" row, and the other rows can be read as what those schedulers would have done.
+If they are far apart (more than FAR on hot node-minutes, p95 node CPU or the spread
+across nodes), something shaped the real placements that the models leave out: node
+affinity, pod (anti-)affinity, topology spread, taints. kube-state-metrics says which
+pods carry tolerations and which nodes taints; affinity and topology spread it does not
+export, so no pod can be named for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from extender.replay.model import History, Role
+from extender.simulation.run import RunResult
+
+FAR = 0.25
+"""Relative distance above which the replay is not to be trusted."""
+NAMED = 5
+"""Pods or nodes named per line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fidelity:
+    distance: float
+    """The largest of the relative differences below."""
+    differences: dict[str, float]
+    """Metrics field -> |model - real| / max(real, a floor)."""
+    same_node: float
+    """Share of replayed pods the model put on the node they really went to."""
+    far: bool
+    why: tuple[str, ...]
+    """When far: what the models leave out, and which pods and nodes carry it."""
+
+
+def measured_node_minutes(history: History) -> float:
+    grid = history.grid
+    steps = sum(
+        max(0, n.last - max(n.first, grid.measured_from) + 1) for n in history.nodes.values()
+    )
+    return steps * grid.step / 60
+
+
+def fidelity(real: RunResult, model: RunResult, history: History) -> Fidelity:
+    a, b = real.metrics, model.metrics
+    floor_hot = max(1.0, 0.005 * measured_node_minutes(history))
+    differences = {
+        "node_minutes_hot": abs(b.node_minutes_hot - a.node_minutes_hot)
+        / max(a.node_minutes_hot, floor_hot),
+        "cpu_p95": abs(b.cpu_p95 - a.cpu_p95) / max(a.cpu_p95, 0.01),
+        "cpu_std": abs(b.cpu_std - a.cpu_std) / max(a.cpu_std, 0.01),
+    }
+    replayed = [p for p in history.pods if p.role is Role.REPLAYED]
+    same = sum(1 for p in replayed if model.placements.get(p.uid) == p.node)
+    distance = max(differences.values())
+    far = distance > FAR
+    return Fidelity(
+        distance=distance,
+        differences=differences,
+        same_node=same / len(replayed) if replayed else 1.0,
+        far=far,
+        why=tuple(constraints(history)) if far else (),
+    )
+
+
+def constraints(history: History) -> list[str]:
+    """What the models leave out, with the pods and nodes of this history carrying it."""
+    lines = [
+        "not modelled: node affinity, pod (anti-)affinity, topology spread constraints, "
+        "taints and tolerations, volume and port constraints"
+    ]
+    tolerating = [p for p in history.pods if p.role is Role.REPLAYED and p.tolerations]
+    if tolerating:
+        lines.append(
+            f"{len(tolerating)} replayed pods tolerate taints: "
+            + "; ".join(f"{p.key} ({', '.join(p.tolerations)})" for p in tolerating[:NAMED])
+            + (" ..." if len(tolerating) > NAMED else "")
+        )
+    tainted = [n for n in history.nodes.values() if n.taints]
+    if tainted:
+        lines.append(
+            f"{len(tainted)} nodes carry NoSchedule/NoExecute taints: "
+            + "; ".join(f"{n.name} ({', '.join(n.taints)})" for n in tainted[:NAMED])
+            + (" ..." if len(tainted) > NAMED else "")
+        )
+    lines.append(
+        "kube-state-metrics exports no affinity nor topology spread: look for Deployments "
+        "with affinity or topologySpreadConstraints among the replayed pods' workloads"
+    )
+    return lines

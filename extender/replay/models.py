@@ -1,0 +1,107 @@
+"""The scheduler models a replay runs: the simulation's, built and fed as it builds them.
+
+Each row of the report is one model of extender.simulation.profiles (kube-scheduler's
+default profile, ours through the real engine, the peers), plus `as-it-happened` (the
+real placements, driver.replay with no model). Each is a KubeScheduler profile driven
+through its public surface: `observe` at every tick with the cluster's Feeds, `schedule`,
+`unbind`, and its node cache `nodes`.
+
+This is the replay's small adapter to the simulation, to delete once the simulation takes
+a run of given nodes, arrivals and per-pod use (see docs/replay.md, "Limits"): the
+simulation adds nodes from a NodeSpec of whole cores and never removes one, and its
+scheduler counts only the pods it placed itself. A replayed cluster has fractional
+allocatable CPU, nodes that leave, and pods of other schedulers whose requests
+kube-scheduler counts, so `SchedulerModel` writes the scheduler's node cache (NodeRequests)
+itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from extender.policy.sections import PrioritizeSettings
+from extender.policy.settings import Settings
+from extender.replay.model import ReplayNode
+from extender.simulation import profiles
+from extender.simulation.framework import Feeds
+from extender.simulation.run import EPOCH
+from extender.simulation.scheduler import KubeScheduler
+from extender.simulation.upstream import NodeRequests
+from extender.simulation.workload import NodeSpec, PodSpec
+
+REAL = "as-it-happened"
+KUBE_SCHEDULER = profiles.KUBE_SCHEDULER
+DECICE = profiles.DECICE
+SCHEDULERS: tuple[str, ...] = profiles.SCHEDULERS
+"""The models, in report order (the real placements come before them)."""
+
+
+def node_spec(node: ReplayNode) -> NodeSpec:
+    """The node as the simulation's agents read it. Its allocatable CPU stays fractional
+    (7.91 cores is not 8): NodeSpec says int, every reader takes a number."""
+    return NodeSpec(node.name, cast(int, node.cores), node.memory)
+
+
+class SchedulerModel:
+    """One scheduler profile (and its extender, if any) as the replay drives it. Times
+    given to it are seconds into the replay; the engine's clock reads EPOCH + those."""
+
+    def __init__(self, name: str, scheduler: KubeScheduler) -> None:
+        self.name = name
+        self.scheduler = scheduler
+
+    def add_node(self, node: ReplayNode) -> None:
+        cpu = round(node.cores * 1000)
+        self.scheduler.nodes[node.name] = NodeRequests(node.name, cpu, node.memory, node.max_pods)
+
+    def remove_node(self, name: str) -> None:
+        self.scheduler.nodes.pop(name, None)
+
+    def observe(self, t: float, feeds: Feeds) -> None:
+        self.scheduler.observe(t, EPOCH + t, feeds)
+
+    def schedule(self, pod: PodSpec, t: float) -> str | None:
+        return self.scheduler.schedule(pod, EPOCH + t)
+
+    def unbind(self, pod: PodSpec, node: str, t: float) -> None:
+        self.scheduler.unbind(pod, node, EPOCH + t)
+
+    def occupy(self, pod: PodSpec, node: str) -> None:
+        """A pod that keeps its real node (another scheduler's, pinned, or placed before the
+        range): kube-scheduler's cache counts its requests all the same."""
+        cache = self.scheduler.nodes.get(node)
+        if cache is not None:
+            cache.add(pod.cpu_milli, pod.memory, pod.replicaset)
+
+    def vacate(self, pod: PodSpec, node: str) -> None:
+        cache = self.scheduler.nodes.get(node)
+        if cache is not None:
+            cache.remove(pod.cpu_milli, pod.memory, pod.replicaset)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    seed: int = 1
+    """Tie-break RNGs (`select-host:<seed>`, as the simulation's)."""
+    max_hosts: int | None = None
+    weight: int = 1
+    cpu_metric: str = "cpu"
+    refresh: int = 15
+    """Our refresher's interval (the policy's prometheus.interval)."""
+
+
+def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:
+    if max_hosts is None:
+        return settings
+    value = PrioritizeSettings(max_hosts=max_hosts or None)
+    return settings.model_copy(update={"prioritize": value})
+
+
+def build(name: str, settings: Settings, options: Options) -> SchedulerModel:
+    """A fresh model of that name for one run."""
+    policy = with_max_hosts(settings, options.max_hosts)
+    scheduler = profiles.build(
+        name, options.seed, policy, options.weight, options.cpu_metric, options.refresh
+    )
+    return SchedulerModel(name, scheduler)

@@ -1,0 +1,129 @@
+"""Why a replay cannot run, in one message each: the command prints it and exits non-zero.
+
+Every bad input the replay meets ends here, never in a traceback: a server that does not
+answer or refuses us, a range with no data or without the series the replay reads (each
+named, with the kube-prometheus-stack setting that records it), a range too large for
+memory, a range the server's retention no longer holds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from extender.replay.queries import setting_of
+
+EXIT = 1
+
+
+class ReplayProblem(Exception):
+    """A bad input; `str()` is the whole message for the operator."""
+
+
+class Unreachable(ReplayProblem):
+    pass
+
+
+class Refused(ReplayProblem):
+    """The server answered 401 or 403: our credentials (or tenant) are not accepted."""
+
+
+class NoData(ReplayProblem):
+    pass
+
+
+class MissingSeries(ReplayProblem):
+    pass
+
+
+class TooLarge(ReplayProblem):
+    pass
+
+
+class BeyondRetention(ReplayProblem):
+    pass
+
+
+def when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def unreachable(url: str, cause: str) -> Unreachable:
+    return Unreachable(f"cannot query {url}: {cause}")
+
+
+def refused(url: str, status: int, auth: str, policy: str) -> Refused:
+    return Refused(
+        f"{url} refused the query (HTTP {status}) with {auth}: check the prometheus "
+        f"section of {policy} (bearerTokenFile, basicAuth, headerFiles, tenant)"
+    )
+
+
+def missing(names: Sequence[tuple[str, str]], start: float, end: float) -> MissingSeries:
+    """`names`: (series, what it is for)."""
+    lines = [f"  {series} ({use}): recorded by {setting_of(series)}" for series, use in names]
+    return MissingSeries(
+        f"series missing between {when(start)} and {when(end)}:\n" + "\n".join(lines)
+    )
+
+
+def no_data(start: float, end: float, url: str) -> NoData:
+    return NoData(
+        f"no data between {when(start)} and {when(end)} at {url}: kube_node_status_allocatable "
+        "has no samples there (is this the cluster's Prometheus, and the range right? "
+        "times are UTC)"
+    )
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|y|w|d|h|m|s|M)")
+_SECONDS = {
+    "ms": 0.001,
+    "s": 1,
+    "m": 60,
+    "h": 3600,
+    "d": 86400,
+    "w": 7 * 86400,
+    "y": 365 * 86400,
+    "M": 31 * 86400,
+}
+
+
+def retention_seconds(text: str | None) -> float | None:
+    """The time part of a retention ("15d", "10d or 50GiB", "1h30m", VictoriaMetrics'
+    "12M" months), or None when it has none."""
+    if not text:
+        return None
+    head = text.split(" or ")[0].strip()
+    parts = _DURATION.findall(head)
+    if not parts or "".join(n + u for n, u in parts) != head:
+        return None
+    return sum(float(n) * _SECONDS[u] for n, u in parts)
+
+
+def beyond_retention(
+    start: float, held_from: float | None, retention: str | None, now: float
+) -> BeyondRetention | None:
+    """A problem when the server's retention no longer holds `start`: its stated
+    retention says so, or (held_from) its data begins later. None when it may hold it."""
+    seconds = retention_seconds(retention)
+    kept_from = now - seconds if seconds is not None else None
+    if kept_from is None or start >= kept_from:
+        return None
+    begins = held_from if held_from is not None and math.isfinite(held_from) else kept_from
+    return BeyondRetention(
+        f"the range starts {when(start)}, but the server keeps {retention} (data from "
+        f"{when(begins)} on): use --from {when(max(begins, kept_from))} or later"
+    )
+
+
+def too_large(needed: float, limit: float, detail: str, suggestion: str) -> TooLarge:
+    return TooLarge(
+        f"the range needs about {gib(needed)} of memory ({detail}), over the limit of "
+        f"{gib(limit)} (--max-memory): {suggestion}"
+    )
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
