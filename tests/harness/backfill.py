@@ -9,7 +9,8 @@ history and the stock recording rules recorded over it, on 127.0.0.1.
   the caller's, its lookback the default 5 minutes (a range query's points fall between
   samples).
 * VictoriaMetrics (`backfilled_victoria_metrics`): the raw series through its import API
-  (tests.harness.vmharness.import_history), then `vmalert -replay.timeFrom/-replay.timeTo`
+  (`/api/v1/import/prometheus`, as tests.harness.vmharness.import_history, for series that
+  begin and end at any time), then `vmalert -replay.timeFrom/-replay.timeTo`
   evaluates the rule files over the history and writes the results back.
 
 Neither scrapes anything: the history is all they hold.
@@ -17,8 +18,10 @@ Neither scrapes anything: the history is all they hold.
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from tests.harness.promharness import PrometheusServer, backfill, prometheus_bin
 from tests.harness.vmharness import (
     VictoriaMetricsServer,
     flush,
+    prometheus_text,
     victoria_metrics_binary,
     vmalert_binary,
 )
@@ -90,6 +94,26 @@ def backfilled_prometheus(
     return server
 
 
+def _import(server: VictoriaMetricsServer, openmetrics: str, start: float, end: float) -> None:
+    """Load `openmetrics` and wait until every series of it answers a query over the range."""
+    text, _ = prometheus_text(openmetrics)
+    request = urllib.request.Request(
+        f"{server.url}/api/v1/import/prometheus", data=text.encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 204, f"import: HTTP {response.status}"
+    series = len({line.rsplit(" ", 2)[0] for line in text.splitlines()})
+    span = f"{math.ceil(end - start) + 60}s"
+    query = f'count(last_over_time({{__name__!=""}}[{span}]))'
+
+    def visible() -> bool:
+        flush(server.url)
+        result = server.query(query, at=end)
+        return bool(result) and int(float(result[0]["value"][1])) == series
+
+    wait_until(visible, 60, f"the {series} imported series answer queries")
+
+
 def backfilled_victoria_metrics(
     history: str,
     rule_files: list[Path],
@@ -104,12 +128,13 @@ def backfilled_victoria_metrics(
     by vmalert's replay mode; `recorded` is a series to wait for (the last rule's)."""
     workdir.mkdir(parents=True, exist_ok=True)
     server = VictoriaMetricsServer(
-        [], workdir=workdir, binary=victoria_metrics_binary(), history=history, lookback="5m"
+        [], workdir=workdir, binary=victoria_metrics_binary(), lookback="5m"
     )
     server.start()
-    if not rule_files:
-        return server
     try:
+        _import(server, history, start, end)
+        if not rule_files:
+            return server
         command = [
             vmalert_binary(),
             *(f"-rule={f}" for f in rule_files),
