@@ -122,10 +122,11 @@ def parse_extender_args(
 
 
 def _names_exactly(names: list[Any], nodes: frozenset[str]) -> bool:
-    """`names` is `nodes`, in any order. One hash per name (~150 us at 5,000 names), the
-    same cost as `_check_names` plus one lookup per name, which it replaces. A duplicate
-    can only stand in for a node not asked about, which the scheduler ignores in the
-    answer (DESIGN.md §7)."""
+    """`names` is `nodes`, in any order. One hash per name, the cost of `_check_names`
+    plus one lookup per name, which it replaces (BENCHMARKS.md, "Prioritize within its
+    floors"). A duplicate can only stand in for a node not asked about, which the scheduler
+    never looks up in the answer (kubernetes `pkg/scheduler/schedule_one.go`,
+    `prioritizeNodes`)."""
     if len(names) != len(nodes):
         return False
     try:
@@ -253,7 +254,8 @@ def encode_priorities(priorities: Priorities) -> bytes:
 
 NO_SCORES = b"[]"
 """The answer for a pod that is not ours: every host it asked about scores 0, which is
-what the scheduler gives a host missing from the answer (DESIGN.md §7)."""
+what the scheduler gives a host missing from the answer (kubernetes
+`pkg/scheduler/schedule_one.go`, `prioritizeNodes`)."""
 
 
 def host_priority(host: str, score: int) -> bytes:

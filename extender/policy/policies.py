@@ -103,8 +103,8 @@ class PolicySettings(Model):
     metrics: tuple[MetricSettings, ...] = Field(json_schema_extra={"minItems": 1})
     """The metrics this policy filters and scores by (at least one)."""
     herd_metric: MetricName | None = None
-    """The metric the herd guard adds a placed pod's CPU request to. Unset: herdGuard.metric
-    when this policy has that metric, else no herd guard for this policy."""
+    """The metric the herd guard adds a placed pod's expected CPU use to. Unset:
+    herdGuard.metric when this policy has that metric, else no herd guard for this policy."""
     description: StrictStr = ""
     """What the policy is for (shown by doctor and /explain)."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import random
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -332,12 +333,17 @@ def test_a_bad_metric_does_not_spoil_the_others(prom: FakePrometheus) -> None:
 def test_back_off_doubles_to_the_ceiling_and_resets(prom: FakePrometheus) -> None:
     h = make(prom, "fail-closed")
     assert h.refresher is not None
+    h.refresher.rng = random.Random(7)
     prom.raw(500, b"down")
     delays = []
     for _ in range(6):
         h.refresh()
         delays.append(h.refresher.delay())
-    assert delays == [2, 4, 8, 8, 8, 8]  # interval 1, doubling, maxBackoff 8
+    # interval 1, maxBackoff 8: each wait drawn (full jitter) between one interval and a
+    # ceiling doubling from two intervals to maxBackoff.
+    ceilings = [2, 4, 8, 8, 8, 8]
+    assert all(1 <= d <= c for d, c in zip(delays, ceilings, strict=True)), delays
+    assert len(set(delays)) == len(delays), "jittered waits differ"
     prom.vector({"node-1": "0.2"})
     h.refresh()
     assert h.refresher.delay() == 1
