@@ -26,8 +26,9 @@ SAMPLE = 200
 """Bytes per sample of one parsed answer (orjson's lists, floats and strings)."""
 BASE = 200 * 2**20
 """The interpreter, the libraries, the engine."""
-STEPS = (60, 120, 300, 600, 900, 1800, 3600)
-"""Steps suggested when the range is too large, in seconds."""
+STEPS = (60, 120, 300)
+"""Steps suggested when the range is too large, in seconds: none coarser than the stock
+rules' 5-minute window, past which the replay no longer sees what the metric saw."""
 
 
 @dataclass(frozen=True, slots=True)

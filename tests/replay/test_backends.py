@@ -13,10 +13,15 @@ from __future__ import annotations
 import json
 import statistics
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from extender.cli.main import main
 from extender.metrics.history import HistoryReader
@@ -29,6 +34,7 @@ from extender.replay.models import SCHEDULERS
 from extender.replay.reconstruct import Selection, reconstruct
 from extender.simulation.prometheus import Pipeline
 from tests.harness.backfill import backfilled_prometheus, backfilled_victoria_metrics
+from tests.harness.loopback import LoopbackServer, free_port
 from tests.harness.prometheus_fixtures import BACKENDS
 from tests.harness.promharness import MetricsServer
 from tests.replay.cluster import CALM_LEVEL, HOT, STEP, Backfilled, hot_spot, truth_hot_minutes
@@ -176,8 +182,6 @@ def test_as_it_happened_and_ours_against_the_hot_spot(
 
 
 def test_unreachable(capsys: pytest.CaptureFixture[str], hot: Backfilled) -> None:
-    from tests.harness.loopback import free_port
-
     port = free_port()
     code = main(["replay", "--prometheus", f"http://127.0.0.1:{port}", "--from", str(hot.start),
                  "--to", str(hot.end)])  # fmt: skip
@@ -251,3 +255,64 @@ def test_a_range_the_retention_no_longer_holds(
     err = capsys.readouterr().err
     assert code == 1
     assert "but the server keeps 1h" in err and "use --from" in err
+
+
+class AuthProxy:
+    """A gateway in front of the server, as a multi-tenant one is: it forwards only queries
+    that carry `Authorization: Bearer <token>` and the tenant header, else answers 401."""
+
+    def __init__(self, upstream: str, token: str, tenant: str) -> None:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                good = (
+                    self.headers.get("Authorization") == f"Bearer {token}"
+                    and self.headers.get("X-Scope-OrgID") == tenant
+                )
+                status, body = 401, b"unauthorized"
+                if good:
+                    proxy.forwarded += 1
+                    try:
+                        with urllib.request.urlopen(upstream + self.path, timeout=30) as answer:
+                            status, body = answer.status, answer.read()
+                    except urllib.error.HTTPError as exc:
+                        status, body = exc.code, exc.read()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.forwarded = 0
+        self.server = LoopbackServer(Handler, name="auth-proxy")
+
+
+def test_the_policys_token_and_tenant_are_sent(
+    server: MetricsServer, hot: Backfilled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proxy = AuthProxy(server.api_url, "s3cret", "team-a")
+    try:
+        token = tmp_path / "token"
+        token.write_text("s3cret\n")
+        policy = yaml.safe_load(SHIPPED.read_text())
+        policy["prometheus"].update(
+            {"url": proxy.server.url, "bearerTokenFile": str(token), "tenant": "team-a"}
+        )
+        path = tmp_path / "policy.yaml"
+        path.write_text(yaml.safe_dump(policy))
+        window = ["--config", str(path), "--from", str(hot.start), "--to", str(hot.end)]
+        assert main(["replay", *window]) == 0
+        assert proxy.forwarded > 10
+        capsys.readouterr()
+        token.write_text("stale\n")
+        assert main(["replay", *window]) == 1
+        err = capsys.readouterr().err
+        assert (
+            f"{proxy.server.url} refused the query (HTTP 401) with bearer token from {token}; "
+            f"tenant team-a: check the prometheus section of {path}"
+        ) in err
+    finally:
+        proxy.server.close()
