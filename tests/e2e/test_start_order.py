@@ -90,6 +90,14 @@ def preempt_verdict(service: Service, namespace: str, node: str, cpu: str) -> di
 def test_a_service_started_before_the_api_server_preempts_on_nodes_it_learned_since(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
+    try:
+        story(control_plane, namespace, tmp_path)
+    finally:  # the control plane outlives the test: the next one starts its own
+        control_plane.stop_scheduler()
+        control_plane.stop_extender()
+
+
+def story(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
     kube = control_plane.kube
     kube.ensure_nodes([])  # no node registered yet
     kube.priority_class(LOW, 0)
