@@ -133,13 +133,13 @@ def story(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
             ticks = refreshes(service)
             kube.ensure_nodes(NODES)
             registered = time.monotonic()
-            control_plane.wait_scheduler_nodes(len(NODES))
             kube.wait_until(
                 lambda: preempt_verdict(service, namespace, "node-2", "3"),
                 10,
                 "our /preempt keeps node-2 for a 3-core preemptor (it knows node-2's 8 cores)",
             )
             assert refreshes(service) == ticks, "a refresh ran: the probe proved nothing"
+            control_plane.wait_scheduler_nodes(len(NODES))
 
             kube.create_pod(namespace, pod_manifest("filler-7", cpu="7", priority_class_name=LOW))
             assert kube.wait_bound(namespace, "filler-7", 30) == "node-2"
