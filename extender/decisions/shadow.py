@@ -44,7 +44,7 @@ def judge(table: Table, chosen: NodeName, eligible: Callable[[NodeName], bool]) 
     reason = None if table.passes(chosen) else table.eval_of(chosen).reason
     chosen_score = table.scores.get(chosen, table.unknown_score)
     top: list[tuple[int, NodeName]] = []
-    for negative, node in table.ranking():
+    for negative, node in table.ranking:
         if eligible(node):
             top.append((-negative, node))
             if len(top) == 3:

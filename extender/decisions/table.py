@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.scoring import NodeEval, evaluate_node, range_score, stale_metrics
@@ -64,6 +64,10 @@ class Fragments(dict[str, bytes]):
         return host_priority(key, self.score)
 
 
+RESORT_ABOVE = 64
+"""A patch of more nodes than this sorts the ranking again rather than move each one."""
+
+
 @dataclass(frozen=True, slots=True)
 class Table:
     stale: frozenset[str]
@@ -83,15 +87,10 @@ class Table:
     its request, and the request path skips the per-name lookups."""
     unknown_score: int
     herd: Mapping[NodeName, float]
-    ranked: list[list[tuple[int, NodeName]]] = field(default_factory=list, compare=False)
-    """`ranking()`'s cache: empty until someone asks (the verbs never do), then kept up
-    to date by `patch_table` in O(log nodes) a node."""
-
-    def ranking(self) -> Sequence[tuple[int, NodeName]]:
-        """The passing nodes, best first, as (-score, name): ties by name."""
-        if not self.ranked:
-            self.ranked.append(sorted((-s, n) for n, s in self.scores.items() if n in self.ok))
-        return self.ranked[0]
+    ranking: Sequence[tuple[int, NodeName]] = ()
+    """The passing nodes, best first, as (-score, name): ties by name. Sorted when the
+    table is built, kept in step by `patch_table` node by node (shadow mode's verdicts and
+    the rebalancer read it; the verbs do not)."""
 
     def eval_of(self, node: NodeName) -> NodeEval:
         return self.evals.get(node, self.unknown)
@@ -131,7 +130,12 @@ def build_table(
         passes_all=not reasons and unknown.reason is None,
         unknown_score=unknown_score,
         herd=dict(herd),
+        ranking=_ranking(scores, ok),
     )
+
+
+def _ranking(scores: Mapping[NodeName, int], ok: frozenset[NodeName]) -> list[tuple[int, str]]:
+    return sorted((-s, n) for n, s in scores.items() if n in ok)
 
 
 def patch_table(
@@ -171,18 +175,18 @@ def patch_table(
         else:
             ranked.pop(n, None)
     passing = frozenset(ok)
-    in_order: list[list[tuple[int, NodeName]]] = []
-    if table.ranked:  # someone reads the ranking: keep it in step, node by node
-        ranking = list(table.ranked[0])
+    if len(changed) > RESORT_ABOVE:
+        ranking = _ranking(scores, passing)
+    else:  # a copy, then each changed node moved to its place: O(nodes) memmove at worst
+        ranking = list(table.ranking)
         for n in changed:
             if n in table.ok:
                 del ranking[bisect_left(ranking, (-table.scores[n], n))]
             if n in passing:
                 insort(ranking, (-scores[n], n))
-        in_order.append(ranking)
     return replace(
         table,
-        ranked=in_order,
+        ranking=ranking,
         evals=evals,
         scores=scores,
         fragments=fragments,

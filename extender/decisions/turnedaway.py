@@ -67,7 +67,8 @@ def candidates_of(nodes: Sequence[str], known: AbstractSet[str] | None = None) -
 
     `known` (the nodes the table scores) turns a call that names nearly all of them into
     the few it left out: two C-level set passes on the filter path instead of hashing
-    every name into a digest (~6 ms for 5,000 names)."""
+    every name into a digest, which costs some thirty times more
+    (BENCHMARKS.md, "In-process costs the code cites")."""
     if len(nodes) <= CANDIDATES_KEPT_UP_TO:
         return tuple(nodes)
     if known is not None:

@@ -136,8 +136,9 @@ def _names_exactly(names: list[Any], nodes: frozenset[str]) -> bool:
 
 
 def _check_names(names: list[Any]) -> None:
-    """Every entry a non-empty string. The common case costs two C-level passes (~30 us for
-    5,000 names, a fifth of decoding them); the slow loop only finds the bad index."""
+    """Every entry a non-empty string. The common case costs two C-level passes (a fraction
+    of decoding the names: BENCHMARKS.md, "In-process costs the code cites");
+    the slow loop only finds the bad index."""
     try:
         "".join(names)  # TypeError on any entry that is not a string
     except TypeError:

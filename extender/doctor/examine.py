@@ -3,7 +3,7 @@
 `examine` gathers what the pure checks (extender.doctor.prometheus, .cluster) read through
 a blocking Prometheus query function and a Kubernetes client it is given
 (extender.metrics.providers.PrometheusProvider.query, extender.cluster.client.KubeClient),
-so this room imports neither client.
+so this package imports neither client.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from extender.policy.policies import Policy
 from extender.policy.sections import RebalanceSettings
 from extender.policy.settings import Settings
 from extender.rebalancing.pods import RunningPod, protection
-from extender.rebalancing.standing import Standing
+from extender.rebalancing.scores import NodeScores
 
 Outcome = Literal["move", "waiting", "held", "refused", "stay"]
 
@@ -140,7 +140,7 @@ def decide(
         if policy is None:
             out.skipped["unknown policy"] = out.skipped.get("unknown policy", 0) + 1
             continue
-        decision, gain = _check(pod, policy, moves.standing(policy, tables[name]), rules, streaks)
+        decision, gain = _check(pod, policy, moves.scores(policy, tables[name]), rules, streaks)
         if decision.outcome == "stay":
             out.record(decision)
         else:
@@ -178,24 +178,24 @@ class Moves:
         self._streaks = streaks
         self._extra: dict[NodeName, float] = {}
         """node -> load the moves made add (negative: free), shared by the policies."""
-        self._standings: dict[str, Standing] = {}
+        self._scores: dict[str, NodeScores] = {}
         self._per_node: dict[NodeName, int] = {}
         self.made_count = 0
 
-    def standing(self, policy: Policy, table: Table) -> Standing:
-        standing = self._standings.get(policy.name)
-        if standing is None:
-            standing = Standing(policy, table, self._snapshot, self._extra, self._now)
-            self._standings[policy.name] = standing
-        return standing
+    def scores(self, policy: Policy, table: Table) -> NodeScores:
+        scores = self._scores.get(policy.name)
+        if scores is None:
+            scores = NodeScores(policy, table, self._snapshot, self._extra, self._now)
+            self._scores[policy.name] = scores
+        return scores
 
     def admit(self, decision: Decision) -> Decision:
         """A due decision checked again against the moves made so far: "move", "stay" (the
         herd guard changed the picture) or "held" (a limit)."""
         settings, rules = self._settings, self._settings.rebalance
         policy = settings.policy_map[decision.policy]
-        standing = self._standings[decision.policy]
-        again, _ = _check(decision.pod, policy, standing, rules, self._streaks)
+        scores = self._scores[decision.policy]
+        again, _ = _check(decision.pod, policy, scores, rules, self._streaks)
         if again.outcome == "stay":
             return again
         source = decision.pod.facts.node_name
@@ -223,21 +223,21 @@ class Moves:
             self._snapshot,
             self._now,
         )
-        for standing in self._standings.values():
-            standing.touch((source, decision.target))
+        for scores in self._scores.values():
+            scores.touch((source, decision.target))
 
 
 def _check(
     pod: RunningPod,
     policy: Policy,
-    standing: Standing,
+    scores: NodeScores,
     rules: RebalanceSettings,
     streaks: Mapping[str, int],
 ) -> tuple[Decision, float]:
     """(the decision for one pod, what moving it gains) before the cycle's limits."""
     facts = pod.facts
-    reason, here = standing.verdict(facts.node_name)
-    best = standing.best(exclude=facts.node_name)
+    reason, here = scores.verdict(facts.node_name)
+    best = scores.best(exclude=facts.node_name)
     stay = Decision(pod, "stay", "", policy=policy.name)
     if best is None:  # evicting would leave the successor nowhere to go
         detail = f"{reason}, but" if reason is not None else "stays:"

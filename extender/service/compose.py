@@ -45,7 +45,7 @@ from extender.service.telemetry import (
     ShadowTelemetry,
     Telemetry,
 )
-from extender.service.watches import Lister, node_informer, nothing, pod_informer, prepare
+from extender.service.watches import Lister, ignore_pod, node_informer, pod_informer, prepare
 
 log = logging.getLogger("decice.service")
 
@@ -253,7 +253,7 @@ def _refresher(parts: _Parts, provider: MetricsProvider | None) -> Refresher:
 def _placement_events(parts: _Parts) -> Callable[[str], None]:
     """The Event poster for the pods we place, when enabled: its `placed` callback."""
     if not parts.settings.explain.events or parts.kube is None:
-        return nothing
+        return ignore_pod
     poster = EventPoster(
         parts.settings, parts.engine.pods, parts.kube, parts.telemetry, parts.clock
     )
@@ -282,7 +282,7 @@ def _watches(
         if settings.kubernetes.watch_pods or observer is not None:
             handler = PodEventHandler(
                 engine,
-                forget=requeuer.forget if requeuer is not None else nothing,
+                forget=requeuer.forget if requeuer is not None else ignore_pod,
                 placed=on_placed,
                 binding=binder.binding,
                 seen=observer,

@@ -74,9 +74,10 @@ def gc_paused() -> Iterator[None]:
     """No cyclic GC while one request is decoded, decided and dropped (no await inside).
 
     A full v1.NodeList of 5,000 nodes decodes into ~10^6 dicts and lists; the collector,
-    triggered by their allocation, walked them (and the tables) again and again: 200 ms
-    instead of 80 ms to decode 10 MB. JSON values hold no cycles, refcounting frees them
-    all before the collector is switched back on, so nothing is left for it to find.
+    triggered by their allocation, walked them (and the tables) again and again, which
+    made decoding several times slower (BENCHMARKS.md, "In-process costs the code cites").
+    JSON values hold no cycles, refcounting frees them all before the collector is
+    switched back on, so nothing is left for it to find.
     """
     if not gc.isenabled():
         yield
@@ -100,7 +101,8 @@ def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb,
             failed = len(decision.failed)
             passed = len(args.names) - failed
             # Dropped while the collector is off: a 5,000-node v1.NodeList still alive when it
-            # comes back on is walked by the collection its allocations triggered (+90 ms).
+            # comes back on is walked by the collection its allocations triggered
+            # (BENCHMARKS.md, "Before and after the hygiene and explanation work").
             del args, decision
         telemetry.filtered(passed, failed)
         return answer

@@ -123,5 +123,6 @@ async def prepare(informers: tuple[Informer, ...], reloader: PolicyReloader | No
         await informer.prime(PREPARE_TIMEOUT)
 
 
-def nothing(uid: str) -> None:
-    """A callback for what is not wired (no Events, no requeue)."""
+def ignore_pod(uid: str) -> None:
+    """A pod callback that does nothing, for the hooks a mode leaves out (no Events, no
+    requeue)."""

@@ -7,7 +7,7 @@
 Per backend and node count: a real Prometheus (promharness.PrometheusServer, its TSDB
 backfilled by promtool) and a real VictoriaMetrics (vmharness.VictoriaMetricsServer, the
 series imported), both on 127.0.0.1, holding the series a stock kube-prometheus-stack
-records (promharness `FakeExporter`, DESIGN.md section 3) for CPU and memory, five
+records (promharness `FakeExporter`) for CPU and memory, five
 samples a minute apart, about one node in nine above the 0.9 threshold; read by the
 two-metric pack config/policies/cpu-memory-spread.yaml (its queries verbatim, the cpu
 one being the shipped config/extender.yaml's). Measured:

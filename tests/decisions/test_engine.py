@@ -75,8 +75,9 @@ def test_prioritize_answers_the_precomputed_whole_when_asked_about_every_passing
 
 
 def scheduler_reads(answer: bytes, asked: list[str]) -> dict[str, int]:
-    """What kube-scheduler makes of a prioritize answer (prioritizeNodes, DESIGN.md §7):
-    a map by Host, looked up for each node it asked about, 0 when missing."""
+    """What kube-scheduler makes of a prioritize answer (kubernetes
+    pkg/scheduler/schedule_one.go, prioritizeNodes): a map by Host, looked up for each node
+    it asked about, 0 when missing."""
     by_host = {p["Host"]: p["Score"] for p in orjson.loads(answer)}
     return {n: by_host.get(n, 0) for n in asked}
 

@@ -41,7 +41,8 @@ def prioritize(e: Engine, names: list[str], scheduler: str = "decice_sched") -> 
 
 
 def test_off_by_default_every_node_answered() -> None:
-    # In any order: the scheduler reads the answer into a map by Host (DESIGN.md §7).
+    # In any order: the scheduler reads the answer into a map by Host (kubernetes
+    # pkg/scheduler/schedule_one.go, prioritizeNodes).
     answer = prioritize(engine(None), ORDER)
     assert {h["Host"]: h["Score"] for h in answer} == {"d": 1, "b": 5, "a": 9, "e": 5, "c": 9}
     assert len(answer) == 5
@@ -95,7 +96,7 @@ def test_with_a_candidates_metric() -> None:
 
 
 def test_foreign_pods_get_every_node_at_zero() -> None:
-    # An empty answer: the scheduler scores each host missing from it 0 (DESIGN.md §7).
+    # An empty answer: the scheduler scores each host missing from it 0 (prioritizeNodes).
     assert prioritize(engine(2), ORDER, scheduler="default-scheduler") == []
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis
+import pytest
 from hypothesis import strategies as st
 
+from extender.decisions import table as table_module
 from extender.decisions.eligibility import ANYWHERE, read_eligibility
 from extender.decisions.model import NodeInfo, Taint
 from extender.decisions.nodes import node_info
@@ -68,19 +70,29 @@ def test_ties_with_our_best_count_as_best() -> None:
 )
 def test_the_ranking_follows_every_patch(patches: list[tuple[str, float]]) -> None:
     t, policy, snapshot = table()
-    t.ranking()  # someone reads it: from now on each patch keeps it in step
+    assert list(t.ranking) == sorted((-s, n) for n, s in t.scores.items() if n in t.ok)
     herd: dict[str, float] = {}
     for node, load in patches:
         herd[node] = load
         t = patch_table(t, policy, snapshot, dict(herd), NOW, changed=(node,))
         fresh = sorted((-s, n) for n, s in t.scores.items() if n in t.ok)
-        assert list(t.ranking()) == fresh
+        assert list(t.ranking) == fresh
 
 
-def test_a_table_nobody_ranks_keeps_no_ranking() -> None:
+@pytest.mark.parametrize("resort_above", [64, 2])  # node by node; sorted again
+def test_a_patch_leaves_the_table_it_patched_as_it_was(
+    resort_above: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(table_module, "RESORT_ABOVE", resort_above)
     t, policy, snapshot = table()
-    patched = patch_table(t, policy, snapshot, {"a": 0.5}, NOW, changed=("a",))
-    assert patched.ranked == []  # the verbs' path never pays for it
+    before = list(t.ranking)
+    many = {n: 0.5 for n in CPU}
+    for changed in (("a",), tuple(CPU)):
+        patched = patch_table(t, policy, snapshot, many, NOW, changed=changed)
+        assert list(t.ranking) == before and patched.ranking != before
+        assert list(patched.ranking) == sorted(
+            (-s, n) for n, s in patched.scores.items() if n in patched.ok
+        )
 
 
 def node(name: str, labels: dict[str, str] | None = None, taints: list[Any] | None = None) -> Any:

@@ -3,7 +3,7 @@
 Everything listens on 127.0.0.1 only.
 
 ``FakeExporter`` models a stock kube-prometheus-stack *after its recording rules ran*
-(see DESIGN.md section 3): per node it serves
+(node-mixin's rules and kubernetes-mixin's `rules/node.libsonnet`): per node it serves
 
 * ``instance:node_cpu_utilisation:rate5m{job="node-exporter",instance="<ip>:9100",
   namespace="monitoring",pod="node-exporter-<node>"}`` (no ``node`` label, as in a stock
@@ -57,7 +57,8 @@ DEFAULT_PROMETHEUS_BIN = "/usr/bin/prometheus"
 #: Environment variable that may point at another prometheus binary.
 PROMETHEUS_BIN_ENV = "DECICE_PROMETHEUS_BIN"
 
-#: The query from DESIGN.md section 3 that works on a stock kube-prometheus-stack.
+#: The 5-minute node CPU query that works on a stock kube-prometheus-stack
+#: (docs/configuration.md shows the shipped one, which also reads a 1-minute rate).
 STOCK_NODE_CPU_QUERY = (
     'max by (node) (instance:node_cpu_utilisation:rate5m{job="node-exporter"}'
     " * on (namespace, pod) group_left (node)"

@@ -1,9 +1,9 @@
 """kube-scheduler's part, played against our verbs and the loopback API server.
 
 The stories (tests/stories/) need a scheduler that does what kube-scheduler v1.35 does
-with an extender that owns filter, prioritize, preempt and bind (DESIGN.md §7; upstream
-pkg/scheduler/schedule_one.go, framework/preemption): one pod at a time, in queue order
-(priority first, then age);
+with an extender that owns filter, prioritize, preempt and bind (kubernetes
+pkg/scheduler/schedule_one.go, pkg/scheduler/extender.go, framework/preemption): one pod
+at a time, in queue order (priority first, then age);
 
 - **TaintToleration** and the nodeSelector part of **NodeAffinity**: a node whose
   NoSchedule / NoExecute taints the pod does not tolerate is not considered (read with

@@ -10,7 +10,7 @@ reads kubeconfig or the in-cluster service account.
 from __future__ import annotations
 
 from extender.cluster.client.auth import load_api_client
-from extender.cluster.client.binding import Binding
+from extender.cluster.client.binding import BindCalls
 from extender.cluster.client.errors import (
     KubeAlreadyBound,
     KubeError,
@@ -34,6 +34,6 @@ __all__ = [
 ]
 
 
-class KubeClient(Binding, Evicting, EventPosting, Fetching, Patching, Reviewing, Watching):
+class KubeClient(BindCalls, Evicting, EventPosting, Fetching, Patching, Reviewing, Watching):
     """Async Kubernetes calls with timeouts, bounded retries and mapped errors (see
     extender.cluster.client.api.KubeTransport for the transport's contract)."""

@@ -109,9 +109,10 @@ def proxy_for(configuration: Any, host: str) -> str | None:
 
 #: Seconds the auth headers are reused before the configuration's refresh hooks are asked
 #: again. The kubeconfig loader's hook re-reads the whole user entry and re-sets the host,
-#: which parses the proxy environment (~230 us a call, measured against a real API server:
-#: half of a bind's CPU). Tokens rotate in minutes to hours (the in-cluster loader re-reads
-#: its file once a minute), so seconds of reuse change nothing; a 401 asks again at once.
+#: which parses the proxy environment (half of a bind's CPU, measured against a real API
+#: server: BENCHMARKS.md, "Cost to the scheduler"). Tokens rotate in minutes to hours (the
+#: in-cluster loader re-reads its file once a minute), so seconds of reuse change nothing;
+#: a 401 asks again at once.
 AUTH_TTL = 10.0
 
 

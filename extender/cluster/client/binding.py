@@ -11,8 +11,8 @@ BIND_BOUND = "bound"
 BIND_ALREADY_BOUND = "already-bound"
 
 
-class Binding(KubeTransport):
-    """Bind calls."""
+class BindCalls(KubeTransport):
+    """The bind call: a v1 `Binding` posted for a pod (pods/binding)."""
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Bind pod `namespace/name` to `node`: "bound", or "already-bound" if it is there.

@@ -25,7 +25,7 @@ import kubernetes.client
 from kubernetes.leaderelection import electionconfig, leaderelection
 
 from extender.cluster.leader.lock import Lock, Stopped
-from extender.cluster.leader.standing import Standing
+from extender.cluster.leader.state import ElectionState
 
 __all__ = ["LeaderElector"]
 
@@ -101,7 +101,7 @@ class LeaderElector:
         self.leading = asyncio.Event()
         self._api = kubernetes.client.CoordinationV1Api(api_client)
         self._request_timeout = max(1.0, self.renew_deadline / 2)
-        self._standing = Standing(name, namespace, identity, self.retry_period)
+        self._state = ElectionState(name, namespace, identity, self.retry_period)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,7 +114,7 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         """Whether to act as the leader now (thread-safe; see the class docstring)."""
-        return self._standing.leads_within(self.renew_deadline)
+        return self._state.leads_within(self.renew_deadline)
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -124,7 +124,7 @@ class LeaderElector:
     def detail(self) -> dict[str, object]:
         """For /readyz and logs: who we are, whether we lead, the Lease as last seen."""
         campaigning = self._thread is not None and self._thread.is_alive()
-        return self._standing.detail(self.is_leader, campaigning)
+        return self._state.detail(self.is_leader, campaigning)
 
     # --- running ---
 
@@ -171,7 +171,7 @@ class LeaderElector:
         lock: Lock | None = None
         try:
             while not self._stop.is_set():
-                lock = Lock(self._api, self._standing, self._stop, self._request_timeout)
+                lock = Lock(self._api, self._state, self._stop, self._request_timeout)
                 ended = threading.Event()  # this round's leadership is over
                 config = _Config(
                     lock,
@@ -186,7 +186,7 @@ class LeaderElector:
                 except Stopped:
                     break
                 except Exception as exc:  # a library failure: note it, back off, retry
-                    self._standing.call_failed("campaign", exc)
+                    self._state.call_failed("campaign", exc)
                 finally:
                     ended.set()
                     self._set_leader(False, None)
@@ -195,7 +195,7 @@ class LeaderElector:
             self._set_leader(False, None)
             # client-go's ReleaseOnCancel: another replica takes over at its next retry
             # rather than after lease_duration.
-            if lock is not None and self._standing.renewed_within(self.lease_duration):
+            if lock is not None and self._state.renewed_within(self.lease_duration):
                 lock.release()
             finished()
 
@@ -204,7 +204,7 @@ class LeaderElector:
     def _set_leader(self, leading: bool, ended: threading.Event | None) -> None:
         if leading and (ended is None or ended.is_set() or self._stop.is_set()):
             return  # a late "started" of a round that is already over
-        if not self._standing.set_leader(leading):
+        if not self._state.set_leader(leading):
             return
         if leading:
             log.info("leading: %s holds the lease %s/%s", self.identity, self.namespace, self.name)
@@ -217,7 +217,7 @@ class LeaderElector:
 
     def _announce(self, leading: bool) -> None:
         """In the event loop: `leading` and `on_change` follow the latest state."""
-        if leading != self._standing.leader:
+        if leading != self._state.leader:
             return  # superseded by a later report
         if leading:
             self.leading.set()

@@ -8,7 +8,7 @@ Where the library's own lock falls short, this one:
   retries it every `retry_period` instead of ending its thread (it expects `ApiException`);
 * raises `Stopped` on its next call once the elector is stopping, which ends the library's
   otherwise endless loops;
-* keeps client-go's `leaseTransitions` bookkeeping, and reports every call to `Standing`.
+* keeps client-go's `leaseTransitions` bookkeeping, and reports every call to `ElectionState`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import kubernetes.client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from extender.cluster.leader.standing import Standing, describe_failure
+from extender.cluster.leader.state import ElectionState, describe_failure
 
 log = logging.getLogger("decice.leader")
 
@@ -47,18 +47,18 @@ class Lock(LeaseLock):
     def __init__(
         self,
         api: kubernetes.client.CoordinationV1Api,
-        standing: Standing,
+        state: ElectionState,
         stop: threading.Event,
         request_timeout: float,
     ) -> None:
         # Not LeaseLock.__init__: it builds a CoordinationV1Api from the process-wide
         # default configuration.
-        self.name = standing.name
-        self.namespace = standing.namespace
-        self.identity = standing.identity
+        self.name = state.name
+        self.namespace = state.namespace
+        self.identity = state.identity
         self.lease_reference: Any = None
         self.api_instance = api
-        self._standing = standing
+        self._state = state
         self._stop = stop
         self._timeout = request_timeout
 
@@ -74,17 +74,17 @@ class Lock(LeaseLock):
             )
         except ApiException as exc:
             if exc.status == 404:
-                self._standing.call_worked()
+                self._state.call_worked()
             else:
-                self._standing.call_failed("read", exc)
+                self._state.call_failed("read", exc)
             return False, exc
         except Exception as exc:  # transport: the library takes any non-404 as "retry"
-            self._standing.call_failed("read", exc)
+            self._state.call_failed("read", exc)
             return False, exc
-        self._standing.call_worked()
+        self._state.call_worked()
         self.lease_reference = lease
         spec = lease.spec
-        self._standing.observed(
+        self._state.observed(
             getattr(spec, "holder_identity", None), getattr(spec, "lease_transitions", None)
         )
         return True, _lock_record(self, lease)
@@ -102,12 +102,12 @@ class Lock(LeaseLock):
             )
         except Exception as exc:
             if _status(exc) == 409:  # another replica created it first: not a failure
-                self._standing.call_worked()
+                self._state.call_worked()
             else:
-                self._standing.call_failed("create", exc)
+                self._state.call_failed("create", exc)
             return False
-        self._standing.call_worked()
-        self._standing.renewed(0)
+        self._state.call_worked()
+        self._state.renewed(0)
         return True
 
     def update(self, name: str, namespace: str, updated_record: Any) -> bool:
@@ -131,12 +131,12 @@ class Lock(LeaseLock):
             )
         except Exception as exc:
             if _status(exc) == 409:  # written by another replica since our read
-                self._standing.call_worked()
+                self._state.call_worked()
             else:
-                self._standing.call_failed("update", exc)
+                self._state.call_failed("update", exc)
             return False
-        self._standing.call_worked()
-        self._standing.renewed(transitions)
+        self._state.call_worked()
+        self._state.renewed(transitions)
         return True
 
     def release(self) -> None:
@@ -163,5 +163,5 @@ class Lock(LeaseLock):
                 describe_failure(exc),
             )
             return
-        self._standing.released()
+        self._state.released()
         log.info("released the lease %s/%s", self.namespace, self.name)

@@ -11,7 +11,7 @@ from extender.decisions.table import Table
 from extender.policy.policies import Policy
 
 
-class Standing:
+class NodeScores:
     """One policy's verdicts and scores for this check, with the herd guard's view of the
     moves planned so far: nodes touched by a move are re-evaluated with the load it frees
     or adds (scoring.evaluate_node, the function that built the table)."""
@@ -33,9 +33,14 @@ class Standing:
         self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
         self._scores = self._score_all(table.evals)
         self._touched: dict[NodeName, tuple[str | None, int]] = {}
-        # Best first, ties by name: sorted once per check; a lookup skips the few nodes
-        # excluded or touched by planned moves, so it stops after a handful of entries.
-        self._ranking = sorted((-s, n) for n, s in self._scores.items() if n in table.ok)
+        # Best first, ties by name (the table's own ranking unless `candidates` metrics
+        # rescale the scores); a lookup skips the few nodes excluded or touched by planned
+        # moves, so it stops after a handful of entries.
+        self._ranking = (
+            sorted((-s, n) for n, s in self._scores.items() if n in table.ok)
+            if self._candidates
+            else table.ranking
+        )
 
     def _score_all(self, evals: Mapping[NodeName, NodeEval]) -> dict[NodeName, int]:
         if not self._candidates:

@@ -1,5 +1,5 @@
-"""Where this replica stands in a leader election: a thread-safe record the campaign
-thread writes and any thread reads.
+"""This replica's state in a leader election: a thread-safe record the campaign thread
+writes and any thread reads.
 
 It holds what client-go's elector keeps: whether we lead, when we last renewed the Lease,
 who holds it as last seen, and the current streak of failed Lease calls (logged once at
@@ -23,8 +23,8 @@ def describe_failure(error: object) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-class Standing:
-    """This replica's place in the election of the Lease `namespace/name`."""
+class ElectionState:
+    """This replica's state in the election of the Lease `namespace/name`."""
 
     def __init__(self, name: str, namespace: str, identity: str, retry_period: int) -> None:
         self.name = name
