@@ -1,38 +1,13 @@
 """decice-extender: a metrics-aware kube-scheduler extender.
 
-The package is a house of rooms, one concept each. A room may import only the rooms its
-line names (and itself); tests/test_architecture.py holds the code to this map, and
-pyproject.toml's import-linter contracts keep the outside libraries where they belong.
-
-    errors       may import: nothing
-                 failures turned into one safe line of operator text, and the
-                 back-off of the background loops that check on an interval
-    policy       may import: errors
-                 the policy language: models, loading, live reload, the generated
-                 reference, check-config's checks, scheduler-config
-    decisions    may import: policy
-                 pure: snapshot model, pods, scoring, tables, the engine, the herd
-                 guard, explanations, the wire format
-    metrics      may import: decisions policy errors
-                 where node values come from: providers, the refresher
-    cluster      may import: decisions policy errors
-                 the Kubernetes edge: the API client, watches, leader election,
-                 bind, Events, requeue
-    rebalancing  may import: decisions policy errors
-                 which running pods to move (the plan, pure), and the loop
-    doctor       may import: metrics decisions policy errors
-                 checks of a policy against a live Prometheus and cluster
-    service      may import: cluster rebalancing metrics decisions policy errors
-                 the HTTP service: routes, OpenAPI, telemetry, logs, and the
-                 composition root (build_service)
-    simulation   may import: decisions policy
-                 a seeded simulation of placements, kube-scheduler's default
-                 scoring against ours (pure; `decice-extender simulate` prints it)
-    replay       may import: simulation metrics decisions policy errors
-                 the user's own Prometheus history replayed under each scheduler
-                 model (range queries through metrics.history; the rest pure)
-    cli          may import: every room
-                 the `decice-extender` command, a module per command
+The package is split by concept into subpackages (errors, policy, decisions, metrics,
+cluster, rebalancing, doctor, service, simulation, replay, cli). `PACKAGES` below says
+what each is and which of the others it may import; `LIBRARIES` says which subpackages
+may import the outside libraries that tie code to a server (the Kubernetes client,
+Prometheus' client, the HTTP server). Those two maps are the one source of the import
+rules: tests/test_architecture.py checks every import against them, and checks that
+pyproject.toml's import-linter contracts are the ones they generate
+(`python -m tests.architecture --write` rewrites that part of pyproject.toml).
 
 The verbs' path, start to end: service.verbs reads the request, decisions.wire parses it,
 decisions.engine decides from the tables the metrics.refresher built, decisions.wire
@@ -40,4 +15,80 @@ encodes the answer. Nothing on that path waits on Prometheus or the API server; 
 cluster.binder, through cluster.client.
 """
 
+from typing import NamedTuple
+
 __version__ = "0.1.0"
+
+
+class Package(NamedTuple):
+    """One subpackage of extender: what it holds, and the subpackages it may import."""
+
+    what: str
+    may_import: tuple[str, ...]
+
+
+EVERY_PACKAGE = ("*",)
+"""`may_import` of a subpackage that may import every other one."""
+
+PACKAGES: dict[str, Package] = {
+    "errors": Package(
+        "failures turned into one safe line of operator text, and the one back-off policy "
+        "of every retry loop",
+        (),
+    ),
+    "policy": Package(
+        "the policy language: models, loading, live reload, the generated reference, "
+        "check-config's checks, scheduler-config",
+        ("errors",),
+    ),
+    "decisions": Package(
+        "pure: snapshot model, pods, scoring, tables, the engine, the herd guard, "
+        "explanations, the wire format",
+        ("policy",),
+    ),
+    "metrics": Package(
+        "where node values come from: providers, the refresher, range queries for replay",
+        ("decisions", "policy", "errors"),
+    ),
+    "cluster": Package(
+        "the Kubernetes edge: the API client, watches, leader election, bind, Events, requeue",
+        ("decisions", "policy", "errors"),
+    ),
+    "rebalancing": Package(
+        "which running pods to move (the plan, pure), and the loop that evicts them",
+        ("decisions", "policy", "errors"),
+    ),
+    "doctor": Package(
+        "checks of a policy against a live Prometheus and cluster",
+        ("metrics", "decisions", "policy", "errors"),
+    ),
+    "service": Package(
+        "the HTTP service: routes, OpenAPI, telemetry, logs, and the composition root "
+        "(build_service)",
+        ("cluster", "rebalancing", "metrics", "decisions", "policy", "errors"),
+    ),
+    "simulation": Package(
+        "a seeded simulation of placements, kube-scheduler's default scoring against ours "
+        "and the peers' (pure; `decice-extender simulate` prints it)",
+        ("decisions", "policy"),
+    ),
+    "replay": Package(
+        "the user's own Prometheus history replayed under each scheduler model (range "
+        "queries through metrics.history; the rest pure)",
+        ("simulation", "metrics", "decisions", "policy", "errors"),
+    ),
+    "cli": Package("the `decice-extender` command, a module per command", EVERY_PACKAGE),
+}
+"""subpackage -> what it is and what it may import (besides itself)."""
+
+LIBRARIES: dict[str, tuple[str, ...]] = {
+    "kubernetes": ("cluster",),
+    "aiohttp": ("cluster",),
+    "prometheus_api_client": ("metrics",),
+    "requests": ("metrics",),
+    "starlette": ("service", "cli"),
+    "uvicorn": ("service", "cli"),
+    "uvloop": ("service", "cli"),
+    "prometheus_client": ("service", "cli"),
+}
+"""outside library -> the only subpackages that may import it."""

@@ -1,53 +1,44 @@
-"""The house keeps its map: every module lives in a room of extender/__init__.py's map,
-imports only the rooms its room may, and stays small; pyproject.toml's import-linter
-contracts (outside libraries, layers) are kept."""
+"""The package keeps its map: every module lives in a subpackage of extender.PACKAGES,
+imports only the subpackages (and outside libraries, extender.LIBRARIES) the map allows,
+and stays small; pyproject.toml's import-linter contracts are the ones the map generates
+(tests/architecture.py), and lint-imports keeps them."""
 
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import pytest
+
 import extender
+from tests import architecture
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "extender"
 MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 200
-ROOM_LINE = re.compile(r"^    ([a-z]+) +may import: (.+)$")
 
 
-def rooms() -> dict[str, frozenset[str]]:
-    """room -> the rooms it may import, as the package docstring's map says."""
-    lines = (extender.__doc__ or "").splitlines()
-    named = {m.group(1): m.group(2).split() for m in map(ROOM_LINE.match, lines) if m}
-    out: dict[str, frozenset[str]] = {}
-    for room, words in named.items():
-        if words == ["nothing"]:
-            out[room] = frozenset()
-        elif words == ["every", "room"]:
-            out[room] = frozenset(named) - {room}
-        else:
-            unknown = set(words) - set(named)
-            assert not unknown, f"the map's {room} line names no room {sorted(unknown)}"
-            out[room] = frozenset(words)
-    return out
+def allowed() -> dict[str, frozenset[str]]:
+    """subpackage -> the other subpackages it may import, as extender.PACKAGES says."""
+    return architecture.allowed()
 
 
 def modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def room_of(path: Path) -> str | None:
+def package_of(path: Path) -> str | None:
     parts = path.relative_to(PACKAGE).parts
     return parts[0] if len(parts) > 1 else None
 
 
-def imported_rooms(path: Path) -> set[tuple[int, str]]:
-    """(line, room) of every `extender.<room>` import, at any depth (functions and
-    TYPE_CHECKING blocks included)."""
+def imported_packages(path: Path) -> set[tuple[int, str]]:
+    """(line, subpackage) of every `extender.<subpackage>` import, at any depth (functions
+    and TYPE_CHECKING blocks included)."""
     out: set[tuple[int, str]] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         names: list[str] = []
@@ -61,29 +52,29 @@ def imported_rooms(path: Path) -> set[tuple[int, str]]:
             names = [a.name for a in node.names]
         for name in names:
             parts = name.split(".")
-            if parts[0] == "extender" and len(parts) > 1 and parts[1] != "__version__":
+            if parts[0] == "extender" and len(parts) > 1 and parts[1] in extender.PACKAGES:
                 out.add((node.lineno, parts[1]))
     return out
 
 
-def test_the_map_names_every_room_and_only_rooms() -> None:
+def test_the_map_names_every_subpackage_and_only_those() -> None:
     on_disk = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    assert set(rooms()) == on_disk
+    assert set(allowed()) == on_disk
 
 
-def test_every_module_is_in_a_room() -> None:
-    loose = [p.name for p in modules() if room_of(p) is None]
+def test_every_module_is_in_a_subpackage() -> None:
+    loose = [p.name for p in modules() if package_of(p) is None]
     assert sorted(loose) == ["__init__.py", "__main__.py"]
 
 
-def test_every_room_imports_only_what_the_map_allows() -> None:
-    allowed = rooms()
+def test_every_subpackage_imports_only_what_the_map_allows() -> None:
+    rules = allowed()
     broken = [
-        f"{path.relative_to(ROOT)}:{line}: {room} may not import extender.{target}"
+        f"{path.relative_to(ROOT)}:{line}: {package} may not import extender.{target}"
         for path in modules()
-        if (room := room_of(path)) is not None
-        for line, target in sorted(imported_rooms(path))
-        if target != room and target not in allowed[room]
+        if (package := package_of(path)) is not None
+        for line, target in sorted(imported_packages(path))
+        if target != package and target not in rules[package]
     ]
     assert not broken, "\n".join(broken)
 
@@ -92,8 +83,8 @@ def test_the_map_check_catches_an_import_against_it(tmp_path: Path) -> None:
     wrong = tmp_path / "decisions" / "leak.py"
     wrong.parent.mkdir()
     wrong.write_text("def f() -> None:\n    from extender.cluster.client import KubeClient\n")
-    assert imported_rooms(wrong) == {(2, "cluster")}
-    assert "cluster" not in rooms()["decisions"]
+    assert imported_packages(wrong) == {(2, "cluster")}
+    assert "cluster" not in allowed()["decisions"]
 
 
 def test_modules_and_classes_stay_small() -> None:
@@ -122,3 +113,44 @@ def test_import_contracts_are_kept() -> None:
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "0 broken" in run.stdout
+
+
+def test_the_contracts_are_the_ones_the_map_generates() -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert architecture.current(text) == architecture.contracts(), (
+        "pyproject.toml's import rules differ from extender.PACKAGES / LIBRARIES: "
+        "run python -m tests.architecture --write"
+    )
+
+
+def test_the_generated_contracts_say_what_the_map_says() -> None:
+    """Read back from TOML: each subpackage is forbidden exactly the others it may not
+    import, and each library every subpackage but its owners."""
+    contracts = tomllib.loads(architecture.contracts())["tool"]["importlinter"]["contracts"]
+    forbidden: dict[str, set[str]] = {}
+    for c in contracts:
+        assert c["type"] == "forbidden" and c["allow_indirect_imports"] is True
+        for source in c["source_modules"]:
+            forbidden.setdefault(source.removeprefix("extender."), set()).update(
+                m.removeprefix("extender.") for m in c["forbidden_modules"]
+            )
+    everything = set(extender.PACKAGES) | set(extender.LIBRARIES)
+    for name, may in allowed().items():
+        owned = {lib for lib, owners in extender.LIBRARIES.items() if name in owners}
+        assert forbidden.get(name, set()) == everything - may - owned - {name}, name
+    assert "metrics" in forbidden["cluster"]  # the rule the old layers contract missed
+    assert "kubernetes" in forbidden["simulation"]
+
+
+def test_the_contracts_check_catches_a_map_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    changed = dict(extender.PACKAGES)
+    changed["cluster"] = extender.Package("", ("metrics", "decisions", "policy", "errors"))
+    monkeypatch.setattr(extender, "PACKAGES", changed)
+    assert architecture.current(text) != architecture.contracts()
+    assert (
+        "extender.metrics"
+        not in architecture.rewritten(text)
+        .split('name = "extender.cluster imports only')[1]
+        .split("[[tool")[0]
+    )
