@@ -10,6 +10,7 @@ for that UID, kept in a small bounded map. Pure: no I/O, no Kubernetes client.
 from __future__ import annotations
 
 import datetime
+import math
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -101,7 +102,9 @@ class PodFacts:
 
 
 # resource.Quantity: a signed decimal, then a binary or decimal SI suffix or an exponent.
-_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
+_QUANTITY = re.compile(
+    r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?", re.ASCII
+)
 _SUFFIX = {
     "": Decimal(1),
     "n": Decimal("1e-9"),
@@ -119,8 +122,13 @@ _SUFFIX = {
 
 @lru_cache(maxsize=1024)
 def cpu_cores(quantity: str) -> float | None:
-    """A Kubernetes CPU quantity ("500m", "2", "1.5", "5e-1") in cores; None when malformed
-    or negative (the API server refuses both, so such a value was never a real request)."""
+    """A Kubernetes CPU quantity ("500m", "2", "1.5", "5e-1") in cores; None when malformed,
+    negative or beyond a float (the API server refuses those, so such a value was never a
+    real request).
+
+    Parsed here rather than by `kubernetes.utils.parse_quantity`: this is the API server's
+    grammar (the library also takes "1 m" and "1_000"), it costs the same
+    (tests/benchmarks/quantities.py), and decisions may not import the Kubernetes client."""
     match = _QUANTITY.fullmatch(quantity.strip())
     if match is None:
         return None
@@ -130,7 +138,10 @@ def cpu_cores(quantity: str) -> float | None:
         value = Decimal(number) * scale
     except (InvalidOperation, ValueError, OverflowError):
         return None
-    return float(value) if value >= 0 and value.is_finite() else None
+    if value < 0 or not value.is_finite():
+        return None
+    cores = float(value)
+    return cores if math.isfinite(cores) else None
 
 
 def _cpu_of(resources: Any) -> float | None:

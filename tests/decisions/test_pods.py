@@ -40,7 +40,23 @@ def test_cpu_quantities(quantity: str, cores: float) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "m", "1e3m", "abc", "1.2.3", "-1", "5 cores", "1e", "1x", "NaN"]
+    "bad",
+    [
+        "",
+        "m",
+        "1e3m",
+        "abc",
+        "1.2.3",
+        "-1",
+        "5 cores",
+        "1e",
+        "1x",
+        "NaN",
+        "1e400",
+        "1 m",
+        "1_000",
+        "\u0661",
+    ],
 )
 def test_malformed_or_negative_quantities_are_none(bad: str) -> None:
     assert cpu_cores(bad) is None
