@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
 import resource
 import sys
@@ -105,6 +106,7 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--max-hosts", type=int, help="prioritize.maxHosts, 0 for all")
     s.add_argument("--extender-weight", type=int, default=1, help="the extender's weight (1)")
     s.add_argument("--seed", type=int, default=1, help="kube-scheduler's tie-breaks (1)")
+    s.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (2)")
     s.add_argument(
         "--scrape-interval", type=int, default=30, help="seconds (30, kube-prometheus-stack's)"
     )
@@ -220,11 +222,11 @@ def _replay(
     from extender.doctor.prometheus import auth_text
     from extender.metrics.history import HistoryReader
     from extender.replay.collect import Ask, collect
-    from extender.replay.driver import replay
     from extender.replay.fidelity import fidelity
-    from extender.replay.models import KUBE_SCHEDULER, REAL, SCHEDULERS, Options, build
+    from extender.replay.models import KUBE_SCHEDULER, REAL, Options
     from extender.replay.reconstruct import DEFAULT_SCHEDULER, Selection, reconstruct
     from extender.replay.report import ReplayReport, Setup
+    from extender.replay.runs import Work, run_all
 
     prometheus = settings.prometheus.model_copy(
         update={
@@ -262,16 +264,15 @@ def _replay(
     options = Options(
         args.seed, args.max_hosts, args.extender_weight, args.cpu_metric, pipeline.refresh_interval
     )
-    runs = {REAL: replay(history, None, pipeline, args.seed)}
-    for i, name in enumerate(SCHEDULERS):
-        bar("replaying", i / len(SCHEDULERS))
-        runs[name] = replay(history, build(name, settings, options), pipeline, args.seed)
-    bar("replaying", 1.0)
+    work = Work(history, settings, options, pipeline)
+    runs = run_all(work, args.jobs, lambda done: bar("replaying", done))
     ran = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     print(
-        f"fetched in {fetched - began:.1f} s, replayed in {ran - fetched:.1f} s; "
-        f"peak memory {peak / 2**20:.0f} MiB",
+        f"fetched in {fetched - began:.1f} s, replayed in {ran - fetched:.1f} s "
+        f"({args.jobs} jobs); peak memory {peak / 2**20:.0f} MiB"
+        + (f", {workers / 2**20:.0f} MiB in the largest worker" if args.jobs > 1 else ""),
         file=sys.stderr,
     )
     setup = Setup(

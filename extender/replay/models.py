@@ -17,14 +17,17 @@ itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from extender.decisions.usage import EMPTY, UsageTable
 from extender.policy.sections import PrioritizeSettings
 from extender.policy.settings import Settings
 from extender.replay.model import ReplayNode
 from extender.simulation import profiles
 from extender.simulation.framework import Feeds
+from extender.simulation.ours import OurExtender
 from extender.simulation.run import EPOCH
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.upstream import NodeRequests
@@ -41,6 +44,49 @@ def node_spec(node: ReplayNode) -> NodeSpec:
     """The node as the simulation's agents read it. Its allocatable CPU stays fractional
     (7.91 cores is not 8): NodeSpec says int, every reader takes a number."""
     return NodeSpec(node.name, cast(int, node.cores), node.memory)
+
+
+class DeferredExtender(OurExtender):
+    """Our extender whose refresher's answer is installed when the next pod is decided.
+
+    A week has 40,000 refreshes and a tenth as many decisions; installing builds the
+    engine's tables for every node. Deferred, each install gets the very arguments the
+    refresh gave it (node CPU, cores, time, usage, all captured then), and the engine
+    builds its tables whole from them and the herd ledger, so only the installs no
+    decision reads are skipped (tests/replay/test_driver.py checks the placements are the
+    same)."""
+
+    def __init__(
+        self, settings: Settings, now: float, cpu_metric: str = "cpu", refresh: int | None = None
+    ) -> None:
+        super().__init__(settings, now, cpu_metric, refresh)
+        self._due: tuple[Mapping[str, float], Mapping[str, float], float, UsageTable] | None = None
+
+    def install(
+        self,
+        cpu: Mapping[str, float],
+        cores: Mapping[str, float],
+        now: float,
+        usage: UsageTable = EMPTY,
+    ) -> None:
+        self._due = (cpu, cores, now, usage)
+
+    def flush(self) -> None:
+        if self._due is not None:
+            due, self._due = self._due, None
+            super().install(*due)
+
+    def filter(self, pod: PodSpec, names: Sequence[str], now: float) -> list[str]:
+        self.flush()
+        return super().filter(pod, names, now)
+
+    def prioritize(self, pod: PodSpec, names: Sequence[str], now: float) -> dict[str, int]:
+        self.flush()
+        return super().prioritize(pod, names, now)
+
+    def bound(self, pod: PodSpec, node: str, now: float) -> None:
+        self.flush()
+        super().bound(pod, node, now)
 
 
 class SchedulerModel:
@@ -98,10 +144,13 @@ def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:
     return settings.model_copy(update={"prioritize": value})
 
 
-def build(name: str, settings: Settings, options: Options) -> SchedulerModel:
-    """A fresh model of that name for one run."""
+def build(name: str, settings: Settings, options: Options, defer: bool = True) -> SchedulerModel:
+    """A fresh model of that name for one run, as the simulation's profile builds it; its
+    extender, if any, defers its installs (`defer`)."""
     policy = with_max_hosts(settings, options.max_hosts)
     scheduler = profiles.build(
         name, options.seed, policy, options.weight, options.cpu_metric, options.refresh
     )
+    if defer and scheduler.extender is not None:
+        scheduler.extender = DeferredExtender(policy, EPOCH, options.cpu_metric, options.refresh)
     return SchedulerModel(name, scheduler)

@@ -164,3 +164,21 @@ def test_every_model_replays() -> None:
         result = run(history, name)
         assert result.scheduler == name
         assert len(result.placements) == 12 and result.overcommitted == 0
+
+
+def test_deferring_our_installs_to_the_next_decision_changes_no_placement() -> None:
+    # Busy nodes, pods arriving in bursts and leaving in between: every decision reads the
+    # answer of the refresh before it, deferred or not.
+    nodes = {f"n{i}": node(f"n{i}", 4, 0.2 + 0.15 * i) for i in range(5)}
+    pods = [
+        pod(f"web-{i}", "n0", at(11 + (i // 3) * 1.7), usage=[0.2 + 0.1 * (i % 7)] * (5 + i % 11))
+        for i in range(60)
+    ]
+    history = History(GRID, nodes, pods)
+    runs = [
+        replay(history, build(DECICE, SETTINGS, Options(), defer=defer), PIPELINE)
+        for defer in (False, True)
+    ]
+    assert runs[0].placements == runs[1].placements
+    assert runs[0].metrics == runs[1].metrics
+    assert len(set(runs[0].placements.values())) > 2  # decisions that differ by node

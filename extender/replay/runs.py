@@ -1,0 +1,66 @@
+"""Every row of a replay: the real placements and each scheduler model, on `jobs` cores.
+
+The runs share nothing but the History, which they only read; with more than one job
+they run in forked worker processes that inherit it (its arrays are never written, so the
+pages stay shared), the longest runs first, and hand back their RunResult.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+
+from extender.policy.settings import Settings
+from extender.replay.driver import replay
+from extender.replay.model import History
+from extender.replay.models import REAL, SCHEDULERS, Options, build
+from extender.simulation.prometheus import Pipeline
+from extender.simulation.run import RunResult
+
+LONGEST_FIRST = (*SCHEDULERS[1:], SCHEDULERS[0], REAL)
+"""Our extender and the peers read metrics each tick: they take longest."""
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    history: History
+    settings: Settings
+    options: Options
+    pipeline: Pipeline
+
+
+_work: Work | None = None
+"""What a forked worker inherits (set before the pool forks)."""
+
+
+def one(name: str, work: Work | None = None) -> RunResult:
+    w = work if work is not None else _work
+    assert w is not None, "no work handed to the worker"
+    model = None if name == REAL else build(name, w.settings, w.options)
+    return replay(w.history, model, w.pipeline, w.options.seed)
+
+
+def run_all(work: Work, jobs: int, progress: Callable[[float], None]) -> dict[str, RunResult]:
+    """Row name -> its run, the real placements first, then the models in report order."""
+    names = [REAL, *SCHEDULERS]
+    done: dict[str, RunResult] = {}
+    if jobs <= 1:
+        for name in names:
+            progress(len(done) / len(names))
+            done[name] = one(name, work)
+    else:
+        global _work
+        _work = work
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+                futures = {pool.submit(one, name): name for name in LONGEST_FIRST}
+                for future in as_completed(futures):
+                    done[futures[future]] = future.result()
+                    progress(len(done) / len(names))
+        finally:
+            _work = None
+    progress(1.0)
+    return {name: done[name] for name in names}
