@@ -77,19 +77,18 @@ class RequestScores(Plugin):
     def __init__(self, fit: int = FIT_WEIGHT, balanced: int = BALANCED_WEIGHT) -> None:
         self.fit = fit
         self.balanced = balanced
-        self._cache: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
 
     def score(self, pod: PodSpec, nodes: Sequence[NodeRequests], now: float) -> list[int] | None:
         cpu, memory = pod.cpu_milli, pod.memory
-        cache = self._cache.setdefault((cpu, memory), {})
+        key = (self.fit, self.balanced, cpu, memory)
         out = []
         for n in nodes:
-            hit = cache.get(n.name)
-            if hit is None or hit[0] != n.version:
+            value = n.memo.get(key)
+            if value is None:
                 value = least_allocated(n, cpu, memory) * self.fit
                 value += balanced_allocation(n, cpu, memory) * self.balanced
-                hit = cache[n.name] = (n.version, value)
-            out.append(hit[1])
+                n.memo[key] = value
+            out.append(value)
         return out
 
 

@@ -26,7 +26,7 @@ from extender.simulation.upstream import (
     SPREAD_WEIGHT,
     NodeRequests,
     extender_points,
-    fits,
+    fitting_nodes,
     select_host,
 )
 from extender.simulation.workload import NodeSpec, PodSpec
@@ -82,7 +82,7 @@ class KubeScheduler:
     def schedule(self, pod: PodSpec, now: float) -> str | None:
         """The node the pod is bound to, or None (unschedulable: it waits and is retried)."""
         cpu, memory = pod.cpu_milli, pod.memory
-        feasible = [n for n in self.nodes.values() if fits(n, cpu, memory)]
+        feasible = fitting_nodes(self.nodes.values(), cpu, memory)
         for plugin in self.filters:
             if not feasible:
                 return None
@@ -109,20 +109,24 @@ class KubeScheduler:
     def _totals(
         self, pod: PodSpec, feasible: list[NodeRequests], now: float
     ) -> list[tuple[str, int]]:
-        totals = [0] * len(feasible)
+        totals: list[int] | None = None
         for w in self.scores:
             scores = w.plugin.score(pod, feasible, now)
-            if scores is not None:
-                weight = w.weight
+            if scores is None:
+                continue
+            weight = w.weight
+            if totals is None:
+                totals = [s * weight for s in scores] if weight != 1 else scores
+            else:
                 totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
+        if totals is None:
+            totals = [0] * len(feasible)
+        names = [n.name for n in feasible]
         if self.extender is not None:
-            ours: Mapping[str, int] = self.extender.prioritize(pod, [n.name for n in feasible], now)
-            weight = self.weight
-            totals = [
-                t + extender_points(ours.get(n.name, 0), weight)
-                for t, n in zip(totals, feasible, strict=True)
-            ]
-        return [(n.name, t) for n, t in zip(feasible, totals, strict=True)]
+            ours: Mapping[str, int] = self.extender.prioritize(pod, names, now)
+            points = extender_points(1, self.weight)  # per point of our 0..10 score
+            totals = [t + ours.get(h, 0) * points for t, h in zip(totals, names, strict=True)]
+        return list(zip(names, totals, strict=True))
 
     def unbind(self, pod: PodSpec, node: str, now: float) -> None:
         """The pod finished: its requests leave the node."""

@@ -47,7 +47,7 @@ def halved(sc: ScenarioReport) -> Verdict:
     if base == 0:
         return Verdict(target, ours == 0, f"kube-scheduler has none, ours {ours:.0f}")
     cut = 1 - ours / base
-    change = f"{cut:.0%} fewer" if cut >= 0 else f"{-cut:.0%} more"
+    change = f"{cut:.1%} fewer" if cut >= 0 else f"{-cut:.1%} more"
     return Verdict(target, cut >= 0.5, f"{base:.0f} -> {ours:.0f} ({change})")
 
 

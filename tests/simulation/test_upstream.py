@@ -18,6 +18,7 @@ from extender.simulation.upstream import (
     default_score,
     extender_points,
     fits,
+    fitting_nodes,
     least_allocated,
     least_requested_score,
     round_half_away,
@@ -171,3 +172,15 @@ def test_a_node_counts_its_pods_by_replicaset() -> None:
     n.remove(100, 100, "web-abc")
     n.remove(100, 100, "web-abc")
     assert n.owners == {} and n.version == before + 2
+
+
+def test_fitting_nodes_is_fits_over_every_node() -> None:
+    rng = random.Random(5)
+    nodes = []
+    for i in range(300):
+        n = NodeRequests(f"n{i}", rng.choice([0, 4000, 8000]), rng.choice([0, 8000]))
+        n.cpu_requested, n.memory_requested = rng.randrange(9000), rng.randrange(9000)
+        n.pods = rng.choice([0, 109, 110])
+        nodes.append(n)
+    for cpu, memory in [(0, 0), (500, 0), (0, 500), (1000, 2000), (9000, 9000)]:
+        assert fitting_nodes(nodes, cpu, memory) == [n for n in nodes if fits(n, cpu, memory)]
