@@ -439,8 +439,13 @@ class Deployment:
         container = {"name": "main", "image": IMAGE, "resources": resources}
         return {"metadata": {"labels": self.labels}, "spec": {"containers": [container]}}
 
-    def create(self, kube: Kube, replicas: int) -> None:
-        """The Deployment and its ReplicaSet (ownerReferences to the Deployment)."""
+    def create(self, kube: Kube, replicas: int, *, in_api: bool = True) -> None:
+        """The Deployment and its ReplicaSet (ownerReferences to the Deployment). Not
+        `in_api`: the pods will name a ReplicaSet the API does not hold (nothing then
+        selects them for kube-scheduler's default topology spreading)."""
+        if not in_api:
+            self.replicaset_uid = _uid(self.namespace, self.replicaset)
+            return
         selector = {"matchLabels": {"app": self.name}}
         deployment = kube.post(
             f"/apis/apps/v1/namespaces/{self.namespace}/deployments",
