@@ -255,12 +255,13 @@ def _replay(
         from extender.replay.problems import Unreachable
 
         raise Unreachable(f"cannot query {prometheus.url}: {describe(exc)}") from exc
-    facts, notes = collect(
+    collected = collect(
         reader, ask, time.time(), bar, url=prometheus.url, auth=auth_text(prometheus), policy=path
     )
     fetched = time.perf_counter()
-    history = reconstruct(facts, selection)
-    del facts
+    history = reconstruct(collected.facts, selection)
+    notes, estimate = collected.notes, collected.size.bytes
+    del collected
     options = Options(
         args.seed, args.max_hosts, args.extender_weight, args.cpu_metric, pipeline.refresh_interval
     )
@@ -271,7 +272,8 @@ def _replay(
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     print(
         f"fetched in {fetched - began:.1f} s, replayed in {ran - fetched:.1f} s "
-        f"({args.jobs} jobs); peak memory {peak / 2**20:.0f} MiB"
+        f"({args.jobs} jobs); peak memory {peak / 2**20:.0f} MiB (estimated "
+        f"{estimate / 2**20:.0f} MiB)"
         + (f", {workers / 2**20:.0f} MiB in the largest worker" if args.jobs > 1 else ""),
         file=sys.stderr,
     )

@@ -92,6 +92,7 @@ class Collector:
         self.grid = ask.grid
         self.facts = Facts(self.grid, ask.window)
         self.notes: list[str] = []
+        self.size: sizing.Size | None = None
 
     def _failed(self, exc: Exception) -> ReplayProblem:
         if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):
@@ -146,22 +147,16 @@ class Collector:
     def windows(self, progress: Progress) -> None:
         ask, grid, facts = self.ask, self.grid, self.facts
         node_ips = ask.node_label == "instance"
-        inputs = queries.window_inputs(f"{ask.window:g}s", ask.selection.namespaces, node_ips)
+        inputs = queries.window_inputs(f"{ask.window:g}s", node_ips)
         pods = max(
-            (
-                v
-                for _, v in self.counts(
-                    f"count(kube_pod_info{queries.matcher(ask.selection.namespaces)})"
-                )
-            ),
+            (v for _, v in self.counts("count(kube_pod_info)")),
             default=1.0,
         )
         for i, item in enumerate(inputs):
-            hint = (
-                len(facts.nodes) or 1
-                if item.key in ("allocatable", "taints", "node_info")
-                else int(2 * pods)
-            )
+            if item.key in ("allocatable", "taints", "node_info"):
+                hint = max(1, len(facts.nodes))
+            else:
+                hint = int(2 * pods)  # churn: more pods pass through a window than at once
             for answer in self.range(
                 item.promql, grid.start + ask.window, _ceil(grid, ask.window), ask.window, hint
             ):
@@ -172,7 +167,7 @@ class Collector:
         ask, facts = self.ask, self.facts
         missing = [
             (item.series, "kube-state-metrics' view of pods and nodes")
-            for item in queries.window_inputs("1m", frozenset(), ask.node_label == "instance")
+            for item in queries.window_inputs("1m", ask.node_label == "instance")
             if item.required and item.key not in facts.seen
         ]
         if not self.counts(queries.usage_presence(ask.selection.namespaces)):
@@ -191,7 +186,8 @@ class Collector:
             raise problems.missing(missing, ask.start, ask.end)
 
     def fits(self) -> int:
-        """Checks the memory; returns the most replayed pods alive at once."""
+        """Checks the memory (the estimate kept in `size`); returns the most replayed pods
+        alive at once."""
         grid, facts = self.grid, self.facts
         edges: list[tuple[float, int]] = []
         pod_steps = 0
@@ -213,6 +209,7 @@ class Collector:
             answer_samples=self.ask.max_samples,
             step=grid.step,
         )
+        self.size = size
         problem = sizing.check(size, self.ask.max_memory)
         if problem is not None:
             raise problem
@@ -236,9 +233,17 @@ class Collector:
             progress("pods' CPU", answer.done)
 
 
+@dataclass(frozen=True, slots=True)
+class Collected:
+    facts: Facts
+    notes: list[str]
+    size: sizing.Size
+    """The memory estimate the range was checked against."""
+
+
 def collect(
     source: Source, ask: Ask, now: float, progress: Progress, *, url: str, auth: str, policy: str
-) -> tuple[Facts, list[str]]:
+) -> Collected:
     """Everything the replay needs from `source`, or a ReplayProblem saying what is wrong."""
     collector = Collector(source, ask, url, auth, policy)
     collector.reachable()
@@ -247,7 +252,8 @@ def collect(
     collector.check_present()
     alive = collector.fits()
     collector.fine(alive, progress)
-    return collector.facts, collector.notes
+    assert collector.size is not None
+    return Collected(collector.facts, collector.notes, collector.size)
 
 
 def fold(facts: Facts, key: str, result: list[Any]) -> None:

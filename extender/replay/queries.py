@@ -57,9 +57,9 @@ def matcher(namespaces: frozenset[str], *extra: str) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def window_inputs(window: str, namespaces: frozenset[str], node_ips: bool) -> list[Input]:
-    """What kube-state-metrics says, as `max_over_time(...[window])`."""
-    ns = matcher(namespaces)
+def window_inputs(window: str, node_ips: bool) -> list[Input]:
+    """What kube-state-metrics says, as `max_over_time(...[window])`: of every pod, since
+    kube-scheduler counts the requests of pods in namespaces the replay leaves alone."""
     pod = "namespace, pod, uid"
 
     def over(name: str, selector: str, by: str) -> str:
@@ -79,21 +79,21 @@ def window_inputs(window: str, namespaces: frozenset[str], node_ips: bool) -> li
         Input(
             "pod_info",
             "kube_pod_info",
-            over("kube_pod_info", ns, f"{pod}, node, created_by_kind"),
+            over("kube_pod_info", "", f"{pod}, node, created_by_kind"),
             True,
         ),
-        Input("created", "kube_pod_created", over("kube_pod_created", ns, pod), True),
+        Input("created", "kube_pod_created", over("kube_pod_created", "", pod), True),
         Input(
             "requests",
             "kube_pod_container_resource_requests",
             f"sum by ({pod}, resource) (max_over_time(kube_pod_container_resource_requests"
-            f"{matcher(namespaces, 'resource=~' + chr(34) + 'cpu|memory' + chr(34))}[{window}]))",
+            f'{{resource=~"cpu|memory"}}[{window}]))',
             True,
         ),
         Input(
             "owners",
             OWNER_RULE,
-            over(OWNER_RULE, ns, "namespace, pod, workload, workload_type"),
+            over(OWNER_RULE, "", "namespace, pod, workload, workload_type"),
             True,
         ),
     ]
@@ -103,21 +103,21 @@ def window_inputs(window: str, namespaces: frozenset[str], node_ips: bool) -> li
         ("completed", "kube_pod_completion_time"),
         ("deleted", "kube_pod_deletion_timestamp"),
     ):
-        out.append(Input(key, name, over(name, ns, pod), False))
+        out.append(Input(key, name, over(name, "", pod), False))
     out += [
         Input(
-            "scheduler", "kube_pod_scheduler", over("kube_pod_scheduler", ns, f"{pod}, name"), False
+            "scheduler", "kube_pod_scheduler", over("kube_pod_scheduler", "", f"{pod}, name"), False
         ),
         Input(
             "selectors",
             "kube_pod_nodeselectors",
-            f"max_over_time(kube_pod_nodeselectors{ns}[{window}])",
+            f"max_over_time(kube_pod_nodeselectors[{window}])",
             False,
         ),
         Input(
             "tolerations",
             "kube_pod_tolerations",
-            over("kube_pod_tolerations", ns, f"{pod}, key, effect"),
+            over("kube_pod_tolerations", "", f"{pod}, key, effect"),
             False,
         ),
         Input(

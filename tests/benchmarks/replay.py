@@ -303,17 +303,23 @@ def main(argv: list[str] | None = None) -> int:
             "--from", str(start), "--to", str(start + args.days * DAY),
             "--step", f"{args.step}s", "--jobs", str(args.jobs), "--max-memory", "16GiB",
         ]  # fmt: skip
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
         wall = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     finally:
         server.terminate()
         server.join(10)
     if done.returncode != 0:
         print(done.stderr[-3000:], file=sys.stderr)
         return 1
-    split = re.search(r"fetched in ([0-9.]+) s, replayed in ([0-9.]+) s.*peak memory (\d+) MiB"
-                      r"(?:, (\d+) MiB in the largest worker)?", done.stderr)  # fmt: skip
+    split = re.search(
+        r"fetched in ([0-9.]+) s, replayed in ([0-9.]+) s.*peak memory (\d+) MiB "
+        r"\(estimated (\d+) MiB\)(?:, (\d+) MiB in the largest worker)?",
+        done.stderr,
+    )
     assert split is not None, done.stderr[-2000:]
     peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
     figures = {
@@ -324,19 +330,24 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": args.jobs,
         "cpus": os.cpu_count(),
         "seconds": round(wall, 1),
+        # The command's processes' CPU time, its workers' included: what a busy machine's
+        # wall time hides.
+        "cpu_seconds": round(cpu, 1),
         "fetch_seconds": float(split.group(1)),
         "replay_seconds": float(split.group(2)),
         "peak_mib": int(split.group(3)),
-        "worker_peak_mib": int(split.group(4)) if split.group(4) else None,
+        "estimated_mib": int(split.group(4)),
+        "worker_peak_mib": int(split.group(5)) if split.group(5) else None,
         "largest_process_mib": peak_children,
         "week_built_seconds": round(built, 1),
     }
     print(done.stdout)
     print(
         f"replay of {args.days:g} days, {args.nodes} nodes, {args.pods} pods at step "
-        f"{args.step}s, {args.jobs} jobs on {os.cpu_count()} cpus: {wall:.1f} s "
+        f"{args.step}s, {args.jobs} jobs on {os.cpu_count()} cpus: {wall:.1f} s, "
+        f"{cpu:.1f} cpu-seconds "
         f"(fetch {figures['fetch_seconds']} s, replay {figures['replay_seconds']} s); peak "
-        f"memory {figures['peak_mib']} MiB"
+        f"memory {figures['peak_mib']} MiB (estimated {figures['estimated_mib']} MiB)"
         + (
             f", largest worker {figures['worker_peak_mib']} MiB"
             if figures["worker_peak_mib"]

@@ -97,10 +97,10 @@ def reconstructed(server: MetricsServer, hot: Backfilled) -> History:
     query = load_settings(SHIPPED, {}).fetched_metrics[0].query
     reader = HistoryReader(PrometheusSettings(url=server.api_url, timeout=30))
     ask = Ask(hot.start, hot.end, STEP, query)
-    facts, _ = collect(
+    collected = collect(
         reader, ask, time.time(), lambda label, done: None, url=server.api_url, auth="", policy=""
     )
-    return reconstruct(facts, Selection())
+    return reconstruct(collected.facts, Selection())
 
 
 def test_the_reconstruction_is_the_history(server: MetricsServer, hot: Backfilled) -> None:
@@ -316,3 +316,16 @@ def test_the_policys_token_and_tenant_are_sent(
         ) in err
     finally:
         proxy.server.close()
+
+
+def test_namespaces_choose_what_moves(
+    server: MetricsServer, hot: Backfilled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "replay.json"
+    assert main(args(server, hot, "--namespace", "batch", "--json", str(out))) == 0
+    capsys.readouterr()
+    roles = json.loads(out.read_text())["history"]["pods"]
+    web = sum(1 for p in hot.history.pods if p.name.startswith("web-"))
+    # The Job's pod moves; the Deployment's keep their nodes, still counted by the models.
+    assert roles["replayed"] == 1
+    assert roles["outside the namespaces replayed"] == web

@@ -88,10 +88,11 @@ def healthy() -> dict[str, list[dict[str, Any]]]:
 
 def run(source: FakeSource, **more: Any) -> tuple[Facts, list[str]]:
     ask = Ask(FROM, TO, STEP, CPU_QUERY, **more)
-    return collect(
+    collected = collect(
         source, ask, NOW, lambda label, done: None, url="http://p:9090", auth="no auth",
         policy="p.yaml",
     )  # fmt: skip
+    return collected.facts, collected.notes
 
 
 def test_a_healthy_history_is_folded_and_the_fine_queries_chunked_by_series() -> None:
