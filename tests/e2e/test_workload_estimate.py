@@ -58,6 +58,13 @@ in every run):
   0.875 as we see it, under 0.9). So there the spreading, not our estimate, kept every
   node under 0.9, and the request story is marked as an expected failure.
 
+And after the burst: once the refresher reads the burst pods' own use (they are young,
+so podUsageQuery returns them, a few seconds after they start), the herd guard counts each
+at that instead of the p90, and our view of the cool nodes (0.725 asked for) fell to
+0.12-0.14 in 3 runs of 3 (a 1-core pod seconds old shows a few seconds' worth of its
+5-minute rate); the third test states what it should be and is marked as an expected
+failure.
+
 A node's utilisation after the burst is computed from the placements: its background
 plus 1 core for each `web` pod bound to it, over its cores (the exporter's `demand`).
 """
@@ -66,6 +73,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,6 +132,7 @@ class Outcome:
     estimates: dict[str, int]
     """decice_herd_estimates_total by source, after the burst (the pods counted, by where
     their expected use came from)."""
+    then: dict[str, float]
 
     @property
     def hottest(self) -> tuple[str, float]:
@@ -161,6 +170,24 @@ def sees_every_node(s: Stack, exporter: WorkloadExporter) -> bool:
     return all(abs(seen.get(n.name, -1.0) - exporter.demand(n.name)) < 0.02 for n in NODES)
 
 
+def our_view(s: Stack) -> dict[str, float]:
+    """node -> the cpu load our filter and scores use now: the metric plus the herd
+    guard's load (asked with the filter call of a probe pod, then its /explain)."""
+    uid = f"probe-{time.monotonic_ns()}"
+    container = {"name": "main", "resources": {"requests": {"cpu": "100m"}}}
+    pod = {
+        "metadata": {"name": uid, "namespace": s.namespace, "uid": uid},
+        "spec": {"schedulerName": SCHEDULER_NAME, "containers": [container]},
+    }
+    names = [n.name for n in NODES]
+    status, body = s.service.post("/filter", {"Pod": pod, "NodeNames": names, "Nodes": None})
+    assert status == 200, body
+    status, body = s.service.get(f"/explain?uid={uid}")
+    assert status == 200, body
+    rows = orjson.loads(body)["nodes"]
+    return {r["node"]: r["metrics"]["cpu"]["value"] + r["metrics"]["cpu"]["herdLoad"] for r in rows}
+
+
 def measured_use(s: Stack) -> dict[str, Any]:
     """/readyz's herdGuard.measuredUse (empty before the first fetch, or when off)."""
     detail = readyz(s).get("herdGuard") or {}
@@ -176,7 +203,10 @@ def burst_story(
     *,
     estimate: str | None,
     replicaset_in_api: bool,
+    then: Callable[[Stack, WorkloadExporter], dict[str, float]] | None = None,
 ) -> Outcome:
+    """The story up to the burst's last bind; `then(stack, exporter)` runs after it, with
+    everything still up (its answer is the outcome's `then`)."""
     kube = control_plane.kube
     kube.ensure_nodes(NODES)
     web = Deployment(namespace, "web", TEMPLATE_HASH)
@@ -249,7 +279,8 @@ def burst_story(
                 if (count := s.extender_metric("decice_herd_estimates_total", {"source": source}))
             }
             utilisation = {n.name: exporter.demand(n.name) for n in NODES}
-    return Outcome(placed, utilisation, explained, estimates)
+            after = then(s, exporter) if then is not None else {}
+    return Outcome(placed, utilisation, explained, estimates, after)
 
 
 def follow_bindings(
@@ -332,3 +363,47 @@ def test_the_same_burst_counted_at_its_request_overfills_a_node(
     assert "herdGuard.estimate: request" in str(outcome.explained.get("expected", ""))
     assert outcome.estimates == {"request": BURST}
     assert hottest >= HOT, f"no node at or above {HOT}\n{outcome.table()}"
+
+
+OWN_USE_TOO_EARLY = (
+    "decisions/herd.py counts a pod at its own measured use once Prometheus has it; for a "
+    "pod seconds old that is its 5-minute rate, a few seconds' worth: 0.02 core for a "
+    "1-core pod, while the node metric shows only seconds of it too (measured: the cool "
+    "nodes' 0.72 looked 0.17 about 6 s after the burst, 0.72 again only ~45 s later)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=OWN_USE_TOO_EARLY)
+def test_our_view_of_the_burst_holds_once_its_pods_own_use_shows(
+    stack: StartStack, control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """Right after the burst our view of a node is its real load (the reservations at the
+    siblings' p90 cover what the metric does not show yet). It must stay so once the
+    refresher reads the burst pods' own use (they are young: podUsageQuery has them),
+    until the node metric covers them: else the next pods see cool nodes that are not."""
+
+    def view_once_own_use_read(s: Stack, exporter: WorkloadExporter) -> dict[str, float]:
+        s.kube.wait_until(
+            lambda: (measured_use(s).get("youngPods") or 0) >= RUNNING + BURST,
+            30,
+            "our service has read the burst pods' own use",
+        )
+        # /readyz reads the snapshot in force: the herd guard charges from it already.
+        return our_view(s)
+
+    outcome = burst_story(
+        stack,
+        control_plane,
+        namespace,
+        tmp_path,
+        estimate=None,
+        replicaset_in_api=False,
+        then=view_once_own_use_read,
+    )
+    lines = [
+        f"  {n}: we see {outcome.then[n]:.3f}, it is asked for {outcome.utilisation[n]:.3f}"
+        for n in outcome.utilisation
+    ]
+    print("once the burst pods' own use shows:\n" + "\n".join(lines))
+    for node, load in outcome.utilisation.items():
+        assert outcome.then[node] >= load - 0.05, "\n".join(lines)
