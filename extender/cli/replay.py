@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extender.cli.simulate import SHIPPED
+from extender.simulation.profiles import SCHEDULERS
 
 if TYPE_CHECKING:
     from extender.policy.settings import Settings
@@ -105,6 +106,13 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--cpu-metric", default="cpu", help="the policy metric that is node CPU")
     s.add_argument("--max-hosts", type=int, help="prioritize.maxHosts, 0 for all")
     s.add_argument("--extender-weight", type=int, default=1, help="the extender's weight (1)")
+    s.add_argument(
+        "--scheduler",
+        action="append",
+        choices=SCHEDULERS,
+        help="the models to replay (repeatable; default all; kube-scheduler's always runs: "
+        "it is checked against what happened)",
+    )
     s.add_argument("--seed", type=int, default=1, help="kube-scheduler's tie-breaks (1)")
     s.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (2)")
     s.add_argument(
@@ -266,7 +274,8 @@ def _replay(
         args.seed, args.max_hosts, args.extender_weight, args.cpu_metric, pipeline.refresh_interval
     )
     work = Work(history, settings, options, pipeline)
-    runs = run_all(work, args.jobs, lambda done: bar("replaying", done))
+    models = {KUBE_SCHEDULER, *(args.scheduler or SCHEDULERS)}
+    runs = run_all(work, args.jobs, lambda done: bar("replaying", done), tuple(models))
     ran = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024

@@ -8,7 +8,7 @@ pages stay shared), the longest runs first, and hand back their RunResult.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
@@ -42,9 +42,14 @@ def one(name: str, work: Work | None = None) -> RunResult:
     return replay(w.history, model, w.pipeline, w.options.seed)
 
 
-def run_all(work: Work, jobs: int, progress: Callable[[float], None]) -> dict[str, RunResult]:
-    """Row name -> its run, the real placements first, then the models in report order."""
-    names = [REAL, *SCHEDULERS]
+def run_all(
+    work: Work,
+    jobs: int,
+    progress: Callable[[float], None],
+    models: Sequence[str] = SCHEDULERS,
+) -> dict[str, RunResult]:
+    """Row name -> its run, the real placements first, then `models` in report order."""
+    names = [REAL, *(m for m in SCHEDULERS if m in models)]
     done: dict[str, RunResult] = {}
     if jobs <= 1:
         for name in names:
@@ -56,7 +61,8 @@ def run_all(work: Work, jobs: int, progress: Callable[[float], None]) -> dict[st
         try:
             context = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-                futures = {pool.submit(one, name): name for name in LONGEST_FIRST}
+                first = [n for n in LONGEST_FIRST if n in names]
+                futures = {pool.submit(one, name): name for name in first}
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
                     progress(len(done) / len(names))

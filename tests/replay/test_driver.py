@@ -182,3 +182,22 @@ def test_deferring_our_installs_to_the_next_decision_changes_no_placement() -> N
     assert runs[0].placements == runs[1].placements
     assert runs[0].metrics == runs[1].metrics
     assert len(set(runs[0].placements.values())) > 2  # decisions that differ by node
+
+
+def test_rows_on_two_cores_are_the_rows_on_one() -> None:
+    from extender.replay.runs import Work, run_all
+
+    history = History(
+        GRID,
+        {"a": node("a", 4, 0.3), "b": node("b", 8, 0.6)},
+        [pod(f"web-{i}", "a", at(11 + i), usage=[0.5] * 30) for i in range(12)],
+    )
+    work = Work(history, SETTINGS, Options(), PIPELINE)
+    seen: list[float] = []
+    one = run_all(work, 1, seen.append, (DECICE, KUBE_SCHEDULER))
+    two = run_all(work, 2, seen.append, (DECICE, KUBE_SCHEDULER))
+    assert list(one) == list(two) == ["as-it-happened", KUBE_SCHEDULER, DECICE]
+    for name in one:
+        assert one[name].metrics == two[name].metrics
+        assert one[name].placements == two[name].placements
+    assert seen[-1] == 1.0
