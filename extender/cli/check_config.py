@@ -71,4 +71,5 @@ def herd_guard_line(settings: Settings) -> str:
         else "at their CPU request"
     )
     fade = f"then fading over {window.seconds:g}s" if window.seconds else "then gone at once"
-    return f"herd guard: placed pods count {counted}; whole for {guard.settle:g}s, {fade} ({window.why})"
+    whole = f"whole for {guard.settle:g}s"
+    return f"herd guard: placed pods count {counted}; {whole}, {fade} ({window.why})"

@@ -7,12 +7,15 @@ Pure: no I/O; the snapshot and `now` are passed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from extender.decisions.estimate import Expectation, expected_use, usage_fresh
 from extender.decisions.herd import HerdLedger, Reservation
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodFacts
+from extender.decisions.rooms import fit_rule, tight_nodes
+from extender.decisions.table import Table
+from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 from extender.policy.windows import Window, herd_window
 
@@ -79,6 +82,28 @@ class HerdGuard:
             return None
         self.estimates[expectation.source] = self.estimates.get(expectation.source, 0) + 1
         return expectation
+
+    def fit(
+        self,
+        policy: Policy,
+        table: Table,
+        pod: PodFacts,
+        names: Sequence[NodeName],
+        failed: Mapping[NodeName, str],
+        waiting: float | None,
+        snapshot: Snapshot,
+        now: float,
+    ) -> tuple[dict[NodeName, str], float | None, float]:
+        """The asked nodes too small for `pod` (rooms.tight_nodes), since when it fits on
+        none (`waiting`: since when it did before), and the cores it needs."""
+        rule, guard = fit_rule(policy), self._settings.herd_guard
+        if table.rooms is None or rule is None or not guard.fit:
+            return {}, None, 0.0
+        needs = self.expected(pod, snapshot, now).cores
+        tight, since = tight_nodes(
+            table.rooms, rule, needs, names, failed, waiting, now, guard.wait_for_room
+        )
+        return tight, since, needs
 
     def install(self, snapshot: Snapshot) -> None:
         self.ledger.install(snapshot, self._metrics)

@@ -109,6 +109,10 @@ class HerdLedger:
             return 0.0
         return self._charged[uid] * self._cores_of(reservation.node)
 
+    @property
+    def node_cores(self) -> Mapping[NodeName, float]:
+        return self._node_cores
+
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
         if cores != self._node_cores:
             self._node_cores = cores

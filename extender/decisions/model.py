@@ -106,6 +106,10 @@ class FilterDecision:
     """The nodes of one filter request that fail, with the reason; the rest pass."""
 
     failed: Mapping[NodeName, str]
+    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes)."""
+    resolvable: Mapping[NodeName, str] = field(default_factory=dict)
+    """Rejected for this pod only: too little room (FailedNodes, so the scheduler may try
+    preemption there, which our /preempt judges)."""
 
 
 @dataclass(frozen=True, slots=True)

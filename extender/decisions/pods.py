@@ -224,7 +224,9 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
     meta = pod["metadata"]
     if not isinstance(meta, dict):
         raise PodError(f"{where}.metadata: must be dict, got {type(meta).__name__}")
-    spec = pod.get("spec") or {}
+    spec = pod.get("spec")
+    if spec is None:
+        spec = {}
     if not isinstance(spec, dict):
         raise PodError(f"{where}.spec: must be an object")
     namespace = _str(meta, "namespace", f"{where}.metadata") or "default"
@@ -271,6 +273,8 @@ class PodMemo:
     """Where the pod went, once we bound it."""
     policy: Policy | None = None
     """The policy that decided (None: the pod named one that does not exist)."""
+    room_wait_since: float | None = None
+    """Since when the pod has fitted on no node it was offered (rooms.py), while it does."""
     expected: str = ""
     """What the herd guard counted the pod at once placed, and why ("expects 0.9 core
     (p90 of 12 pods of deployment shop/web)"); empty until then."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.rooms import Rooms, Sizes, fit_rule, rooms_of
 from extender.decisions.scoring import NodeEval, evaluate_node, range_score, stale_metrics
 from extender.decisions.wire import host_priority, join_priorities
 from extender.policy.policies import Policy
@@ -87,6 +88,9 @@ class Table:
     its request, and the request path skips the per-name lookups."""
     unknown_score: int
     herd: Mapping[NodeName, float]
+    rooms: Rooms | None = None
+    """The passing nodes by room for one more pod (rooms.py); None when the policy has no
+    herd metric with a filter.above, or no node sizes were given."""
     ranking: Sequence[tuple[int, NodeName]] = ()
     """The passing nodes, best first, as (-score, name): ties by name. Sorted when the
     table is built, kept in step by `patch_table` node by node (shadow mode's verdicts and
@@ -106,8 +110,10 @@ def build_table(
     stale: frozenset[str],
     herd: Mapping[NodeName, float],
     now: float,
+    sizes: Sizes | None = None,
 ) -> Table:
-    """Score every node in the snapshot: O(nodes x metrics), off the request path."""
+    """Score every node in the snapshot: O(nodes x metrics), off the request path.
+    `sizes`: the nodes' cores, to index the room each has for one more pod."""
     nodes: set[NodeName] = set(herd)
     for series in snapshot.metrics.values():
         nodes.update(series.values)
@@ -118,6 +124,11 @@ def build_table(
     scores = {n: range_score(policy, e) for n, e in evals.items()}
     fragments = Fragments({n: host_priority(n, s) for n, s in scores.items()}, unknown_score)
     ok = frozenset(n for n, e in evals.items() if e.reason is None)
+    rule = fit_rule(policy) if sizes is not None else None
+    rooms = None
+    if rule is not None and sizes is not None:
+        found = rooms_of(rule, evals, evals, sizes)
+        rooms = Rooms.of({n: r for n, r in found.items() if r is not None})
     return Table(
         stale=stale,
         evals=evals,
@@ -130,6 +141,7 @@ def build_table(
         passes_all=not reasons and unknown.reason is None,
         unknown_score=unknown_score,
         herd=dict(herd),
+        rooms=rooms,
         ranking=_ranking(scores, ok),
     )
 
@@ -145,9 +157,11 @@ def patch_table(
     herd: Mapping[NodeName, float],
     now: float,
     changed: Iterable[NodeName] | None = None,
+    sizes: Sizes | None = None,
 ) -> Table:
     """The same table with new herd load: only nodes whose load changed are re-scored
-    (`changed`, when the caller knows them; else found by comparing the loads)."""
+    (`changed`, when the caller knows them; else found by comparing the loads), and their
+    room re-indexed (with `sizes`, the nodes' cores now)."""
     if changed is None:
         changed = {n for n in set(herd) | set(table.herd) if herd.get(n) != table.herd.get(n)}
     changed = tuple(changed)  # walked twice below
@@ -184,8 +198,13 @@ def patch_table(
                 del ranking[bisect_left(ranking, (-table.scores[n], n))]
             if n in passing:
                 insort(ranking, (-scores[n], n))
+    rooms = table.rooms
+    rule = fit_rule(policy) if rooms is not None and sizes is not None else None
+    if rooms is not None and rule is not None and sizes is not None:
+        rooms = rooms.with_changes(rooms_of(rule, evals, changed, sizes))
     return replace(
         table,
+        rooms=rooms,
         ranking=ranking,
         evals=evals,
         scores=scores,
@@ -202,8 +221,27 @@ class PolicyTables:
     """Each policy's table for the snapshot in force: rebuilt when one of its metrics
     crosses its maxAge, patched node by node when the herd load changes."""
 
-    def __init__(self, tables: dict[str, Table]) -> None:
+    def __init__(self, tables: dict[str, Table], sizes: Sizes | None = None) -> None:
         self._tables = tables
+        self.sizes = sizes
+        """The nodes' cores the room indexes are built with."""
+
+    def resize(self, policies: Iterable[Policy], sizes: Sizes) -> None:
+        """The nodes' cores changed (the node watch): the room indexes follow; the scores,
+        which are shares of a node, do not move."""
+        old, self.sizes = self.sizes, sizes
+        for policy in policies:
+            table = self._tables.get(policy.name)
+            rule = fit_rule(policy)
+            if table is None or rule is None:
+                continue
+            if table.rooms is None or old is None:
+                found = rooms_of(rule, table.evals, table.evals, sizes)
+                rooms = Rooms.of({n: r for n, r in found.items() if r is not None})
+            else:
+                moved = [n for n in table.evals if old.of(n) != sizes.of(n)]
+                rooms = table.rooms.with_changes(rooms_of(rule, table.evals, moved, sizes))
+            self._tables[policy.name] = replace(table, rooms=rooms)
 
     def replace(
         self,
@@ -219,9 +257,13 @@ class PolicyTables:
         for name, policy in policies.items():
             table = given.get(name)
             stale = stale_metrics(policy, snapshot, now)
-            if table is None or table.stale != stale:
-                table = build_table(policy, snapshot, stale, herd, now)
-            out[name] = patch_table(table, policy, snapshot, herd, now)
+            if (
+                table is None
+                or table.stale != stale
+                or (table.rooms is None) != (self.sizes is None or fit_rule(policy) is None)
+            ):
+                table = build_table(policy, snapshot, stale, herd, now, self.sizes)
+            out[name] = patch_table(table, policy, snapshot, herd, now, sizes=self.sizes)
         self._tables = out
 
     def current(
@@ -231,7 +273,7 @@ class PolicyTables:
         table = self._tables[policy.name]
         stale = stale_metrics(policy, snapshot, now)
         if stale != table.stale:
-            table = build_table(policy, snapshot, stale, dict(herd), now)
+            table = build_table(policy, snapshot, stale, dict(herd), now, self.sizes)
             self._tables[policy.name] = table
         return table
 
@@ -249,5 +291,5 @@ class PolicyTables:
             if policy.herd_metric is not None:
                 table = self.current(policy, snapshot, herd, now)
                 self._tables[policy.name] = patch_table(
-                    table, policy, snapshot, herd, now, changed=(node,)
+                    table, policy, snapshot, herd, now, changed=(node,), sizes=self.sizes
                 )

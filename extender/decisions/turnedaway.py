@@ -9,6 +9,7 @@ loop (requeue.py) then touches the pod so the scheduler retries it at once. Pure
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from collections.abc import Set as AbstractSet
@@ -85,17 +86,33 @@ class TurnedAway:
     name: str
     candidates: Candidates
     at: float
+    needs: float = 0.0
+    """Cores of room it needs on a node (rooms.py): turned away because it fit on none of
+    them; 0 when the table turned it away whatever its size."""
+    until: float | None = None
+    """When its wait for room ends and it goes to the roomiest node (herdGuard.waitForRoom)."""
 
     def any_passes(
         self,
         passes: Callable[[str], bool],
         passing: Collection[str],
         where: Sequence[tuple[tuple[int, int], ...]],
+        room: Callable[[str], float] | None = None,
     ) -> bool:
-        """True when a candidate passes now: `passes` checks one node; `passing` lists the
-        nodes known to pass, and `where` their digest positions, walked when the
-        candidates were kept as the nodes left out or as a digest."""
+        """True when a candidate passes now (and has the room it needs, by `room`):
+        `passes` checks one node; `passing` lists the nodes known to pass, and `where`
+        their digest positions, walked when the candidates were kept as the nodes left
+        out or as a digest."""
         candidates = self.candidates
+        if room is not None and self.needs:
+            needs = self.needs
+            if isinstance(candidates, tuple):
+                return any(passes(n) and room(n) >= needs for n in candidates)
+            if isinstance(candidates, AllBut):
+                absent = candidates.absent
+                return any(n not in absent and room(n) >= needs for n in passing)
+            fits = (w for n, w in zip(passing, where, strict=True) if room(n) >= needs)
+            return any(candidates.has(w) for w in fits)
         if isinstance(candidates, tuple):
             return any(passes(n) for n in candidates)
         if isinstance(candidates, AllBut):
@@ -119,13 +136,16 @@ class TurnedAwayPods:
         nodes: Sequence[str],
         now: float,
         known: AbstractSet[str] | None = None,
+        needs: float = 0.0,
+        until: float | None = None,
     ) -> None:
-        """Remember a pod turned away from `nodes` (`known`: see `candidates_of`)."""
+        """Remember a pod turned away from `nodes` (`known`: see `candidates_of`); `needs`
+        and `until`: it fit on none of them and waits for that much room until then."""
         if not uid or not nodes:
             return
         candidates = candidates_of(nodes, known)
         self._items.pop(uid, None)
-        self._items[uid] = TurnedAway(uid, namespace, name, candidates, now)
+        self._items[uid] = TurnedAway(uid, namespace, name, candidates, now, needs, until)
         while len(self._items) > self._capacity:
             self._items.popitem(last=False)
 
@@ -139,10 +159,18 @@ class TurnedAwayPods:
         return len(self._items)
 
     def recovered(
-        self, passes: Callable[[str], bool], passing: Collection[str], now: float
+        self,
+        passes: Callable[[str], bool],
+        passing: Collection[str],
+        now: float,
+        room: Callable[[str], float] | None = None,
+        most: float = math.inf,
     ) -> list[TurnedAway]:
         """The pods with a candidate that passes now, oldest first, forgotten here (the
         filter remembers them again if it turns them away once more); expired ones dropped.
+        A pod waiting for room recovers when a candidate has the room it needs (`room`;
+        `most`: the largest room of any node, so a pod needing more costs nothing) or when
+        its wait ends.
 
         `passing` (the nodes known to pass) is walked for pods of big filter calls, whose
         candidates were kept as the nodes left out or as a digest: once per refresh, early
@@ -154,7 +182,12 @@ class TurnedAwayPods:
             del self._items[first.uid]
         digests = any(isinstance(p.candidates, NameDigest) for p in self._items.values())
         where = [positions(n) for n in passing] if digests else []
-        out = [p for p in self._items.values() if p.any_passes(passes, passing, where)]
+        out = [
+            p
+            for p in self._items.values()
+            if (p.until is not None and now >= p.until)
+            or (p.needs <= most and p.any_passes(passes, passing, where, room))
+        ]
         for pod in out:
             del self._items[pod.uid]
         return out

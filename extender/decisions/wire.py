@@ -2,19 +2,24 @@
 
 The Go types have no json tags, so the scheduler sends the Go field names exactly
 (`Pod`, `Nodes`, `NodeNames`, `PodUID`...) and we answer with the same canonical names.
-Parsing is strict about what we read and ignores the rest. Node names are checked once,
-here, with two C-level passes; the engine and the table can then trust them. The engine
-returns decisions (model.py) and the encoders below turn them into answers.
+Parsing is strict about what we read and ignores the rest, as the types in wiretypes.py
+describe it (a test holds these parsers to those types, and the OpenAPI document is made
+from them). Node names are checked once, here, as msgspec decodes them; the engine and the
+table can then trust them. The engine returns decisions (model.py) and the encoders below
+turn them into answers.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
 import orjson
 
+from extender.decisions import wiretypes
 from extender.decisions.model import FilterDecision, Priorities
 from extender.decisions.pods import PodError, PodFacts, read_pod
 
@@ -66,6 +71,71 @@ def decode_object(body: bytes, what: str) -> JSON:
     return data
 
 
+class _ArgsBody(msgspec.Struct):
+    """ExtenderArgs as the request path decodes it: the node names typed (msgspec checks
+    each while decoding); the pod and a v1.NodeList kept as their JSON text, decoded by
+    orjson as every other body is (an integer past 64 bits becomes a float, so a NodeList
+    answered back as it came always encodes) and read by read_pod and _node_names_of,
+    whose messages name the field."""
+
+    Pod: msgspec.Raw = msgspec.Raw()
+    NodeNames: wiretypes.NodeNames | None = None
+    Nodes: msgspec.Raw = msgspec.Raw()
+
+
+def _json_of(raw: msgspec.Raw) -> Any:
+    """A field kept as JSON text, decoded; None when the body did not have it."""
+    if not raw:
+        return None
+    try:
+        return orjson.loads(memoryview(raw))
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"request body is not valid JSON: {exc}") from None
+
+
+_ARGS = msgspec.json.Decoder(_ArgsBody)
+_EMPTY_NAMES = "ExtenderArgs: the node list is empty; nothing to filter or score"
+
+
+def _decode_args(body: bytes) -> _ArgsBody:
+    if not body:
+        raise WireError("empty request body: expected a JSON ExtenderArgs object")
+    try:
+        return _ARGS.decode(body)
+    except msgspec.ValidationError as exc:
+        raise WireError(_validation_message(str(exc), "ExtenderArgs")) from None
+    except msgspec.DecodeError as exc:
+        raise WireError(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise WireError("request body nests too deep to be a scheduler's request") from None
+
+
+_EXPECTED = re.compile(r"Expected `(?P<want>[^`]*)`(?P<more>[^,]*)(?:, got `(?P<got>[^`]*)`)?$")
+_WANTED = {"array": "a list", "array | null": "a list", "str": "a string", "object": "an object"}
+_PYTHON_NAME = {"array": "list", "object": "dict", "null": "NoneType"}
+"""JSON type names as our other messages name them (after the Python type)."""
+
+
+def _validation_message(text: str, what: str) -> str:
+    """msgspec's "Expected `str` of length >= 1 - at `$.NodeNames[3]`" in our words:
+    "NodeNames[3]: must be a non-empty string"."""
+    message, _, where = text.partition(" - at `$")
+    path = where.rstrip("`").lstrip(".")
+    found = _EXPECTED.fullmatch(message)
+    got = found["got"] if found and found["got"] else ""
+    got = _PYTHON_NAME.get(got, got)
+    if not path:
+        return f"request body must be a JSON {what} object, got {got or 'something else'}"
+    if path == "NodeNames" and "length >= 1" in message:
+        return _EMPTY_NAMES
+    if found is None:
+        return f"{path}: {message[:1].lower()}{message[1:]}"
+    want, more = found["want"], found["more"].strip()
+    wanted = "a non-empty string" if (want, more) == ("str", "of length >= 1") else None
+    wanted = wanted or _WANTED.get(want) or f"`{want}` {more}".strip()
+    return f"{path}: must be {wanted}" + (f", got {got}" if got else "")
+
+
 def _pod(value: Any) -> PodFacts:
     try:
         return read_pod(value)
@@ -100,55 +170,30 @@ def parse_extender_args(
     `answered(pod)`: valid node names (prioritize passes the nodes of the pod's policy's
     precomputed answer, table.WholeAnswer). When `NodeNames` names exactly these, the result
     says so and the names need no other check: each was found in a set of non-empty strings."""
-    data = decode_object(body, "ExtenderArgs")
-    pod = _pod(data.get("Pod"))
-    names = data.get("NodeNames")
-    node_list = data.get("Nodes")
+    data = _decode_args(body)
+    pod = _pod(_json_of(data.Pod))
+    names = data.NodeNames
+    node_list = _json_of(data.Nodes)
+    if node_list is not None:  # read even beside NodeNames: the body must be whole
+        listed = _node_names_of(node_list)
+        if not listed:
+            raise WireError(_EMPTY_NAMES)
     if names is not None:
-        if not isinstance(names, list):
-            raise WireError(f"NodeNames: must be a list of node names, got {type(names).__name__}")
-        exactly = answered(pod) if answered is not None and names else frozenset()
-        if names and _names_exactly(names, exactly):
+        exactly = answered(pod) if answered is not None else frozenset()
+        if _names_exactly(names, exactly):
             return ExtenderArgs(pod=pod, names=names, node_list=None, exactly=exactly)
-        _check_names(names)
-        node_list = None
-    elif node_list is not None:
-        names = _node_names_of(node_list)
-    else:
+        return ExtenderArgs(pod=pod, names=names, node_list=None)
+    if node_list is None:
         raise WireError("ExtenderArgs: both NodeNames and Nodes are null; send one of them")
-    if not names:
-        raise WireError("ExtenderArgs: the node list is empty; nothing to filter or score")
-    return ExtenderArgs(pod=pod, names=names, node_list=node_list)
+    return ExtenderArgs(pod=pod, names=listed, node_list=node_list)
 
 
-def _names_exactly(names: list[Any], nodes: frozenset[str]) -> bool:
-    """`names` is `nodes`, in any order. One hash per name, the cost of `_check_names`
-    plus one lookup per name, which it replaces (BENCHMARKS.md, "Prioritize within its
-    floors"). A duplicate can only stand in for a node not asked about, which the scheduler
-    never looks up in the answer (kubernetes `pkg/scheduler/schedule_one.go`,
-    `prioritizeNodes`)."""
-    if len(names) != len(nodes):
-        return False
-    try:
-        return nodes.issuperset(names)
-    except TypeError:  # an unhashable entry (a list, an object): _check_names names it
-        return False
-
-
-def _check_names(names: list[Any]) -> None:
-    """Every entry a non-empty string. The common case costs two C-level passes (a fraction
-    of decoding the names: BENCHMARKS.md, "In-process costs the code cites");
-    the slow loop only finds the bad index."""
-    try:
-        "".join(names)  # TypeError on any entry that is not a string
-    except TypeError:
-        pass
-    else:
-        if all(names):
-            return
-    for i, n in enumerate(names):
-        if not isinstance(n, str) or not n:
-            raise WireError(f"NodeNames[{i}]: must be a non-empty string, got {n!r:.60}")
+def _names_exactly(names: list[str], nodes: frozenset[str]) -> bool:
+    """`names` is `nodes`, in any order: one hash per name, which spares the engine a lookup
+    per name (BENCHMARKS.md, "Prioritize within its floors"). A duplicate can only stand in
+    for a node not asked about, which the scheduler never looks up in the answer
+    (kubernetes `pkg/scheduler/schedule_one.go`, `prioritizeNodes`)."""
+    return len(names) == len(nodes) and nodes.issuperset(names)
 
 
 def parse_binding_args(body: bytes) -> BindingArgs:
@@ -171,12 +216,16 @@ def _meta_victims(node: str, victims: Any, full: bool) -> JSON:
     where = f"NodeNameTo{'' if full else 'Meta'}Victims[{node!r}]"
     if not isinstance(victims, dict):
         raise WireError(f"{where}: must be an object")
-    pods = victims.get("Pods") or []
+    pods = victims.get("Pods")
+    if pods is None:
+        pods = []
     if not isinstance(pods, list):
         raise WireError(f"{where}.Pods: must be a list")
     violations = victims.get("NumPDBViolations", 0)
     if not isinstance(violations, int) or isinstance(violations, bool):
         raise WireError(f"{where}.NumPDBViolations: must be an integer")
+    if not -(2**63) <= violations < 2**63:
+        raise WireError(f"{where}.NumPDBViolations: must fit Go's int64")
     if not full:
         for i, p in enumerate(pods):
             if not isinstance(p, dict) or not isinstance(p.get("UID"), str):
@@ -196,46 +245,49 @@ def parse_preemption_args(body: bytes) -> PreemptionArgs:
     """ExtenderPreemptionArgs in either form; victims come back in meta form (UIDs)."""
     data = decode_object(body, "ExtenderPreemptionArgs")
     pod = _pod(data.get("Pod"))
-    meta = data.get("NodeNameToMetaVictims")
-    full = data.get("NodeNameToVictims")
-    source, is_full = (meta, False) if meta is not None else (full, True)
-    if source is None:
-        return PreemptionArgs(pod=pod, victims={})
-    if not isinstance(source, dict):
-        key = "NodeNameToVictims" if is_full else "NodeNameToMetaVictims"
-        raise WireError(f"{key}: must be an object node -> victims")
-    victims = {str(n): _meta_victims(n, v, is_full) for n, v in source.items()}
-    return PreemptionArgs(pod=pod, victims=victims)
+    forms: dict[bool, dict[str, Any]] = {}
+    for key, is_full in (("NodeNameToMetaVictims", False), ("NodeNameToVictims", True)):
+        source = data.get(key)
+        if source is None:
+            continue
+        if not isinstance(source, dict):
+            raise WireError(f"{key}: must be an object node -> victims")
+        forms[is_full] = {str(n): _meta_victims(n, v, is_full) for n, v in source.items()}
+    # Both read (the body must be whole); the meta form wins when both are sent.
+    return PreemptionArgs(pod=pod, victims=forms.get(False, forms.get(True, {})))
 
 
 def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
     """ExtenderFilterResult in the form the scheduler asked in (NodeNames or Nodes).
 
-    Rejected nodes go to FailedAndUnresolvableNodes: preempting pods cannot bring a node's
-    measured load or a missing metric back in time."""
+    Nodes rejected whatever happens go to FailedAndUnresolvableNodes: preempting pods cannot
+    bring a node's measured load or a missing metric back in time. Nodes too small for this
+    pod go to FailedNodes: preempting pods there can make room (our /preempt judges it)."""
     failed = decision.failed
+    resolvable = decision.resolvable
+    rejected = {**failed, **resolvable} if resolvable else failed
     names = args.names
     if args.node_list is None:
-        passed = names if not failed else [n for n in names if n not in failed]
+        passed = names if not rejected else [n for n in names if n not in rejected]
         return orjson.dumps(
             {
                 "Nodes": None,
                 "NodeNames": passed,
-                "FailedNodes": {},
+                "FailedNodes": resolvable,
                 "FailedAndUnresolvableNodes": failed,
                 "Error": "",
             }
         )
     nodes = args.node_list
-    if failed:  # else every node passed: the list goes back as it came
+    if rejected:  # else every node passed: the list goes back as it came
         items = nodes["items"]
-        kept = [item for item, n in zip(items, names, strict=True) if n not in failed]
+        kept = [item for item, n in zip(items, names, strict=True) if n not in rejected]
         nodes = {"metadata": nodes.get("metadata", {}), "items": kept}
     return orjson.dumps(
         {
             "Nodes": nodes,
             "NodeNames": None,
-            "FailedNodes": {},
+            "FailedNodes": resolvable,
             "FailedAndUnresolvableNodes": failed,
             "Error": "",
         }

@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from extender.decisions.engine import Engine, build_tables
+from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, NodeInventory, NodeName, Snapshot
+from extender.decisions.state import build_tables
 from extender.decisions.usage import UsageTable
 from extender.errors.backoff import Backoff
 from extender.errors.causes import PartialAnswer, describe
@@ -229,7 +230,8 @@ class Refresher:
         now = self._clock()
         snapshot = next_snapshot(self._engine.snapshot, results, now, usage)
         herd = self._engine.guard.projected(snapshot)
-        tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now)
+        sizes = self._engine.sizes
+        tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now, sizes)
         if self._engine.settings is not in_force:
             log.info("refresh dropped: the policies were reloaded while it ran")
             return {}

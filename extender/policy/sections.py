@@ -174,6 +174,13 @@ class HerdGuardSettings(Model):
     """The herd metric's rate window in seconds. Unset: read from its query (the range of
     a rate/irate/increase, or a recording rule's `:rate5m`-style suffix); `check-config`
     says what was read and why."""
+    fit: StrictBool = True
+    """The herd metric's filter.above counts the pod being placed: a node its expected use
+    would push past the threshold is turned away for this pod (as FailedNodes, so the
+    scheduler may preempt there: /preempt judges the node without its victims)."""
+    wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 120.0
+    """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
+    it when a node has room); then it goes to the roomiest. 0: at once."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU

@@ -3,6 +3,7 @@
     python -m tests.benchmarks.refreshscale [--quick] [--sizes 5000,15000]
         [--backends prometheus,victoriametrics] [--reps 3] [--json FILE] [--no-load]
         [--no-profile] [--shipped-seconds S] [--switch-interval S] [--gc-freeze]
+        [--pods N]
 
 Per backend and node count: a real Prometheus (promharness.PrometheusServer, its TSDB
 backfilled by promtool) and a real VictoriaMetrics (vmharness.VictoriaMetricsServer, the
@@ -10,7 +11,14 @@ series imported), both on 127.0.0.1, holding the series a stock kube-prometheus-
 records (promharness `FakeExporter`) for CPU and memory, five
 samples a minute apart, about one node in nine above the 0.9 threshold; read by the
 two-metric pack config/policies/cpu-memory-spread.yaml (its queries verbatim, the cpu
-one being the shipped config/extender.yaml's). Measured:
+one being the shipped config/extender.yaml's). Beside them, the series the herd guard's
+default usage queries read (herdGuard.usageQuery, podUsageQuery; issue 34): for `--pods`
+pods (100,000 by default, 1,000 with --quick) in Deployments of 25 (4,000 workloads),
+spread over the nodes, the stock rules' per-container CPU
+(`node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m`) and
+pod -> workload (`namespace_workload_pod:kube_pod_owner:relabel`) series and
+kube-state-metrics' `kube_pod_created`, every pod created within the last minute (all of
+them young: the pod query's worst case, 100,000 series in its answer). Measured:
 
 - the phases of one refresh, medians of `--reps`: the HTTP GET of each query as the
   provider's session asks for it (same Accept-Encoding; the body as it came, its size on
@@ -18,7 +26,9 @@ one being the shipped config/extender.yaml's). Measured:
   answers' Content-Encoding and decoded size read through a hook on its session);
   `map_series`; `next_snapshot`; `build_tables`; `Engine.install` (the part on the
   event loop); `Refresher.refresh_once` whole (build_service's engine and refresher),
-  as a share of the shipped 15 s interval;
+  as a share of the shipped 15 s interval; the usage fetch apart (the two queries' HTTP,
+  their size, `fetch_usage` whole) and the same refresh with the fetch off
+  (herdGuard.estimate request), interleaved;
 - memory of one refresh: the tracemalloc peak above what was traced before it, the
   growth of the process' peak RSS (VmHWM reset through /proc/self/clear_refs) above its
   RSS before it, and the same for the first refresh (an empty engine filled);
@@ -28,8 +38,9 @@ one being the shipped config/extender.yaml's). Measured:
   tests/benchmarks/bench.py runs it) answering /prioritize (up to 5,000 names a request,
   drawn from the nodes our filter passes, as the scheduler sends them) on one keep-alive
   client, bounded in count and time, in modes (see MODES): no refresh after the first,
-  refreshes back to back, no refresh but the backend queried back to back by another
-  process, and with --shipped-seconds every 15 s; interleaved rounds, medians;
+  refreshes back to back without the usage fetch and with it, no refresh but the backend
+  queried back to back by another process, and with --shipped-seconds every 15 s;
+  interleaved rounds, medians;
 - a profile (cProfile) of each phase at the largest size: the top functions by own time.
 
 --switch-interval and --gc-freeze start the service (and run the stall measurement)
@@ -37,8 +48,10 @@ with the changes proposed from these numbers, patched in at start: no file chang
 
 It prints numbers and judges none except against the targets it names (refresh under
 25 % of the interval at 15,000 nodes; prioritize p99 while refreshing within 1.2x of
-idle). Every server listens on 127.0.0.1; every loop is bounded in count and in time.
-tests/benchmarks/test_refreshscale_quick.py runs `--quick` (50 nodes, one repetition).
+idle, and with the usage fetch within 1.2x of without it). Every server listens on
+127.0.0.1; every loop is bounded in count and in time.
+tests/benchmarks/test_refreshscale_quick.py runs `--quick` (50 nodes, 1,000 pods, one
+repetition).
 """
 
 from __future__ import annotations
@@ -52,6 +65,7 @@ import gc
 import http.client
 import io
 import json
+import math
 import os
 import pstats
 import random
@@ -80,6 +94,7 @@ from extender.decisions.engine import build_tables
 from extender.decisions.model import NodeInventory, NodeName
 from extender.metrics.providers import PrometheusProvider, map_series
 from extender.metrics.refresher import next_snapshot
+from extender.metrics.usage import fetch_usage
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
 from extender.service.compose import Service, build_service
@@ -127,10 +142,13 @@ class Plan:
     gc_freeze: bool = False
     """gc.freeze() after every install (a proposal, measured): the collector no longer
     walks the snapshot and tables in force."""
+    pods: int = 100_000
+    """Pods whose measured use the herd guard's usage queries read (every one young: the
+    pod query's worst case), in workloads of PODS_PER_WORKLOAD."""
 
 
 FULL = Plan(reps=3, load_count=5000, load_seconds=10.0, names=5000, profile_top=8)
-QUICK = Plan(reps=1, load_count=200, load_seconds=0.5, names=5000, profile_top=3)
+QUICK = Plan(reps=1, load_count=200, load_seconds=0.5, names=5000, profile_top=3, pods=1_000)
 
 
 # -- the cluster and its series ------------------------------------------------------------
@@ -201,6 +219,96 @@ def openmetrics(c: Cluster, at_ms: Sequence[int]) -> str:
     return "".join(out)
 
 
+# -- the pods the herd guard's usage queries read ----------------------------------------------
+
+CONTAINER_CPU = "node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m"
+POD_OWNER = "namespace_workload_pod:kube_pod_owner:relabel"
+POD_CREATED = "kube_pod_created"
+USAGE_SERIES = (CONTAINER_CPU, POD_OWNER, POD_CREATED)
+PODS_PER_WORKLOAD = 25
+"""100,000 pods make 4,000 Deployments."""
+NAMESPACES = 40
+YOUNG_S = 60.0
+"""The pods were created up to this long before the backend was loaded: all of them stay
+young (podUsageQuery: created in the last 15 minutes) for the 14 minutes after."""
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Pods of Deployments spread over the cluster's nodes, one container each."""
+
+    namespace: list[str]
+    workload: list[str]
+    pod: list[str]
+    node: list[str]
+    use: list[float]
+    """Cores, the container's 5-minute rate."""
+    age: list[float]
+    """Seconds since its creation when the backend is loaded."""
+
+    def __len__(self) -> int:
+        return len(self.pod)
+
+    @property
+    def workloads(self) -> int:
+        return len(set(zip(self.namespace, self.workload, strict=True)))
+
+
+def fleet(c: Cluster, pods: int, seed: int = 34) -> Fleet:
+    """`pods` pods, PODS_PER_WORKLOAD to a Deployment, seeded: each Deployment's pods use
+    about its own figure (0.01..4 cores, log-uniform), on nodes drawn at random."""
+    rng = random.Random(seed)
+    count = max(1, pods // PODS_PER_WORKLOAD) if pods else 0
+    scale = [math.exp(rng.uniform(math.log(0.01), math.log(4.0))) for _ in range(count)]
+    out = Fleet([], [], [], [], [], [])
+    for i in range(pods):
+        w = i % count
+        out.namespace.append(f"team-{w % NAMESPACES}")
+        out.workload.append(f"app-{w}")
+        out.pod.append(f"app-{w}-{w * 7919 % 10**10:010d}-{i:05d}")
+        out.node.append(rng.choice(c.names))
+        out.use.append(round(scale[w] * rng.uniform(0.7, 1.3), 6))
+        out.age.append(round(rng.uniform(0.0, YOUNG_S), 3))
+    return out
+
+
+def usage_series(f: Fleet, now: float) -> list[tuple[str, str, float]]:
+    """(metric name, labels text, value) as a stock kube-prometheus-stack records them:
+    the per-container CPU rule (namespace, pod, container, node), the pod -> workload rule
+    (namespace, workload, pod, workload_type) and kube-state-metrics' creation time."""
+    out: list[tuple[str, str, float]] = []
+    ksm = {"job": "kube-state-metrics", "instance": "10.1.0.5:8080"}
+    for i in range(len(f)):
+        ns, pod = f.namespace[i], f.pod[i]
+        ids = {"namespace": ns, "pod": pod}
+        container = {**ids, "container": "main", "node": f.node[i]}
+        out.append((CONTAINER_CPU, _labels(container), f.use[i]))
+        owner = {**ids, "workload": f.workload[i], "workload_type": "deployment"}
+        out.append((POD_OWNER, _labels(owner), 1.0))
+        created = {**ksm, **ids, "uid": f"uid-{i}"}
+        out.append((POD_CREATED, _labels(created), float(int(now - f.age[i]))))
+    return out
+
+
+def history(c: Cluster, f: Fleet, now: float) -> str:
+    """The nodes' series (SAMPLES each) and the pods' (two samples, the first and the last
+    stamp: the usage queries are instant and the backends look back an hour; the
+    VictoriaMetrics import waits for every series at the first) as OpenMetrics text."""
+    at = stamps(now)
+    nodes = openmetrics(c, at)
+    if not len(f):
+        return nodes
+    by_family: dict[str, list[str]] = {name: [] for name in USAGE_SERIES}
+    for name, labels, value in usage_series(f, now):
+        by_family[name] += [f"{name}{labels} {value!r} {t / 1000:.3f}\n" for t in (at[0], at[-1])]
+    out = [nodes.removesuffix("# EOF\n")]
+    for name, lines in by_family.items():
+        out.append(f"# TYPE {name} gauge\n")
+        out.extend(lines)
+    out.append("# EOF\n")
+    return "".join(out)
+
+
 # -- backends ------------------------------------------------------------------------------
 
 
@@ -218,49 +326,52 @@ def count_series(url: str, metric: str) -> int:
     return -1
 
 
-def wait_for_series(url: str, n: int, seconds: float = 120.0) -> None:
-    """Until every metric has n series visible at the current time (bounded)."""
+def wait_for_series(url: str, n: int, pods: int = 0, seconds: float = 300.0) -> None:
+    """Until every node metric has n series and every usage series `pods` visible at the
+    current time (bounded)."""
     deadline = time.monotonic() + seconds
+    want = {**dict.fromkeys((CPU, MEMORY, POD_INFO), n), **dict.fromkeys(USAGE_SERIES, pods)}
     counts: dict[str, int] = {}
     while time.monotonic() < deadline:
-        counts = {m: count_series(url, m) for m in (CPU, MEMORY, POD_INFO)}
-        if all(v == n for v in counts.values()):
+        counts = {m: count_series(url, m) for m in want}
+        if counts == want:
             return
         time.sleep(0.2)
-    raise RuntimeError(f"{url}: expected {n} series of each metric, have {counts}")
+    raise RuntimeError(f"{url}: expected {want} series, have {counts}")
 
 
 @contextlib.contextmanager
-def prometheus(c: Cluster, work: Path) -> Iterator[str]:
+def prometheus(c: Cluster, f: Fleet, work: Path) -> Iterator[str]:
     """A real Prometheus (promharness.PrometheusServer, no scrape target) whose TSDB was
     backfilled with the series by promtool; looks back an hour, so they stay visible."""
     binary = prometheus_binary()
     workdir = work / "prometheus"
     workdir.mkdir()
-    backfill(binary, openmetrics(c, stamps(time.time())), workdir)
+    backfill(binary, history(c, f, time.time()), workdir)
     with PrometheusServer([], workdir=workdir, binary=binary, lookback_delta="1h") as server:
-        wait_for_series(server.url, len(c.names))
+        wait_for_series(server.url, len(c.names), len(f))
         yield server.url
 
 
 @contextlib.contextmanager
-def victoria_metrics(c: Cluster, work: Path) -> Iterator[str]:
+def victoria_metrics(c: Cluster, f: Fleet, work: Path) -> Iterator[str]:
     """A real VictoriaMetrics (vmharness.VictoriaMetricsServer, no scrape target) with the
     series imported through its import API; looks back an hour, so they stay visible."""
-    history = openmetrics(c, stamps(time.time()))
+    text = history(c, f, time.time())
     binary = victoria_metrics_binary()
     workdir = work / "victoria-metrics"
     workdir.mkdir()
     server = VictoriaMetricsServer(
-        [], workdir=workdir, binary=binary, lookback="1h", history=history, ready_timeout=60
+        [], workdir=workdir, binary=binary, lookback="1h", history=text, ready_timeout=60
     )
-    del history
+    del text
     with server:
-        wait_for_series(server.url, len(c.names))
+        wait_for_series(server.url, len(c.names), len(f))
         yield server.url
 
 
-BACKEND_STARTERS: dict[str, Callable[[Cluster, Path], contextlib.AbstractContextManager[str]]] = {
+Starter = Callable[[Cluster, Fleet, Path], contextlib.AbstractContextManager[str]]
+BACKEND_STARTERS: dict[str, Starter] = {
     "prometheus": prometheus,
     "victoriametrics": victoria_metrics,
 }
@@ -269,18 +380,21 @@ BACKEND_STARTERS: dict[str, Callable[[Cluster, Path], contextlib.AbstractContext
 # -- the policy ----------------------------------------------------------------------------
 
 
-def policy(url: str, port: int, interval: float) -> dict[str, Any]:
+def policy(url: str, port: int, interval: float, usage: bool = True) -> dict[str, Any]:
     """The two-metric pack (cpu-memory-spread.yaml) pointed at `url`, bind off (no
-    Kubernetes here), the herd guard on as shipped."""
+    Kubernetes here), the herd guard on as shipped; `usage`: its estimates read the pods'
+    measured use (herdGuard.estimate usage, the default: two more queries a refresh), else
+    requests (estimate request: the node metrics alone)."""
     raw: dict[str, Any] = yaml.safe_load(PACK.read_text())
     raw["server"] = {"host": HOST, "port": port}
     raw["prometheus"] = {**raw["prometheus"], "url": url, "interval": interval}
     raw["bind"] = {"enabled": False}
+    raw["herdGuard"] = {**raw.get("herdGuard", {}), "estimate": "usage" if usage else "request"}
     return raw
 
 
-def settings_for(url: str, interval: float = INTERVAL) -> Settings:
-    return parse_settings(policy(url, free_port(), interval), environ={})
+def settings_for(url: str, interval: float = INTERVAL, usage: bool = True) -> Settings:
+    return parse_settings(policy(url, free_port(), interval, usage), environ={})
 
 
 # -- the phases of one refresh -------------------------------------------------------------
@@ -377,6 +491,17 @@ class Phases:
     build_ms: float = 0.0
     install_ms: float = 0.0
     refresh_ms: float = 0.0
+    usage_http_ms: float = 0.0
+    """The two usage queries' HTTP (probe), their wire and decoded bytes below."""
+    usage_wire_bytes: int = 0
+    usage_body_bytes: int = 0
+    usage_ms: float = 0.0
+    """metrics.usage.fetch_usage whole: both queries through the provider, read into a
+    UsageTable."""
+    workloads: int = 0
+    young_pods: int = 0
+    refresh_off_ms: float = 0.0
+    """Refresher.refresh_once whole with the usage fetch off (herdGuard.estimate request)."""
 
 
 @dataclass
@@ -390,9 +515,10 @@ class Bench:
     """One backend at one size: the service's own engine and refresher (build_service,
     no Kubernetes), its provider, and a plain session for the raw HTTP of a query."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, usage: bool = True) -> None:
         self.url = url
-        self.settings = settings_for(url)
+        self.usage = usage
+        self.settings = settings_for(url, usage=usage)
         self.service: Service = build_service(self.settings)
         provider = PrometheusProvider(self.settings.prometheus)
         self.provider = provider
@@ -404,7 +530,30 @@ class Bench:
         self.label = self.settings.prometheus.node_label
 
     def refresh(self) -> dict[str, str]:
-        return asyncio.run(self.service.refresher.refresh_once())
+        errors = asyncio.run(self.service.refresher.refresh_once())
+        usage = self.service.engine.snapshot.usage
+        if self.usage and usage.error:
+            errors = {**errors, "usage": usage.error}
+        return errors
+
+    @property
+    def usage_queries(self) -> list[str]:
+        guard = self.settings.herd_guard
+        quantile = f"{guard.quantile:g}"
+        return [guard.usage_query.replace("{quantile}", quantile), guard.pod_usage_query]
+
+    def usage_phase(self, p: Phases) -> None:
+        """The usage fetch alone: the probe's HTTP of both queries, then fetch_usage."""
+        for query in self.usage_queries:
+            http_ms, _, _, wire, body = self.probe.get(query)
+            p.usage_http_ms += http_ms
+            p.usage_wire_bytes += wire
+            p.usage_body_bytes += body
+        t0 = time.perf_counter()
+        table = fetch_usage(self.provider, self.settings.herd_guard, time.time())
+        p.usage_ms = (time.perf_counter() - t0) * 1000
+        p.workloads, p.young_pods = len(table.workloads), len(table.pods)
+        self.responses.take()
 
     def phases(self) -> Phases:
         p = Phases()
@@ -428,6 +577,8 @@ class Bench:
             p.series = max(p.series, len(mapped.values))
             results[m.name] = mapped.values
             del result, mapped
+        if self.usage:
+            self.usage_phase(p)
         engine = self.service.engine
         now = time.time()
         t0 = clock()
@@ -570,12 +721,26 @@ def refresh_row(backend: str, n: int, bench: Bench, reps: int) -> dict[str, Any]
     reset = reset_peak_rss()
     bench.refresh()
     first = (rss_kib()["VmHWM"] - rss0) / 1024 if reset else float("nan")
-    runs = [bench.phases() for _ in range(reps)]
+    # The same refresh with the usage fetch off (herdGuard.estimate request), interleaved.
+    off = Bench(bench.url, usage=False)
+    off.refresh()
+    runs = []
+    for _ in range(reps):
+        phases = bench.phases()
+        gc.collect()
+        t0 = time.perf_counter()
+        errors = off.refresh()
+        phases.refresh_off_ms = (time.perf_counter() - t0) * 1000
+        if errors:
+            raise RuntimeError(f"refresh failed: {errors}")
+        runs.append(phases)
+    del off
     memory = [bench.memory() for _ in range(reps)]
     row: dict[str, Any] = {"backend": backend, "nodes": n, "series": runs[-1].series}
+    row["workloads"], row["young_pods"] = runs[-1].workloads, runs[-1].young_pods
     row["encoding"] = runs[-1].encoding if bench.responses.hooked else "?"
     row["probe_encoding"] = runs[-1].probe_encoding
-    for key in ("wire_bytes", "body_bytes"):
+    for key in ("wire_bytes", "body_bytes", "usage_wire_bytes", "usage_body_bytes"):
         row[key] = int(median_of(runs, key))
     row["gzip_ratio"] = (
         round(row["body_bytes"] / row["wire_bytes"], 1) if row["wire_bytes"] else None
@@ -589,10 +754,14 @@ def refresh_row(backend: str, n: int, bench: Bench, reps: int) -> dict[str, Any]
         "build_ms",
         "install_ms",
         "refresh_ms",
+        "usage_http_ms",
+        "usage_ms",
+        "refresh_off_ms",
     ):
         row[key] = round(median_of(runs, key), 2)
         row[f"{key}_runs"] = [round(getattr(r, key), 2) for r in runs]
     row["share"] = round(row["refresh_ms"] / 1000 / INTERVAL, 4)
+    row["share_off"] = round(row["refresh_off_ms"] / 1000 / INTERVAL, 4)
     for key in ("tracemalloc_peak_mb", "rss_peak_growth_mb", "rss_retained_mb"):
         row[key] = round(median_of(memory, key), 1)
     row["rss_first_growth_mb"] = round(first, 1)
@@ -628,9 +797,11 @@ def prioritize_names(c: Cluster, k: int, seed: int = 28) -> list[str]:
     return random.Random(seed).sample(passing, k)
 
 
-MODES = ("idle", "refreshing", "backend_busy")
-"""idle: no refresh after the first (interval 1 h); refreshing: back to back (0.05 s);
-shipped (with --shipped-seconds): every 15 s, as shipped;
+MODES = ("idle", "refreshing", "refreshing_usage", "backend_busy")
+"""idle: no refresh after the first (interval 1 h); refreshing: back to back (0.05 s),
+the node metrics only (herdGuard.estimate request); refreshing_usage: back to back with
+the pods' measured use fetched too (estimate usage, as shipped); shipped (with
+--shipped-seconds): every 15 s, as shipped (usage fetched);
 backend_busy: no refresh, but another process sends the same two queries to the backend
 back to back, so the backend takes the CPU it takes in `refreshing` (on these two shared
 cores it competes with the service; in a cluster it runs elsewhere)."""
@@ -694,8 +865,9 @@ def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> di
     """One service, one bounded keep-alive /prioritize loop: p50/p99 server and round trip."""
     port = free_port()
     config = work / f"policy-{port}.json"
-    interval = {"refreshing": BACK_TO_BACK, "shipped": INTERVAL}.get(mode, NO_REFRESH)
-    raw = policy(url, port, interval)
+    intervals = {"refreshing": BACK_TO_BACK, "refreshing_usage": BACK_TO_BACK, "shipped": INTERVAL}
+    interval = intervals.get(mode, NO_REFRESH)
+    raw = policy(url, port, interval, usage=mode in ("refreshing_usage", "shipped"))
     config.write_bytes(orjson.dumps(raw))  # JSON is YAML
     queries = [m["query"] for m in raw["metrics"]]
     budget = Budget(plan.load_count, plan.load_seconds, 0, 0, 0.0)
@@ -758,6 +930,12 @@ def load_rows(
     for row in rows:
         for key in LOAD_KEYS:
             row[f"x_{key}"] = round(row[key] / idle[key], 2) if idle[key] else None
+    # The usage fetch's own effect: refreshing with it against refreshing without it.
+    plain = next(r for r in rows if r["mode"] == "refreshing")
+    for row in rows:
+        if row["mode"] == "refreshing_usage":
+            for key in ("server_p99_ms", "rtt_p99_ms"):
+                row[f"u_{key}"] = round(row[key] / plain[key], 2) if plain[key] else None
     return rows
 
 
@@ -818,14 +996,20 @@ def profile_phases(bench: Bench, top: int) -> dict[str, list[str]]:
     out["build_tables"] = top_functions(prof, top)
     _, prof = profiled(lambda: engine.install(snapshot, tables, now))
     out["Engine.install (on the loop)"] = top_functions(prof, top)
+    if bench.usage:
+        guard = bench.settings.herd_guard
+        _, prof = profiled(lambda: fetch_usage(bench.provider, guard, time.time()))
+        bench.responses.take()
+        out["fetch_usage (both usage queries, HTTP + decode + read)"] = top_functions(prof, top)
     return out
 
 
-def backend_eval_ms(url: str, bench: Bench) -> float | None:
-    """Prometheus' own evaluation time of both queries (`stats=all`), None elsewhere."""
+def backend_eval_ms(url: str, bench: Bench, queries: Sequence[str] = ()) -> float | None:
+    """Prometheus' own evaluation time of `queries` (default: both metrics') (`stats=all`),
+    None elsewhere."""
     total = 0.0
-    for m in bench.metrics:
-        params = {"query": m.query, "stats": "all"}
+    for query in queries or [m.query for m in bench.metrics]:
+        params = {"query": query, "stats": "all"}
         payload = bench.session.get(f"{url}/api/v1/query", params=params, timeout=30).json()
         timings = (payload.get("data", {}).get("stats") or {}).get("timings")
         if not timings:
@@ -857,6 +1041,21 @@ PHASE_COLUMNS = (
     ("rss_peak_growth_mb", "rss+ MB", "{:.1f}", 7),
     ("rss_first_growth_mb", "1st MB", "{:.1f}", 7),
 )
+USAGE_COLUMNS = (
+    ("backend", "backend", "{}", 15),
+    ("nodes", "nodes", "{}", 6),
+    ("pods", "pods", "{}", 7),
+    ("workloads", "wklds", "{}", 6),
+    ("young_pods", "young", "{}", 7),
+    ("usage_wire_bytes", "wire KB", "{:.0f}", 8),
+    ("usage_body_bytes", "body KB", "{:.0f}", 8),
+    ("usage_http_ms", "http", "{:.1f}", 8),
+    ("usage_ms", "fetch", "{:.1f}", 8),
+    ("refresh_off_ms", "refr off", "{:.1f}", 9),
+    ("refresh_ms", "refr on", "{:.1f}", 9),
+    ("share_off", "shr off", "{:.1%}", 7),
+    ("share", "shr on", "{:.1%}", 7),
+)
 STALL_COLUMNS = (
     ("backend", "backend", "{}", 15),
     ("nodes", "nodes", "{}", 6),
@@ -872,7 +1071,7 @@ LOAD_COLUMNS = (
     ("backend", "backend", "{}", 15),
     ("nodes", "nodes", "{}", 6),
     ("names", "names", "{}", 6),
-    ("mode", "mode", "{}", 12),
+    ("mode", "mode", "{}", 16),
     ("server_p50_ms", "srv p50", "{:.3f}", 8),
     ("server_p99_ms", "srv p99", "{:.3f}", 8),
     ("rtt_p50_ms", "rtt p50", "{:.3f}", 8),
@@ -881,6 +1080,8 @@ LOAD_COLUMNS = (
     ("x_server_p99_ms", "x srv99", "{:.2f}", 7),
     ("x_rtt_p50_ms", "x rtt50", "{:.2f}", 7),
     ("x_rtt_p99_ms", "x rtt99", "{:.2f}", 7),
+    ("u_server_p99_ms", "u srv99", "{:.2f}", 7),
+    ("u_rtt_p99_ms", "u rtt99", "{:.2f}", 7),
     ("requests", "reqs", "{:.0f}", 5),
     ("refreshes", "refr", "{:.0f}", 5),
     ("refresh_mean_ms", "refr ms", "{:.0f}", 7),
@@ -893,7 +1094,7 @@ def table(columns: Sequence[tuple[str, str, str, int]], rows: Sequence[dict[str,
         value = row.get(key)
         if value is None:
             return "-"
-        if key in ("wire_bytes", "body_bytes"):
+        if key in ("wire_bytes", "body_bytes", "usage_wire_bytes", "usage_body_bytes"):
             value = value / 1024
         return fmt.format(value)
 
@@ -917,7 +1118,7 @@ def verdicts(phases: Sequence[dict[str, Any]], loads: Sequence[dict[str, Any]]) 
                 f"{row['share']:.1%} of {INTERVAL:g} s (target < {SHARE_TARGET:.0%}): {met}"
             )
     for row in loads:
-        if row["mode"] not in ("refreshing", "shipped"):
+        if row["mode"] not in ("refreshing", "refreshing_usage", "shipped"):
             continue
         for key in ("x_server_p99_ms", "x_rtt_p99_ms"):
             value = row.get(key)
@@ -926,6 +1127,14 @@ def verdicts(phases: Sequence[dict[str, Any]], loads: Sequence[dict[str, Any]]) 
                 out.append(
                     f"{row['backend']} {row['nodes']}: prioritize {key[2:-3]} {row['mode']} / idle "
                     f"{value:.2f}x (target <= {P99_TARGET}x): {met}"
+                )
+        for key in ("u_server_p99_ms", "u_rtt_p99_ms"):
+            value = row.get(key)
+            if value is not None:
+                met = "met" if value <= P99_TARGET else "MISSED"
+                out.append(
+                    f"{row['backend']} {row['nodes']}: prioritize {key[2:-3]} refreshing with "
+                    f"the usage fetch / without {value:.2f}x (target <= {P99_TARGET}x): {met}"
                 )
     return out
 
@@ -949,21 +1158,28 @@ def run(
     with tempfile.TemporaryDirectory(prefix="decice-refreshscale-") as tmp:
         for n in sizes:
             c = cluster(n)
+            f = fleet(c, plan.pods)
             for backend in backends:
                 work = Path(tmp) / f"{backend}-{n}"
                 work.mkdir()
                 started = time.monotonic()
-                with BACKEND_STARTERS[backend](c, work) as url:
-                    log(f"-- {backend}, {n} nodes: loaded in {time.monotonic() - started:.1f} s")
+                with BACKEND_STARTERS[backend](c, f, work) as url:
+                    loaded = time.monotonic() - started
+                    log(f"-- {backend}, {n} nodes, {len(f)} pods: loaded in {loaded:.1f} s")
                     bench = Bench(url)
                     row = refresh_row(backend, n, bench, plan.reps)
+                    row["pods"] = len(f)
                     phases.append(row)
                     log(table(PHASE_COLUMNS, [row]).splitlines()[1])
+                    log("   usage  " + table(USAGE_COLUMNS, [row]).splitlines()[1])
                     stalls.append(stalls_row(backend, n, bench, plan))
                     log("   stalls " + table(STALL_COLUMNS, stalls[-1:]).splitlines()[1])
                     if profile and n == max(sizes):
                         profiles[f"{backend} {n}"] = profile_phases(bench, plan.profile_top)
                         evals[f"{backend} {n}"] = backend_eval_ms(url, bench)
+                        evals[f"{backend} {n} usage"] = backend_eval_ms(
+                            url, bench, bench.usage_queries
+                        )
                     del bench
                     gc.collect()
                     if load:
@@ -986,6 +1202,11 @@ def report(data: dict[str, Any]) -> str:
         f"\nOne refresh of both metrics, medians of {data['reps']} (ms; share of the "
         f"{INTERVAL:g} s interval; memory: tracemalloc peak, peak RSS growth)",
         table(PHASE_COLUMNS, data["phases"]),
+        "\nThe pods' measured use (herdGuard.estimate usage): the two usage queries' answers "
+        "(workloads, young pods, bytes, HTTP), fetch_usage whole, and one refresh without "
+        f"and with the fetch (medians of {data['reps']}, ms; share of the {INTERVAL:g} s "
+        "interval)",
+        table(USAGE_COLUMNS, data["phases"]),
     ]
     out += [
         f"\nWhat the event loop would wait for the GIL during one refresh ({data['variant']}): "
@@ -996,15 +1217,20 @@ def report(data: dict[str, Any]) -> str:
     if data["loads"]:
         out += [
             f"\n/prioritize ({data['variant']}): idle (no refresh), refreshing (back "
-            f"to back), backend_busy (no refresh, the backend queried back to back), shipped "
+            f"to back, node metrics only), refreshing_usage (back to back, the usage fetch "
+            f"too), backend_busy (no refresh, the backend queried back to back), shipped "
             f"(every 15 s, when asked); medians of {data['reps']} interleaved runs (ms), "
-            f"x = against idle",
+            f"x = against idle, u = refreshing_usage against refreshing",
             table(LOAD_COLUMNS, data["loads"]),
         ]
     for name, phases in data["profiles"].items():
         evaluated = data["backend_eval_ms"].get(name)
+        usage = data["backend_eval_ms"].get(f"{name} usage")
         if evaluated is not None:
-            out.append(f"\nprofile {name}: the backend's own evaluation {evaluated:.1f} ms")
+            out.append(
+                f"\nprofile {name}: the backend's own evaluation {evaluated:.1f} ms"
+                + (f" (the usage queries: {usage:.1f} ms)" if usage is not None else "")
+            )
         else:
             out.append(f"\nprofile {name}")
         for phase, lines in phases.items():
@@ -1047,6 +1273,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="S",
         help="add a mode refreshing every 15 s (as shipped), its load S seconds long",
     )
+    p.add_argument(
+        "--pods",
+        type=int,
+        help="pods whose use the usage queries read (default 100000; --quick 1000)",
+    )
     p.add_argument("--no-load", action="store_true", help="skip the request-path runs")
     p.add_argument("--no-profile", action="store_true", help="skip the profile")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
@@ -1054,6 +1285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.reps is not None:
         plan = dataclasses.replace(plan, reps=args.reps)
+    if args.pods is not None:
+        plan = dataclasses.replace(plan, pods=args.pods)
     if args.switch_interval is not None:
         plan = dataclasses.replace(plan, switch_interval=args.switch_interval)
     if args.gc_freeze:

@@ -11,7 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.refreshscale import BACKENDS, MODES, cluster, openmetrics, series
+from tests.benchmarks.refreshscale import (
+    BACKENDS,
+    CONTAINER_CPU,
+    MODES,
+    POD_CREATED,
+    POD_OWNER,
+    PODS_PER_WORKLOAD,
+    cluster,
+    fleet,
+    history,
+    openmetrics,
+    series,
+    usage_series,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,6 +48,31 @@ def test_series_are_the_stock_ones() -> None:
     assert text.count("\n") == 3 + 3 * 3 * 2 + 1  # TYPE lines, 9 series x 2 samples, EOF
 
 
+def test_the_pods_series_are_the_stock_rules_ones() -> None:
+    """Per pod: the per-container CPU rule, the pod -> workload rule and kube-state-metrics'
+    creation time, labelled as kube-prometheus-stack records them; Deployments of
+    PODS_PER_WORKLOAD pods; every pod young (created within the last minute); seeded."""
+    c = cluster(3)
+    f = fleet(c, 100)
+    assert fleet(c, 100) == f
+    assert len(f) == 100 and f.workloads == 100 // PODS_PER_WORKLOAD
+    assert set(f.node) <= set(c.names) and all(0 <= a <= 60 for a in f.age)
+    now = 1_000_000.0
+    rows = usage_series(f, now)
+    assert [name for name, _, _ in rows[:3]] == [CONTAINER_CPU, POD_OWNER, POD_CREATED]
+    ns, pod, node, workload = f.namespace[0], f.pod[0], f.node[0], f.workload[0]
+    assert rows[0][1] == f'{{namespace="{ns}",pod="{pod}",container="main",node="{node}"}}'
+    assert rows[1][1] == (
+        f'{{namespace="{ns}",pod="{pod}",workload="{workload}",workload_type="deployment"}}'
+    )
+    assert rows[2][1].startswith('{job="kube-state-metrics",')
+    assert now - 61 <= rows[2][2] <= now
+    text = history(c, f, now)
+    assert text.count("# EOF") == 1 and text.endswith("# EOF\n")
+    # 9 node series x 5 samples, 300 pod series x 2 samples, 6 TYPE lines and EOF.
+    assert text.count("\n") == 9 * 5 + 300 * 2 + 6 + 1
+
+
 def test_refreshscale_quick_prints_its_tables(tmp_path: Path) -> None:
     out = tmp_path / "refreshscale.json"
     run = subprocess.run(
@@ -45,7 +83,13 @@ def test_refreshscale_quick_prints_its_tables(tmp_path: Path) -> None:
         timeout=180,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    for title in ("One refresh of both metrics", "What the event loop would wait", "/prioritize"):
+    titles = (
+        "One refresh of both metrics",
+        "The pods' measured use",
+        "What the event loop would wait",
+        "/prioritize",
+    )
+    for title in titles:
         assert title in run.stdout
     data: dict[str, Any] = json.loads(out.read_text())
     assert [(r["backend"], r["nodes"]) for r in data["phases"]] == [(b, 50) for b in BACKENDS]
@@ -57,8 +101,13 @@ def test_refreshscale_quick_prints_its_tables(tmp_path: Path) -> None:
         assert row["encoding"] in ("gzip", "?")
         assert 0 < row["wire_bytes"] < row["body_bytes"]
         assert row["refresh_ms"] > 0
+        # The usage queries answered for every pod and workload, and were timed apart.
+        assert (row["pods"], row["young_pods"], row["workloads"]) == (1000, 1000, 40)
+        assert 0 < row["usage_wire_bytes"] < row["usage_body_bytes"]
+        assert row["usage_ms"] > 0 and row["refresh_off_ms"] > 0
     assert [(r["backend"], r["mode"]) for r in data["loads"]] == [
         (b, m) for b in BACKENDS for m in MODES
     ]
     assert all(r["requests"] > 0 and r["names"] > 0 for r in data["loads"])
+    assert all("u_server_p99_ms" in r for r in data["loads"] if r["mode"] == "refreshing_usage")
     assert {f"{b} 50" for b in BACKENDS} == set(data["profiles"])

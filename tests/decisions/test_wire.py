@@ -85,7 +85,8 @@ def test_preempt_answers_equal_the_captured_answers_in_both_forms() -> None:
 
 
 def test_filter_failures_in_both_forms_answer_in_the_form_asked() -> None:
-    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
+    # The pod-aware fit has its own test below: here every node keeps room for the pod.
+    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}], herdGuard={"fit": False})
     names = orjson.loads(
         filter_answer(e, parse_extender_args(fixture_bytes("filter-nodecache.json")))
     )
@@ -246,3 +247,16 @@ def test_bad_preemption_args() -> None:
         with pytest.raises(WireError, match=message):
             parse_preemption_args(orjson.dumps(body))
     assert parse_preemption_args(orjson.dumps({"Pod": pod})).victims == {}
+
+
+def test_nodes_too_small_for_the_pod_are_resolvable_in_both_forms() -> None:
+    """The captured pod requests 500m (no workload measured): 0.125 of a 4-core node. With
+    the threshold at 0.5, node-1 at 0.4 would cross it with the pod: FailedNodes
+    (preemption may make room), while node-2 at 0.7 is over it already: unresolvable."""
+    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
+    for fixture in ("filter-nodecache.json", "filter-fullnodes.json"):
+        answer = orjson.loads(filter_answer(e, parse_extender_args(fixture_bytes(fixture))))
+        assert answer["FailedAndUnresolvableNodes"] == {"node-2": "decice: cpu above 0.5"}
+        assert answer["FailedNodes"] == {"node-1": "decice: cpu above 0.5 with this pod"}
+        kept = answer["NodeNames"] or [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
+        assert kept == ["node-3", "node-4", "node-5"]

@@ -8,7 +8,8 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from extender.decisions.engine import UNKNOWN_POLICY, Engine, build_tables
+from extender.decisions.engine import UNKNOWN_POLICY, Engine
+from extender.decisions.state import build_tables
 from extender.decisions.wire import encode_filter, parse_extender_args
 from extender.policy.fields import ConfigError
 from extender.policy.loading import parse_settings

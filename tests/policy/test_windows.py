@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from extender.policy.loading import parse_settings
 from extender.policy.policies import DEFAULT_CPU_QUERY
 from extender.policy.windows import duration, herd_window, query_window, rule_window
-from extender.policy.loading import parse_settings
 from tests.harness.fixtures import make_settings
 
 
@@ -38,7 +40,7 @@ def test_query_window(query: str, seconds: float, why: str) -> None:
 def test_the_shipped_query_is_a_one_minute_rise() -> None:
     from extender.policy.loading import load_settings
 
-    shipped = load_settings("config/extender.yaml")
+    shipped = load_settings(Path(__file__).resolve().parents[2] / "config" / "extender.yaml")
     window = herd_window(shipped)
     assert window.seconds == 60, window.why
     assert "the shortest of 1m, 5m" in window.why

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from extender.decisions.engine import build_tables
 from extender.decisions.model import Snapshot
 from extender.decisions.pods import PodFacts
+from extender.decisions.state import build_tables
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
 from extender.rebalancing.plan import Plan, decide, plan

@@ -1,0 +1,146 @@
+"""Room for one more pod: how many cores each node can take before its herd metric crosses
+the filter threshold, indexed so a filter call finds the nodes too small for its pod in
+O(log nodes). Pure.
+
+The table's filter verdict is the same for every pod; whether a node can take *this* pod
+is not: a pod expected to use 4 cores pushes an 8-core node at 60 % past 90 %, a 0.1-core
+pod does not. `Rooms` keeps the passing nodes sorted by their room, so the nodes too small
+for a pod expected to use e cores are a prefix of that order (`too_small(e)`), empty for
+most pods, and the common filter call stays a lookup.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.decisions.model import NodeName
+from extender.decisions.scoring import NodeEval
+from extender.policy.policies import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class FitRule:
+    """Which metric a pod's expected use is added to, and its threshold."""
+
+    metric: str
+    index: int
+    """The metric's place in the policy (in NodeEval.values)."""
+    above: float
+
+    @property
+    def reason(self) -> str:
+        """The filter reason of a node too small for the pod: a category (the scheduler
+        groups nodes by exact text in FailedScheduling)."""
+        return f"decice: {self.metric} above {self.above:g} with this pod"
+
+
+def fit_rule(policy: Policy) -> FitRule | None:
+    """The policy's herd metric with its filter.above, or None (nothing to fit under)."""
+    for i, m in enumerate(policy.metrics):
+        if m.name == policy.herd_metric and m.filter is not None and m.filter.above is not None:
+            return FitRule(m.name, i, m.filter.above)
+    return None
+
+
+class Rooms:
+    """Passing nodes sorted by room (cores left under the threshold). Read-only once built:
+    `with_changes` gives a new index, as tables are replaced rather than changed."""
+
+    __slots__ = ("_order", "_room")
+
+    def __init__(self, room: dict[NodeName, float], order: list[tuple[float, NodeName]]) -> None:
+        self._room = room
+        self._order = order
+
+    @classmethod
+    def of(cls, room: Mapping[NodeName, float]) -> Rooms:
+        return cls(dict(room), sorted((r, n) for n, r in room.items()))
+
+    def too_small(self, cores: float) -> list[NodeName]:
+        """The indexed nodes with less room than `cores`."""
+        return [n for _, n in self._order[: bisect_left(self._order, (cores, ""))]]
+
+    def most(self) -> float:
+        """The largest room of any indexed node (0 when none is indexed)."""
+        return self._order[-1][0] if self._order else 0.0
+
+    def room(self, node: NodeName) -> float:
+        """Cores `node` can take (infinite for a node not indexed: no value to judge by)."""
+        return self._room.get(node, math.inf)
+
+    def with_changes(self, changes: Mapping[NodeName, float | None]) -> Rooms:
+        """A copy with these nodes' room changed (None: no longer indexed)."""
+        room = dict(self._room)
+        order = list(self._order)
+        for node, new in changes.items():
+            old = room.pop(node, None)
+            if old is not None:
+                del order[bisect_left(order, (old, node))]
+            if new is not None:
+                room[node] = new
+                insort(order, (new, node))
+        return Rooms(room, order)
+
+    def __len__(self) -> int:
+        return len(self._room)
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """The nodes' CPU cores, as the node watch reports them."""
+
+    cores: Mapping[NodeName, float]
+    default: float
+    """For a node whose size is unknown (herdGuard.defaultNodeCores)."""
+
+    def of(self, node: NodeName) -> float:
+        return self.cores.get(node) or self.default
+
+
+def room_of(rule: FitRule, e: NodeEval, cores: float) -> float | None:
+    """Cores a node can take before `rule`'s metric crosses its threshold; None when the
+    node is not indexed (the filter rejects it anyway, or it has no value to judge by)."""
+    value = e.values[rule.index]
+    if e.reason is not None or value is None:
+        return None
+    return (rule.above - value) * cores
+
+
+def rooms_of(
+    rule: FitRule, evals: Mapping[NodeName, NodeEval], nodes: Iterable[NodeName], sizes: Sizes
+) -> dict[NodeName, float | None]:
+    """node -> its room (None: not indexed), for `nodes`."""
+    return {n: room_of(rule, evals[n], sizes.of(n)) for n in nodes}
+
+
+def tight_nodes(
+    rooms: Rooms,
+    rule: FitRule,
+    needs: float,
+    names: Sequence[NodeName],
+    failed: Mapping[NodeName, str],
+    waiting_since: float | None,
+    now: float,
+    wait_for_room: float,
+) -> tuple[dict[NodeName, str], float | None]:
+    """The asked nodes (`names`) too small for a pod that needs `needs` cores, with the
+    reason, and since when it fits on none of them (None while it fits on one).
+
+    A pod that fits on none waits for room (the scheduler retries it; our requeue when a
+    node has room); after `wait_for_room` seconds since `waiting_since` it is let onto
+    the roomiest of them rather than wait on."""
+    small = rooms.too_small(needs)
+    if not small:  # the common case: every node has room for this pod
+        return {}, None
+    asked = set(names)
+    tight = [n for n in small if n in asked and n not in failed]
+    if not tight or len(failed) + len(tight) < len(asked):
+        return dict.fromkeys(tight, rule.reason), None
+    since = waiting_since if waiting_since is not None else now
+    if now - since < wait_for_room:
+        return dict.fromkeys(tight, rule.reason), since
+    roomiest = max(rooms.room(n) for n in tight)
+    return {n: rule.reason for n in tight if rooms.room(n) < roomiest}, since

@@ -1,0 +1,197 @@
+"""The request path's state: the snapshot, the policies' tables, the herd guard and the
+memory of pods, changed only on the event loop (installs, binds, watch events).
+
+The engine (engine.py) decides the verbs from this state. No I/O, and no locks: the
+refresher builds tables in a thread and installs them here, on the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+
+from extender.decisions.guard import HerdGuard
+from extender.decisions.herd import Reservation
+from extender.decisions.model import NodeInventory, NodeName, Snapshot
+from extender.decisions.nodes import remap_nodes
+from extender.decisions.pods import PodFacts, PodMemory
+from extender.decisions.rooms import Sizes
+from extender.decisions.scoring import stale_metrics
+from extender.decisions.table import PolicyTables, Table, build_table
+from extender.decisions.turnedaway import TurnedAway, TurnedAwayPods
+from extender.policy.policies import Policy
+from extender.policy.settings import Settings
+
+
+class DecisionState:
+    def __init__(
+        self,
+        settings: Settings,
+        snapshot: Snapshot,
+        now: float,
+        turned_away: TurnedAwayPods | None = None,
+    ) -> None:
+        self.guard = HerdGuard(settings)
+        self._herd = self.guard.ledger
+        self.settings = settings
+        self.pods = PodMemory(settings.explain.keep_pods)
+        self.turned_away = turned_away
+        """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
+        self._snapshot = snapshot
+        sizes = self.sizes
+        self._tables = PolicyTables(build_tables(settings, snapshot, {}, now, sizes), sizes)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        # Resolved once per install: Settings' derived policies are slow to read per request.
+        self._settings = settings
+        self.policies: Mapping[str, Policy] = settings.policy_map
+        self._default: Policy = settings.default
+        self.guard.configure(settings)
+
+    def herd(self) -> dict[NodeName, float]:
+        return dict(self._herd.load)
+
+    def install(
+        self,
+        snapshot: Snapshot,
+        tables: Mapping[str, Table] | None,
+        now: float,
+        settings: Settings | None = None,
+    ) -> None:
+        """Swap in a snapshot (its tables built off the loop) and, on a reload, `settings`, in
+        one step: no verb awaits between reading a table and answering, so a request is
+        decided wholly on the old tables or wholly on the new."""
+        if settings is not None:
+            self.settings = settings
+        self.guard.install(snapshot)
+        self._snapshot = snapshot
+        self._tables.replace(self.policies, snapshot, tables or {}, self.herd(), now)
+
+    def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
+        if cores != self._herd.node_cores:
+            self._herd.set_node_cores(cores)
+            self._tables.resize(self.policies.values(), self.sizes)
+
+    @property
+    def sizes(self) -> Sizes:
+        """The nodes' cores as the node watch told them (for the rooms' index)."""
+        return Sizes(self._herd.node_cores, self.settings.herd_guard.default_node_cores)
+
+    def policy_of(self, pod: PodFacts) -> Policy | None:
+        """The policy the pod asks for (decice.io/policy), else the default; None when it
+        names one that does not exist."""
+        if pod.policy is None:
+            return self._default
+        return self.policies.get(pod.policy)
+
+    def table(self, now: float, policy: Policy | None = None) -> Table:
+        """The policy's current table (the default policy's when None); rebuilt only when
+        one of its metrics crosses its maxAge."""
+        return self._tables.current(policy or self._default, self._snapshot, self._herd.load, now)
+
+    def answered_nodes(self, now: float) -> Callable[[PodFacts], frozenset[NodeName]]:
+        """For wire.parse_extender_args: the nodes of the precomputed prioritize answer of
+        the pod's policy (none for a pod that is not ours or names no known policy)."""
+
+        def nodes(pod: PodFacts) -> frozenset[NodeName]:
+            policy = self.policy_of(pod) if self.is_ours(pod) else None
+            return self.table(now, policy).whole.nodes if policy is not None else frozenset()
+
+        return nodes
+
+    def reserve(
+        self,
+        uid: str,
+        node: NodeName,
+        cores: float | None,
+        now: float,
+        source: str = "bind",
+        *,
+        pod: PodFacts | None = None,
+        assigned_at: float | None = None,
+    ) -> bool:
+        """Herd guard: count a placed pod on its node until the metric shows it (guard.py),
+        once per UID, told by our "bind" or the pod "watch". Its expected use comes from
+        `pod` (the watch's reading), else our filter call's, else the request `cores`."""
+        memo = self.pods.get(uid) if pod is None else None
+        facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
+        expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
+        if expectation is None:
+            return False
+        self.pods.expect(uid, str(expectation))
+        self._patch(node, now)
+        return True
+
+    def release(self, uid: str, now: float) -> bool:
+        """The pod was deleted or finished: what it reserved is free again."""
+        node = self._herd.release(uid)
+        if node is None:
+            return False
+        self._patch(node, now)
+        return True
+
+    def _patch(self, node: NodeName, now: float) -> None:
+        self._tables.patch(self.policies.values(), node, self._snapshot, self._herd.load, now)
+
+    def recovered(self, now: float) -> list[TurnedAway]:
+        """Turned-away pods with a candidate node the current table passes (forgotten here).
+
+        Judged by the default policy's table: turned-away pods do not keep their policy,
+        and a pod of another policy that still fails is simply turned away again."""
+        if self.turned_away is None or not len(self.turned_away):
+            return []
+        table, rooms = self.table(now), self.table(now).rooms
+        room, most = (rooms.room, rooms.most()) if rooms is not None else (None, 0.0)
+        return self.turned_away.recovered(table.passes, table.ok, now, room, most)
+
+    @property
+    def reservations(self) -> Mapping[str, Reservation]:
+        return self._herd.reservations
+
+    def is_ours(self, pod: PodFacts) -> bool:
+        return pod.scheduler_name in self.settings.scheduler_names
+
+    # -- verbs ---------------------------------------------------------------------------------
+
+    def nodes_changed(
+        self, inventory: NodeInventory, removed: Collection[NodeName], now: float
+    ) -> None:
+        """The node cache changed (the node watch), told at once, not at the next refresh:
+        node sizes, addresses (nodes.remap_nodes) and removed nodes, whose reservations
+        and table rows go."""
+        gone = frozenset(removed)
+        for node in gone:
+            self._herd.drop_node(node)
+        before = dict(self._herd.load)
+        self.set_node_cores(inventory.cpu_cores)
+        snapshot = remap_nodes(self._snapshot, inventory, gone)
+        if snapshot is not self._snapshot:
+            self._snapshot = snapshot
+            self._tables.replace(self.policies, snapshot, {}, self.herd(), now)
+            return
+        after = self._herd.load
+        for node in {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}:
+            self._patch(node, now)
+
+
+def build_tables(
+    settings: Settings,
+    snapshot: Snapshot,
+    herd: Mapping[NodeName, float],
+    now: float,
+    sizes: Sizes | None = None,
+) -> dict[str, Table]:
+    """policy -> its table for `snapshot`: O(policies x nodes x metrics), off the request
+    path (the refresher and a reload run it in a thread)."""
+    return {
+        name: build_table(policy, snapshot, stale_metrics(policy, snapshot, now), herd, now, sizes)
+        for name, policy in settings.policy_map.items()
+    }

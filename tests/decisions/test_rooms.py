@@ -1,0 +1,121 @@
+"""extender.decisions.rooms: the room each node has for one more pod, and the filter that
+counts the pod being placed (its expected use) under the herd metric's threshold."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+import pytest
+
+from extender.decisions.engine import Engine
+from extender.decisions.rooms import FitRule, Rooms, tight_nodes
+from extender.decisions.turnedaway import TurnedAwayPods
+from extender.decisions.wire import encode_filter, parse_extender_args
+from tests.harness.fixtures import NOW, make_settings, make_snapshot
+
+RULE = FitRule("cpu", 0, 0.9)
+
+
+def test_rooms_find_the_nodes_too_small_in_order() -> None:
+    rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
+    assert rooms.too_small(0.1) == []
+    assert rooms.too_small(1.0) == ["a"]
+    assert rooms.too_small(3.0) == ["a", "b"]
+    assert rooms.most() == 4.0 and rooms.room("zz") == math.inf
+    moved = rooms.with_changes({"a": 5.0, "c": None, "d": 0.2})
+    assert moved.too_small(1.0) == ["d"] and moved.most() == 5.0 and len(moved) == 3
+    assert rooms.too_small(1.0) == ["a"]  # the original is untouched
+
+
+@pytest.mark.parametrize(
+    ("needs", "since", "now", "tight", "waiting"),
+    [
+        (0.1, None, NOW, {}, None),  # fits everywhere: the common case
+        (1.0, None, NOW, {"a": RULE.reason}, None),  # fits on b and c
+        (5.0, None, NOW, dict.fromkeys("abc", RULE.reason), NOW),  # fits nowhere: waits
+        (5.0, NOW - 100, NOW, dict.fromkeys("abc", RULE.reason), NOW - 100),  # still
+        (5.0, NOW - 120, NOW, {"a": RULE.reason, "b": RULE.reason}, NOW - 120),  # c, roomiest
+    ],
+)
+def test_tight_nodes(
+    needs: float, since: float | None, now: float, tight: dict[str, str], waiting: float | None
+) -> None:
+    rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
+    got = tight_nodes(rooms, RULE, needs, ["a", "b", "c"], {}, since, now, 120.0)
+    assert got == (tight, waiting)
+
+
+def test_a_node_failed_anyway_is_not_counted_twice() -> None:
+    rooms = Rooms.of({"a": 0.5, "b": 2.0})
+    tight, since = tight_nodes(rooms, RULE, 1.0, ["a", "b", "x"], {"x": "hot"}, None, NOW, 120)
+    assert tight == {"a": RULE.reason} and since is None
+
+
+def pod(uid: str, cpu: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": uid, "namespace": "ns", "uid": uid},
+        "spec": {
+            "schedulerName": "decice_sched",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+
+
+def ask(e: Engine, uid: str, cpu: str, names: list[str], now: float) -> dict[str, Any]:
+    args = parse_extender_args(orjson.dumps({"Pod": pod(uid, cpu), "NodeNames": names}))
+    answer: dict[str, Any] = orjson.loads(encode_filter(args, e.filter(args, now)))
+    return answer
+
+
+def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_roomiest() -> None:
+    """4-core nodes (the default size) at 0.5 and 0.7: a 1-core pod fits on a (0.75) not on
+    b (0.95); a 2-core pod fits on neither and waits, then goes to a, the roomiest."""
+    settings = make_settings(
+        metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"waitForRoom": 60.0}
+    )
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
+    e.turned_away = TurnedAwayPods(100, 600)
+    one = ask(e, "p1", "1", ["a", "b"], NOW)
+    assert one["NodeNames"] == ["a"]
+    assert one["FailedNodes"] == {"b": "decice: cpu above 0.9 with this pod"}
+    assert one["FailedAndUnresolvableNodes"] == {}
+    two = ask(e, "p2", "2", ["a", "b"], NOW)
+    assert two["NodeNames"] == [] and set(two["FailedNodes"]) == {"a", "b"}
+    assert "p2" in e.turned_away
+    assert ask(e, "p2", "2", ["a", "b"], NOW + 59)["NodeNames"] == []
+    later = ask(e, "p2", "2", ["a", "b"], NOW + 60)
+    assert later["NodeNames"] == ["a"] and list(later["FailedNodes"]) == ["b"]
+    assert "p2" not in e.turned_away
+
+
+def test_a_pod_waiting_for_room_is_requeued_when_a_node_has_it_or_its_wait_ends() -> None:
+    settings = make_settings(
+        metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"waitForRoom": 60.0}
+    )
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
+    e.turned_away = TurnedAwayPods(100, 600)
+    ask(e, "big", "2", ["a", "b"], NOW)  # needs 2 cores; a has 1.6, b 0.8
+    assert e.recovered(NOW + 10) == []  # still no room, still waiting
+    e.install(make_snapshot({"cpu": {"a": 0.3, "b": 0.7}}, fetched_at=NOW + 15), None, NOW + 15)
+    assert [p.uid for p in e.recovered(NOW + 15)] == ["big"]  # a has 2.4 cores now
+    ask(e, "big2", "3", ["a", "b"], NOW + 15)  # needs 3: fits nowhere even now
+    assert e.recovered(NOW + 30) == []
+    assert [p.uid for p in e.recovered(NOW + 75)] == ["big2"]  # its wait ended
+
+
+def test_off_the_pod_is_not_counted() -> None:
+    settings = make_settings(
+        metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"fit": False}
+    )
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
+    assert ask(e, "p1", "2", ["a", "b"], NOW)["NodeNames"] == ["a", "b"]
+
+
+def test_node_sizes_move_the_room() -> None:
+    settings = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}])
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.7, "b": 0.7}}), NOW)
+    assert ask(e, "p1", "1", ["a", "b"], NOW)["NodeNames"] == []  # 4 cores: 0.2 x 4 < 1
+    e.set_node_cores({"a": 8.0})
+    assert ask(e, "p2", "1", ["a", "b"], NOW)["NodeNames"] == ["a"]  # 8 cores: 1.6 of room
