@@ -22,6 +22,10 @@ CONTAINER_CPU = StockSeries(
     "the k8s.rules.container_cpu_usage_seconds_total rules "
     "(kube-prometheus-stack defaultRules.rules.k8sContainerCpuUsageSecondsTotal)",
 )
+CONTAINER_CPU_NOW = StockSeries(
+    "node_namespace_pod_container:container_cpu_usage_seconds_total:sum_irate",
+    CONTAINER_CPU.records,
+)
 POD_OWNER = StockSeries(
     "namespace_workload_pod:kube_pod_owner:relabel",
     "the k8s.rules.pod_owner rules (kube-prometheus-stack defaultRules.rules.k8sPodOwner)",
@@ -40,7 +44,7 @@ POD_INFO = StockSeries(
     "the node.rules rules (kube-prometheus-stack defaultRules.rules.node)",
 )
 
-WORKLOAD_USE = (CONTAINER_CPU, POD_OWNER, POD_CREATED)
+WORKLOAD_USE = (CONTAINER_CPU, CONTAINER_CPU_NOW, POD_OWNER, POD_CREATED)
 """What the herd guard's default usage queries read."""
 
 

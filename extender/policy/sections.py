@@ -57,11 +57,13 @@ label_replace(
 kube-prometheus-stack recording rules (kubernetes-mixin rules/apps.libsonnet)."""
 
 DEFAULT_POD_USAGE_QUERY = """sum by (namespace, pod) (
-  node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
+  node_namespace_pod_container:container_cpu_usage_seconds_total:sum_irate
 )
 and on (namespace, pod)
   (time() - max by (namespace, pod) (kube_pod_created{job="kube-state-metrics"}) < 900)"""
-"""Per pod created in the last 15 minutes, its own CPU use."""
+"""Per pod created in the last 15 minutes, its own CPU use now: the stock `sum_irate` rule
+(the rate between its last two samples). Not the `sum_rate5m` rule: a rate divides by its
+whole window, so a pod seconds old would show a few seconds' worth of its use."""
 
 RETRY_BACKOFF = 0.2
 """Seconds before the first retry of a Kubernetes call; doubled for each next one."""
@@ -198,8 +200,10 @@ class HerdGuardSettings(Model):
     `{quantile}` is replaced by `quantile`. The default reads kube-prometheus-stack's
     recording rules."""
     pod_usage_query: StrictStr = DEFAULT_POD_USAGE_QUERY
-    """PromQL: per young pod (labels namespace, pod) its own CPU use in cores. The default
-    reads kube-prometheus-stack's recording rule and kube-state-metrics' kube_pod_created."""
+    """PromQL: per young pod (labels namespace, pod) its own CPU use now, in cores. The
+    default reads kube-prometheus-stack's `sum_irate` recording rule (the last two samples:
+    a 5-minute rate would show a pod seconds old at a few seconds' worth of its use) and
+    kube-state-metrics' kube_pod_created."""
     max_workloads: Count = 100_000
     """Workloads (and young pods) kept from one answer at most: memory stays bounded."""
     usage_max_age: Seconds = 600.0
