@@ -1,139 +1,61 @@
-"""An OpenAPI 3.0 description of our endpoints (served at /openapi.json for fuzzers and users).
+"""An OpenAPI 3.1 description of our endpoints (served at /openapi.json for fuzzers and users).
 
-Schemas follow k8s.io/kube-scheduler/extender/v1: Go field names, no json tags.
+Its schemas are made from the typed description of the wire format
+(extender.decisions.wiretypes), which the parsers are held to by a test; nothing here
+restates them. Go field names, as k8s.io/kube-scheduler/extender/v1 has no json tags.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from extender.decisions.wire import VERBS, Verb
+import msgspec
+
+from extender.decisions import wiretypes
+from extender.decisions.wire import VERBS
 from extender.policy.settings import Settings
 
-_STR = {"type": "string"}
-_NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}, "nullable": True}
-_POD = {
-    "type": "object",
-    "required": ["metadata"],
-    "properties": {
-        "metadata": {
-            "type": "object",
-            "required": ["name"],
-            "properties": {"name": _STR, "namespace": _STR, "uid": _STR},
-        },
-        "spec": {"type": "object", "properties": {"schedulerName": _STR}},
-    },
-}
-_NODE_LIST = {
-    "type": "object",
-    "nullable": True,
-    "required": ["items"],
-    "properties": {
-        "items": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["metadata"],
-                "properties": {
-                    "metadata": {
-                        "type": "object",
-                        "required": ["name"],
-                        "properties": {"name": {"type": "string", "minLength": 1}},
-                    }
-                },
-            },
-        }
-    },
-}
-_META_VICTIMS = {
-    "type": "object",
-    "properties": {
-        "Pods": {"type": "array", "items": {"type": "object", "properties": {"UID": _STR}}},
-        "NumPDBViolations": {"type": "integer"},
-    },
-}
-SCHEMAS: dict[str, Any] = {
-    "ExtenderArgs": {
-        "type": "object",
-        "required": ["Pod"],
-        "properties": {"Pod": _POD, "Nodes": _NODE_LIST, "NodeNames": _NAMES},
-    },
-    "ExtenderFilterResult": {
-        "type": "object",
-        "properties": {
-            "Nodes": {"type": "object", "nullable": True},
-            "NodeNames": _NAMES,
-            "FailedNodes": {"type": "object", "additionalProperties": _STR},
-            "FailedAndUnresolvableNodes": {"type": "object", "additionalProperties": _STR},
-            "Error": _STR,
-        },
-    },
-    "HostPriorityList": {
-        "type": "array",
-        "items": {
-            "type": "object",
-            "required": ["Host", "Score"],
-            "properties": {"Host": _STR, "Score": {"type": "integer", "minimum": 0, "maximum": 10}},
-        },
-    },
-    "ExtenderBindingArgs": {
-        "type": "object",
-        "required": ["PodName", "PodNamespace", "PodUID", "Node"],
-        "properties": {k: _STR for k in ("PodName", "PodNamespace", "PodUID", "Node")},
-    },
-    "ExtenderBindingResult": {"type": "object", "properties": {"Error": _STR}},
-    "ExtenderPreemptionArgs": {
-        "type": "object",
-        "required": ["Pod"],
-        "properties": {
-            "Pod": _POD,
-            "NodeNameToVictims": {"type": "object", "nullable": True},
-            "NodeNameToMetaVictims": {
-                "type": "object",
-                "nullable": True,
-                "additionalProperties": _META_VICTIMS,
-            },
-        },
-    },
-    "ExtenderPreemptionResult": {
-        "type": "object",
-        "properties": {
-            "NodeNameToMetaVictims": {"type": "object", "additionalProperties": _META_VICTIMS}
-        },
-    },
-    "Error": {"type": "object", "properties": {"Error": _STR}},
-}
+_REF = "#/components/schemas/{name}"
 
-_SCHEMAS_OF: dict[Verb, tuple[str, str]] = {
-    "filter": ("ExtenderArgs", "ExtenderFilterResult"),
-    "prioritize": ("ExtenderArgs", "HostPriorityList"),
-    "bind": ("ExtenderBindingArgs", "ExtenderBindingResult"),
-    "preempt": ("ExtenderPreemptionArgs", "ExtenderPreemptionResult"),
-}
+
+def _schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(verb -> request schema, verb -> answer schema, components)."""
+    types = [wiretypes.REQUESTS[v] for v in VERBS] + [wiretypes.ANSWERS[v] for v in VERBS]
+    types.append(wiretypes.Error)
+    refs, components = msgspec.json.schema_components(types, ref_template=_REF)
+    n = len(VERBS)
+    return (
+        dict(zip(VERBS, refs[:n], strict=True)),
+        dict(zip(VERBS, refs[n:-1], strict=True)),
+        components,
+    )
+
+
+REQUEST_SCHEMAS, ANSWER_SCHEMAS, SCHEMAS = _schemas()
 
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(name: str) -> dict[str, Any]:
-    return {"application/json": {"schema": _ref(name)}}
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
 
 
 def openapi_document(settings: Settings) -> dict[str, Any]:
     prefix = settings.server.url_prefix
     paths: dict[str, Any] = {}
+    error = _json(_ref("Error"))
     for verb in VERBS:
-        request, response = _SCHEMAS_OF[verb]
         paths[f"{prefix}/{verb}"] = {
             "post": {
                 "operationId": verb,
-                "requestBody": {"required": True, "content": _json(request)},
+                "requestBody": {"required": True, "content": _json(REQUEST_SCHEMAS[verb])},
                 "responses": {
-                    "200": {"description": "answer", "content": _json(response)},
-                    "400": {"description": "bad request", "content": _json("Error")},
-                    "413": {"description": "body too large", "content": _json("Error")},
-                    "415": {"description": "not JSON", "content": _json("Error")},
+                    "200": {"description": "answer", "content": _json(ANSWER_SCHEMAS[verb])},
+                    "400": {"description": "bad request", "content": error},
+                    "413": {"description": "body too large", "content": error},
+                    "415": {"description": "not JSON", "content": error},
                 },
             }
         }
@@ -144,7 +66,7 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             }
         }
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {"title": "decice-extender", "version": "1.0"},
         "paths": paths,
         "components": {"schemas": SCHEMAS},
