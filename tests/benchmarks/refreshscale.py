@@ -90,8 +90,8 @@ import orjson
 import requests
 import yaml
 
-from extender.decisions.engine import build_tables
 from extender.decisions.model import NodeInventory, NodeName
+from extender.decisions.state import build_tables
 from extender.metrics.providers import PrometheusProvider, map_series
 from extender.metrics.refresher import next_snapshot
 from extender.metrics.usage import fetch_usage
