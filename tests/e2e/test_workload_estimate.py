@@ -42,8 +42,8 @@ The cluster, and why these numbers (chosen before the first run, not tuned after
   ownerReferences and labels). kube-scheduler also scores the next pod while our bind of
   the last is in flight, so a reservation can arrive a pod or two late.
 
-What the first runs showed (3 runs of each, the hottest node after the burst; the same
-in every run):
+What the runs showed (3 runs of each, the hottest node after the burst; the same in
+every run, before and after the filter began counting the pod being placed):
 
 * replicaset-not-in-api: usage 0.750 (every node 0.60-0.75: the water level); request
   1.100 (node-5, -7, -9 took 8 burst pods each, the warm nodes none).
@@ -53,17 +53,19 @@ in every run):
   0.1, a 1-core pod being 0.125 of a node) and evens the counts out in both: counting
   usage, the warm nodes took 1-3 burst pods (0.75-0.875) and the cool 3-4 (0.60); counting
   requests, the warm 0-3 (0.50-0.875) and the cool 3-5 (0.60-0.725). Both stay under 0.9
-  by one pod: a fourth `web` pod on a warm node would make it 1.0, and our filter would
-  not refuse it, since it does not count the pod being placed (a warm node with three is
-  0.875 as we see it, under 0.9). So there the spreading, not our estimate, kept every
-  node under 0.9, and the request story is marked as an expected failure.
+  by one pod: a fourth `web` pod on a warm node would make it 1.0. Counting usage, our
+  filter now refuses that pod (it counts the pod being placed: 0.875 + 0.125 > 0.9);
+  counting requests it would pass it (0.875 + 0.0125), and only the spreading, which
+  never asked for a fourth there, kept every node under 0.9. So there the request story
+  shows no node at 0.9 and is marked as an expected failure.
 
 And after the burst: once the refresher reads the burst pods' own use (they are young,
 so podUsageQuery returns them, a few seconds after they start), the herd guard counts each
-at that instead of the p90, and our view of the cool nodes (0.725 asked for) fell to
-0.12-0.14 in 3 runs of 3 (a 1-core pod seconds old shows a few seconds' worth of its
-5-minute rate); the third test states what it should be and is marked as an expected
-failure.
+at that instead of the p90. While podUsageQuery read the 5-minute rule, our view of the
+cool nodes (0.725 asked for) fell to 0.12-0.14 (3 runs of 3): a 1-core pod seconds old
+shows a few seconds' worth of a 5-minute rate. It reads the irate rule now (its last two
+samples), and the view stays the load asked for (0.61-0.76 against 0.60-0.75); the third
+test holds it there.
 
 A node's utilisation after the burst is computed from the placements: its background
 plus 1 core for each `web` pod bound to it, over its cores (the exporter's `demand`).
@@ -365,15 +367,6 @@ def test_the_same_burst_counted_at_its_request_overfills_a_node(
     assert hottest >= HOT, f"no node at or above {HOT}\n{outcome.table()}"
 
 
-OWN_USE_TOO_EARLY = (
-    "decisions/herd.py counts a pod at its own measured use once Prometheus has it; for a "
-    "pod seconds old that is its 5-minute rate, a few seconds' worth: 0.02 core for a "
-    "1-core pod, while the node metric shows only seconds of it too (measured: the cool "
-    "nodes' 0.72 looked 0.17 about 6 s after the burst, 0.72 again only ~45 s later)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=OWN_USE_TOO_EARLY)
 def test_our_view_of_the_burst_holds_once_its_pods_own_use_shows(
     stack: StartStack, control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
