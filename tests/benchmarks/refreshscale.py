@@ -15,7 +15,8 @@ one being the shipped config/extender.yaml's). Beside them, the series the herd 
 default usage queries read (herdGuard.usageQuery, podUsageQuery; issue 34): for `--pods`
 pods (100,000 by default, 1,000 with --quick) in Deployments of 25 (4,000 workloads),
 spread over the nodes, the stock rules' per-container CPU
-(`node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m`) and
+(`node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m` and
+`:sum_irate`) and
 pod -> workload (`namespace_workload_pod:kube_pod_owner:relabel`) series and
 kube-state-metrics' `kube_pod_created`, every pod created within the last minute (all of
 them young: the pod query's worst case, 100,000 series in its answer). Measured:
@@ -222,9 +223,10 @@ def openmetrics(c: Cluster, at_ms: Sequence[int]) -> str:
 # -- the pods the herd guard's usage queries read ----------------------------------------------
 
 CONTAINER_CPU = "node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m"
+CONTAINER_CPU_NOW = "node_namespace_pod_container:container_cpu_usage_seconds_total:sum_irate"
 POD_OWNER = "namespace_workload_pod:kube_pod_owner:relabel"
 POD_CREATED = "kube_pod_created"
-USAGE_SERIES = (CONTAINER_CPU, POD_OWNER, POD_CREATED)
+USAGE_SERIES = (CONTAINER_CPU, CONTAINER_CPU_NOW, POD_OWNER, POD_CREATED)
 PODS_PER_WORKLOAD = 25
 """100,000 pods make 4,000 Deployments."""
 NAMESPACES = 40
@@ -274,8 +276,9 @@ def fleet(c: Cluster, pods: int, seed: int = 34) -> Fleet:
 
 def usage_series(f: Fleet, now: float) -> list[tuple[str, str, float]]:
     """(metric name, labels text, value) as a stock kube-prometheus-stack records them:
-    the per-container CPU rule (namespace, pod, container, node), the pod -> workload rule
-    (namespace, workload, pod, workload_type) and kube-state-metrics' creation time."""
+    the per-container CPU rules (5-minute rate and irate; namespace, pod, container, node),
+    the pod -> workload rule (namespace, workload, pod, workload_type) and
+    kube-state-metrics' creation time."""
     out: list[tuple[str, str, float]] = []
     ksm = {"job": "kube-state-metrics", "instance": "10.1.0.5:8080"}
     for i in range(len(f)):
@@ -283,6 +286,7 @@ def usage_series(f: Fleet, now: float) -> list[tuple[str, str, float]]:
         ids = {"namespace": ns, "pod": pod}
         container = {**ids, "container": "main", "node": f.node[i]}
         out.append((CONTAINER_CPU, _labels(container), f.use[i]))
+        out.append((CONTAINER_CPU_NOW, _labels(container), f.use[i]))
         owner = {**ids, "workload": f.workload[i], "workload_type": "deployment"}
         out.append((POD_OWNER, _labels(owner), 1.0))
         created = {**ksm, **ids, "uid": f"uid-{i}"}

@@ -14,6 +14,7 @@ from typing import Any
 from tests.benchmarks.refreshscale import (
     BACKENDS,
     CONTAINER_CPU,
+    CONTAINER_CPU_NOW,
     MODES,
     POD_CREATED,
     POD_OWNER,
@@ -59,18 +60,20 @@ def test_the_pods_series_are_the_stock_rules_ones() -> None:
     assert set(f.node) <= set(c.names) and all(0 <= a <= 60 for a in f.age)
     now = 1_000_000.0
     rows = usage_series(f, now)
-    assert [name for name, _, _ in rows[:3]] == [CONTAINER_CPU, POD_OWNER, POD_CREATED]
+    names = [CONTAINER_CPU, CONTAINER_CPU_NOW, POD_OWNER, POD_CREATED]
+    assert [name for name, _, _ in rows[:4]] == names
     ns, pod, node, workload = f.namespace[0], f.pod[0], f.node[0], f.workload[0]
-    assert rows[0][1] == f'{{namespace="{ns}",pod="{pod}",container="main",node="{node}"}}'
-    assert rows[1][1] == (
+    container = f'{{namespace="{ns}",pod="{pod}",container="main",node="{node}"}}'
+    assert rows[0][1] == rows[1][1] == container
+    assert rows[2][1] == (
         f'{{namespace="{ns}",pod="{pod}",workload="{workload}",workload_type="deployment"}}'
     )
-    assert rows[2][1].startswith('{job="kube-state-metrics",')
-    assert now - 61 <= rows[2][2] <= now
+    assert rows[3][1].startswith('{job="kube-state-metrics",')
+    assert now - 61 <= rows[3][2] <= now
     text = history(c, f, now)
     assert text.count("# EOF") == 1 and text.endswith("# EOF\n")
-    # 9 node series x 5 samples, 300 pod series x 2 samples, 6 TYPE lines and EOF.
-    assert text.count("\n") == 9 * 5 + 300 * 2 + 6 + 1
+    # 9 node series x 5 samples, 400 pod series x 2 samples, 7 TYPE lines and EOF.
+    assert text.count("\n") == 9 * 5 + 400 * 2 + 7 + 1
 
 
 def test_refreshscale_quick_prints_its_tables(tmp_path: Path) -> None:
