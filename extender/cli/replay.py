@@ -253,6 +253,7 @@ def _replay(
         selection=selection,
         lead=args.lead_in,
         max_memory=args.max_memory,
+        jobs=args.jobs,
     )
     bar = Bar()
     began = time.perf_counter()

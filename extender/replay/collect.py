@@ -66,6 +66,8 @@ class Ask:
     """Seconds before --from replayed as they happened, so the metric pipeline is warm."""
     max_memory: float = 4 * 2**30
     max_samples: int = 500_000
+    jobs: int = 1
+    """Rows replayed at once: each holds its own arrays."""
 
     @property
     def grid(self) -> Grid:
@@ -208,6 +210,7 @@ class Collector:
             pod_steps=pod_steps,
             answer_samples=self.ask.max_samples,
             step=grid.step,
+            runs=max(1, self.ask.jobs),
         )
         self.size = size
         problem = sizing.check(size, self.ask.max_memory)

@@ -2,10 +2,11 @@
 
 After the window queries the replay knows the nodes, the steps, and every pod it will
 move with its lifetime, so the fine part (node CPU per step, each replayed pod's use per
-step of its life, one scheduler run's arrays) can be counted before it is fetched. The
-figures per item are what the arrays hold (float32 traces, float64 background and load,
-the recorder's two float64 per measured node-step) plus a margin for Python objects; a
-test holds the estimate above what a run really takes.
+step of its life, the arrays of each row replayed at once) can be counted before it is
+fetched. The figures per item are what the arrays hold (float32 traces, float64
+background, load and ledger, the recorder's two float64 per node-step) plus a margin for
+Python objects; tests/benchmarks/test_replay_quick.py holds the estimate above what the
+command and its workers took together.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from dataclasses import dataclass
 
 from extender.replay.problems import TooLarge, gib, too_large
 
-NODE_STEP = 4 + 8 + 8 + 16
-"""Bytes per node and step: its CPU trace, background, one run's load, the recorder."""
+NODE_STEP = 4 + 8
+"""Bytes per node and step held once: its CPU trace and its background."""
+RUN_NODE_STEP = 8 + 16 + 8
+"""Bytes per node and step each run at once holds: its load, the recorder's CPU and demand,
+the peers' ledger."""
 POD_STEP = 4 + 4
 """Bytes per replayed pod and step of its life: the fetched trace and its filled copy."""
 STEP = 400
@@ -40,11 +44,15 @@ class Size:
     """Steps of life of the pods the replay moves, summed."""
     answer_samples: int
     step: float
+    runs: int = 1
+    """Rows replayed at once (--jobs)."""
 
     @property
     def scaled(self) -> float:
         """Bytes that shrink in proportion as the step grows."""
-        return self.nodes * self.steps * NODE_STEP + self.pod_steps * POD_STEP + self.steps * STEP
+        node_steps = self.nodes * self.steps
+        held = node_steps * NODE_STEP + self.pod_steps * POD_STEP + self.steps * STEP
+        return held + self.runs * node_steps * RUN_NODE_STEP
 
     @property
     def fixed(self) -> float:

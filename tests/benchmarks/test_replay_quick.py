@@ -47,6 +47,6 @@ def test_replay_quick_prints_its_figure(tmp_path: Path) -> None:
     figures = json.loads(out.read_text())
     assert figures["nodes"] == 20 and figures["pods"] == 400
     assert figures["seconds"] > 0 and figures["peak_mib"] > 0
-    # The estimate the command checks --max-memory against holds what it took.
-    assert figures["peak_mib"] <= figures["estimated_mib"]
-    assert (figures["worker_peak_mib"] or 0) <= figures["estimated_mib"]
+    # The estimate the command checks --max-memory against holds what it and its workers
+    # took together (each worker's peak counts the pages it shares with the command).
+    assert figures["peak_mib"] + (figures["worker_peak_mib"] or 0) <= figures["estimated_mib"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from array import array
 from dataclasses import replace
+from pathlib import Path
+from unittest.mock import MagicMock
 
 from extender.replay.fidelity import FAR, fidelity
 from extender.replay.model import History, ReplayNode, Role
@@ -119,3 +121,18 @@ def test_background_arrays_stay_out_of_the_json() -> None:
     assert "background" not in json.dumps(doc)
     assert isinstance(history().nodes["node-a"].background, array)
     assert isinstance(history().nodes["node-a"], ReplayNode)
+
+
+def test_the_plot_draws_a_panel_per_row(tmp_path: Path) -> None:
+    from extender.cli.replay import plot
+
+    r = report(runs(110))
+    plt = MagicMock()
+    axes = [MagicMock() for _ in r.runs]
+    figure = MagicMock()
+    plt.subplots.return_value = (figure, axes)
+    plot(r, tmp_path / "plots", plt)
+    assert plt.subplots.call_args.args == (1, len(r.runs))
+    assert [ax.set_title.call_args.args[0] for ax in axes] == list(r.runs)
+    figure.savefig.assert_called_once_with(tmp_path / "plots" / "replay.png", dpi=100)
+    assert (tmp_path / "plots").is_dir()
