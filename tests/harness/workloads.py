@@ -274,11 +274,11 @@ class WorkloadExporter(MetricsEndpoint):
         }
         cgroup = f"/kubepods/burstable/pod{pod.uid}"
         cid = hashlib.sha256(f"{pod.uid}/{pod.container}".encode()).hexdigest()
+        container = {"container": pod.container, "image": IMAGE, "name": cid}
         return [
-            {**target, "container": pod.container, "image": IMAGE, "name": cid,
-             "id": f"{cgroup}/{cid}"},
+            {**target, **container, "id": f"{cgroup}/{cid}"},
             {**target, "container": "", "image": "", "name": "", "id": cgroup},
-        ]  # fmt: skip
+        ]
 
     def _node_series(self, t: float) -> list[tuple[dict[str, str], float]]:
         return [s for node in self._nodes.values() for s in self._cpu_series(node, t)]
