@@ -64,7 +64,7 @@ PACKAGES: dict[str, Package] = {
     ),
     "service": Package(
         "the HTTP service: routes, OpenAPI, telemetry, logs, and the composition root "
-        "(build_service)",
+        "(a builder per mode: build_service, build_rebalancer, build_shadow)",
         ("cluster", "rebalancing", "metrics", "decisions", "policy", "errors"),
     ),
     "simulation": Package(

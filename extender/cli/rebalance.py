@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from extender.cluster.client import load_api_client
     from extender.cluster.connect import open_kube
     from extender.cluster.leader.elector import LeaderElector
-    from extender.service.compose import PolicyFile, build_service
+    from extender.service.compose import PolicyFile, build_rebalancer
 
     settings, sha256, log_format = started(args)
     rules = settings.rebalance
@@ -63,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
         rules.lease_name,
         me,
     )
-    service = build_service(
+    service = build_rebalancer(
         settings,
+        leader=leader,
         kube=kube.client,
         policy_file=PolicyFile(Path(args.config), dict(os.environ), sha256),
-        leader=leader,
     )
     port = args.port if args.port is not None else settings.server.metrics_port or 8889
     run_servers(settings, args, log_format, [(service.app, args.host, port, {})])

@@ -30,7 +30,7 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from extender.cluster.connect import open_kube
-    from extender.service.compose import PolicyFile, build_service
+    from extender.service.compose import PolicyFile, build_shadow
 
     settings, sha256, log_format = started(args)
     kube = open_kube(settings, required=True)
@@ -47,11 +47,10 @@ def run(args: argparse.Namespace) -> int:
         ", ".join(chosen.namespaces) or "every namespace",
         chosen.keep,
     )
-    service = build_service(
+    service = build_shadow(
         settings,
         kube=kube.client,
         policy_file=PolicyFile(Path(args.config), dict(os.environ), sha256),
-        shadow=True,
     )
     port = args.port if args.port is not None else settings.server.metrics_port or 8889
     run_servers(settings, args, log_format, [(service.app, args.host, port, {})])

@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -23,14 +21,12 @@ from extender.policy.settings import Settings
 from extender.service.endpoints import health_routes, info_routes, shadow_routes
 from extender.service.shadow_mode import ShadowObserver
 from extender.service.telemetry import Telemetry
-from extender.service.verbs import verb_routes
+from extender.service.verbs import Verbs
 
 log = logging.getLogger("decice.app")
 
-Mode = Literal["extender", "rebalance", "shadow"]
-"""What the service is: the scheduler's extender, the rebalancer, or a shadow."""
-
 Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
+Task = Callable[[], Coroutine[object, object, None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,83 +38,104 @@ class Apps:
     the pod IP may expose these, never the verbs. No lifespan: the verbs app runs it."""
 
 
-def create_apps(
-    settings: Settings,
-    engine: Engine,
-    binder: Binder,
-    telemetry: Telemetry,
-    refresher: Refresher,
-    clock: Callable[[], float] = time.time,
-    background: Mapping[str, Callable[[], Coroutine[object, object, None]]] | None = None,
-    watches: Mapping[str, WatchStatus] | None = None,
-    prepare: Callable[[], Awaitable[None]] | None = None,
-    shutdown: Callable[[], Awaitable[None]] | None = None,
-    problems: Sequence[str] = (),
-    details: Mapping[str, Callable[[], object]] | None = None,
-    mode: Mode = "extender",
-    shadow: ShadowObserver | None = None,
-    stopping: Callable[[], Awaitable[object]] | None = None,
-) -> Apps:
-    """Routes over the parts extender.service.compose.build_service wires (use that).
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """What runs around serving. Before the first answer: `prepare` (the watches' first
+    lists), one refresh, then the refresher and the `background` tasks. After the last:
+    in-flight binds drained, `stopping` (may still need the tasks), the tasks cancelled,
+    `shutdown`."""
 
-    `details`: more /readyz sections, each read when asked (the policy file, the
-    rebalancer). `mode` "rebalance": the first app serves health and metrics only, with the
-    lifespan (the rebalancer runs the refresher and watches, and answers no scheduler);
-    "shadow": health, metrics, /explain and /shadow (`shadow`'s), no verb. `stopping` runs
-    on shutdown before the background tasks are cancelled (they may still be needed)."""
-    lifespan = _lifespan(settings, binder, refresher, background or {}, prepare, shutdown, stopping)
+    settings: Settings
+    binder: Binder
+    refresher: Refresher
+    background: Mapping[str, Task]
+    prepare: Callable[[], Awaitable[None]] | None = None
+    shutdown: Callable[[], Awaitable[None]] | None = None
+    stopping: Callable[[], Awaitable[object]] | None = None
 
-    def health(base: str = "") -> list[Route]:
-        return health_routes(engine, telemetry, clock, watches or {}, problems, details or {}, base)
+    def lifespan(self) -> Lifespan:
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            # Refresh once before serving, so the first answers use data when there is some.
+            if self.prepare is not None:
+                await self.prepare()
+            refresher = self.refresher
+            await refresher.refresh_guarded()
+            tasks = [asyncio.create_task(refresher.run(), name="refresher")]
+            tasks += [asyncio.create_task(run(), name=n) for n, run in self.background.items()]
+            try:
+                yield
+            finally:
+                await self._stop(tasks)
 
-    if mode == "rebalance":
-        return Apps(Starlette(routes=health(), lifespan=lifespan), Starlette(routes=health()))
-    if mode == "shadow":
-        assert shadow is not None
-        routes = health() + info_routes(settings, engine, clock, shadowed=shadow.explain)
-        routes += shadow_routes(shadow.summary)
-        return Apps(Starlette(routes=routes, lifespan=lifespan), Starlette(routes=health()))
-    routes = verb_routes(settings, engine, binder, telemetry, clock)
+        return lifespan
+
+    async def _stop(self, tasks: list[asyncio.Task[None]]) -> None:
+        grace = self.settings.server.grace_period
+        if not await self.binder.drain(grace):
+            log.warning("shutdown: binds still running after the grace period")
+        if self.stopping is not None:
+            try:
+                await asyncio.wait_for(self.stopping(), grace)
+            except Exception as exc:  # a shutdown step never blocks the rest
+                log.warning("shutdown: %s", describe(exc) or type(exc).__name__)
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.shutdown is not None:
+            await self.shutdown()
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What /healthz, /readyz and /metrics read. `problems`: what fails whatever the
+    metrics say (/readyz 503); `details`: more /readyz sections, each read when asked."""
+
+    engine: Engine
+    telemetry: Telemetry
+    clock: Callable[[], float]
+    watches: Mapping[str, WatchStatus] = field(default_factory=dict)
+    problems: Sequence[str] = ()
+    details: Mapping[str, Callable[[], object]] = field(default_factory=dict)
+
+    def routes(self, base: str = "") -> list[Route]:
+        return health_routes(
+            self.engine,
+            self.telemetry,
+            self.clock,
+            self.watches,
+            self.problems,
+            self.details,
+            base,
+        )
+
+
+def extender_apps(lifecycle: Lifecycle, health: Health, verbs: Verbs) -> Apps:
+    """The scheduler's extender: the verbs, /explain and /openapi.json, health and metrics
+    (at / and under server.urlPrefix); the metrics listener's app beside it."""
+    settings = lifecycle.settings
+    routes = verbs.routes()
     for base in sorted({"", settings.server.url_prefix}):
-        routes += health(base) + info_routes(settings, engine, clock, base)
-    return Apps(Starlette(routes=routes, lifespan=lifespan), Starlette(routes=health()))
+        routes += health.routes(base) + info_routes(settings, health.engine, health.clock, base)
+    return _apps(routes, lifecycle, health)
 
 
-def _lifespan(
-    settings: Settings,
-    binder: Binder,
-    refresher: Refresher,
-    background: Mapping[str, Callable[[], Coroutine[object, object, None]]],
-    prepare: Callable[[], Awaitable[None]] | None,
-    shutdown: Callable[[], Awaitable[None]] | None,
-    stopping: Callable[[], Awaitable[object]] | None,
-) -> Lifespan:
-    """Before serving: prepare, refresh once, start the refresher and the background tasks;
-    after: drain binds, cancel the tasks, shut down."""
+def rebalancer_apps(lifecycle: Lifecycle, health: Health) -> Apps:
+    """The rebalancer answers no scheduler: health and metrics only."""
+    return _apps(health.routes(), lifecycle, health)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # Refresh once before serving, so the first answers use data when there is some.
-        if prepare is not None:
-            await prepare()
-        await refresher.refresh_guarded()
-        tasks = [asyncio.create_task(refresher.run(), name="refresher")]
-        tasks += [asyncio.create_task(run(), name=name) for name, run in background.items()]
-        try:
-            yield
-        finally:
-            if not await binder.drain(settings.server.grace_period):
-                log.warning("shutdown: binds still running after the grace period")
-            if stopping is not None:
-                try:
-                    await asyncio.wait_for(stopping(), settings.server.grace_period)
-                except Exception as exc:  # a shutdown step never blocks the rest
-                    log.warning("shutdown: %s", describe(exc) or type(exc).__name__)
-            for task in tasks:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            if shutdown is not None:
-                await shutdown()
 
-    return lifespan
+def shadow_apps(lifecycle: Lifecycle, health: Health, shadow: ShadowObserver) -> Apps:
+    """A shadow: health, metrics, /explain (with where we would have put the pod) and
+    /shadow; no verb."""
+    settings, engine, clock = lifecycle.settings, health.engine, health.clock
+    routes = health.routes() + info_routes(settings, engine, clock, shadowed=shadow.explain)
+    return _apps(routes + shadow_routes(shadow.summary), lifecycle, health)
+
+
+def _apps(routes: list[Route], lifecycle: Lifecycle, health: Health) -> Apps:
+    return Apps(
+        Starlette(routes=routes, lifespan=lifecycle.lifespan()),
+        Starlette(routes=health.routes()),
+    )

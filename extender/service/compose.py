@@ -1,79 +1,58 @@
-"""The composition root: settings in, a ready-to-serve stack out.
+"""The composition root: settings in, a ready-to-serve service out, one builder per mode.
 
-`serve` calls `build_service(settings, kube=open_kube(settings).client)`; tests call it
-with a fake provider or a client for the loopback API server. Nothing else builds the
-parts. `build_service` reads as the list of what the service is made of; each step below
-builds one part and registers its background task.
+`decice-extender serve` calls `build_service` (the scheduler's extender), `rebalance`
+calls `build_rebalancer`, `shadow` calls `build_shadow`; tests call them with a fake
+provider or a client for the loopback API server. Nothing else builds the parts. Each
+builder reads as the list of what its mode is made of, over the parts every mode shares
+(extender.service.parts), and hands its background tasks to the app's lifecycle.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
 from starlette.applications import Starlette
 
-from extender.cluster.binder import Binder, KubeBinder
+from extender.cluster.binder import Binder
 from extender.cluster.connect import missing_client_problems
-from extender.cluster.event_poster import EventPoster, EventSink
 from extender.cluster.informer import Informer
-from extender.cluster.nodewatch import NodeEventHandler
-from extender.cluster.overload import Tainter, tainted_nodes
-from extender.cluster.podwatch import PodEventHandler
-from extender.cluster.requeue import PodAnnotator, Requeuer
-from extender.cluster.taints import TaintAPI
-from extender.decisions.engine import Engine, node_figures
-from extender.decisions.model import Snapshot
+from extender.cluster.requeue import Requeuer
+from extender.decisions.engine import Engine
 from extender.decisions.nodes import NodeCache
-from extender.decisions.turnedaway import TurnedAwayPods
-from extender.metrics.providers import MetricsProvider, provider_for
+from extender.metrics.providers import MetricsProvider
 from extender.metrics.refresher import Refresher
-from extender.policy.reload import PolicyReloader, effective
+from extender.policy.reload import PolicyReloader
 from extender.policy.settings import Settings
-from extender.rebalancing.loop import RebalanceAPI, Rebalancer
-from extender.service.app import create_apps
+from extender.rebalancing.loop import Rebalancer
+from extender.service import parts
+from extender.service.app import (
+    Apps,
+    Health,
+    Lifecycle,
+    extender_apps,
+    rebalancer_apps,
+    shadow_apps,
+)
+from extender.service.parts import KubeAPI, PolicyFile, SharedParts
 from extender.service.rebalance_mode import Elector, for_rebalancing, rebalancer_detail
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
-from extender.service.telemetry import (
-    OverloadTelemetry,
-    PlacementFigures,
-    RebalanceTelemetry,
-    ShadowTelemetry,
-    Telemetry,
-)
-from extender.service.watches import Lister, ignore_pod, node_informer, pod_informer, prepare
+from extender.service.telemetry import RebalanceTelemetry, ShadowTelemetry, Telemetry
+from extender.service.verbs import Verbs, handlers
+from extender.service.watches import prepare
+
+__all__ = ["KubeAPI", "PolicyFile", "Service", "build_rebalancer", "build_service", "build_shadow"]
 
 log = logging.getLogger("decice.service")
-
-Task = Callable[[], Coroutine[object, object, None]]
-
-
-class KubeAPI(KubeBinder, EventSink, Lister, PodAnnotator, RebalanceAPI, TaintAPI, Protocol):
-    """What the service asks of the Kubernetes API (extender.cluster.client.KubeClient)."""
-
-    async def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyFile:
-    """Where the policy came from, for live reload (reload.read_policy gives the hash)."""
-
-    path: Path
-    environ: Mapping[str, str]
-    """The overrides read at start (PROMETHEUS_URL, KUBECONFIG), applied on reload too."""
-    sha256: str
-    """sha256 of the bytes the running Settings were read from."""
 
 
 @dataclass(frozen=True, slots=True)
 class Service:
     settings: Settings
     app: Starlette
-    """The verbs listener's app (server.host:port)."""
+    """The verbs listener's app (server.host:port); the only app of the other modes."""
     metrics_app: Starlette
     """The metrics listener's app (server.metricsHost:metricsPort), when one is set."""
     engine: Engine
@@ -89,27 +68,13 @@ class Service:
     reloader: PolicyReloader | None = None
     """Live reload of the policy file, when the service was built from one."""
     rebalancer: Rebalancer | None = None
-    """The rebalancer, in rebalance mode (`build_service(leader=...)`)."""
+    """The rebalancer (`build_rebalancer`)."""
     shadow: ShadowObserver | None = None
-    """The placements judged, in shadow mode (`build_service(shadow=True)`)."""
+    """The placements judged (`build_shadow`)."""
 
     async def prepare(self) -> None:
         """What the app does before its first refresh (the CLI calls it too)."""
         await prepare(self.informers)
-
-
-@dataclass(slots=True)
-class _Parts:
-    """What the steps of build_service share while they build the service."""
-
-    settings: Settings
-    kube: KubeAPI | None
-    clock: Callable[[], float]
-    telemetry: Telemetry
-    engine: Engine
-    nodes: NodeCache
-    requeuer: Requeuer | None
-    background: dict[str, Task]
 
 
 def build_service(
@@ -120,11 +85,9 @@ def build_service(
     kube_problem: str | None = None,
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
-    leader: Elector | None = None,
-    shadow: bool = False,
     overload_leader: Elector | None = None,
 ) -> Service:
-    """The engine, refresher, binder, watches and app for `settings`.
+    """The scheduler's extender: the engine, refresher, binder, watches and the verbs.
 
     `provider` defaults to the policy's own (Prometheus or static); `kube` None means no
     Kubernetes client: filter and prioritize work, binds answer an Error, `instance`
@@ -132,255 +95,168 @@ def build_service(
     `kube_problem` says why a client the policy needs is missing (`open_kube`): with
     bind enabled, that is logged at ERROR and /readyz answers 503 naming it.
     The first refresh runs when the app starts. With `policy_file`, a change of that
-    file or SIGHUP reloads its policies (extender.policy.reload).
-
-    `leader` (an elector on the rebalancer's Lease) builds the rebalance mode instead: the
-    same refresher, engine and watches, no verbs, and the rebalancer acting while `leader`
-    holds the Lease. Events on placed pods and requeue patches stay the extender's.
-    `shadow` builds the shadow mode: the same again, judging the placements the pod watch
-    sees (extender.service.shadow_mode), with no verbs and nothing written to the API.
-    With `overload.enabled`, the extender writes overload taints while `overload_leader`
-    (an elector on its own Lease) holds it (extender.cluster.overload).
+    file or SIGHUP reloads its policies (extender.policy.reload). With
+    `overload.enabled`, the extender writes overload taints while `overload_leader` (an
+    elector on its own Lease) holds it (extender.cluster.overload).
     """
-    as_read = settings  # what the file says: a reload compares the new file with it
-    if leader is not None or shadow:
-        if kube is None:
-            what = "the rebalancer" if leader is not None else "shadow mode"
-            raise ValueError(f"{what} needs a Kubernetes client: {kube_problem}")
-        settings = for_rebalancing(settings) if leader is not None else for_shadowing(settings)
+    shared = parts.shared_parts(settings, kube, clock)
+    refresher = parts.refresher(shared, provider)
+    placed, event_tasks = parts.placement_events(shared)
+    binder = _binder(shared, placed)
+    informers, watch_tasks = parts.watches(shared, binder.binding, placed)
+    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
+    tainter, taint_tasks, taint_details = parts.tainter(shared, overload_leader)
     problems = missing_client_problems(settings, kube_problem) if kube is None else ()
-    parts = _core(settings, kube, clock)
-    refresher = _refresher(parts, provider)
-    on_placed = _placement_events(parts)
-    binder = Binder(
+    lifecycle = Lifecycle(
         settings,
-        parts.engine,
-        kube,
-        clock=clock,
-        on_outcome=parts.telemetry.bound,
-        on_placed=on_placed,
-    )
-    observer = (
-        ShadowObserver(parts.engine, parts.nodes, ShadowTelemetry(parts.telemetry.registry))
-        if shadow
-        else None
-    )
-    informers = _watches(parts, binder, on_placed, observer)
-    reloader = _reloader(parts, policy_file, as_read, refresher)
-    details: dict[str, Callable[[], object]] = {
-        "policy": lambda: _policy_detail(parts.engine.settings, reloader),
-        "herdGuard": lambda: parts.engine.guard.detail(parts.engine.snapshot, clock()),
-    }
-    rebalancer = _rebalancer(parts, leader, details)
-    # The extender alone writes taints: a rebalancer shares its policy, a shadow writes nothing.
-    tainter = _tainter(parts, overload_leader, details) if leader is None and not shadow else None
-    if shadow and settings.overload.enabled:
-        log.info("shadow mode writes nothing: overload.enabled is ignored here")
-    apps = create_apps(
-        settings,
-        parts.engine,
         binder,
-        parts.telemetry,
         refresher,
-        clock,
-        parts.background,
-        watches={i.status.resource: i.status for i in informers},
+        {**event_tasks, **watch_tasks, **reload_tasks, **taint_tasks},
         prepare=lambda: prepare(informers, reloader),
-        shutdown=lambda: _shutdown(kube, reloader),
+        shutdown=parts.shutdown(kube, reloader),
         stopping=tainter.remove_all if tainter is not None else None,
-        problems=problems,
-        details=details,
-        mode="rebalance" if leader is not None else "shadow" if shadow else "extender",
-        shadow=observer,
     )
+    details = {**parts.details(shared, reloader), **taint_details}
+    health = _health(shared, informers, details, problems)
+    verbs = Verbs(
+        settings, handlers(shared.engine, binder, shared.telemetry), shared.telemetry, clock
+    )
+    apps = extender_apps(lifecycle, health, verbs)
+    return _service(shared, apps, binder, refresher, informers, reloader, problems=problems)
+
+
+def build_rebalancer(
+    settings: Settings,
+    *,
+    leader: Elector,
+    kube: KubeAPI | None,
+    kube_problem: str | None = None,
+    provider: MetricsProvider | None = None,
+    clock: Callable[[], float] = time.time,
+    policy_file: PolicyFile | None = None,
+) -> Service:
+    """The rebalancer (`decice-extender rebalance`): the extender's refresher, engine and
+    watches, no verbs, and the rebalancer acting while `leader` (an elector on its Lease)
+    holds it. Events on placed pods, requeue patches and taints stay the extender's."""
+    if kube is None:
+        raise ValueError(f"the rebalancer needs a Kubernetes client: {kube_problem}")
+    shared = parts.shared_parts(for_rebalancing(settings), kube, clock)
+    refresher = parts.refresher(shared, provider)
+    placed, event_tasks = parts.placement_events(shared)
+    binder = _binder(shared, placed)
+    informers, watch_tasks = parts.watches(shared, binder.binding, placed)
+    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
+    engine, nodes = shared.engine, shared.nodes
+    counters = RebalanceTelemetry(shared.telemetry.registry, lambda: leader.is_leader)
+    rebalancer = Rebalancer(
+        engine, kube, leader, counters, lambda: nodes.inventory().cpu_cores, clock
+    )
+    tasks = {**event_tasks, **watch_tasks, **reload_tasks}
+    tasks.update(leader=leader.run, rebalance=rebalancer.run)
+    lifecycle = Lifecycle(
+        shared.settings,
+        binder,
+        refresher,
+        tasks,
+        prepare=lambda: prepare(informers, reloader),
+        shutdown=parts.shutdown(kube, reloader),
+    )
+    details = parts.details(shared, reloader)
+    details["rebalancer"] = lambda: rebalancer_detail(engine.settings, leader, rebalancer)
+    apps = rebalancer_apps(lifecycle, _health(shared, informers, details))
+    return _service(shared, apps, binder, refresher, informers, reloader, rebalancer=rebalancer)
+
+
+def build_shadow(
+    settings: Settings,
+    *,
+    kube: KubeAPI | None,
+    kube_problem: str | None = None,
+    provider: MetricsProvider | None = None,
+    clock: Callable[[], float] = time.time,
+    policy_file: PolicyFile | None = None,
+) -> Service:
+    """A shadow (`decice-extender shadow`): the extender's refresher, engine and watches,
+    judging every placement the pod watch sees (extender.service.shadow_mode), with no
+    verbs and nothing written to the API."""
+    if kube is None:
+        raise ValueError(f"shadow mode needs a Kubernetes client: {kube_problem}")
+    if settings.overload.enabled:
+        log.info("shadow mode writes nothing: overload.enabled is ignored here")
+    shared = parts.shared_parts(for_shadowing(settings), kube, clock)
+    refresher = parts.refresher(shared, provider)
+    placed, event_tasks = parts.placement_events(shared)
+    binder = _binder(shared, placed)
+    observer = ShadowObserver(
+        shared.engine, shared.nodes, ShadowTelemetry(shared.telemetry.registry)
+    )
+    informers, watch_tasks = parts.watches(shared, binder.binding, placed, observer)
+    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
+    lifecycle = Lifecycle(
+        shared.settings,
+        binder,
+        refresher,
+        {**event_tasks, **watch_tasks, **reload_tasks},
+        prepare=lambda: prepare(informers, reloader),
+        shutdown=parts.shutdown(kube, reloader),
+    )
+    health = _health(shared, informers, parts.details(shared, reloader))
+    apps = shadow_apps(lifecycle, health, observer)
+    return _service(shared, apps, binder, refresher, informers, reloader, shadow=observer)
+
+
+def _binder(shared: SharedParts, placed: Callable[[str], None]) -> Binder:
+    return Binder(
+        shared.settings,
+        shared.engine,
+        shared.kube,
+        clock=shared.clock,
+        on_outcome=shared.telemetry.bound,
+        on_placed=placed,
+    )
+
+
+def _health(
+    shared: SharedParts,
+    informers: tuple[Informer, ...],
+    details: parts.Details,
+    problems: tuple[str, ...] = (),
+) -> Health:
+    return Health(
+        shared.engine,
+        shared.telemetry,
+        shared.clock,
+        parts.watch_status(informers),
+        problems,
+        details,
+    )
+
+
+def _service(
+    shared: SharedParts,
+    apps: Apps,
+    binder: Binder,
+    refresher: Refresher,
+    informers: tuple[Informer, ...],
+    reloader: PolicyReloader | None,
+    *,
+    problems: tuple[str, ...] = (),
+    rebalancer: Rebalancer | None = None,
+    shadow: ShadowObserver | None = None,
+) -> Service:
     return Service(
-        settings,
+        shared.settings,
         apps.verbs,
         apps.metrics,
-        parts.engine,
+        shared.engine,
         binder,
         refresher,
-        parts.telemetry,
-        parts.nodes,
+        shared.telemetry,
+        shared.nodes,
         informers,
-        parts.requeuer,
+        shared.requeuer,
         problems=problems,
         reloader=reloader,
         rebalancer=rebalancer,
-        shadow=observer,
+        shadow=shadow,
     )
-
-
-def _core(settings: Settings, kube: KubeAPI | None, clock: Callable[[], float]) -> _Parts:
-    """The engine (and what it remembers of turned-away pods), the node cache, the requeuer
-    and the service's own metrics."""
-    telemetry = Telemetry()
-    requeue_on = kube is not None and settings.kubernetes.watch_pods and settings.requeue.enabled
-    turned_away = (
-        TurnedAwayPods(settings.requeue.max_pods, settings.requeue.keep_seconds)
-        if requeue_on
-        else None
-    )
-    engine = Engine(
-        settings, Snapshot.empty(m.name for m in settings.fetched_metrics), clock(), turned_away
-    )
-    telemetry.watch(lambda: engine.snapshot, clock)
-    if settings.explain.node_metrics:
-        telemetry.watch_nodes(lambda: node_figures(engine, clock()))
-    requeuer = Requeuer(settings, kube, telemetry, clock) if requeue_on and kube else None
-    return _Parts(settings, kube, clock, telemetry, engine, NodeCache(), requeuer, {})
-
-
-def _refresher(parts: _Parts, provider: MetricsProvider | None) -> Refresher:
-    """The background refresher; each snapshot it installs may let turned-away pods in."""
-    engine, requeuer, clock = parts.engine, parts.requeuer, parts.clock
-
-    def installed(snapshot: Snapshot) -> None:
-        if requeuer is not None:
-            requeuer.recovered(engine.recovered(clock()), snapshot.taken_at)
-
-    return Refresher(
-        parts.settings,
-        engine,
-        provider if provider is not None else provider_for(parts.settings),
-        parts.nodes.inventory if parts.kube is not None else None,
-        parts.telemetry,
-        clock,
-        installed,
-    )
-
-
-def _placement_events(parts: _Parts) -> Callable[[str], None]:
-    """The Event poster for the pods we place, when enabled: its `placed` callback."""
-    if not parts.settings.explain.events or parts.kube is None:
-        return ignore_pod
-    poster = EventPoster(
-        parts.settings, parts.engine.pods, parts.kube, parts.telemetry, parts.clock
-    )
-    parts.background["events"] = poster.run
-    return poster.placed
-
-
-def _watches(
-    parts: _Parts,
-    binder: Binder,
-    on_placed: Callable[[str], None],
-    observer: ShadowObserver | None,
-) -> tuple[Informer, ...]:
-    """The node watch, and the pod watch feeding the herd guard, requeue and the shadow."""
-    settings, kube, engine, requeuer = parts.settings, parts.kube, parts.engine, parts.requeuer
-    informers: list[Informer] = []
-
-    def nodes_changed(now: float) -> None:
-        # A node new or resized, or one gone: a pod turned away may fit now.
-        if requeuer is not None:
-            requeuer.recovered(engine.recovered(now), now)
-
-    if kube is not None:
-        nodes = NodeEventHandler(parts.nodes, engine, changed=nodes_changed, clock=parts.clock)
-        informers.append(node_informer(settings, kube, nodes, parts.telemetry))
-        if settings.kubernetes.watch_pods or observer is not None:
-            handler = PodEventHandler(
-                engine,
-                forget=requeuer.forget if requeuer is not None else ignore_pod,
-                placed=on_placed,
-                binding=binder.binding,
-                seen=observer,
-                clock=parts.clock,
-            )
-            informers.append(pod_informer(settings, kube, handler, parts.telemetry, parts.clock))
-    for informer in informers:
-        parts.background[f"watch-{informer.status.resource}"] = informer.run
-    if requeuer is not None:
-        parts.background["requeue"] = requeuer.run
-
-    def placement() -> PlacementFigures:
-        by_source: dict[str, int] = {}
-        for r in engine.reservations.values():
-            by_source[r.source] = by_source.get(r.source, 0) + 1
-        turned_away = engine.turned_away
-        waiting = len(turned_away) if turned_away is not None else 0
-        pending = requeuer.pending if requeuer is not None else 0
-        return (
-            by_source,
-            waiting,
-            pending,
-            {i.status.resource: i.status.watching for i in informers},
-        )
-
-    parts.telemetry.watch_placement(placement, lambda: engine.guard.estimates)
-    return tuple(informers)
-
-
-def _reloader(
-    parts: _Parts, policy_file: PolicyFile | None, as_read: Settings, refresher: Refresher
-) -> PolicyReloader | None:
-    """Live reload of the policy file, when the service was built from one."""
-    if policy_file is None:
-        return None
-    engine = parts.engine
-
-    async def apply(new: Settings) -> None:
-        # The first refresh with the new metrics installs the new policies with it.
-        await refresher.refresh_once(effective(engine.settings, new))
-
-    reloader = PolicyReloader(
-        policy_file.path, policy_file.environ, as_read, policy_file.sha256, apply, parts.clock
-    )
-    parts.telemetry.watch_config(reloader.figures)
-    parts.background["policy-watch"] = reloader.triggers.watch
-    return reloader
-
-
-def _rebalancer(
-    parts: _Parts, leader: Elector | None, details: dict[str, Callable[[], object]]
-) -> Rebalancer | None:
-    """In rebalance mode: the leader election and the rebalancer, and their /readyz part."""
-    kube = parts.kube
-    if leader is None or kube is None:
-        return None
-    engine, nodes = parts.engine, parts.nodes
-    counters = RebalanceTelemetry(parts.telemetry.registry, lambda: leader.is_leader)
-    rebalancer = Rebalancer(
-        engine, kube, leader, counters, lambda: nodes.inventory().cpu_cores, parts.clock
-    )
-    parts.background["leader"] = leader.run
-    parts.background["rebalance"] = rebalancer.run
-    details["rebalancer"] = lambda: rebalancer_detail(engine.settings, leader, rebalancer)
-    return rebalancer
-
-
-def _tainter(
-    parts: _Parts, leader: Elector | None, details: dict[str, Callable[[], object]]
-) -> Tainter | None:
-    """With overload.enabled: the taint writer, while `leader` holds its Lease."""
-    kube = parts.kube
-    if not parts.settings.overload.enabled or kube is None or leader is None:
-        if parts.settings.overload.enabled:
-            log.warning("overload.enabled but no Kubernetes client or Lease: no taints")
-        return None
-    nodes = parts.nodes
-    counter = OverloadTelemetry(parts.telemetry.registry, lambda: len(tainted_nodes(nodes)))
-    tainter = Tainter(parts.engine, nodes, kube, leader, counter, parts.clock)
-    parts.background["overload-leader"] = leader.run
-    parts.background["overload"] = tainter.run
-    details["overload"] = tainter.detail
-    return tainter
-
-
-def _policy_detail(settings: Settings, reloader: PolicyReloader | None) -> dict[str, object]:
-    """/readyz: the policies in force and, from a file, its hash and the last reload."""
-    detail: dict[str, object] = {
-        "policies": list(settings.policy_map),
-        "defaultPolicy": settings.default.name,
-    }
-    if reloader is not None:
-        detail.update(reloader.detail())
-    return detail
-
-
-async def _shutdown(kube: KubeAPI | None, reloader: PolicyReloader | None) -> None:
-    if reloader is not None:
-        reloader.triggers.remove_sighup()
-    if kube is not None:
-        await kube.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import orjson
 from starlette.requests import ClientDisconnect, Request
@@ -129,45 +129,51 @@ def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb,
     }
 
 
-def verb_routes(
-    settings: Settings,
-    engine: Engine,
-    binder: Binder,
-    telemetry: Telemetry,
-    clock: Callable[[], float],
-) -> list[Route]:
-    """POST <urlPrefix>/<verb> for every verb: content type and size checked, timed."""
-    limit = settings.server.max_body_bytes
-    paths = verb_paths(settings)
+class Verbs:
+    """Every verb behind one wrapper: the content type, the body limit, a body we cannot
+    read as a 4xx naming the problem, `Server-Timing` and the latency histogram. The
+    handlers only turn a body into an answer; one endpoint serves every verb's route."""
 
-    def route(verb: Verb, handler: Handler) -> Route:
-        async def endpoint(request: Request) -> Response:
-            started = time.perf_counter()
-            ctype = request.headers.get("content-type")
-            if ctype is not None and ctype.split(";", 1)[0].strip().lower() != JSON_TYPE:
+    def __init__(
+        self,
+        settings: Settings,
+        handlers: Mapping[Verb, Handler],
+        telemetry: Telemetry,
+        clock: Callable[[], float],
+    ) -> None:
+        self._limit = settings.server.max_body_bytes
+        self._telemetry = telemetry
+        self._clock = clock
+        self._by_path = {
+            path: (verb, handlers[verb]) for verb, path in verb_paths(settings).items()
+        }
+
+    def routes(self) -> list[Route]:
+        """POST <urlPrefix>/<verb> for every verb, all to `answer`."""
+        return [
+            Route(path, self.answer, methods=["POST"], name=verb)
+            for path, (verb, _) in self._by_path.items()
+        ]
+
+    async def answer(self, request: Request) -> Response:
+        started = time.perf_counter()
+        verb, handler = self._by_path[request.scope["path"]]
+        ctype = request.headers.get("content-type")
+        if ctype is not None and ctype.split(";", 1)[0].strip().lower() != JSON_TYPE:
+            response = error_response(415, f"Content-Type must be {JSON_TYPE}, got {ctype!r:.80}")
+        else:
+            try:
+                body = await read_body(request, self._limit)
+                response = Response(await handler(body, self._clock()), media_type=JSON_TYPE)
+            except WireError as exc:
+                response = error_response(400, f"bad {verb} request: {exc}")
+            except BodyTooLarge:
                 response = error_response(
-                    415, f"Content-Type must be {JSON_TYPE}, got {ctype!r:.80}"
+                    413, f"request body exceeds server.maxBodyBytes ({self._limit})"
                 )
-            else:
-                try:
-                    body = await read_body(request, limit)
-                    response = Response(await handler(body, clock()), media_type=JSON_TYPE)
-                except WireError as exc:
-                    response = error_response(400, f"bad {verb} request: {exc}")
-                except BodyTooLarge:
-                    response = error_response(
-                        413, f"request body exceeds server.maxBodyBytes ({limit})"
-                    )
-                except ClientDisconnect:
-                    response = error_response(
-                        400, "client disconnected before sending the whole body"
-                    )
-            elapsed = time.perf_counter() - started
-            response.headers["Server-Timing"] = f"app;dur={elapsed * 1000:.3f}"
-            telemetry.observe(verb, response.status_code, elapsed)
-            return response
-
-        return Route(paths[verb], endpoint, methods=["POST"], name=verb)
-
-    verbs = handlers(engine, binder, telemetry)
-    return [route(verb, verbs[verb]) for verb in VERBS]
+            except ClientDisconnect:
+                response = error_response(400, "client disconnected before sending the whole body")
+        elapsed = time.perf_counter() - started
+        response.headers["Server-Timing"] = f"app;dur={elapsed * 1000:.3f}"
+        self._telemetry.observe(verb, response.status_code, elapsed)
+        return response

@@ -25,7 +25,7 @@ from extender.cli.main import parser
 from extender.cluster.client import KubeClient
 from extender.metrics.providers import StaticProvider
 from extender.policy.loading import load_settings
-from extender.service.compose import build_service
+from extender.service.compose import build_shadow
 from tests.deploy.chart import KUBE_VERSION, grants, rbac_of, render_mod, schema_problems
 from tests.harness.kubeapi import FakeKubeAPI, KubeRequest, client_for
 from tests.harness.loopback import wait_until
@@ -339,7 +339,7 @@ def test_the_role_is_what_the_shadow_calls(shadow_api: FakeKubeAPI, tmp_path: Pa
     )
     values = {"node-a": {"cpu": 0.1}, "node-b": {"cpu": 0.5}, "node-c": {"cpu": 0.95}}
     kube = KubeClient(client_for(shadow_api), timeout=2, retries=0)
-    service = build_service(settings, provider=StaticProvider(values), kube=kube, shadow=True)
+    service = build_shadow(settings, provider=StaticProvider(values), kube=kube)
     with TestClient(service.app) as client:
         wait_until(lambda: all(i.status.watching for i in service.informers), 30, "watches up")
         shadow_api.add_pod("web", "p1", "uid-p1", scheduler_name="default-scheduler")

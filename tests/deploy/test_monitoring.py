@@ -129,7 +129,7 @@ def alert_rules() -> dict[str, dict[str, Any]]:
 def exported_series() -> dict[str, str]:
     """Every series name extender/service/telemetry.py exports -> its metric type, from the real
     Telemetry with every collector registered, shadow mode's (ShadowTelemetry, on the
-    same registry as build_service(shadow=True) puts it) and the overload taint writer's
+    same registry as build_shadow puts it) and the overload taint writer's
     (OverloadTelemetry, with overload.enabled) (counters as <name>_total,
     histograms as <name>_bucket/_count/_sum), plus Prometheus' own `up`."""
     telemetry = Telemetry()

@@ -25,7 +25,7 @@ from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
 from extender.rebalancing.evictor import eviction_outcome, refusal_reason
 from extender.rebalancing.loop import Rebalancer
-from extender.service.compose import build_service
+from extender.service.compose import build_rebalancer
 from extender.service.telemetry import RebalanceTelemetry
 from tests.harness.fixtures import NOW, make_snapshot
 from tests.harness.kubeapi import FakeKubeAPI, client_for
@@ -389,7 +389,7 @@ class Elector(Lease):
 
 async def test_rebalance_mode_serves_health_and_no_verbs(api: FakeKubeAPI) -> None:
     kube = KubeClient(client_for(api), timeout=2.0, retries=1, backoff=0.01)
-    service = build_service(settings("dry-run"), kube=kube, leader=Elector())
+    service = build_rebalancer(settings("dry-run"), kube=kube, leader=Elector())
     assert service.rebalancer is not None
     # The extender posts placement Events and requeues; the rebalancer never does.
     assert not service.engine.settings.explain.events
@@ -404,7 +404,7 @@ async def test_rebalance_mode_serves_health_and_no_verbs(api: FakeKubeAPI) -> No
         assert "decice_rebalance_leader 1.0" in metrics
     await kube.close()
     with pytest.raises(ValueError, match="needs a Kubernetes client"):
-        build_service(settings(), leader=Elector())
+        build_rebalancer(settings(), kube=None, leader=Elector())
 
 
 @pytest.mark.parametrize("mode", ["dry-run", "evict"])

@@ -1,4 +1,4 @@
-"""Shadow mode (`build_service(shadow=True)`) against the loopback API server: placements
+"""Shadow mode (`build_shadow`) against the loopback API server: placements
 another scheduler makes are judged from the pod watch, counted in /metrics, summed up at
 /shadow, explained at /explain; it writes nothing; its memory stays bounded over 100,000
 assignments."""
@@ -22,7 +22,7 @@ from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, Snapshot
 from extender.decisions.nodes import NodeCache, node_info
 from extender.metrics.providers import StaticProvider
-from extender.service.compose import Service, build_service
+from extender.service.compose import Service, build_shadow
 from extender.service.shadow_mode import ShadowObserver
 from tests.harness.fixtures import make_settings
 from tests.harness.kubeapi import FakeKubeAPI, client_for
@@ -64,9 +64,7 @@ def api() -> Iterator[FakeKubeAPI]:
 @pytest.fixture
 def shadow(api: FakeKubeAPI) -> Iterator[tuple[Service, TestClient]]:
     kube = KubeClient(client_for(api), timeout=2, retries=0)
-    service = build_service(
-        make_settings(**policy()), provider=StaticProvider(VALUES), kube=kube, shadow=True
-    )
+    service = build_shadow(make_settings(**policy()), provider=StaticProvider(VALUES), kube=kube)
     with TestClient(service.app) as client:
         wait_until(
             lambda: all(i.status.watching for i in service.informers), 30, "the watches are up"
