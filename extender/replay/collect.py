@@ -168,7 +168,7 @@ class Collector:
     def check_present(self) -> None:
         ask, facts = self.ask, self.facts
         missing = [
-            (item.series, "kube-state-metrics' view of pods and nodes")
+            (item.series, queries.PURPOSES.get(item.key, item.key))
             for item in queries.window_inputs("1m", ask.node_label == "instance")
             if item.required and item.key not in facts.seen
         ]

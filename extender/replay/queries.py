@@ -38,6 +38,16 @@ SETTINGS = {
 }
 """Series -> what records it in kube-prometheus-stack (values.yaml)."""
 
+PURPOSES = {
+    "allocatable": "nodes and their allocatable CPU",
+    "pod_info": "pods and the nodes they ran on",
+    "created": "pods' arrivals",
+    "requests": "pods' requests",
+    "owners": "pods' workloads",
+    "node_info": "node addresses, for prometheus.nodeLabel: instance",
+}
+"""A required window input's key -> what the replay reads it for (named when missing)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Input:
