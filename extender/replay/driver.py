@@ -107,6 +107,7 @@ class Replay:
         self.load = {n: array("d", bytes(8 * grid.steps)) for n in history.nodes}
         """node -> cores its replayed pods use, per step."""
         self.present: dict[str, ReplayNode] = {}
+        self._columns: list[tuple[array[float], array[float], float]] = []
         self.kept: dict[str, dict[str, PodSpec]] = {}
         """node -> uid -> pods keeping that node, running now."""
         self.running: dict[str, Placed] = {}
@@ -148,15 +149,20 @@ class Replay:
         """The step holding r - tick ran `elapsed` seconds since the pipeline last looked;
         at a step's end it is recorded."""
         k = (r - self.tick) // self.step
-        demand = [self.utilisation(n, k) for n in self.present.values()]
+        demand = [(bg[k] + load[k]) * inverse for bg, load, inverse in self._columns]
         cpu = [min(1.0, d) for d in demand]
+        observe = self.metrics.observe
         for name, u in zip(self.present, cpu, strict=True):
-            self.metrics.observe(name, u, elapsed)
+            observe(name, u, elapsed)
         if r % self.step == 0:
             self.recorder.record(k * self.step, cpu, demand)
             if self.model is not None:
                 for name, d in zip(self.present, demand, strict=True):
                     self.ledger.record(k, name, d, self.memory[name])
+
+    def columns(self) -> list[tuple[array[float], array[float], float]]:
+        """Per present node, in order: its background, its load and 1 / its cores."""
+        return [(n.background, self.load[n.name], 1.0 / n.cores) for n in self.present.values()]
 
     # --- nodes
     def nodes_change(self, k: int, r: float) -> None:
@@ -168,6 +174,7 @@ class Replay:
                     self.lost += 1  # its node left: in reality it would be a new pod
                     self.end(self.running[uid], r)
                 del self.present[node.name]
+                self._columns = self.columns()
                 self.joined.pop(node.name, None)
                 self.memory.pop(node.name, None)
                 if self.model is not None:
@@ -175,6 +182,7 @@ class Replay:
 
     def join(self, node: ReplayNode) -> None:
         self.present[node.name] = node
+        self._columns = self.columns()
         self.joined[node.name] = node_spec(node)
         self.memory[node.name] = 0.0
         for spec in self.kept.get(node.name, {}).values():
