@@ -289,35 +289,55 @@ class Facts:
     def fold_node_cpu(self, result: list[Any], node_of: Callable[[Labels], str | None]) -> None:
         """The policy's CPU query; duplicates of one node keep the highest value, as the
         extender does."""
-        grid = self.grid
         for series in result:
             name = node_of(labels_of(series))
             if name is None:
                 continue
             node = self.node(name)
-            for t, v in samples(series):
-                k = grid.index(t)
-                if not 0 <= k < grid.steps:
-                    continue
-                if node.cpu is None:
-                    node.cpu = Trace(k)
-                old = node.cpu.at(k)
-                node.cpu.put(k, v if math.isnan(old) else max(old, v))
+            if node.cpu is None:
+                node.cpu = Trace(self.grid.steps)  # moved to its first step by the first put
+            if self._fold_trace(node.cpu, series, keep_highest=True):
                 self.seen.add("node_cpu")
 
     def fold_usage(self, result: list[Any]) -> None:
-        grid = self.grid
         for series in result:
             labels = labels_of(series)
             key = (labels.get("namespace", ""), labels.get("pod", ""))
             if not all(key):
                 continue
-            for t, v in samples(series):
-                k = grid.index(t)
-                if not 0 <= k < grid.steps:
-                    continue
-                trace = self.usage.get(key)
-                if trace is None:
-                    trace = self.usage[key] = Trace(k)
-                trace.put(k, max(0.0, v))
+            trace = self.usage.get(key)
+            if trace is None:
+                trace = Trace(self.grid.steps)
+            if self._fold_trace(trace, series, keep_highest=False, floor=0.0):
+                self.usage[key] = trace
                 self.seen.add("usage")
+
+    def _fold_trace(
+        self, trace: Trace, series: Mapping[str, Any], keep_highest: bool, floor: float = -math.inf
+    ) -> bool:
+        """A series' samples into `trace` at their steps (the hot loop of a week's fetch:
+        samples that continue the trace are appended). True when any sample landed."""
+        values = series.get("values")
+        if not isinstance(values, list):
+            return False
+        start, step, steps = self.grid.start, self.grid.step, self.grid.steps
+        landed = False
+        for pair in values:
+            try:
+                k = round((float(pair[0]) - start) / step)
+                v = float(pair[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if not 0 <= k < steps or not math.isfinite(v):
+                continue
+            v = max(floor, v)
+            if trace.values and k == trace.first + len(trace.values):
+                trace.values.append(v)
+            elif not trace.values:
+                trace.first = k
+                trace.values.append(v)
+            else:
+                old = trace.at(k)
+                trace.put(k, v if not keep_highest or math.isnan(old) else max(old, v))
+            landed = True
+        return landed
