@@ -93,6 +93,7 @@ import yaml
 
 from extender.decisions.model import NodeInventory, NodeName
 from extender.decisions.state import build_tables
+from extender.errors.causes import describe
 from extender.metrics.providers import PrometheusProvider, map_series
 from extender.metrics.refresher import next_snapshot
 from extender.metrics.usage import fetch_usage
@@ -357,6 +358,17 @@ def prometheus(c: Cluster, f: Fleet, work: Path) -> Iterator[str]:
         yield server.url
 
 
+class ManySeriesVictoriaMetrics(VictoriaMetricsServer):
+    """VictoriaMetrics refuses a query that selects more than -search.maxUniqueTimeseries
+    series (300,000 by default in Debian's build): the import check (vmharness counts every
+    series) selects them all, 415,000 at 5,000 nodes and 100,000 pods. The usage queries
+    select 200,000 there (two series a pod each), under the default; beyond 150,000 pods
+    they would be refused too."""
+
+    def command(self) -> list[str]:
+        return [*super().command(), "-search.maxUniqueTimeseries=2000000"]
+
+
 @contextlib.contextmanager
 def victoria_metrics(c: Cluster, f: Fleet, work: Path) -> Iterator[str]:
     """A real VictoriaMetrics (vmharness.VictoriaMetricsServer, no scrape target) with the
@@ -365,7 +377,7 @@ def victoria_metrics(c: Cluster, f: Fleet, work: Path) -> Iterator[str]:
     binary = victoria_metrics_binary()
     workdir = work / "victoria-metrics"
     workdir.mkdir()
-    server = VictoriaMetricsServer(
+    server = ManySeriesVictoriaMetrics(
         [], workdir=workdir, binary=binary, lookback="1h", history=text, ready_timeout=60
     )
     del text
@@ -506,6 +518,8 @@ class Phases:
     young_pods: int = 0
     refresh_off_ms: float = 0.0
     """Refresher.refresh_once whole with the usage fetch off (herdGuard.estimate request)."""
+    usage_error: str = ""
+    """Why the usage fetch failed (the service then keeps its last table: none here)."""
 
 
 @dataclass
@@ -532,12 +546,12 @@ class Bench:
         self.metrics = self.settings.fetched_metrics
         self.inventory = NodeInventory()
         self.label = self.settings.prometheus.node_label
+        self.usage_error = ""
 
     def refresh(self) -> dict[str, str]:
+        """One refresh; the metrics' errors (the usage fetch's: `usage_error`)."""
         errors = asyncio.run(self.service.refresher.refresh_once())
-        usage = self.service.engine.snapshot.usage
-        if self.usage and usage.error:
-            errors = {**errors, "usage": usage.error}
+        self.usage_error = (self.service.engine.snapshot.usage.error or "") if self.usage else ""
         return errors
 
     @property
@@ -547,16 +561,25 @@ class Bench:
         return [guard.usage_query.replace("{quantile}", quantile), guard.pod_usage_query]
 
     def usage_phase(self, p: Phases) -> None:
-        """The usage fetch alone: the probe's HTTP of both queries, then fetch_usage."""
-        for query in self.usage_queries:
-            http_ms, _, _, wire, body = self.probe.get(query)
-            p.usage_http_ms += http_ms
-            p.usage_wire_bytes += wire
-            p.usage_body_bytes += body
+        """The usage fetch alone: the probe's HTTP of both queries, then fetch_usage (a
+        failure, e.g. the backend's timeout, is recorded with the time it took)."""
+        try:
+            for query in self.usage_queries:
+                http_ms, _, _, wire, body = self.probe.get(query)
+                p.usage_http_ms += http_ms
+                p.usage_wire_bytes += wire
+                p.usage_body_bytes += body
+        except (OSError, RuntimeError) as exc:
+            self.probe.close()
+            self.probe = Probe(self.url, self.settings.prometheus.timeout)
+            p.usage_error = f"probe: {exc}"[:200]
         t0 = time.perf_counter()
-        table = fetch_usage(self.provider, self.settings.herd_guard, time.time())
+        try:
+            table = fetch_usage(self.provider, self.settings.herd_guard, time.time())
+            p.workloads, p.young_pods = len(table.workloads), len(table.pods)
+        except Exception as exc:
+            p.usage_error = p.usage_error or describe(exc)
         p.usage_ms = (time.perf_counter() - t0) * 1000
-        p.workloads, p.young_pods = len(table.workloads), len(table.pods)
         self.responses.take()
 
     def phases(self) -> Phases:
@@ -602,6 +625,7 @@ class Bench:
         p.refresh_ms = (clock() - t0) * 1000
         if errors:
             raise RuntimeError(f"refresh failed: {errors}")
+        p.usage_error = p.usage_error or self.usage_error
         return p
 
     def memory(self) -> Memory:
@@ -742,6 +766,7 @@ def refresh_row(backend: str, n: int, bench: Bench, reps: int) -> dict[str, Any]
     memory = [bench.memory() for _ in range(reps)]
     row: dict[str, Any] = {"backend": backend, "nodes": n, "series": runs[-1].series}
     row["workloads"], row["young_pods"] = runs[-1].workloads, runs[-1].young_pods
+    row["usage_error"] = next((r.usage_error for r in runs if r.usage_error), "")
     row["encoding"] = runs[-1].encoding if bench.responses.hooked else "?"
     row["probe_encoding"] = runs[-1].probe_encoding
     for key in ("wire_bytes", "body_bytes", "usage_wire_bytes", "usage_body_bytes"):
@@ -865,7 +890,7 @@ def backend_busy(url: str, queries: Sequence[str], seconds: float) -> Iterator[N
         end_process(proc)
 
 
-def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> dict[str, float]:
+def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> dict[str, Any]:
     """One service, one bounded keep-alive /prioritize loop: p50/p99 server and round trip."""
     port = free_port()
     config = work / f"policy-{port}.json"
@@ -889,6 +914,7 @@ def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> di
             first = refresh_figures(port)
             loop = client_loop(port, "/prioritize", body, budget)
             last = refresh_figures(port)
+        measured = measured_use(port)
         rss = rss_kib(proc.pid)
     if not orjson.loads(loop.answer):
         raise RuntimeError("prioritize answered no host")
@@ -905,7 +931,19 @@ def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> di
         "refresh_mean_ms": (last[1] - first[1]) / refreshes * 1000 if refreshes > 0 else 0.0,
         "service_rss_mb": rss["VmRSS"] / 1024,
         "service_hwm_mb": rss["VmHWM"] / 1024,
+        "young_pods": float(measured.get("youngPods") or 0),
+        "usage_error": str(measured.get("error") or ""),
     }
+
+
+def measured_use(port: int) -> dict[str, Any]:
+    """The service's /readyz herdGuard.measuredUse (empty when the fetch is off)."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=10)
+    conn.request("GET", "/readyz")
+    doc = orjson.loads(conn.getresponse().read())
+    conn.close()
+    found: dict[str, Any] = (doc.get("herdGuard") or {}).get("measuredUse") or {}
+    return found
 
 
 LOAD_KEYS = ("server_p50_ms", "server_p99_ms", "rtt_p50_ms", "rtt_p99_ms")
@@ -919,7 +957,7 @@ def load_rows(
     names = prioritize_names(c, plan.names)
     body = request_body(names, "names")
     modes = (*MODES, "shipped") if plan.shipped_seconds > 0 else MODES
-    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for r in range(plan.reps):
         for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
             runs[mode].append(request_path(url, mode, body, plan, work))
@@ -928,6 +966,8 @@ def load_rows(
         row: dict[str, Any] = {"backend": backend, "nodes": n, "names": len(names), "mode": mode}
         for key in (*LOAD_KEYS, "requests", "refreshes", "refresh_mean_ms", "service_hwm_mb"):
             row[key] = round(statistics.median(x[key] for x in results), 3)
+        row["young_pods"] = min(x["young_pods"] for x in results)
+        row["usage_error"] = next((x["usage_error"] for x in results if x["usage_error"]), "")
         row["runs"] = results
         rows.append(row)
     idle = rows[0]
@@ -1109,6 +1149,13 @@ def table(columns: Sequence[tuple[str, str, str, int]], rows: Sequence[dict[str,
 
 def verdicts(phases: Sequence[dict[str, Any]], loads: Sequence[dict[str, Any]]) -> list[str]:
     out = []
+    for row in [*phases, *loads]:
+        if row.get("usage_error"):
+            where = f"({row['mode']})" if "mode" in row else "(one refresh)"
+            out.append(
+                f"{row['backend']} {row['nodes']}: the usage fetch FAILED {where}: "
+                f"{row['usage_error']}"
+            )
     for row in phases:
         if {row["encoding"], row["probe_encoding"]} != {"gzip"}:
             out.append(
