@@ -37,6 +37,8 @@ _TOO_LARGE = re.compile(
 )
 _TRANSIENT = ("Timeout", "ConnectionError", "ChunkedEncodingError")
 _RETENTION = re.compile(r"-retentionPeriod=\"?([^\"\s]+)")
+VM_DEFAULT_RETENTION = "1"
+"""VictoriaMetrics' -retentionPeriod when not set: one month."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,20 +117,35 @@ class HistoryReader(PrometheusProvider):
     def retention(self) -> str | None:
         """How long the server keeps data, as it says (Prometheus' runtimeinfo
         `storageRetention`, e.g. "15d" or "10d or 50GiB"; VictoriaMetrics' -retentionPeriod
-        from /flags, in months unless it has a unit), or None when it does not say."""
+        from /flags, in months unless it has a unit, "1M" when the flag is left at its
+        default (its /flags lists only flags set; it serves them at its root, not under a
+        /prometheus prefix)), or None when it does not say."""
         try:
             response = self._request("/api/v1/status/runtimeinfo", {})
             if response.status_code == 200:
                 retention = orjson.loads(response.content)["data"]["storageRetention"]
                 return str(retention) if retention else None
-            response = self._request("/flags", {})
-            if response.status_code == 200:
-                match = _RETENTION.search(response.content.decode("utf-8", "replace"))
-                if match is not None:
-                    value = match.group(1)
-                    return f"{value}M" if value.isdigit() else value
+            return self._flags_retention()
         except Exception:  # best effort: the caller says "retention unknown"
             return None
+
+    def _flags_retention(self) -> str | None:
+        session, base = self._client._session, self._client.url
+        for root in dict.fromkeys((base, base.removesuffix("/prometheus"))):
+            response = session.get(
+                f"{root}/flags",
+                headers=self.headers(),
+                auth=self._client.auth,
+                verify=session.verify,
+                cert=session.cert,
+                timeout=self._settings.timeout,
+            )
+            text = response.content.decode("utf-8", "replace")
+            if response.status_code != 200 or not text.startswith("-"):
+                continue
+            match = _RETENTION.search(text)
+            value = match.group(1) if match is not None else VM_DEFAULT_RETENTION
+            return f"{value}M" if value.isdigit() else value
         return None
 
 

@@ -186,3 +186,17 @@ def test_the_retention_the_server_states(api: FakeRangeAPI) -> None:
     flags = b'-retentionPeriod="3"\n-search.maxLookback="5m"\n'
     api.respond = lambda path, q: (200, flags) if path == "/flags" else None
     assert history.retention() == "3M"  # VictoriaMetrics: months unless it says a unit
+    api.respond = lambda path, q: (200, b'-httpListenAddr=":8428"\n') if path == "/flags" else None
+    assert history.retention() == "1M"  # not set: its default, a month
+
+
+def test_victoria_metrics_flags_are_at_its_root(api: FakeRangeAPI) -> None:
+    history = HistoryReader(PrometheusSettings(url=f"{api.server.url}/prometheus"))
+    flags = b'-retentionPeriod="2w"\n'
+    api.respond = lambda path, q: (200, flags) if path == "/flags" else None
+    assert history.retention() == "2w"
+    assert [path for path, _, _ in api.requests] == [
+        "/prometheus/api/v1/status/runtimeinfo",
+        "/prometheus/flags",
+        "/flags",
+    ]
