@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
-from kubernetes.utils import parse_quantity
+import kubernetes.utils
 
 from extender.decisions.pods import cpu_cores
 
@@ -33,6 +33,7 @@ ODD = (
 """Forms a request may carry that the two parsers might read differently."""
 
 _uncached: Callable[[str], float | None] = cpu_cores.__wrapped__
+parse_quantity: Callable[[str], Decimal] = kubernetes.utils.parse_quantity
 
 
 def library_cores(quantity: str) -> float | None:
