@@ -11,7 +11,9 @@ file, and the rebalancer in evict mode. What differs from the file as shipped, a
 - `prometheus.interval: 2`: the stories measure seconds, not the shipped 15 s;
 - its metrics become the named policy `default`, beside a `batch` policy (named policies on);
 - a `rebalance` section: evict mode, checked every 2 s;
-- an `overload` section: taints on (forSeconds 4 s, the cap at the default 0.3).
+- an `overload` section: taints on (forSeconds 4 s, the cap at the default 0.3);
+- `herdGuard.waitForRoom: 4`: a pod that fits on no node waits 4 s for room, not 120 s
+  (the preemption story's 7-core fillers fit nowhere by their expected use).
 
 The Kubernetes API is the loopback fake (tests/harness/kubeapi.py), the scheduler is
 played by tests/harness/scheduler.py. `Story.check()` holds every story to the same
@@ -49,6 +51,8 @@ INTERVAL = 2.0
 """prometheus.interval of the stories (seconds)."""
 OVERLOAD_SECONDS = 4.0
 """overload.forSeconds of the stories."""
+WAIT_FOR_ROOM = 4.0
+"""herdGuard.waitForRoom of the stories."""
 NODE_CORES = 8
 QUIET_ROUNDS = 40
 MAX_BACKGROUND_CALLS_PER_S = 15.0
@@ -61,6 +65,7 @@ def story_policy() -> dict[str, Any]:
     policy: dict[str, Any] = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
     metrics = policy.pop("metrics")
     policy["prometheus"]["interval"] = INTERVAL
+    policy["herdGuard"]["waitForRoom"] = WAIT_FOR_ROOM
     batch = [dict(copy.deepcopy(metrics[0]), weight=1, filter={"above": 0.95})]
     policy["policies"] = {
         "default": {"metrics": metrics},
