@@ -3,7 +3,7 @@
     python -m tests.benchmarks.refreshscale [--quick] [--sizes 5000,15000]
         [--backends prometheus,victoriametrics] [--reps 3] [--json FILE] [--no-load]
         [--no-profile] [--shipped-seconds S] [--switch-interval S] [--gc-freeze]
-        [--pods N]
+        [--pods N] [--timeout S]
 
 Per backend and node count: a real Prometheus (promharness.PrometheusServer, its TSDB
 backfilled by promtool) and a real VictoriaMetrics (vmharness.VictoriaMetricsServer, the
@@ -147,6 +147,8 @@ class Plan:
     pods: int = 100_000
     """Pods whose measured use the herd guard's usage queries read (every one young: the
     pod query's worst case), in workloads of PODS_PER_WORKLOAD."""
+    timeout: float | None = None
+    """prometheus.timeout in place of the pack's (5 s); None: the pack's."""
 
 
 FULL = Plan(reps=3, load_count=5000, load_seconds=10.0, names=5000, profile_top=8)
@@ -396,21 +398,28 @@ BACKEND_STARTERS: dict[str, Starter] = {
 # -- the policy ----------------------------------------------------------------------------
 
 
-def policy(url: str, port: int, interval: float, usage: bool = True) -> dict[str, Any]:
+def policy(
+    url: str, port: int, interval: float, usage: bool = True, timeout: float | None = None
+) -> dict[str, Any]:
     """The two-metric pack (cpu-memory-spread.yaml) pointed at `url`, bind off (no
     Kubernetes here), the herd guard on as shipped; `usage`: its estimates read the pods'
     measured use (herdGuard.estimate usage, the default: two more queries a refresh), else
-    requests (estimate request: the node metrics alone)."""
+    requests (estimate request: the node metrics alone); `timeout`: prometheus.timeout in
+    place of the pack's 5 s (to measure a query that takes longer)."""
     raw: dict[str, Any] = yaml.safe_load(PACK.read_text())
     raw["server"] = {"host": HOST, "port": port}
     raw["prometheus"] = {**raw["prometheus"], "url": url, "interval": interval}
+    if timeout is not None:
+        raw["prometheus"]["timeout"] = timeout
     raw["bind"] = {"enabled": False}
     raw["herdGuard"] = {**raw.get("herdGuard", {}), "estimate": "usage" if usage else "request"}
     return raw
 
 
-def settings_for(url: str, interval: float = INTERVAL, usage: bool = True) -> Settings:
-    return parse_settings(policy(url, free_port(), interval, usage), environ={})
+def settings_for(
+    url: str, interval: float = INTERVAL, usage: bool = True, timeout: float | None = None
+) -> Settings:
+    return parse_settings(policy(url, free_port(), interval, usage, timeout), environ={})
 
 
 # -- the phases of one refresh -------------------------------------------------------------
@@ -533,10 +542,11 @@ class Bench:
     """One backend at one size: the service's own engine and refresher (build_service,
     no Kubernetes), its provider, and a plain session for the raw HTTP of a query."""
 
-    def __init__(self, url: str, usage: bool = True) -> None:
+    def __init__(self, url: str, usage: bool = True, timeout: float | None = None) -> None:
         self.url = url
         self.usage = usage
-        self.settings = settings_for(url, usage=usage)
+        self.timeout = timeout
+        self.settings = settings_for(url, usage=usage, timeout=timeout)
         self.service: Service = build_service(self.settings)
         provider = PrometheusProvider(self.settings.prometheus)
         self.provider = provider
@@ -750,7 +760,7 @@ def refresh_row(backend: str, n: int, bench: Bench, reps: int) -> dict[str, Any]
     bench.refresh()
     first = (rss_kib()["VmHWM"] - rss0) / 1024 if reset else float("nan")
     # The same refresh with the usage fetch off (herdGuard.estimate request), interleaved.
-    off = Bench(bench.url, usage=False)
+    off = Bench(bench.url, usage=False, timeout=bench.timeout)
     off.refresh()
     runs = []
     for _ in range(reps):
@@ -896,7 +906,8 @@ def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> di
     config = work / f"policy-{port}.json"
     intervals = {"refreshing": BACK_TO_BACK, "refreshing_usage": BACK_TO_BACK, "shipped": INTERVAL}
     interval = intervals.get(mode, NO_REFRESH)
-    raw = policy(url, port, interval, usage=mode in ("refreshing_usage", "shipped"))
+    usage = mode in ("refreshing_usage", "shipped")
+    raw = policy(url, port, interval, usage=usage, timeout=plan.timeout)
     config.write_bytes(orjson.dumps(raw))  # JSON is YAML
     queries = [m["query"] for m in raw["metrics"]]
     budget = Budget(plan.load_count, plan.load_seconds, 0, 0, 0.0)
@@ -1042,9 +1053,13 @@ def profile_phases(bench: Bench, top: int) -> dict[str, list[str]]:
     out["Engine.install (on the loop)"] = top_functions(prof, top)
     if bench.usage:
         guard = bench.settings.herd_guard
-        _, prof = profiled(lambda: fetch_usage(bench.provider, guard, time.time()))
+        title = "fetch_usage (both usage queries, HTTP + decode + read)"
+        try:
+            _, prof = profiled(lambda: fetch_usage(bench.provider, guard, time.time()))
+            out[title] = top_functions(prof, top)
+        except Exception as exc:
+            out[title] = [f"failed: {describe(exc)}"]
         bench.responses.take()
-        out["fetch_usage (both usage queries, HTTP + decode + read)"] = top_functions(prof, top)
     return out
 
 
@@ -1217,7 +1232,7 @@ def run(
                 with BACKEND_STARTERS[backend](c, f, work) as url:
                     loaded = time.monotonic() - started
                     log(f"-- {backend}, {n} nodes, {len(f)} pods: loaded in {loaded:.1f} s")
-                    bench = Bench(url)
+                    bench = Bench(url, timeout=plan.timeout)
                     row = refresh_row(backend, n, bench, plan.reps)
                     row["pods"] = len(f)
                     phases.append(row)
@@ -1329,6 +1344,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         help="pods whose use the usage queries read (default 100000; --quick 1000)",
     )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="prometheus.timeout of the service and the probes (default: the pack's 5 s)",
+    )
     p.add_argument("--no-load", action="store_true", help="skip the request-path runs")
     p.add_argument("--no-profile", action="store_true", help="skip the profile")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
@@ -1338,6 +1359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = dataclasses.replace(plan, reps=args.reps)
     if args.pods is not None:
         plan = dataclasses.replace(plan, pods=args.pods)
+    if args.timeout is not None:
+        plan = dataclasses.replace(plan, timeout=args.timeout)
     if args.switch_interval is not None:
         plan = dataclasses.replace(plan, switch_interval=args.switch_interval)
     if args.gc_freeze:
