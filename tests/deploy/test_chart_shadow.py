@@ -511,6 +511,7 @@ def chart_before(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 DASHBOARD = f"{RELEASE}/templates/configmap-dashboard.yaml"
+POLICY = f"{RELEASE}/templates/configmap-policy.yaml"
 
 
 @pytest.mark.parametrize("case", list(EXTENDER_VALUES))
@@ -535,6 +536,15 @@ def test_extender_mode_renders_byte_for_byte_what_the_chart_rendered_before(
         assert json.loads(new["data"].pop(key)) == json.loads(dashboard)
         del old["data"][key]
         assert new == old
+    # The default policy has moved on since (the shipped CPU query, the herd guard's
+    # settings, in a schema the chart of before refuses): its ConfigMap, and the checksum
+    # of it that restarts the pods, are left out; test_chart.py checks them.
+    for rendered in (before, now):
+        rendered.pop(POLICY, None)
+        for name, text in rendered.items():
+            rendered[name] = "\n".join(
+                line for line in text.splitlines() if "checksum/policy" not in line
+            )
     assert now == before
 
 

@@ -6,7 +6,8 @@ While our service is down the scheduler's calls are refused; it reports each att
 FailedScheduling Event and retries the pod after its back-off (1 s, doubling, at most
 10 s). Nothing of ours survives the kill: not the binder's memory of what it bound, not
 the herd guard's reservations. The new process lists the pods and counts the ones bound
-within `herdGuard.settle` (30 s) again, as `source="watch"` reservations.
+within the herd guard's span (settle 45 s, then the 1-minute window) again, as
+`source="watch"` reservations.
 
 A bind in flight at the kill is the one subtle case. Our Binding POST had reached the API
 server, which finishes it although its client is gone, while the scheduler's call to our
