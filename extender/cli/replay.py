@@ -276,7 +276,8 @@ def _replay(
     )
     work = Work(history, settings, options, pipeline)
     models = {KUBE_SCHEDULER, *(args.scheduler or SCHEDULERS)}
-    runs = run_all(work, args.jobs, lambda done: bar("replaying", done), tuple(models))
+    spent: dict[str, float] = {}
+    runs = run_all(work, args.jobs, lambda done: bar("replaying", done), tuple(models), spent)
     ran = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
@@ -284,7 +285,9 @@ def _replay(
         f"fetched in {fetched - began:.1f} s, replayed in {ran - fetched:.1f} s "
         f"({args.jobs} jobs); peak memory {peak / 2**20:.0f} MiB (estimated "
         f"{estimate / 2**20:.0f} MiB)"
-        + (f", {workers / 2**20:.0f} MiB in the largest worker" if args.jobs > 1 else ""),
+        + (f", {workers / 2**20:.0f} MiB in the largest worker" if args.jobs > 1 else "")
+        + "; cpu seconds per row: "
+        + ", ".join(f"{name} {seconds:.1f}" for name, seconds in spent.items()),
         file=sys.stderr,
     )
     setup = Setup(

@@ -8,6 +8,7 @@ pages stay shared), the longest runs first, and hand back their RunResult.
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -35,11 +36,13 @@ _work: Work | None = None
 """What a forked worker inherits (set before the pool forks)."""
 
 
-def one(name: str, work: Work | None = None) -> RunResult:
+def one(name: str, work: Work | None = None) -> tuple[RunResult, float]:
+    """One row's run and the CPU seconds it took."""
     w = work if work is not None else _work
     assert w is not None, "no work handed to the worker"
+    began = time.process_time()
     model = None if name == REAL else build(name, w.settings, w.options)
-    return replay(w.history, model, w.pipeline, w.options.seed)
+    return replay(w.history, model, w.pipeline, w.options.seed), time.process_time() - began
 
 
 def run_all(
@@ -47,14 +50,17 @@ def run_all(
     jobs: int,
     progress: Callable[[float], None],
     models: Sequence[str] = SCHEDULERS,
+    cpu: dict[str, float] | None = None,
 ) -> dict[str, RunResult]:
-    """Row name -> its run, the real placements first, then `models` in report order."""
+    """Row name -> its run, the real placements first, then `models` in report order;
+    `cpu`, when given, gets each row's CPU seconds."""
     names = [REAL, *(m for m in SCHEDULERS if m in models)]
     done: dict[str, RunResult] = {}
+    spent = cpu if cpu is not None else {}
     if jobs <= 1:
         for name in names:
             progress(len(done) / len(names))
-            done[name] = one(name, work)
+            done[name], spent[name] = one(name, work)
     else:
         global _work
         _work = work
@@ -64,7 +70,8 @@ def run_all(
                 first = [n for n in LONGEST_FIRST if n in names]
                 futures = {pool.submit(one, name): name for name in first}
                 for future in as_completed(futures):
-                    done[futures[future]] = future.result()
+                    name = futures[future]
+                    done[name], spent[name] = future.result()
                     progress(len(done) / len(names))
         finally:
             _work = None

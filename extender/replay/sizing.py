@@ -17,9 +17,9 @@ from extender.replay.problems import TooLarge, gib, too_large
 
 NODE_STEP = 4 + 8
 """Bytes per node and step held once: its CPU trace and its background."""
-RUN_NODE_STEP = 8 + 16 + 8
+RUN_NODE_STEP = 8 + 16 + 24
 """Bytes per node and step each run at once holds: its load, the recorder's CPU and demand,
-the peers' ledger."""
+the ledger's three running sums."""
 POD_STEP = 4 + 4
 """Bytes per replayed pod and step of its life: the fetched trace and its filled copy."""
 STEP = 400

@@ -340,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         "worker_peak_mib": int(split.group(5)) if split.group(5) else None,
         "largest_process_mib": peak_children,
         "week_built_seconds": round(built, 1),
+        "row_cpu_seconds": dict(
+            (name, float(seconds))
+            for name, seconds in re.findall(
+                r"([\w-]+) ([0-9.]+)", done.stderr.split("per row: ")[-1]
+            )
+        ),
     }
     print(done.stdout)
     print(
@@ -354,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
             else ""
         )
         + f"; target under {TARGET:.0f} s: {'met' if wall < TARGET else 'MISSED'}"
+    )
+    print(
+        "cpu seconds per row: "
+        + ", ".join(f"{n} {s:g}" for n, s in figures["row_cpu_seconds"].items())
     )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")

@@ -194,10 +194,12 @@ def test_rows_on_two_cores_are_the_rows_on_one() -> None:
     )
     work = Work(history, SETTINGS, Options(), PIPELINE)
     seen: list[float] = []
+    cpu: dict[str, float] = {}
     one = run_all(work, 1, seen.append, (DECICE, KUBE_SCHEDULER))
-    two = run_all(work, 2, seen.append, (DECICE, KUBE_SCHEDULER))
+    two = run_all(work, 2, seen.append, (DECICE, KUBE_SCHEDULER), cpu)
     assert list(one) == list(two) == ["as-it-happened", KUBE_SCHEDULER, DECICE]
     for name in one:
         assert one[name].metrics == two[name].metrics
         assert one[name].placements == two[name].placements
     assert seen[-1] == 1.0
+    assert list(cpu) != [] and set(cpu) == set(two) and all(v > 0 for v in cpu.values())

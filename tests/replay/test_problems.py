@@ -26,7 +26,7 @@ def test_too_large_names_the_size_and_a_step_that_fits() -> None:
     problem = check(size, 2 * 2**30)
     assert problem is not None
     text = str(problem)
-    assert text.startswith("the range needs about 3.7 GiB of memory (")
+    assert text.startswith("the range needs about 3.9 GiB of memory (")
     assert "500 nodes and 20000 pods over 7.0 days at step 30s" in text
     # At 60s it would still need 2.0 GiB and a bit: 120s is the first step that fits.
     assert text.endswith(
