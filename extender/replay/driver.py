@@ -151,9 +151,10 @@ class Replay:
         k = (r - self.tick) // self.step
         demand = [(bg[k] + load[k]) * inverse for bg, load, inverse in self._columns]
         cpu = [min(1.0, d) for d in demand]
-        observe = self.metrics.observe
-        for name, u in zip(self.present, cpu, strict=True):
-            observe(name, u, elapsed)
+        if self.model is not None:
+            observe = self.metrics.observe
+            for name, u in zip(self.present, cpu, strict=True):
+                observe(name, u, elapsed)
         if r % self.step == 0:
             self.recorder.record(k * self.step, cpu, demand)
             if self.model is not None:
@@ -285,11 +286,11 @@ def replay(
             break
         if r % run.step == 0:
             run.nodes_change(r // run.step, r)
-        if r % p.scrape_interval == 0:
-            run.metrics.scrape(list(run.present), run.memory)
-        if r % p.rule_interval == 0:
-            run.metrics.evaluate(r)
-        if model is not None:
+        if model is not None:  # what happened reads no metric
+            if r % p.scrape_interval == 0:
+                run.metrics.scrape(list(run.present), run.memory)
+            if r % p.rule_interval == 0:
+                run.metrics.evaluate(r)
             model.observe(r, run.feeds)
             run.retry(r)
         for at, kind, pod, node in run.due(r + tick):
