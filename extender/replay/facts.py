@@ -296,7 +296,7 @@ class Facts:
             node = self.node(name)
             if node.cpu is None:
                 node.cpu = Trace(self.grid.steps)  # moved to its first step by the first put
-            if self._fold_trace(node.cpu, series, keep_highest=True):
+            if fold_trace(node.cpu, series, self.grid, keep_highest=True):
                 self.seen.add("node_cpu")
 
     def fold_usage(self, result: list[Any]) -> None:
@@ -308,36 +308,41 @@ class Facts:
             trace = self.usage.get(key)
             if trace is None:
                 trace = Trace(self.grid.steps)
-            if self._fold_trace(trace, series, keep_highest=False, floor=0.0):
+            if fold_trace(trace, series, self.grid, keep_highest=False, floor=0.0):
                 self.usage[key] = trace
                 self.seen.add("usage")
 
-    def _fold_trace(
-        self, trace: Trace, series: Mapping[str, Any], keep_highest: bool, floor: float = -math.inf
-    ) -> bool:
-        """A series' samples into `trace` at their steps (the hot loop of a week's fetch:
-        samples that continue the trace are appended). True when any sample landed."""
-        values = series.get("values")
-        if not isinstance(values, list):
-            return False
-        start, step, steps = self.grid.start, self.grid.step, self.grid.steps
-        landed = False
-        for pair in values:
-            try:
-                k = round((float(pair[0]) - start) / step)
-                v = float(pair[1])
-            except (TypeError, ValueError, IndexError):
-                continue
-            if not 0 <= k < steps or not math.isfinite(v):
-                continue
-            v = max(floor, v)
-            if trace.values and k == trace.first + len(trace.values):
-                trace.values.append(v)
-            elif not trace.values:
-                trace.first = k
-                trace.values.append(v)
-            else:
-                old = trace.at(k)
-                trace.put(k, v if not keep_highest or math.isnan(old) else max(old, v))
-            landed = True
-        return landed
+
+def fold_trace(
+    trace: Trace,
+    series: Mapping[str, Any],
+    grid: Grid,
+    keep_highest: bool,
+    floor: float = -math.inf,
+) -> bool:
+    """A series' samples into `trace` at their steps (the hot loop of a week's fetch:
+    samples that continue the trace are appended). True when any sample landed."""
+    values = series.get("values")
+    if not isinstance(values, list):
+        return False
+    start, step, steps = grid.start, grid.step, grid.steps
+    landed = False
+    for pair in values:
+        try:
+            k = round((float(pair[0]) - start) / step)
+            v = float(pair[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if not 0 <= k < steps or not math.isfinite(v):
+            continue
+        v = max(floor, v)
+        if trace.values and k == trace.first + len(trace.values):
+            trace.values.append(v)
+        elif not trace.values:
+            trace.first = k
+            trace.values.append(v)
+        else:
+            old = trace.at(k)
+            trace.put(k, v if not keep_highest or math.isnan(old) else max(old, v))
+        landed = True
+    return landed
