@@ -8,7 +8,6 @@ state.DecisionState's. No I/O: it runs on the event loop only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from itertools import filterfalse
 
 from extender.decisions.model import (
@@ -20,6 +19,7 @@ from extender.decisions.model import (
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, shown
 from extender.decisions.preemption import passing_after_victims
 from extender.decisions.readiness import readiness
+from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import (
     has_candidates_metric,
     score_candidates,
@@ -56,13 +56,17 @@ class Engine(DecisionState):
         tight, since, needs = self.guard.fit(
             policy, table, args.pod, names, failed, waiting, self._snapshot, now
         )
-        memo = _memo(args, policy, table, frozenset(failed) | tight.keys(), self._snapshot, now)
-        self.pods.remember(replace(memo, room_wait_since=since))
+        rejected = frozenset(failed).union(tight) if tight else frozenset(failed)
+        self.pods.remember(_memo(args, policy, table, rejected, self._snapshot, now, since))
         if self.turned_away is not None:
             until = None if since is None else since + self.settings.herd_guard.wait_for_room
-            rejected = len(failed) + len(tight)
-            _track(self.turned_away, args.pod, names, rejected, table, now, needs, until)
-        return FilterDecision(failed=failed, resolvable=tight)
+            _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
+        if since is None or not tight:  # it fits on some node: no reasons to give
+            return FilterDecision(failed=failed, left_out=frozenset(tight))
+        rule = fit_rule(policy)
+        return FilterDecision(
+            failed=failed, resolvable=dict.fromkeys(tight, rule.reason if rule else "")
+        )
 
     def prioritize(self, args: ExtenderArgs, now: float) -> Priorities:
         names = args.names
@@ -117,9 +121,10 @@ def _memo(
     rejected: frozenset[str],
     snapshot: Snapshot,
     now: float,
+    waiting: float | None = None,
 ) -> PodMemo:
     """What was decided, for the bind guard and /explain: references, no copies of the big
-    request (O(1) on the request path)."""
+    request (O(1) on the request path). `waiting`: since when the pod fits on no node."""
     names = args.names
     small = len(names) <= CANDIDATES_KEPT_UP_TO
     return PodMemo(
@@ -132,6 +137,7 @@ def _memo(
         stale=table.stale if table is not None else frozenset(),
         herd=table.herd if table is not None else {},
         policy=policy,
+        room_wait_since=waiting,
     )
 
 

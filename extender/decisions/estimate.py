@@ -15,6 +15,7 @@ TargetLoadPacking the limit, else request x 1.5 (pkg/trimaran/handler.go).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from extender.decisions.usage import UsageTable, WorkloadKey
@@ -70,6 +71,29 @@ def expected_use(
         times = f" x {factor:g}" if factor != 1.0 else ""
         return Expectation(request * factor, "request", f"its request{times}; {why}")
     return Expectation(guard.default_cpu_request, "default", f"no CPU request; {why}")
+
+
+def expected_cores(
+    namespace: str,
+    name: str,
+    workload: Callable[[], WorkloadKey | None],
+    request: float | None,
+    usage: UsageTable,
+    guard: HerdGuardSettings,
+    now: float,
+) -> float:
+    """`expected_use(...).cores` without the words, for the filter path: the workload is
+    named (`workload()`) only when some workload's use is known."""
+    if guard.estimate == "usage" and usage_fresh(usage, guard, now):
+        own = usage.pods.get((namespace, name)) if usage.pods else None
+        if own is not None:
+            return own
+        if usage.workloads:
+            use = usage.workloads.get(workload())  # type: ignore[arg-type]
+            if use is not None and use.pods >= guard.min_pods:
+                return use.cores
+    factor = guard.request_factor if guard.estimate == "usage" else 1.0
+    return request * factor if request is not None else guard.default_cpu_request
 
 
 def _why_not_measured(

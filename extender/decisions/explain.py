@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodMemo
+from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import evaluate_node, normalise_range, range_score, score_candidates
 from extender.policy.policies import MetricSettings, Policy
 from extender.policy.settings import Settings
@@ -85,6 +87,21 @@ def explain_nodes(
                 "metrics": metrics,
             }
         )
+    rows.sort(key=lambda r: (not r["passed"], -r["score"], r["node"]))
+    return rows
+
+
+def too_small_marked(
+    rows: list[Document], rejected: AbstractSet[NodeName], policy: Policy
+) -> list[Document]:
+    """The rows with the nodes the decision turned away for the pod's size (rooms.py: they
+    pass the table, so their own evaluation says passed) marked as such."""
+    rule = fit_rule(policy)
+    if rule is None or not rejected:
+        return rows
+    for row in rows:
+        if row["passed"] and row["node"] in rejected:
+            row.update(passed=False, reason=rule.reason, detail="too little room for this pod")
     rows.sort(key=lambda r: (not r["passed"], -r["score"], r["node"]))
     return rows
 
@@ -166,7 +183,11 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
     nodes = list(memo.candidates) if memo.candidates is not None else sorted(_nodes_of(snapshot))
     if memo.candidates is None:
         doc["candidatesListed"] = "the snapshot's nodes (the request named more than 256)"
-    rows = explain_nodes(memo.policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
+    rows = too_small_marked(
+        explain_nodes(memo.policy, snapshot, memo.stale, memo.herd, nodes, memo.at),
+        memo.rejected,
+        memo.policy,
+    )
     _, by_reason = summary(rows)
     doc["filteredBy"] = dict(by_reason)
     limit = settings.explain.max_nodes

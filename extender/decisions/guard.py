@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from extender.decisions.estimate import Expectation, expected_use, usage_fresh
+from extender.decisions.estimate import Expectation, expected_cores, expected_use, usage_fresh
 from extender.decisions.herd import HerdLedger, Reservation
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodFacts
@@ -93,13 +93,22 @@ class HerdGuard:
         waiting: float | None,
         snapshot: Snapshot,
         now: float,
-    ) -> tuple[dict[NodeName, str], float | None, float]:
+    ) -> tuple[set[NodeName], float | None, float]:
         """The asked nodes too small for `pod` (rooms.tight_nodes), since when it fits on
         none (`waiting`: since when it did before), and the cores it needs."""
         rule, guard = fit_rule(policy), self._settings.herd_guard
         if table.rooms is None or rule is None or not guard.fit:
-            return {}, None, 0.0
-        needs = self.expected(pod, snapshot, now).cores
+            return set(), None, 0.0
+        guard_settings = self._settings.herd_guard
+        needs = expected_cores(
+            pod.namespace,
+            pod.name,
+            lambda: pod.workload,
+            pod.cpu_request,
+            snapshot.usage,
+            guard_settings,
+            now,
+        )
         tight, since = tight_nodes(
             table.rooms, rule, needs, names, failed, waiting, now, guard.wait_for_room
         )

@@ -12,7 +12,7 @@ most pods, and the common filter call stays a lookup.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,11 +49,14 @@ class Rooms:
     """Passing nodes sorted by room (cores left under the threshold). Read-only once built:
     `with_changes` gives a new index, as tables are replaced rather than changed."""
 
-    __slots__ = ("_order", "_room")
+    __slots__ = ("_names", "_room", "_rooms")
 
     def __init__(self, room: dict[NodeName, float], order: list[tuple[float, NodeName]]) -> None:
         self._room = room
-        self._order = order
+        # Two aligned lists, rooms ascending: a bisect on the floats and a slice of the
+        # names answer too_small at C speed (a burst's big pods ask it of every node).
+        self._rooms = [r for r, _ in order]
+        self._names = [n for _, n in order]
 
     @classmethod
     def of(cls, room: Mapping[NodeName, float]) -> Rooms:
@@ -61,11 +64,11 @@ class Rooms:
 
     def too_small(self, cores: float) -> list[NodeName]:
         """The indexed nodes with less room than `cores`."""
-        return [n for _, n in self._order[: bisect_left(self._order, (cores, ""))]]
+        return self._names[: bisect_left(self._rooms, cores)]
 
     def most(self) -> float:
         """The largest room of any indexed node (0 when none is indexed)."""
-        return self._order[-1][0] if self._order else 0.0
+        return self._rooms[-1] if self._rooms else 0.0
 
     def room(self, node: NodeName) -> float:
         """Cores `node` can take (infinite for a node not indexed: no value to judge by)."""
@@ -73,16 +76,25 @@ class Rooms:
 
     def with_changes(self, changes: Mapping[NodeName, float | None]) -> Rooms:
         """A copy with these nodes' room changed (None: no longer indexed)."""
-        room = dict(self._room)
-        order = list(self._order)
+        copy = Rooms.__new__(Rooms)
+        copy._room, copy._rooms, copy._names = (
+            dict(self._room),
+            list(self._rooms),
+            list(self._names),
+        )
         for node, new in changes.items():
-            old = room.pop(node, None)
+            old = copy._room.pop(node, None)
             if old is not None:
-                del order[bisect_left(order, (old, node))]
+                i = bisect_left(copy._rooms, old)
+                while copy._names[i] != node:  # equal rooms: find this node among them
+                    i += 1
+                del copy._rooms[i], copy._names[i]
             if new is not None:
-                room[node] = new
-                insort(order, (new, node))
-        return Rooms(room, order)
+                copy._room[node] = new
+                i = bisect_right(copy._rooms, new)
+                copy._rooms.insert(i, new)
+                copy._names.insert(i, node)
+        return copy
 
     def __len__(self) -> int:
         return len(self._room)
@@ -125,22 +137,24 @@ def tight_nodes(
     waiting_since: float | None,
     now: float,
     wait_for_room: float,
-) -> tuple[dict[NodeName, str], float | None]:
-    """The asked nodes (`names`) too small for a pod that needs `needs` cores, with the
-    reason, and since when it fits on none of them (None while it fits on one).
+) -> tuple[set[NodeName], float | None]:
+    """The asked nodes (`names`) too small for a pod that needs `needs` cores, and since
+    when it fits on none of them (None while it fits on one).
 
     A pod that fits on none waits for room (the scheduler retries it; our requeue when a
     node has room); after `wait_for_room` seconds since `waiting_since` it is let onto
     the roomiest of them rather than wait on."""
     small = rooms.too_small(needs)
     if not small:  # the common case: every node has room for this pod
-        return {}, None
+        return set(), None
     asked = set(names)
-    tight = [n for n in small if n in asked and n not in failed]
+    tight = asked.intersection(small)
+    if failed:
+        tight.difference_update(failed)
     if not tight or len(failed) + len(tight) < len(asked):
-        return dict.fromkeys(tight, rule.reason), None
+        return tight, None
     since = waiting_since if waiting_since is not None else now
     if now - since < wait_for_room:
-        return dict.fromkeys(tight, rule.reason), since
+        return tight, since
     roomiest = max(rooms.room(n) for n in tight)
-    return {n: rule.reason for n in tight if rooms.room(n) < roomiest}, since
+    return {n for n in tight if rooms.room(n) < roomiest}, since

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import filterfalse
 from typing import Any, Literal
 
 import msgspec
@@ -262,13 +263,16 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
 
     Nodes rejected whatever happens go to FailedAndUnresolvableNodes: preempting pods cannot
     bring a node's measured load or a missing metric back in time. Nodes too small for this
-    pod go to FailedNodes: preempting pods there can make room (our /preempt judges it)."""
+    pod go to FailedNodes when it fits on no node (preempting pods there can make room: our
+    /preempt judges it), and are only left out of the names when it fits on another."""
     failed = decision.failed
     resolvable = decision.resolvable
-    rejected = {**failed, **resolvable} if resolvable else failed
+    rejected: Mapping[str, str] | set[str] = failed
+    if resolvable or decision.left_out:
+        rejected = {*failed, *resolvable, *decision.left_out}
     names = args.names
     if args.node_list is None:
-        passed = names if not rejected else [n for n in names if n not in rejected]
+        passed = names if not rejected else list(filterfalse(rejected.__contains__, names))
         return orjson.dumps(
             {
                 "Nodes": None,

@@ -32,15 +32,15 @@ def test_rooms_find_the_nodes_too_small_in_order() -> None:
 @pytest.mark.parametrize(
     ("needs", "since", "now", "tight", "waiting"),
     [
-        (0.1, None, NOW, {}, None),  # fits everywhere: the common case
-        (1.0, None, NOW, {"a": RULE.reason}, None),  # fits on b and c
-        (5.0, None, NOW, dict.fromkeys("abc", RULE.reason), NOW),  # fits nowhere: waits
-        (5.0, NOW - 100, NOW, dict.fromkeys("abc", RULE.reason), NOW - 100),  # still
-        (5.0, NOW - 120, NOW, {"a": RULE.reason, "b": RULE.reason}, NOW - 120),  # c, roomiest
+        (0.1, None, NOW, set(), None),  # fits everywhere: the common case
+        (1.0, None, NOW, {"a"}, None),  # fits on b and c
+        (5.0, None, NOW, {"a", "b", "c"}, NOW),  # fits nowhere: waits
+        (5.0, NOW - 100, NOW, {"a", "b", "c"}, NOW - 100),  # still
+        (5.0, NOW - 120, NOW, {"a", "b"}, NOW - 120),  # then onto c, the roomiest
     ],
 )
 def test_tight_nodes(
-    needs: float, since: float | None, now: float, tight: dict[str, str], waiting: float | None
+    needs: float, since: float | None, now: float, tight: set[str], waiting: float | None
 ) -> None:
     rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
     got = tight_nodes(rooms, RULE, needs, ["a", "b", "c"], {}, since, now, 120.0)
@@ -50,7 +50,7 @@ def test_tight_nodes(
 def test_a_node_failed_anyway_is_not_counted_twice() -> None:
     rooms = Rooms.of({"a": 0.5, "b": 2.0})
     tight, since = tight_nodes(rooms, RULE, 1.0, ["a", "b", "x"], {"x": "hot"}, None, NOW, 120)
-    assert tight == {"a": RULE.reason} and since is None
+    assert tight == {"a"} and since is None
 
 
 def pod(uid: str, cpu: str) -> dict[str, object]:
@@ -78,15 +78,17 @@ def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_roomiest() -> 
     e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
     e.turned_away = TurnedAwayPods(100, 600)
     one = ask(e, "p1", "1", ["a", "b"], NOW)
-    assert one["NodeNames"] == ["a"]
-    assert one["FailedNodes"] == {"b": "decice: cpu above 0.9 with this pod"}
-    assert one["FailedAndUnresolvableNodes"] == {}
+    assert one["NodeNames"] == ["a"]  # b left out: no reason needed while it fits on a
+    assert one["FailedNodes"] == {} and one["FailedAndUnresolvableNodes"] == {}
     two = ask(e, "p2", "2", ["a", "b"], NOW)
     assert two["NodeNames"] == [] and set(two["FailedNodes"]) == {"a", "b"}
     assert "p2" in e.turned_away
     assert ask(e, "p2", "2", ["a", "b"], NOW + 59)["NodeNames"] == []
     later = ask(e, "p2", "2", ["a", "b"], NOW + 60)
     assert later["NodeNames"] == ["a"] and list(later["FailedNodes"]) == ["b"]
+    # /explain says why b was left out for p1
+    memo = e.pods.get("p1")
+    assert memo is not None and memo.rejected == {"b"}
     assert "p2" not in e.turned_away
 
 
@@ -119,3 +121,18 @@ def test_node_sizes_move_the_room() -> None:
     assert ask(e, "p1", "1", ["a", "b"], NOW)["NodeNames"] == []  # 4 cores: 0.2 x 4 < 1
     e.set_node_cores({"a": 8.0})
     assert ask(e, "p2", "1", ["a", "b"], NOW)["NodeNames"] == ["a"]  # 8 cores: 1.6 of room
+
+
+def test_explain_names_the_nodes_too_small_for_the_pod() -> None:
+    from extender.decisions.explain import explain_pod
+
+    settings = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}])
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
+    ask(e, "p1", "1", ["a", "b"], NOW)
+    memo = e.pods.get("p1")
+    assert memo is not None
+    doc = explain_pod(settings, memo, NOW)
+    rows = {r["node"]: r for r in doc["nodes"]}
+    assert rows["a"]["passed"] and not rows["b"]["passed"]
+    assert rows["b"]["reason"] == "decice: cpu above 0.9 with this pod"
+    assert doc["filteredBy"] == {"decice: cpu above 0.9 with this pod": 1}

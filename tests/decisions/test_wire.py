@@ -251,12 +251,21 @@ def test_bad_preemption_args() -> None:
 
 def test_nodes_too_small_for_the_pod_are_resolvable_in_both_forms() -> None:
     """The captured pod requests 500m (no workload measured): 0.125 of a 4-core node. With
-    the threshold at 0.5, node-1 at 0.4 would cross it with the pod: FailedNodes
-    (preemption may make room), while node-2 at 0.7 is over it already: unresolvable."""
+    the threshold at 0.5, node-1 at 0.4 would cross it with the pod, while node-2 at 0.7 is
+    over it already (unresolvable). While it fits on other nodes, node-1 is only left out;
+    once it fits on none (threshold 0.2: node-3 and node-4 at 0.1 are too small for it),
+    every node too small for it is in FailedNodes (preemption may make room there)."""
     e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
     for fixture in ("filter-nodecache.json", "filter-fullnodes.json"):
         answer = orjson.loads(filter_answer(e, parse_extender_args(fixture_bytes(fixture))))
         assert answer["FailedAndUnresolvableNodes"] == {"node-2": "decice: cpu above 0.5"}
-        assert answer["FailedNodes"] == {"node-1": "decice: cpu above 0.5 with this pod"}
+        assert answer["FailedNodes"] == {}
         kept = answer["NodeNames"] or [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
         assert kept == ["node-3", "node-4", "node-5"]
+    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.2}}])
+    for fixture in ("filter-nodecache.json", "filter-fullnodes.json"):
+        answer = orjson.loads(filter_answer(e, parse_extender_args(fixture_bytes(fixture))))
+        assert set(answer["FailedAndUnresolvableNodes"]) == {"node-1", "node-2", "node-5"}
+        small = "decice: cpu above 0.2 with this pod"
+        assert answer["FailedNodes"] == dict.fromkeys(["node-3", "node-4"], small)
+        assert not (answer["NodeNames"] or (answer["Nodes"] or {}).get("items"))
