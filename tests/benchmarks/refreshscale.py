@@ -41,7 +41,8 @@ them young: the pod query's worst case, 100,000 series in its answer). Measured:
   client, bounded in count and time, in modes (see MODES): no refresh after the first,
   refreshes back to back without the usage fetch and with it, no refresh but the backend
   queried back to back by another process, and with --shipped-seconds every 15 s;
-  interleaved rounds, medians;
+  interleaved rounds, medians; each run at least as long as three refreshes with the
+  usage fetch (at 100,000 pods one takes seconds);
 - a profile (cProfile) of each phase at the largest size: the top functions by own time.
 
 --switch-interval and --gc-freeze start the service (and run the stall measurement)
@@ -960,6 +961,17 @@ def measured_use(port: int) -> dict[str, Any]:
 LOAD_KEYS = ("server_p50_ms", "server_p99_ms", "rtt_p50_ms", "rtt_p99_ms")
 
 
+LOAD_REFRESHES = 3
+
+
+def spanning(plan: Plan, refresh_seconds: float) -> Plan:
+    """The plan with every mode's load long enough for LOAD_REFRESHES refreshes of
+    `refresh_seconds` (its count scaled with it: the time bound ends the run)."""
+    seconds = max(plan.load_seconds, LOAD_REFRESHES * refresh_seconds)
+    count = int(plan.load_count * seconds / plan.load_seconds)
+    return dataclasses.replace(plan, load_seconds=seconds, load_count=count)
+
+
 def load_rows(
     backend: str, n: int, url: str, c: Cluster, plan: Plan, work: Path
 ) -> list[dict[str, Any]]:
@@ -1249,7 +1261,10 @@ def run(
                     del bench
                     gc.collect()
                     if load:
-                        rows = load_rows(backend, n, url, c, plan, work)
+                        # Each run spans LOAD_REFRESHES refreshes with the usage fetch at
+                        # least, else a slow one (100,000 pods) never completes within it.
+                        long = spanning(plan, row["refresh_ms"] / 1000)
+                        rows = load_rows(backend, n, url, c, long, work)
                         loads += rows
                         for line in table(LOAD_COLUMNS, rows).splitlines()[1:]:
                             log(line)
