@@ -47,7 +47,18 @@ class Watcher(Protocol):
         timeout_seconds: int,
         bookmarks: bool = True,
         opened: Callable[[], None] | None = None,
+        sieve: Callable[[bytearray], bool] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]: ...
+
+
+class LineSieve(Protocol):
+    """Drops a watch's event lines before they are decoded (cluster.podsieve)."""
+
+    version: str
+    """The resourceVersion of the last line it read, kept or dropped."""
+    dropped: int
+
+    def __call__(self, line: bytearray) -> bool: ...
 
 
 class WatchExpired(Exception):
@@ -68,12 +79,19 @@ class WatchStatus:
     events: int = 0
     restarts: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    sieve: LineSieve | None = field(default=None, repr=False)
+
+    @property
+    def dropped(self) -> int:
+        """Events the sieve dropped undecoded (they changed nothing the service keeps)."""
+        return self.sieve.dropped if self.sieve is not None else 0
 
     def detail(self) -> dict[str, object]:
         return {
             "watching": self.watching,
             "resourceVersion": self.resource_version,
             "events": self.events,
+            "dropped": self.dropped,
             "restarts": dict(self.restarts),
             "error": self.error,
         }
@@ -98,9 +116,11 @@ class Informer:
         counter: WatchCounter | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        sieve: LineSieve | None = None,
     ) -> None:
-        """`rng`: the back-off's random source (seeded in tests)."""
-        self.status = WatchStatus(resource)
+        """`rng`: the back-off's random source (seeded in tests); `sieve`: drops event
+        lines before they are decoded."""
+        self.status = WatchStatus(resource, sieve=sieve)
         self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=rng or random.Random())
         self._path = path
         self._kube = kube
@@ -111,6 +131,7 @@ class Informer:
         self._sleep = sleep
         self._failures = 0
         self._version: str | None = None
+        self._sieve = sieve
 
     async def prime(self, timeout: float) -> None:
         """The first list, before the service answers (bounded); `run` starts from it."""
@@ -164,12 +185,29 @@ class Informer:
 
     async def _watch(self, version: str) -> str:
         """Watch from `version` until the server ends the stream; the last version seen."""
-        stream = self._kube.watch(
-            self._path, resource_version=version, timeout_seconds=self._timeout, opened=self._up
-        )
+        sieve = self._sieve
+        if sieve is None:
+            stream = self._kube.watch(
+                self._path, resource_version=version, timeout_seconds=self._timeout, opened=self._up
+            )
+        else:
+            sieve.version = ""
+            stream = self._kube.watch(
+                self._path,
+                resource_version=version,
+                timeout_seconds=self._timeout,
+                opened=self._up,
+                sieve=sieve,
+            )
         self.status.resource_version = version
-        async with contextlib.aclosing(stream):  # leaving early frees the connection
-            return await self._consume(stream, version)
+        try:
+            async with contextlib.aclosing(stream):  # leaving early frees the connection
+                version = await self._consume(stream, version)
+        finally:
+            # The sieve read every line, the dropped ones too: resume after the last.
+            if sieve is not None and sieve.version:
+                version = self.status.resource_version = sieve.version
+        return version
 
     def _up(self) -> None:
         """The server answered the watch request: the watch is up."""

@@ -6,7 +6,9 @@
 - a pod bound or gone: it is no longer a turned-away pod to requeue;
 - a pod of ours that another binder bound: its decision records the node, and it gets
   its `Placed` Event like the pods we bind.
-O(1) per event, on the event loop.
+O(1) per event, on the event loop. Its sieve (cluster.podsieve) drops, undecoded, the
+events that would change none of this: updates of pods it already read as assigned, and
+of pods without a node.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+from extender.cluster.podsieve import PodSieve
 from extender.decisions.assignments import (
     CLOCK_SKEW,
     Assigned,
@@ -46,6 +49,8 @@ class PodEventHandler:
         self._binding = binding
         self._seen = seen
         self._clock = clock
+        self.sieve = PodSieve()
+        """Give it to the pod watch: it drops the lines this handler would ignore."""
         # A UID counted once within the span in which it can count at all.
         self._counted = AssignmentLog(keep=2 * (engine.guard.span + CLOCK_SKEW))
 
@@ -58,9 +63,12 @@ class PodEventHandler:
         if isinstance(change, Released):
             engine.release(change.uid, now)
             self._drop(change.uid)
+            self.sieve.forget(change.uid)
         elif isinstance(change, Assigned):
             self._drop(change.uid)
             self._assigned(change, pod, now)
+            # Counted now, or too old to count: its later updates change nothing here.
+            self.sieve.settle(change.uid)
 
     def _drop(self, uid: str) -> None:
         if self._engine.turned_away is not None:
@@ -108,6 +116,7 @@ class PodEventHandler:
         anyway comes back with the watch's event of the assignment)."""
         engine = self._engine
         now = self._clock()
+        self.sieve.keep_only(listed)
         gone = [
             uid
             for uid, r in engine.reservations.items()

@@ -110,6 +110,7 @@ def pod_informer(
         handler,
         timeout_seconds=settings.kubernetes.watch_timeout,
         counter=counter,
+        sieve=handler.sieve,
     )
 
 

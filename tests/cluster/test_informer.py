@@ -9,9 +9,11 @@ import random
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+import orjson
 import pytest
 
 from extender.cluster.informer import MAX_BACKOFF, Informer
+from extender.cluster.podsieve import PodSieve
 
 
 class ApiError(Exception):
@@ -39,6 +41,7 @@ class ScriptedWatcher:
         timeout_seconds: int,
         bookmarks: bool = True,
         opened: Callable[[], None] | None = None,
+        sieve: Callable[[bytearray], bool] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         self.calls.append(resource_version)
         if not self.scripts:
@@ -52,7 +55,8 @@ class ScriptedWatcher:
         for item in script:
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            if sieve is None or sieve(bytearray(orjson.dumps(item))):
+                yield item
 
 
 def pod(rv: str, name: str = "p") -> dict[str, Any]:
@@ -69,7 +73,7 @@ def expired() -> dict[str, Any]:
 
 
 async def run_until_done(
-    scripts: list[Script], starts: list[str] | None = None
+    scripts: list[Script], starts: list[str] | None = None, sieve: PodSieve | None = None
 ) -> tuple[Informer, ScriptedWatcher, list[tuple[str, Any]], list[float]]:
     watcher = ScriptedWatcher(scripts)
     seen: list[tuple[str, Any]] = []
@@ -90,6 +94,7 @@ async def run_until_done(
         lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
         sleep=sleep,
         rng=random.Random(7),
+        sieve=sieve,
     )
     task = asyncio.create_task(informer.run())
     await asyncio.wait_for(watcher.done.wait(), 10)
@@ -190,3 +195,18 @@ async def test_a_quiet_watch_is_up_once_the_server_answered() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_a_watch_resumes_after_the_last_line_its_sieve_dropped() -> None:
+    sieve = PodSieve()
+    sieve.settle("a")
+
+    def update(rv: str, uid: str) -> dict[str, Any]:
+        obj = {"metadata": {"uid": uid, "resourceVersion": rv, "name": uid}}
+        return {"type": "MODIFIED", "object": {**obj, "spec": {"nodeName": "n"}}}
+
+    scripts: list[Script] = [[update("11", "b"), update("12", "a"), update("13", "a")]]
+    informer, watcher, seen, _ = await run_until_done(scripts, sieve=sieve)
+    assert seen == [("MODIFIED", "b")]  # a's updates were dropped undecoded
+    assert watcher.calls == ["10", "13"]  # ...and the next watch starts after them
+    assert (informer.status.events, informer.status.dropped) == (1, 2)

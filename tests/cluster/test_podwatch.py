@@ -308,3 +308,30 @@ def test_a_node_removed_takes_its_reservations_and_rows_and_a_new_one_is_sized_a
         assert "node-b" not in engine.herd()
         assert "node-b" not in engine.table(0.0).evals
         assert 'decice_node_score{node="node-b"' not in stack.metrics()
+
+
+def test_status_updates_of_placed_and_pending_pods_are_dropped_undecoded(
+    api: FakeKubeAPI,
+) -> None:
+    # The sieve (cluster.podsieve) on the real stream: a running pod's and a pending pod's
+    # updates never reach the handler; a new assignment and a deletion still do.
+    api.add_pod(NS, "old", "uid-old", node_name="node-b", phase="Running", created=1.0e9)
+    api.add_pod(NS, "pending", "uid-pending")
+    with Stack(api, {"node-a": {"cpu": 0.2}, "node-b": {"cpu": 0.3}}) as stack:
+        up(stack, api)
+        engine = stack.service.engine
+        [watch] = [i for i in stack.service.informers if i.status.resource == "pods"]
+        for _ in range(3):
+            api.set_phase(NS, "old", "Running")  # a kubelet's status report
+            api.set_phase(NS, "pending", "Pending")
+        wait_until(lambda: stack.readyz()["watches"]["pods"]["dropped"] == 6, 30, "6 dropped")
+        assert watch.status.events == 0
+        api.assign(NS, "pending", "node-a")
+        wait_until(lambda: "uid-pending" in engine.reservations, 30, "the assignment counted")
+        api.set_phase(NS, "pending", "Running")
+        api.delete_pod(NS, "pending")
+        wait_until(lambda: not engine.reservations, 30, "the deletion released it")
+        # The assignment, the deletion mark and the DELETED event: the Running report of
+        # the pod it already read as assigned was dropped.
+        assert watch.status.events == 3
+        assert stack.readyz()["watches"]["pods"]["dropped"] == 7

@@ -44,12 +44,14 @@ class Watching(KubeTransport):
         timeout_seconds: int,
         bookmarks: bool = True,
         opened: Callable[[], None] | None = None,
+        sieve: Callable[[bytearray], bool] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """The events of a watch from `resource_version` (`{"type": ..., "object": ...}`),
         `ERROR` events included, until the server ends the stream (at `timeout_seconds`).
 
         `opened()` is called once the server answered the request with a stream (a real API
-        server may then send nothing for minutes on a quiet cluster).
+        server may then send nothing for minutes on a quiet cluster). `sieve(line)`: False
+        for an event line to drop undecoded (cluster.podsieve).
 
         Not retried: an error answer raises its `KubeError`, a stream that breaks raises
         `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when
@@ -92,7 +94,7 @@ class Watching(KubeTransport):
                     while (end := buffer.find(b"\n", begin)) != -1:
                         line = buffer[begin:end]
                         begin = end + 1
-                        if line.strip():
+                        if line.strip() and (sieve is None or sieve(line)):
                             yield _watch_event(line, what)
                     del buffer[:begin]
                     if len(buffer) > MAX_WATCH_LINE:
@@ -100,7 +102,7 @@ class Watching(KubeTransport):
                             f"{what}: an event is longer than {MAX_WATCH_LINE} bytes",
                             reason="BadResponse",
                         )
-                if buffer.strip():
+                if buffer.strip() and (sieve is None or sieve(buffer)):
                     yield _watch_event(buffer, what)
         except TRANSPORT_ERRORS as exc:
             if not streaming:

@@ -1,0 +1,469 @@
+"""What pod churn the service does not need costs it, on the real API server.
+
+    python -m tests.benchmarks.churn [--quick] [--nodes 2000] [--pods 4000] [--rate 200]
+        [--seconds 20] [--runs 3] [--variants on,off] [--before-tree DIR] [--json FILE]
+
+A real control plane (tests/harness/controlplane.py: etcd and kube-apiserver on
+127.0.0.1), N fake nodes, P pods created already bound to them (`spec.nodeName`, placed
+by another scheduler, long before the service starts). Then for each run of each
+variant, interleaved (on 1, off 1, on 2, ...):
+
+1. our service starts (`decice-extender serve`, a static policy over the N nodes, bind
+   and Events off) with the pod watch on (`on`), off (`off`: `kubernetes.watchPods:
+   false`), or on from the code in `--before-tree` (`before`: a `git archive` of an older
+   commit, run with PYTHONPATH there), and lists;
+2. **churn**: the pods' status is patched at R a second (the Ready condition flipped and
+   its time moved, through the status subresource, as kubelets report) for S seconds;
+   the service's CPU seconds over that window (utime + stime of the process and its
+   children, /proc) per 1,000 updates (`cpu_ms_per_1000`);
+3. **churn + verbs**: the same churn while one client sends filter and prioritize (every
+   node's name, the captured pod) at `VERB_RATE` a second each: server time
+   (`Server-Timing`) and round trip, p50 and p99;
+4. **quiet + verbs**: the verbs alone, no churn (what the API server's own CPU on these
+   shared cores does to the verbs shows in the difference).
+
+Printed: medians (min-max) per variant, and the ratios on / off of CPU per 1,000 updates
+and of the verbs' p99 during churn. Bounded: each phase stops after S seconds, each wait
+has a ceiling; a stuck phase raises naming the logs. `--quick` (50 nodes, 100 pods, 20
+updates a second, 3 s phases, 1 run) is what test_churn_quick.py runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import http.client
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.benchmarks.bench import cpu_model
+from tests.benchmarks.realburst import policy as burst_policy
+from tests.harness.controlplane import ControlPlane, Kube, fake_nodes, pod_manifest
+from tests.harness.loopback import LOCALHOST
+
+JSON = dict[str, Any]
+Log = Callable[[str], None]
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURED = ROOT / "tests" / "fixtures" / "kube-scheduler" / "filter-nodecache.json"
+VARIANTS = ("on", "off")
+ALL_VARIANTS = (*VARIANTS, "before")
+NAMESPACE = "churn"
+VERB_RATE = 10.0
+"""Filter and prioritize calls a second, each, during the verbs' phases."""
+PATCH_WORKERS = 8
+SLACK = 30.0
+"""Seconds a phase may overrun its S before it fails."""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    nodes: int
+    pods: int
+    rate: float
+    seconds: float
+    runs: int
+
+
+FULL = Sizes(nodes=2000, pods=4000, rate=200.0, seconds=20.0, runs=3)
+QUICK = Sizes(nodes=50, pods=100, rate=20.0, seconds=3.0, runs=1)
+
+RUN_KEYS = (
+    "variant",
+    "run",
+    "updates",
+    "updates_per_s",
+    "cpu_s",
+    "cpu_ms_per_1000",
+    "churn",
+    "quiet",
+    "watch_events",
+    "watch_dropped",
+    "loadavg_1m",
+)
+
+
+class ChurnFailed(RuntimeError):
+    pass
+
+
+# -- the churn --------------------------------------------------------------------------------
+
+
+def status_patch(i: int) -> JSON:
+    """The i-th report of a pod: Running, its Ready condition flipped, a new time."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (i % 2)))
+    ready = "True" if i % 2 else "False"
+    return {
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": ready, "lastTransitionTime": stamp},
+            ],
+        }
+    }
+
+
+def churn(kube: Kube, names: Sequence[str], rate: float, seconds: float) -> int:
+    """Patch the pods' status at `rate` a second for `seconds` (round robin over `names`),
+    from PATCH_WORKERS threads on one schedule; the updates made."""
+    total = max(1, int(rate * seconds))
+    began = time.monotonic()
+    deadline = began + seconds + SLACK
+    count = [0]
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        wait = began + i / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        if time.monotonic() > deadline:
+            raise ChurnFailed(f"the churn fell {SLACK:.0f} s behind its schedule")
+        name = names[i % len(names)]
+        kube.merge_patch(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/status", status_patch(i))
+        with lock:
+            count[0] += 1
+
+    with concurrent.futures.ThreadPoolExecutor(PATCH_WORKERS) as pool:
+        # Submitted in order; each worker waits for its slot, so at most PATCH_WORKERS
+        # updates are in flight and the rate holds while the API server keeps up.
+        for future in [pool.submit(one, i) for i in range(total)]:
+            future.result(timeout=max(1.0, deadline - time.monotonic()))
+    return count[0]
+
+
+# -- the verbs --------------------------------------------------------------------------------
+
+
+@dataclass
+class Timings:
+    server_ms: dict[str, list[float]] = field(
+        default_factory=lambda: {"filter": [], "prioritize": []}
+    )
+    rtt_ms: dict[str, list[float]] = field(default_factory=lambda: {"filter": [], "prioritize": []})
+
+    def summary(self) -> JSON:
+        out: JSON = {}
+        for verb in ("filter", "prioritize"):
+            for kind, samples in (("server", self.server_ms[verb]), ("rtt", self.rtt_ms[verb])):
+                out[f"{verb}_{kind}_p50"] = quantile(samples, 0.5)
+                out[f"{verb}_{kind}_p99"] = quantile(samples, 0.99)
+            out[f"{verb}_calls"] = len(self.rtt_ms[verb])
+        return out
+
+
+def quantile(samples: Sequence[float], q: float) -> float | None:
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def verbs(port: int, body: bytes, seconds: float, halt: threading.Event) -> Timings:
+    """Filter then prioritize, each VERB_RATE a second, for `seconds` (or until `halt`)."""
+    timings = Timings()
+    conn = http.client.HTTPConnection(LOCALHOST, port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    began = time.monotonic()
+    for i in range(int(seconds * VERB_RATE) + 1):
+        wait = began + i / VERB_RATE - time.monotonic()
+        if wait > 0 and halt.wait(wait):
+            break
+        for verb in ("filter", "prioritize"):
+            t0 = time.perf_counter()
+            conn.request("POST", f"/{verb}", body, headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 200:
+                raise ChurnFailed(f"POST /{verb}: HTTP {resp.status}: {data[:200]!r}")
+            timings.rtt_ms[verb].append((time.perf_counter() - t0) * 1000)
+            timing = resp.getheader("Server-Timing") or "dur=nan"
+            timings.server_ms[verb].append(float(timing.split("dur=", 1)[1].split(",")[0]))
+    conn.close()
+    return timings
+
+
+# -- one run ----------------------------------------------------------------------------------
+
+
+def cpu_with_children(pid: int) -> float:
+    """utime + stime of `pid` and every live descendant, seconds (/proc)."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{p}/task").iterdir():
+                children = (task / "children").read_text().split()
+                todo.extend(int(c) for c in children)
+    return total
+
+
+@dataclass
+class Bench:
+    cp: ControlPlane
+    work: Path
+    sizes: Sizes
+    names: list[str]
+    body: bytes
+    policy: JSON
+    before_tree: Path | None
+    log: Log
+    runs: list[JSON] = field(default_factory=list)
+
+    def run(self, variant: str, index: int) -> JSON:
+        policy = dict(self.policy)
+        policy["kubernetes"] = {"watchPods": variant != "off"}
+        env = {"PYTHONPATH": str(self.before_tree)} if variant == "before" else None
+        if variant == "before" and self.before_tree is None:
+            raise ChurnFailed("variant before needs --before-tree")
+        service = self.cp.start_extender(policy, env=env, workdir=self.work, log_level="warning")
+        try:
+            return self._phases(variant, index, service.port, service.pid)
+        except Exception as exc:
+            raise ChurnFailed(f"{variant} run {index}: {exc} (log {service.stderr_path})") from exc
+        finally:
+            self.cp.stop_extender()
+
+    def _phases(self, variant: str, index: int, port: int, pid: int) -> JSON:
+        sizes, kube = self.sizes, self.cp.kube
+        load0 = os.getloadavg()[0]
+        cpu0, t0 = cpu_with_children(pid), time.monotonic()
+        updates = churn(kube, self.names, sizes.rate, sizes.seconds)
+        cpu1, t1 = cpu_with_children(pid), time.monotonic()
+        halt = threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            timed = pool.submit(verbs, port, self.body, sizes.seconds + SLACK, halt)
+            try:
+                updates_b = churn(kube, self.names, sizes.rate, sizes.seconds)
+            finally:
+                halt.set()
+            during = timed.result(timeout=SLACK + sizes.seconds)
+        quiet = verbs(port, self.body, sizes.seconds, threading.Event())
+        detail = self._watch_detail(port)
+        cpu = cpu1 - cpu0
+        return {
+            "variant": variant,
+            "run": index,
+            "updates": updates,
+            "updates_per_s": round(updates / (t1 - t0), 1),
+            "cpu_s": round(cpu, 3),
+            "cpu_ms_per_1000": round(cpu * 1000 / updates * 1000, 2),
+            "churn": {"updates": updates_b, **during.summary()},
+            "quiet": quiet.summary(),
+            "watch_events": detail.get("events"),
+            "watch_dropped": detail.get("dropped"),
+            "loadavg_1m": [round(load0, 2), round(os.getloadavg()[0], 2)],
+        }
+
+    def _watch_detail(self, port: int) -> JSON:
+        conn = http.client.HTTPConnection(LOCALHOST, port, timeout=10)
+        conn.request("GET", "/readyz")
+        doc = orjson.loads(conn.getresponse().read())
+        conn.close()
+        pods: JSON = (doc.get("watches") or {}).get("pods") or {}
+        return pods
+
+
+# -- summary ----------------------------------------------------------------------------------
+
+
+def spread(values: Sequence[float | None]) -> JSON:
+    present = [v for v in values if v is not None]
+    if not present:
+        return {"median": None, "min": None, "max": None}
+    return {
+        "median": round(statistics.median(present), 3),
+        "min": round(min(present), 3),
+        "max": round(max(present), 3),
+    }
+
+
+SUMMARY: tuple[tuple[str, Callable[[JSON], float | None]], ...] = (
+    ("cpu_ms_per_1000", lambda r: r["cpu_ms_per_1000"]),
+    ("churn_filter_server_p99", lambda r: r["churn"]["filter_server_p99"]),
+    ("churn_prioritize_server_p99", lambda r: r["churn"]["prioritize_server_p99"]),
+    ("churn_filter_rtt_p99", lambda r: r["churn"]["filter_rtt_p99"]),
+    ("churn_prioritize_rtt_p99", lambda r: r["churn"]["prioritize_rtt_p99"]),
+    ("churn_filter_server_p50", lambda r: r["churn"]["filter_server_p50"]),
+    ("churn_prioritize_server_p50", lambda r: r["churn"]["prioritize_server_p50"]),
+    ("quiet_filter_server_p99", lambda r: r["quiet"]["filter_server_p99"]),
+    ("quiet_prioritize_server_p99", lambda r: r["quiet"]["prioritize_server_p99"]),
+    ("updates_per_s", lambda r: r["updates_per_s"]),
+)
+
+
+def summarize(runs: Sequence[JSON], variants: Sequence[str]) -> tuple[JSON, JSON]:
+    summary = {
+        v: {key: spread([get(r) for r in runs if r["variant"] == v]) for key, get in SUMMARY}
+        for v in variants
+    }
+    ratios: JSON = {}
+    if "off" in summary:
+        for v in variants:
+            if v == "off":
+                continue
+            ratios[f"{v} / off"] = {
+                key: (
+                    round(summary[v][key]["median"] / summary["off"][key]["median"], 3)
+                    if summary[v][key]["median"] and summary["off"][key]["median"]
+                    else None
+                )
+                for key, _ in SUMMARY
+                if key.startswith(("cpu", "churn"))
+            }
+            # What the watch costs: the CPU beyond the same churn with the watch off.
+            mine, off = (
+                summary[v]["cpu_ms_per_1000"]["median"],
+                summary["off"]["cpu_ms_per_1000"]["median"],
+            )
+            if mine is not None and off is not None:
+                ratios[f"{v} / off"]["cpu_ms_per_1000_beyond_off"] = round(mine - off, 2)
+    return summary, ratios
+
+
+def format_table(summary: JSON, ratios: JSON) -> str:
+    keys = [k for k, _ in SUMMARY]
+    lines = []
+    for variant, cells in summary.items():
+        lines.append(f"[{variant}]")
+        for key in keys:
+            c = cells[key]
+            if c["median"] is None:
+                continue
+            lines.append(f"  {key:30s} {c['median']:10.3f}  ({c['min']:.3f}-{c['max']:.3f})")
+    for name, cells in ratios.items():
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in cells.items() if v is not None)
+        lines.append(f"{name}: {shown}")
+    return "\n".join(lines)
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.churn", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--pods", type=int)
+    p.add_argument("--rate", type=float, help="status updates a second")
+    p.add_argument("--seconds", type=float, help="seconds of each phase")
+    p.add_argument("--runs", type=int)
+    p.add_argument("--variants", default=",".join(VARIANTS), help=", ".join(ALL_VARIANTS))
+    p.add_argument("--before-tree", type=Path, help="a tree with an older `extender` package")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--workdir", type=Path)
+    args = p.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if not variants or set(variants) - set(ALL_VARIANTS) or len(set(variants)) != len(variants):
+        p.error(f"--variants: distinct names among {', '.join(ALL_VARIANTS)}")
+    if "before" in variants and args.before_tree is None:
+        p.error("--variants before needs --before-tree")
+    args.variants = variants
+    base = QUICK if args.quick else FULL
+    args.sizes = Sizes(
+        nodes=args.nodes or base.nodes,
+        pods=args.pods or base.pods,
+        rate=args.rate or base.rate,
+        seconds=args.seconds or base.seconds,
+        runs=args.runs or base.runs,
+    )
+    return args
+
+
+@contextlib.contextmanager
+def workdir(given: Path | None) -> Iterator[Path]:
+    import shutil
+    import tempfile
+
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        yield given
+        return
+    path = Path(tempfile.mkdtemp(prefix="churn-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def stderr_log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
+    args = parse_args(argv)
+    sizes: Sizes = args.sizes
+    began = time.monotonic()
+    with workdir(args.workdir) as work, ControlPlane(work / "cluster") as cp:
+        nodes = fake_nodes(sizes.nodes)
+        made = cp.kube.ensure_nodes(nodes)
+        log(f"control plane up, {sizes.nodes} fake nodes in {made:.1f} s")
+        cp.kube.create_namespace(NAMESPACE)
+        names = [f"run-{i:06d}" for i in range(sizes.pods)]
+        t = time.monotonic()
+        cp.kube.create_pods(
+            NAMESPACE,
+            [
+                pod_manifest(
+                    n, scheduler_name="default-scheduler", node_name=nodes[i % len(nodes)].name
+                )
+                for i, n in enumerate(names)
+            ],
+        )
+        log(f"{sizes.pods} pods placed by another scheduler in {time.monotonic() - t:.1f} s")
+        captured = orjson.loads(CAPTURED.read_bytes())
+        body = orjson.dumps(
+            {"Pod": captured["Pod"], "Nodes": None, "NodeNames": [n.name for n in nodes]}
+        )
+        bench = Bench(
+            cp, work, sizes, names, body, burst_policy(nodes, False), args.before_tree, log
+        )
+        for index in range(1, sizes.runs + 1):
+            for variant in args.variants:
+                row = bench.run(variant, index)
+                bench.runs.append(row)
+                log(
+                    f"{variant} run {index}: {row['updates']} updates at "
+                    f"{row['updates_per_s']}/s, {row['cpu_ms_per_1000']} ms CPU per 1,000; "
+                    f"during churn filter p99 {row['churn']['filter_server_p99']} ms, "
+                    f"prioritize p99 {row['churn']['prioritize_server_p99']} ms (server)"
+                )
+        summary, ratios = summarize(bench.runs, args.variants)
+    result = {
+        "quick": args.quick,
+        "sizes": vars(sizes),
+        "variants": args.variants,
+        "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": sys.version.split()[0]},
+        "runs": bench.runs,
+        "summary": summary,
+        "ratios": ratios,
+        "seconds": round(time.monotonic() - began, 1),
+    }
+    print(
+        f"{sizes.nodes} nodes, {sizes.pods} pods, {sizes.rate:g} updates/s for "
+        f"{sizes.seconds:g} s a phase, {sizes.runs} run(s); medians (min-max); "
+        f"{result['seconds']} s in all"
+    )
+    print(format_table(summary, ratios))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
