@@ -33,17 +33,22 @@ def health_routes(
     details: Mapping[str, Callable[[], object]],
     base: str = "",
 ) -> list[Route]:
-    """GET <base>/healthz, /readyz and /metrics."""
+    """GET <base>/healthz, /readyz, /readyz/data and /metrics.
+
+    /readyz means "can answer": 503 only for `problems` (bind enabled without a Kubernetes
+    client). Stale or missing metric data is no reason to mark the pod NotReady: the
+    scheduler beside us calls us whatever the probe says, so a NotReady pod gains nothing
+    and only stalls a rollout through a Prometheus outage. The data's state is in the body
+    (`dataReady`) and on /readyz/data, which answers 503 while a fail-closed metric has no
+    fresh values (for monitoring and people, not for probes)."""
 
     async def healthz(request: Request) -> Response:
         return Response(b"ok\n", media_type="text/plain")
 
     async def readyz(request: Request) -> Response:
-        ready, detail = engine.readiness(clock())
-        # `problems`: what fails whatever the metrics say (bind enabled without a
-        # Kubernetes client). Filter and prioritize still answer; the pod is not Ready.
-        ready = ready and not problems
-        body: dict[str, object] = {"ready": ready, "metrics": detail}
+        data_ready, detail = engine.readiness(clock())
+        ready = not problems
+        body: dict[str, object] = {"ready": ready, "dataReady": data_ready, "metrics": detail}
         # Not part of `ready`: a failed reload keeps serving the last valid policy, and a
         # rebalancer that does not hold the lease is a healthy standby.
         for name, detail_of in details.items():
@@ -56,12 +61,18 @@ def health_routes(
             body["watches"] = {name: status.detail() for name, status in watches.items()}
         return Response(orjson.dumps(body), 200 if ready else 503, media_type=JSON_TYPE)
 
+    async def data_readyz(request: Request) -> Response:
+        data_ready, detail = engine.readiness(clock())
+        body = {"dataReady": data_ready, "metrics": detail}
+        return Response(orjson.dumps(body), 200 if data_ready else 503, media_type=JSON_TYPE)
+
     async def metrics(request: Request) -> Response:
         return Response(telemetry.exposition(), media_type="text/plain; version=0.0.4")
 
     return [
         Route(f"{base}/healthz", healthz, methods=["GET"]),
         Route(f"{base}/readyz", readyz, methods=["GET"]),
+        Route(f"{base}/readyz/data", data_readyz, methods=["GET"]),
         Route(f"{base}/metrics", metrics, methods=["GET"]),
     ]
 

@@ -59,7 +59,12 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                 },
             }
         }
-    for path, what in (("/healthz", "alive"), ("/readyz", "ready"), ("/metrics", "metrics")):
+    for path, what in (
+        ("/healthz", "alive"),
+        ("/readyz", "ready: can answer"),
+        ("/readyz/data", "every fail-closed metric has fresh data"),
+        ("/metrics", "metrics"),
+    ):
         paths[path] = {
             "get": {
                 "responses": {"200": {"description": what}, "503": {"description": "not ready"}}

@@ -1,7 +1,7 @@
 """Prometheus faults against a loopback fake Prometheus API, in process: down at start-up,
 slow past the timeout, HTTP errors, garbage answers. The policy decides (fail-open:
 neutral score, never filtered; fail-closed: filtered once data is missing or older than
-maxAge); nothing crashes; /readyz and decice_metric_age_seconds tell the truth; the
+maxAge); nothing crashes; /readyz/data and decice_metric_age_seconds tell the truth; the
 refresher backs off and recovers on its own."""
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ class Harness:
         return failed, {h["Host"]: h["Score"] for h in p.json()}
 
     def readyz(self) -> tuple[int, dict[str, Any]]:
-        r = self.client.get("/readyz")
+        """The data's readiness (/readyz/data): /readyz itself stays 200 while we answer."""
+        assert self.client.get("/readyz").status_code == 200
+        r = self.client.get("/readyz/data")
         return r.status_code, r.json()
 
     def age(self) -> float:
@@ -361,9 +363,10 @@ def test_recovers_on_its_own(prom: FakePrometheus, first: str) -> None:
         prom.vector({"node-1": "0.2"})
         prom.delay(1.0)
     with TestClient(build_service(settings).app) as client:
-        assert client.get("/readyz").status_code == 503
+        assert client.get("/readyz").status_code == 200  # it answers (fail-closed)
+        assert client.get("/readyz/data").status_code == 503
         prom.vector({"node-1": "0.2"})
-        assert wait_until(lambda: client.get("/readyz").status_code == 200, 30)
+        assert wait_until(lambda: client.get("/readyz/data").status_code == 200, 30)
         answer = client.post(
             "/filter",
             content=json.dumps(extender_args("u", "p", ["node-1"])),

@@ -52,8 +52,11 @@ def test_prometheus_down_at_start_up_then_mid_run(
     )
     prometheus.stop()
     with running_service(raw, tmp_path, {"PROMETHEUS_URL": prometheus.url}) as svc:
-        # down at start-up: serving, not ready, every node filtered (fail-closed), age +Inf
-        assert svc.get("/readyz")[0] == 503
+        # down at start-up: serving and ready (it can answer), but its data is not (the
+        # probe stays green through an outage: /readyz/data says it), every node filtered
+        # (fail-closed), age +Inf
+        assert svc.get("/readyz")[0] == 200
+        assert svc.get("/readyz/data")[0] == 503
         assert age(svc) == math.inf
         failed = filtered(svc)
         assert (
@@ -63,13 +66,16 @@ def test_prometheus_down_at_start_up_then_mid_run(
         prometheus.start()
         # (ready comes first: a fresh but still empty answer, before the first scrape)
         wait_until(lambda: set(filtered(svc)) == {"node-2"}, 30, "data after Prometheus started")
-        assert svc.get("/readyz")[0] == 200
+        assert svc.get("/readyz/data")[0] == 200
         assert age(svc) < MAX_AGE
 
         # going down mid-run: last values serve until maxAge, then fail-closed filters
         prometheus.stop()
         assert set(filtered(svc)) == {"node-2"}
-        wait_until(lambda: svc.get("/readyz")[0] == 503, MAX_AGE + 30, "not ready after maxAge")
+        wait_until(
+            lambda: svc.get("/readyz/data")[0] == 503, MAX_AGE + 30, "data not ready after maxAge"
+        )
+        assert svc.get("/readyz")[0] == 200
         # not ready only once the last values aged past maxAge (the age says so, whatever
         # the machine's load did to the wall clock in between)
         assert age(svc) > MAX_AGE

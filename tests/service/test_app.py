@@ -132,7 +132,10 @@ def test_health_ready_metrics_openapi(client: TestClient) -> None:
     assert set(doc["paths"]) >= {"/filter", "/prioritize", "/bind", "/preempt"}
 
 
-def test_readyz_503_when_a_fail_closed_metric_has_no_data() -> None:
+def test_stale_fail_closed_data_is_not_readiness_but_readyz_data() -> None:
+    """Prometheus down under a fail-closed metric: the service still answers (/readyz 200,
+    so a rollout is not stalled by an outage), says so in the body, and /readyz/data, for
+    monitoring, answers 503."""
     settings = make_settings(
         static={"nodes": {"n": {"other": 1.0}}},
         metrics=[{"name": "cpu", "onMissing": "fail-closed"}, {"name": "other"}],
@@ -146,8 +149,11 @@ def test_readyz_503_when_a_fail_closed_metric_has_no_data() -> None:
 
     with TestClient(build_service(settings, provider=Broken()).app) as c:
         r = c.get("/readyz")
-        assert r.status_code == 503
-        cpu = r.json()["metrics"]["cpu"]
+        assert r.status_code == 200 and r.json()["ready"] is True
+        assert r.json()["dataReady"] is False
+        data = c.get("/readyz/data")
+        assert data.status_code == 503 and data.json()["dataReady"] is False
+        cpu = data.json()["metrics"]["cpu"]
         assert cpu["fresh"] is False and "prometheus down" in cpu["error"]
         assert 'decice_refresh_errors_total{metric="cpu"} 1.0' in c.get("/metrics").text
         # fail-closed: every node is filtered with the reason, never a 5xx.
@@ -173,13 +179,14 @@ def test_nodes_form_answer_keeps_request_metadata(client: TestClient) -> None:
     assert r.json()["Nodes"]["metadata"] == {"resourceVersion": "42"}
 
 
-def test_readyz_503_while_a_fail_closed_metric_is_fresh_but_empty() -> None:
+def test_readyz_data_503_while_a_fail_closed_metric_is_fresh_but_empty() -> None:
     settings = make_settings(
         static={"nodes": {"n": {"other": 1.0}}},
         metrics=[{"name": "cpu", "onMissing": "fail-closed"}, {"name": "other"}],
     )
     with client_for(settings) as c:  # the static provider has no cpu values at all
-        r = c.get("/readyz")
+        assert c.get("/readyz").status_code == 200
+        r = c.get("/readyz/data")
         assert r.status_code == 503
         assert r.json()["metrics"]["cpu"] == {
             "fresh": True, "ageSeconds": r.json()["metrics"]["cpu"]["ageSeconds"], "nodes": 0,
