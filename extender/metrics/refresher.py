@@ -24,6 +24,7 @@ from extender.decisions.usage import UsageTable
 from extender.errors.backoff import Backoff
 from extender.errors.causes import PartialAnswer, describe
 from extender.errors.rounds import FIRST_BACKOFF_FACTOR
+from extender.metrics.heap import FrozenHeap
 from extender.metrics.providers import MetricsProvider
 from extender.metrics.usage import Querier, fetch_usage, next_usage, wanted
 from extender.policy.settings import Settings
@@ -156,7 +157,10 @@ class Refresher:
         listener: RefreshListener | None = None,
         clock: Callable[[], float] = time.time,
         installed: Callable[[Snapshot], None] | None = None,
+        heap: FrozenHeap | None = None,
     ) -> None:
+        """`heap`: frozen after each install (metrics.heap), so the collector's full
+        walks skip the snapshot and tables: the service passes the process's."""
         self._settings = settings
         self._engine = engine
         self._provider = provider
@@ -164,6 +168,7 @@ class Refresher:
         self._listener = listener
         self._clock = clock
         self._installed = installed
+        self._heap = heap
         self._failures = 0
         self.rng = random.Random()
         """The back-off's random source (tests seed it)."""
@@ -237,6 +242,8 @@ class Refresher:
             return {}
         self._engine.set_node_cores(inventory.cpu_cores)
         self._engine.install(snapshot, tables, self._clock(), settings)
+        if self._heap is not None:
+            self._heap.installed()
         if self._installed is not None:
             self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}

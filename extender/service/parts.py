@@ -28,6 +28,7 @@ from extender.decisions.engine import Engine, node_figures
 from extender.decisions.model import Snapshot
 from extender.decisions.nodes import NodeCache
 from extender.decisions.turnedaway import TurnedAwayPods
+from extender.metrics.heap import HEAP
 from extender.metrics.providers import MetricsProvider, provider_for
 from extender.metrics.refresher import Refresher
 from extender.policy.reload import PolicyReloader, effective
@@ -100,7 +101,7 @@ def shared_parts(
 
 def refresher(parts: SharedParts, provider: MetricsProvider | None) -> Refresher:
     """The background refresher (the app's lifespan runs it); each snapshot it installs
-    may let turned-away pods in."""
+    may let turned-away pods in, and is frozen out of the collector's walks (metrics.heap)."""
     engine, requeuer, clock = parts.engine, parts.requeuer, parts.clock
 
     def installed(snapshot: Snapshot) -> None:
@@ -115,6 +116,7 @@ def refresher(parts: SharedParts, provider: MetricsProvider | None) -> Refresher
         parts.telemetry,
         clock,
         installed,
+        HEAP,
     )
 
 
