@@ -320,12 +320,16 @@ class StockExporter(MetricsEndpoint):
         self._nodes: dict[str, tuple[str, float, float, float, float]] = {}
         super().__init__()
 
-    def set(self, node: str, utilisation: float, now: float | None = None) -> None:
-        """From ``now`` (default: the present) on, ``node`` is busy ``utilisation`` of the time."""
+    def set(
+        self, node: str, utilisation: float, now: float | None = None, ip: str | None = None
+    ) -> None:
+        """From ``now`` (default: the present) on, ``node`` is busy ``utilisation`` of the time.
+        ``ip``: its InternalIP (default: its previous one, else a new 10.0.0.x); two nodes
+        may share one, as edge sites reusing private addresses do."""
         t = time.time() if now is None else now
         with self._lock:
             old = self._nodes.get(node)
-            ip = old[0] if old else f"10.0.0.{len(self._nodes) + 10}"
+            ip = ip or (old[0] if old else f"10.0.0.{len(self._nodes) + 10}")
             busy, idle = self._seconds(node, t) if old else (0.0, 0.0)
             self._nodes[node] = (ip, utilisation, t, busy, idle)
 

@@ -92,3 +92,37 @@ async def test_shipped_policy_reads_the_stock_recording_rules(
         server.wait_for(query, lambda r: values_by(r, "node").get("node-2", 1) < 0.88)
         await refresher.refresh_once()
         assert ask(client, "filter")["NodeNames"] == NODES
+
+
+async def test_edge_nodes_sharing_an_address_are_each_keyed_by_name(tmp_path: Path) -> None:
+    """KubeEdge sites reuse private addresses: two edge nodes with the InternalIP
+    192.168.1.10 scrape as the same `instance`. The shipped query keys node-exporter's
+    series by node name through kube_pod_info (each node's node-exporter pod), never by
+    address, so each node gets its own value and the hot one alone is filtered."""
+    edge = {"edge-a": 0.2, "edge-b": 0.95}
+    with StockExporter() as exporter:
+        now = time.time()
+        start = now - 420
+        for node, load in edge.items():
+            exporter.set(node, load, now=start, ip="192.168.1.10")
+        with metrics_server(
+            "prometheus",
+            [exporter.target],
+            tmp_path / "prometheus",
+            rule_files=[RULES],
+            history=exporter.history(start, now - 2, step=1),
+        ) as server:
+            settings = load_settings(SHIPPED, {"PROMETHEUS_URL": server.url})
+            query = settings.default.metrics[0].query
+            server.wait_for(query, approx_values(edge, tol=0.01), timeout=40)
+            service = build_service(settings)
+            with TestClient(service.app) as client:
+                pod = {
+                    "metadata": {"name": "p", "uid": "u1"},
+                    "spec": {"schedulerName": "decice_sched"},
+                }
+                body = orjson.dumps({"Pod": pod, "NodeNames": list(edge)})
+                headers = {"Content-Type": "application/json"}
+                verdict = client.post("/filter", content=body, headers=headers).json()
+    assert verdict["NodeNames"] == ["edge-a"]
+    assert verdict["FailedAndUnresolvableNodes"] == {"edge-b": "decice: cpu above 0.9"}
