@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.refreshscale [--quick] [--sizes 5000,15000]
         [--backends prometheus,victoriametrics] [--reps 3] [--json FILE] [--no-load]
-        [--no-profile] [--shipped-seconds S] [--switch-interval S] [--gc-freeze]
+        [--no-profile] [--shipped-seconds S] [--switch-interval S] [--unfrozen]
         [--pods N] [--timeout S]
 
 Per backend and node count: a real Prometheus (promharness.PrometheusServer, its TSDB
@@ -45,8 +45,11 @@ them young: the pod query's worst case, 100,000 series in its answer). Measured:
   usage fetch (at 100,000 pods one takes seconds);
 - a profile (cProfile) of each phase at the largest size: the top functions by own time.
 
---switch-interval and --gc-freeze start the service (and run the stall measurement)
-with the changes proposed from these numbers, patched in at start: no file changes.
+--switch-interval starts the service (and runs the stall measurement) with another GIL
+switch interval, patched in at start: no file changes. The service freezes its heap after
+each install (extender.metrics.heap), and so does the stall measurement; --unfrozen adds a
+mode, `refreshing_unfrozen`, refreshing back to back in a service with that patched out
+(the code before it), interleaved with the others: the A/B of the freeze in one sitting.
 
 It prints numbers and judges none except against the targets it names (refresh under
 25 % of the interval at 15,000 nodes; prioritize p99 while refreshing within 1.2x of
@@ -142,9 +145,9 @@ class Plan:
     shipped_seconds: float = 0.0
     """When > 0, a fourth mode, `shipped`: the shipped 15 s interval, the load this long
     (so that it holds a few refreshes)."""
-    gc_freeze: bool = False
-    """gc.freeze() after every install (a proposal, measured): the collector no longer
-    walks the snapshot and tables in force."""
+    unfrozen: bool = False
+    """Add the mode `refreshing_unfrozen`: refreshes back to back in a service whose heap
+    freezing after each install (extender.metrics.heap) is patched out."""
     pods: int = 100_000
     """Pods whose measured use the herd guard's usage queries read (every one young: the
     pod query's worst case), in workloads of PODS_PER_WORKLOAD."""
@@ -725,8 +728,8 @@ def loop_stalls(work: Callable[[], object]) -> Stalls:
 
 def stalls_row(backend: str, n: int, bench: Bench, plan: Plan) -> dict[str, Any]:
     """Loop stalls during `plan.reps` refreshes, each measured alone; with the plan's
-    switch interval and gc.freeze() after the refresh before each (as the patched
-    service does after an install)."""
+    switch interval and gc.freeze() after the refresh before each (as the service does
+    after an install: extender.metrics.heap)."""
     switch = sys.getswitchinterval()
     if plan.switch_interval is not None:
         sys.setswitchinterval(plan.switch_interval)
@@ -735,8 +738,7 @@ def stalls_row(backend: str, n: int, bench: Bench, plan: Plan) -> dict[str, Any]
         for _ in range(plan.reps):
             bench.refresh()
             gc.collect()
-            if plan.gc_freeze:
-                gc.freeze()
+            gc.freeze()
             runs.append(loop_stalls(bench.refresh))
     finally:
         sys.setswitchinterval(switch)
@@ -851,18 +853,14 @@ import gc, runpy, sys
 switch, freeze = sys.argv.pop(1), sys.argv.pop(1)
 if switch != "-":
     sys.setswitchinterval(float(switch))
-if freeze == "1":
-    from extender.decisions.engine import Engine
-    install = Engine.install
-    def frozen(self, *args, **kwargs):
-        install(self, *args, **kwargs)
-        gc.freeze()
-    Engine.install = frozen
+if freeze == "0":
+    from extender.metrics.heap import FrozenHeap
+    FrozenHeap.installed = lambda self: None
 sys.argv[0] = "extender"
 runpy.run_module("extender", run_name="__main__")
 """
-"""`python -m extender` with the proposals measured here: another GIL switch interval,
-gc.freeze() after each install (patched in at start, no file changed)."""
+"""`python -m extender` with what is measured here patched in at start (no file changed):
+another GIL switch interval, no gc.freeze() after each install."""
 
 BUSY = """
 import http.client, sys, time, urllib.parse
@@ -880,11 +878,11 @@ for _ in range(100_000):
 """The backend_busy load: the queries back to back, bodies read and dropped (bounded)."""
 
 
-def service_argv(config: Path, plan: Plan) -> list[str]:
+def service_argv(config: Path, plan: Plan, frozen: bool = True) -> list[str]:
     head = [sys.executable, "-m", "extender"]
-    if plan.switch_interval is not None or plan.gc_freeze:
+    if plan.switch_interval is not None or not frozen:
         switch = "-" if plan.switch_interval is None else f"{plan.switch_interval:g}"
-        head = [sys.executable, "-c", LAUNCH, switch, "1" if plan.gc_freeze else "0"]
+        head = [sys.executable, "-c", LAUNCH, switch, "1" if frozen else "0"]
     # Log level error: without Kubernetes the service warns once at start; a failed query
     # is counted in its /metrics instead (checked in request_path).
     return [*head, "serve", "--config", str(config), "--log-level", "error"]
@@ -905,7 +903,12 @@ def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> di
     """One service, one bounded keep-alive /prioritize loop: p50/p99 server and round trip."""
     port = free_port()
     config = work / f"policy-{port}.json"
-    intervals = {"refreshing": BACK_TO_BACK, "refreshing_usage": BACK_TO_BACK, "shipped": INTERVAL}
+    intervals = {
+        "refreshing": BACK_TO_BACK,
+        "refreshing_usage": BACK_TO_BACK,
+        "refreshing_unfrozen": BACK_TO_BACK,
+        "shipped": INTERVAL,
+    }
     interval = intervals.get(mode, NO_REFRESH)
     usage = mode in ("refreshing_usage", "shipped")
     raw = policy(url, port, interval, usage=usage, timeout=plan.timeout)
@@ -916,7 +919,8 @@ def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> di
         # Twice the other modes' rate of requests: the time bound is what ends it.
         count = int(2 * plan.load_count / plan.load_seconds * plan.shipped_seconds)
         budget = Budget(count, plan.shipped_seconds, 0, 0, 0.0)
-    with running(service_argv(config, plan), port, "/readyz") as proc:
+    argv = service_argv(config, plan, frozen=mode != "refreshing_unfrozen")
+    with running(argv, port, "/readyz") as proc:
         busy = (
             backend_busy(url, queries, plan.load_seconds * 5 + 10)
             if mode == "backend_busy"
@@ -980,6 +984,8 @@ def load_rows(
     names = prioritize_names(c, plan.names)
     body = request_body(names, "names")
     modes = (*MODES, "shipped") if plan.shipped_seconds > 0 else MODES
+    if plan.unfrozen:
+        modes = (*modes, "refreshing_unfrozen")
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for r in range(plan.reps):
         for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
@@ -1196,7 +1202,7 @@ def verdicts(phases: Sequence[dict[str, Any]], loads: Sequence[dict[str, Any]]) 
                 f"{row['share']:.1%} of {INTERVAL:g} s (target < {SHARE_TARGET:.0%}): {met}"
             )
     for row in loads:
-        if row["mode"] not in ("refreshing", "refreshing_usage", "shipped"):
+        if row["mode"] not in ("refreshing", "refreshing_usage", "refreshing_unfrozen", "shipped"):
             continue
         for key in ("x_server_p99_ms", "x_rtt_p99_ms"):
             value = row.get(key)
@@ -1324,8 +1330,8 @@ def report(data: dict[str, Any]) -> str:
 
 def variant(plan: Plan) -> str:
     switch = 5.0 if plan.switch_interval is None else plan.switch_interval * 1000
-    return f"GIL switch interval {switch:g} ms" + (
-        ", gc.freeze() after install" if plan.gc_freeze else ""
+    return f"GIL switch interval {switch:g} ms, gc.freeze() after install" + (
+        " (and a service without it: refreshing_unfrozen)" if plan.unfrozen else ""
     )
 
 
@@ -1343,9 +1349,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="start the service with sys.setswitchinterval(S) (default: Python's 0.005)",
     )
     p.add_argument(
-        "--gc-freeze",
+        "--unfrozen",
         action="store_true",
-        help="gc.freeze() after every install in the service (patched in at its start)",
+        help="add a mode refreshing back to back in a service whose heap freezing after "
+        "each install is patched out (the A/B of extender.metrics.heap)",
     )
     p.add_argument(
         "--shipped-seconds",
@@ -1378,8 +1385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = dataclasses.replace(plan, timeout=args.timeout)
     if args.switch_interval is not None:
         plan = dataclasses.replace(plan, switch_interval=args.switch_interval)
-    if args.gc_freeze:
-        plan = dataclasses.replace(plan, gc_freeze=True)
+    if args.unfrozen:
+        plan = dataclasses.replace(plan, unfrozen=True)
     if args.shipped_seconds > 0:
         plan = dataclasses.replace(plan, shipped_seconds=args.shipped_seconds)
     default = [50] if args.quick else [5000, 15000]

@@ -79,7 +79,15 @@ def test_the_pods_series_are_the_stock_rules_ones() -> None:
 def test_refreshscale_quick_prints_its_tables(tmp_path: Path) -> None:
     out = tmp_path / "refreshscale.json"
     run = subprocess.run(
-        [sys.executable, "-m", "tests.benchmarks.refreshscale", "--quick", "--json", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tests.benchmarks.refreshscale",
+            "--quick",
+            "--unfrozen",
+            "--json",
+            str(out),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -109,7 +117,7 @@ def test_refreshscale_quick_prints_its_tables(tmp_path: Path) -> None:
         assert 0 < row["usage_wire_bytes"] < row["usage_body_bytes"]
         assert row["usage_ms"] > 0 and row["refresh_off_ms"] > 0
     assert [(r["backend"], r["mode"]) for r in data["loads"]] == [
-        (b, m) for b in BACKENDS for m in MODES
+        (b, m) for b in BACKENDS for m in (*MODES, "refreshing_unfrozen")
     ]
     assert all(r["requests"] > 0 and r["names"] > 0 for r in data["loads"])
     assert all("u_server_p99_ms" in r for r in data["loads"] if r["mode"] == "refreshing_usage")
