@@ -22,6 +22,10 @@ CHART = ROOT / "deploy" / "helm" / "decice-extender"
 MANIFEST = ROOT / "deploy" / "manifests" / "decice-extender.yaml"
 RELEASE = "decice-extender"
 NAMESPACE = "decice-system"
+LOCAL_IMAGE = "decice-extender"
+"""The image the plain manifests (and the tests' renders) name unless told otherwise: what
+`docker build -t decice-extender .` tags. The chart itself has no default: no public
+image is published, and it refuses to render without extender.image.repository."""
 
 # Helm's install order (pkg/release/util/kind_sorter.go), the kinds this chart uses first.
 KIND_ORDER = [
@@ -45,14 +49,26 @@ def render_chart(
     namespace: str = NAMESPACE,
     chart: Path = CHART,
 ) -> dict[str, str]:
-    """Template path -> rendered text, as `helm template` would; schema errors raise."""
+    """Template path -> rendered text, as `helm template` would; schema errors raise.
+    `values` without extender.image.repository get LOCAL_IMAGE (say "" to see the chart
+    refuse)."""
     import helm_python as helm
 
+    values = with_local_image(values or {})
     with helm.Chart.load(chart) as loaded:
         rendered: dict[str, str] = loaded.render(
             values, name=name, namespace=namespace, is_install=True
         )
     return rendered
+
+
+def with_local_image(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with extender.image.repository set to LOCAL_IMAGE where it is absent."""
+    extender = values.get("extender") or {}
+    image = extender.get("image") or {}
+    if "repository" in image:
+        return values
+    return {**values, "extender": {**extender, "image": {**image, "repository": LOCAL_IMAGE}}}
 
 
 def documents(rendered: dict[str, str]) -> list[str]:

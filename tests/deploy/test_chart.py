@@ -691,7 +691,7 @@ def test_notes_tell_how_to_use_it() -> None:
     assert "curl" in notes and "http://127.0.0.1:8888/prioritize" in notes
     body = re.search(r"-d '(.+)'", notes)
     assert body is not None and set(json.loads(body.group(1))) == {"Pod", "Nodes", "NodeNames"}
-    assert "ImagePullBackOff" in notes and "ghcr.io/decice/decice-extender:0.1.0" in notes
+    assert "ImagePullBackOff" in notes and "decice-extender:0.1.0" in notes
     assert "Note: /metrics" not in notes
     assert "Note: /metrics" not in rendered("monitoring-values")[f"{RELEASE}/templates/NOTES.txt"]
     exposed = render_mod.render_chart({"metrics": {"service": {"enabled": True}}})
@@ -934,3 +934,16 @@ def test_without_mutual_tls_the_extender_refuses_an_exposed_verbs_address(
     assert not any(o["kind"] == "Certificate" for o in objs)
     with pytest.raises(helm.HelmRenderError, match=r"issuerRef\.name"):
         render_mod.render_chart({"extender": {"tls": {"certManager": {"enabled": True}}}})
+
+
+def test_the_chart_refuses_to_render_without_an_image() -> None:
+    """No public image is published: without extender.image.repository the chart stops
+    with what to do, rather than deploy a pod that would sit in ImagePullBackOff."""
+    with pytest.raises(Exception, match=r"extender\.image\.repository is required") as refused:
+        render_mod.render_chart({"extender": {"image": {"repository": ""}}})
+    assert "Dockerfile" in str(refused.value)
+    built = render_mod.render_chart(
+        {"extender": {"image": {"repository": "registry.example/decice"}}}
+    )
+    deployment = next(text for path, text in built.items() if path.endswith("/deployment.yaml"))
+    assert 'image: "registry.example/decice:0.1.0"' in deployment

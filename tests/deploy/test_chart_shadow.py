@@ -178,7 +178,7 @@ def test_one_container_runs_decice_extender_shadow(port: int) -> None:
     [c] = pod["containers"]
     assert c["name"] == "shadow"
     extender = pod_spec(render({"extender": {"metricsPort": port}}))["containers"][1]
-    assert c["image"] == extender["image"] == "ghcr.io/decice/decice-extender:0.1.0"
+    assert c["image"] == extender["image"] == f"{render_mod.LOCAL_IMAGE}:0.1.0"
     assert "command" not in c  # the image's entrypoint is decice-extender
     assert c["args"] == [
         "shadow", "--config", POLICY_PATH, "--host", "0.0.0.0", "--port", str(port),
@@ -409,6 +409,7 @@ def test_unsafe_combinations_are_refused(values: dict[str, Any], message: str) -
     """The rebalancer evicts (or posts Events in dry-run) pods of a scheduler a shadow
     release does not run, and a shadow changes nothing: refused, not silently dropped. Two
     replicas would each judge every placement: refused too."""
+    values = render_mod.with_local_image(values)  # the image is not what is refused here
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmRenderError, match=message):
         chart.render(values, name=RELEASE, namespace=NAMESPACE)
     assert schema_errors(values) == []  # values the schema accepts: the template says why

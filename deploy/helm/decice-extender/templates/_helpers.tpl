@@ -295,3 +295,12 @@ MAP), so the values need not spell the release name out.
 {{- end -}}
 {{- toYaml $out -}}
 {{- end }}
+
+{{/*
+The extender's image. No public image is published, so the chart refuses to render until
+extender.image.repository names the one you built and pushed.
+*/}}
+{{- define "decice-extender.image" -}}
+{{- $repository := required "extender.image.repository is required: no public decice-extender image is published. Build one from the repository's Dockerfile (docker build -t REGISTRY/decice-extender:TAG .), push it where your nodes pull from, and set extender.image.repository (and .tag): the chart README's first section" .Values.extender.image.repository -}}
+{{- printf "%s:%s" $repository (.Values.extender.image.tag | default .Chart.AppVersion) -}}
+{{- end }}
