@@ -17,9 +17,11 @@ from extender.replay.problems import TooLarge, gib, too_large
 
 NODE_STEP = 4 + 8
 """Bytes per node and step held once: its CPU trace and its background."""
-RUN_NODE_STEP = 8 + 16 + 24
-"""Bytes per node and step each run at once holds: its load, the recorder's CPU and demand,
-the ledger's three running sums."""
+RUN_NODE_STEP = 80
+"""Bytes per node and step each run at once holds: its load (8), the recorder's CPU and
+demand (16), the ledger's three running sums (24), and what the models keep besides
+(their pipelines, the peers' windows, the heap a run leaves behind): a week of 500 nodes
+took about 800 MiB a worker (tests/benchmarks/replay.py)."""
 POD_STEP = 4 + 4
 """Bytes per replayed pod and step of its life: the fetched trace and its filled copy."""
 STEP = 400

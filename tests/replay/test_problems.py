@@ -26,11 +26,11 @@ def test_too_large_names_the_size_and_a_step_that_fits() -> None:
     problem = check(size, 2 * 2**30)
     assert problem is not None
     text = str(problem)
-    assert text.startswith("the range needs about 3.9 GiB of memory (")
+    assert text.startswith("the range needs about 4.2 GiB of memory (")
     assert "500 nodes and 20000 pods over 7.0 days at step 30s" in text
     # At 60s it would still need 2.0 GiB and a bit: 120s is the first step that fits.
     assert text.endswith(
-        "over the limit of 2.0 GiB (--max-memory): use --step 120s (about 1.2 GiB) or a "
+        "over the limit of 2.0 GiB (--max-memory): use --step 120s (about 1.3 GiB) or a "
         "shorter range"
     )
 
