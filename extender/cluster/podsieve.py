@@ -15,9 +15,12 @@ reservation released, a turned-away pod forgotten). So a line is dropped when
   no terminal phase.
 
 Each test is a C-level substring search of the line (the JSON the API server writes:
-keys in quotes, no spaces; a quote inside a string value is escaped, so `"key":"` only
-matches a key). A line kept by mistake is only decoded as before; a line is dropped only
-when the check above is certain. BOOKMARK and ERROR lines are always kept.
+keys in quotes, no spaces, an object's fields in its Go struct's order; a quote inside a
+string value is escaped, so `"key":"` only matches a key): `deletionTimestamp` is looked
+for just after `resourceVersion` (ObjectMeta's order), the phase at the last `"phase":"`
+(status is a Pod's last field, phase its first), the rest over the line. A line kept by
+mistake is only decoded as before. BOOKMARK and ERROR lines are always kept. 1 us a line
+of 2.3 KiB, against 5 us to decode it and the handler's work after that.
 
 The sieve also reads each line's `metadata.resourceVersion` (the first such key of a pod
 line: ObjectMeta writes it before labels and annotations, and no other field of a Pod
@@ -31,10 +34,13 @@ from collections.abc import Collection
 _VERSION = b'"resourceVersion":"'
 _UID = b'"uid":"'
 _NODE = b'"nodeName":"'
-_GOING = (b'"deletionTimestamp"', b'"phase":"Succeeded"', b'"phase":"Failed"')
-_SIFTED_TYPES = (b'"ADDED"', b'"MODIFIED"')
-_HEAD = 32
-"""The event's type is its first key: `{"type":"MODIFIED","object":...`."""
+_DELETING = b'"deletionTimestamp"'
+_PHASE = b'"phase":"'
+_SIFTED_TYPES = (b'{"type":"MODIFIED"', b'{"type":"ADDED"')
+_TERMINAL = (b"Succeeded", b"Failed")
+_META_WINDOW = 256
+"""ObjectMeta writes `deletionTimestamp` right after `resourceVersion`, `generation` and
+`creationTimestamp` (its Go struct's order), before labels and annotations."""
 
 
 class PodSieve:
@@ -43,8 +49,7 @@ class PodSieve:
     def __init__(self) -> None:
         self._settled: set[bytes] = set()
         """UIDs (as bytes) of the pods read as assigned: their updates change nothing."""
-        self.version = ""
-        """The resourceVersion of the last line read (kept or dropped)."""
+        self._version: bytes | bytearray = b""
         self.dropped = 0
         """Lines dropped since the start."""
 
@@ -64,25 +69,45 @@ class PodSieve:
         listed = {uid.encode() for uid in uids}
         self._settled &= listed
 
-    def __call__(self, line: bytes | bytearray) -> bool:
-        start = line.find(_VERSION)
-        if start != -1:
-            start += len(_VERSION)
+    @property
+    def version(self) -> str:
+        """The resourceVersion of the last line read (kept or dropped)."""
+        return self._version.decode("ascii", "replace")
+
+    @version.setter
+    def version(self, value: str) -> None:
+        self._version = value.encode()
+
+    def __call__(self, line: bytearray) -> bool:
+        # Ordered by cost: each `in` over a whole line scans some 2 KiB; the keys near
+        # the start are found at once.
+        rv = line.find(_VERSION)
+        if rv != -1:
+            start = rv + len(_VERSION)
             end = line.find(b'"', start)
             if end != -1:
-                self.version = line[start:end].decode("ascii", "replace")
-        head = line[:_HEAD]
-        if not any(kind in head for kind in _SIFTED_TYPES):
+                self._version = line[start:end]
+        if not line.startswith(_SIFTED_TYPES):
             return True  # DELETED, BOOKMARK, ERROR, or a line we cannot read: decoded
-        if any(word in line for word in _GOING):
+        at = line.find(_UID)
+        if at == -1:
             return True
-        if _NODE in line:
-            at = line.find(_UID)
-            if at == -1:
+        at += len(_UID)
+        end = line.find(b'"', at)
+        if end == -1:
+            return True
+        if bytes(line[at:end]) not in self._settled and _NODE in line:
+            return True  # a pod we did not read as assigned has a node: a new assignment
+        # Settled, or without a node: kept only when the pod is going.
+        if rv == -1:
+            if _DELETING in line:
                 return True
-            at += len(_UID)
-            end = line.find(b'"', at)
-            if end == -1 or bytes(line[at:end]) not in self._settled:
-                return True
+        elif line.find(_DELETING, rv, rv + _META_WINDOW) != -1:
+            return True
+        # status.phase is the status' first field, the status the object's last: the
+        # phase is the last `"phase":"` of the line.
+        phase = line.rfind(_PHASE)
+        if phase != -1 and line.startswith(_TERMINAL, phase + len(_PHASE)):
+            return True
         self.dropped += 1
         return False

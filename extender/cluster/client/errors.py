@@ -190,6 +190,14 @@ def error_from_transport(exc: BaseException, where: str, timeout: float | None) 
         return KubeUnavailable(
             f"cannot connect to {where}: {cause.strerror or cause}", reason="Unreachable"
         )
+    if isinstance(exc, socket.gaierror):  # a plain socket's (the lean watch stream)
+        return KubeUnavailable(
+            f"cannot resolve {where}: {exc.strerror or exc}", reason="Unreachable"
+        )
+    if isinstance(exc, ConnectionRefusedError):
+        return KubeUnavailable(
+            f"cannot connect to {where}: connection refused", reason="Unreachable"
+        )
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return KubeUnavailable(
             f"{where} closed the connection before answering", reason="Unreachable"

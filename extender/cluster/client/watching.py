@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
-from extender.cluster.client.api import KubeTransport
+from extender.cluster.client.api import _JSON, _USER_AGENT, KubeTransport
 from extender.cluster.client.errors import (
     TRANSPORT_ERRORS,
     KubeError,
@@ -16,6 +17,7 @@ from extender.cluster.client.errors import (
     error_from_status,
     error_from_transport,
 )
+from extender.cluster.client.linestream import watch_lines
 
 #: The longest watch event line accepted (a hostile server cannot exhaust memory).
 MAX_WATCH_LINE = 16 * 1024 * 1024
@@ -73,6 +75,10 @@ class Watching(KubeTransport):
         # sixth of the stream's Python time in a profile of a churning cluster).
         timeout = aiohttp.ClientTimeout(total=silence, sock_connect=self._timeout)
         what = f"watch {path}"
+        if "proxy" not in self._options:  # aiohttp's path speaks to proxies
+            async for event in self._lean_watch(path, params, silence, what, opened, sieve):
+                yield event
+            return
         streaming = False
         try:
             async with self._http().get(
@@ -123,3 +129,51 @@ class Watching(KubeTransport):
                 f"{what}: the watch stream broke: {exc or type(exc).__name__}",
                 reason="Unreachable",
             ) from exc
+
+    async def _lean_watch(
+        self,
+        path: str,
+        params: dict[str, str],
+        silence: float,
+        what: str,
+        opened: Callable[[], None] | None,
+        sieve: Callable[[bytearray], bool] | None,
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The watch through extender.cluster.client.linestream (no proxy)."""
+        url = urlsplit(self._base)
+
+        def status_error(status: int, body: bytes, reason: str) -> BaseException:
+            if status == 401:  # a rotated token: ask the hooks again
+                self._auth.expire()
+            err = error_from_status(status, body, reason)
+            err.message = f"{what}: {err.message}"
+            return err
+
+        headers = {"Accept": _JSON, "User-Agent": _USER_AGENT, **self._headers()}
+        stream = watch_lines(
+            host=url.hostname or "",
+            port=url.port or (443 if url.scheme == "https" else 80),
+            tls=self._ssl,
+            server_hostname=self._options.get("server_hostname"),
+            path=url.path.rstrip("/") + path,
+            params=params,
+            headers=headers,
+            connect_timeout=self._timeout,
+            total_timeout=silence,
+            what=what,
+            max_line=MAX_WATCH_LINE,
+            sieve=sieve,
+            opened=opened,
+            on_status=status_error,
+        )
+        try:
+            async for event in stream:
+                yield event
+        except KubeError:
+            raise
+        except (OSError, TimeoutError) as exc:  # no stream yet: connect, TLS, the head
+            err = error_from_transport(exc, self._where, self._timeout)
+            err.message = f"{what}: {err.message}"
+            raise err from exc
+        finally:
+            await stream.aclose()
