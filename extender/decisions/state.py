@@ -8,6 +8,7 @@ refresher builds tables in a thread and installs them here, on the loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 
 from extender.decisions.guard import HerdGuard
 from extender.decisions.herd import Reservation
@@ -18,6 +19,7 @@ from extender.decisions.rooms import Sizes
 from extender.decisions.scoring import stale_metrics
 from extender.decisions.table import PolicyTables, Table, build_table
 from extender.decisions.turnedaway import TurnedAway, TurnedAwayPods
+from extender.decisions.usage import UsageTable
 from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 
@@ -71,9 +73,23 @@ class DecisionState:
         decided wholly on the old tables or wholly on the new."""
         if settings is not None:
             self.settings = settings
+        if _newer(self._snapshot.usage, snapshot.usage):
+            # The measured use comes on its own interval: a snapshot built while a newer
+            # one was installed keeps the newer one.
+            snapshot = replace(snapshot, usage=self._snapshot.usage)
         self.guard.install(snapshot)
         self._snapshot = snapshot
         self._tables.replace(self.policies, snapshot, tables or {}, self.herd(), now)
+
+    def install_usage(self, usage: UsageTable, now: float) -> None:
+        """New measured use of pods (metrics.usage, on its own interval): the herd guard
+        charges its reservations anew and the nodes whose load moved are re-scored."""
+        before = dict(self._herd.load)
+        self._snapshot = replace(self._snapshot, usage=usage)
+        self.guard.install(self._snapshot)
+        after = self._herd.load
+        for node in {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}:
+            self._patch(node, now)
 
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
         if cores != self._herd.node_cores:
@@ -195,3 +211,8 @@ def build_tables(
         name: build_table(policy, snapshot, stale_metrics(policy, snapshot, now), herd, now, sizes)
         for name, policy in settings.policy_map.items()
     }
+
+
+def _newer(a: UsageTable, b: UsageTable) -> bool:
+    """`a` was fetched after `b` (a never-fetched table is the oldest)."""
+    return (a.fetched_at or -1.0) > (b.fetched_at or -1.0)

@@ -128,16 +128,18 @@ class PrometheusProvider:
             )
         return mapped.values
 
-    def query(self, promql: str) -> list[Any]:
+    def query(self, promql: str, timeout: float | None = None) -> list[Any]:
         """Blocking: one instant query, its `data.result` as the server sent it (labels,
         `[timestamp, "value"]`). Raises with a cause for extender.errors.causes.describe;
-        a partial answer raises PartialAnswer (carrying what did come)."""
+        a partial answer raises PartialAnswer (carrying what did come). `timeout`: the
+        server's and ours, when not prometheus.timeout."""
+        seconds = self._settings.timeout if timeout is None else timeout
         params = {
             "query": promql,
-            "timeout": f"{self._settings.timeout:g}s",
+            "timeout": f"{seconds:g}s",
             **self._settings.query_parameters,
         }
-        payload = self._get("/api/v1/query", params)
+        payload = self._get("/api/v1/query", params, seconds)
         try:
             result = payload["data"]["result"]
         except (KeyError, TypeError) as exc:
@@ -163,10 +165,10 @@ class PrometheusProvider:
             body = None
         return response.status_code, body, dict(response.headers)
 
-    def _get(self, path: str, params: Mapping[str, str]) -> Any:
+    def _get(self, path: str, params: Mapping[str, str], timeout: float | None = None) -> Any:
         # Not the client's custom_query: it returns data.result alone, and we must read
         # `warnings` and `isPartial` beside it (and orjson parses 15,000 series faster).
-        response = self._request(path, params)
+        response = self._request(path, params, timeout)
         if response.status_code != 200:
             raise HTTPStatusError(response.status_code, response.content)
         try:
@@ -175,7 +177,7 @@ class PrometheusProvider:
             text = response.content.decode("utf-8", "replace")
             raise BadAnswer(f"Prometheus answered 200 but not JSON: {excerpt(text)}") from exc
 
-    def _request(self, path: str, params: Mapping[str, str]) -> Any:
+    def _request(self, path: str, params: Mapping[str, str], timeout: float | None = None) -> Any:
         session = self._client._session
         return session.get(
             f"{self._client.url}{path}",
@@ -186,7 +188,7 @@ class PrometheusProvider:
             # override the session's own CA (caFile) otherwise.
             verify=session.verify,
             cert=session.cert,
-            timeout=self._settings.timeout,
+            timeout=self._settings.timeout if timeout is None else timeout,
         )
 
     def headers(self) -> dict[str, str]:

@@ -10,6 +10,7 @@ back the wait off (`delay`) up to `maxBackoff`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -170,6 +171,7 @@ class Refresher:
         self._installed = installed
         self._heap = heap
         self._failures = 0
+        self._usage_failures = 0
         self.rng = random.Random()
         """The back-off's random source (tests seed it)."""
         source = (
@@ -201,23 +203,48 @@ class Refresher:
 
     def _fetch_all(
         self, settings: Settings, inventory: NodeInventory
-    ) -> tuple[dict[str, dict[NodeName, float] | BaseException], UsageTable | Exception | None]:
-        """Blocking (a worker thread): every metric, then the measured use of pods when
-        the herd guard's estimates read it and the provider can query."""
+    ) -> dict[str, dict[NodeName, float] | BaseException]:
+        """Blocking (a worker thread): every metric."""
         results: dict[str, dict[NodeName, float] | BaseException] = {}
         for m in settings.fetched_metrics:
             try:
                 results[m.name] = self._provider.fetch(m, inventory)
             except Exception as exc:
                 results[m.name] = exc
-        usage: UsageTable | Exception | None = None
+        return results
+
+    async def refresh_usage_once(self) -> str | None:
+        """One fetch of the pods' measured use (metrics.usage), installed at once; its
+        error, or None. Its own loop and timeout: at 100,000 pods the server takes
+        seconds to answer it, which must delay no metric refresh."""
+        settings = self._engine.settings
         guard = settings.herd_guard
-        if isinstance(self._provider, Querier) and wanted(guard, settings.herd_guarded):
-            try:
-                usage = fetch_usage(self._provider, guard, self._clock())
-            except Exception as exc:
-                usage = exc
-        return results, usage
+        if not isinstance(self._provider, Querier) or not wanted(guard, settings.herd_guarded):
+            return None
+        querier = self._provider
+        try:
+            fetched: UsageTable | Exception = await asyncio.to_thread(
+                fetch_usage, querier, guard, self._clock()
+            )
+        except Exception as exc:
+            fetched = exc
+        now = self._clock()
+        usage = next_usage(self._engine.snapshot.usage, fetched)
+        self._engine.install_usage(usage, now)
+        what = "pods' measured use (herd guard)"
+        error = describe(fetched) if isinstance(fetched, Exception) else None
+        self.usage_log.refreshed([what], {what: error} if error else {}, now)
+        self._usage_failures = self._usage_failures + 1 if error else 0
+        return error
+
+    def usage_delay(self) -> float:
+        """The wait before the next usage fetch: herdGuard.usageInterval, drawn longer
+        (errors.backoff) after failures, up to ten intervals."""
+        interval = self._engine.settings.herd_guard.usage_interval
+        if self._usage_failures == 0:
+            return interval
+        policy = Backoff(base=2 * interval, cap=10 * interval, floor=interval, rng=self.rng)
+        return policy.wait(self._usage_failures)
 
     async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
         """One refresh; returns metric -> error for the queries that failed.
@@ -231,9 +258,9 @@ class Refresher:
         settings = settings or in_force
         # The node cache (nodes.py) changes on the loop: read it here, not in the thread.
         inventory = self._inventory()
-        results, usage = await asyncio.to_thread(self._fetch_all, settings, inventory)
+        results = await asyncio.to_thread(self._fetch_all, settings, inventory)
         now = self._clock()
-        snapshot = next_snapshot(self._engine.snapshot, results, now, usage)
+        snapshot = next_snapshot(self._engine.snapshot, results, now)
         herd = self._engine.guard.projected(snapshot)
         sizes = self._engine.sizes
         tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now, sizes)
@@ -255,10 +282,6 @@ class Refresher:
         )
         self._failures = self._failures + 1 if struggling else 0
         self.failure_log.refreshed(list(results), errors, now)
-        if usage is not None:
-            what = "pods' measured use (herd guard)"
-            failed = {what: describe(usage)} if isinstance(usage, BaseException) else {}
-            self.usage_log.refreshed([what], failed, now)
         if self._listener is not None:
             self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
         return errors
@@ -274,7 +297,27 @@ class Refresher:
             log.exception("refresh failed unexpectedly")
 
     async def run(self) -> None:
-        """After the first refresh (done before serving): refresh forever, backing off."""
+        """After the first refresh (done before serving): refresh forever, backing off;
+        beside it, the pods' measured use on its own interval."""
+        usage = asyncio.create_task(self._run_usage(), name="usage")
+        try:
+            while True:
+                await asyncio.sleep(self.delay())
+                await self.refresh_guarded()
+        finally:
+            usage.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await usage
+
+    async def _run_usage(self) -> None:
+        """Fetch the measured use at once (the first answers count pods at their requests
+        until it comes), then every usage interval; a bug in one round never stops it."""
         while True:
-            await asyncio.sleep(self.delay())
-            await self.refresh_guarded()
+            try:
+                await self.refresh_usage_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._usage_failures += 1
+                log.exception("usage fetch failed unexpectedly")
+            await asyncio.sleep(self.usage_delay())

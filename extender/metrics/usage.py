@@ -23,7 +23,7 @@ log = logging.getLogger("decice.usage")
 
 @runtime_checkable
 class Querier(Protocol):
-    def query(self, promql: str) -> list[Any]:
+    def query(self, promql: str, timeout: float | None = None) -> list[Any]:
         """Blocking: one instant query's `data.result`; raises on failure."""
         ...
 
@@ -35,11 +35,9 @@ def wanted(guard: HerdGuardSettings, guarded: bool) -> bool:
 
 def fetch_usage(querier: Querier, guard: HerdGuardSettings, now: float) -> UsageTable:
     """Blocking (the refresher's thread): both queries, read into one table."""
-    workloads = read_workloads(
-        querier.query(guard.usage_query.replace("{quantile}", f"{guard.quantile:g}")),
-        guard.max_workloads,
-    )
-    pods = read_pods(querier.query(guard.pod_usage_query), guard.max_workloads)
+    promql = guard.usage_query.replace("{quantile}", f"{guard.quantile:g}")
+    workloads = read_workloads(querier.query(promql, guard.usage_timeout), guard.max_workloads)
+    pods = read_pods(querier.query(guard.pod_usage_query, guard.usage_timeout), guard.max_workloads)
     return UsageTable(workloads=workloads, pods=pods, fetched_at=now)
 
 

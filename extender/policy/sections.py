@@ -38,7 +38,7 @@ DEFAULT_WORKLOAD_USAGE_QUERY = """label_replace(
       node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
     )
     * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel)
+      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"})
   ),
   "stat", "quantile", "", ""
 )
@@ -49,12 +49,13 @@ label_replace(
       node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
     )
     * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel)
+      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"})
   ),
   "stat", "pods", "", ""
 )"""
 """Per workload, the quantile and the count of its running pods' CPU use, from the
-kube-prometheus-stack recording rules (kubernetes-mixin rules/apps.libsonnet)."""
+kube-prometheus-stack recording rules (kubernetes-mixin rules/apps.libsonnet). Bare and
+static pods are no workload of siblings (the rules name each after itself): left out."""
 
 DEFAULT_POD_USAGE_QUERY = """sum by (namespace, pod) (
   node_namespace_pod_container:container_cpu_usage_seconds_total:sum_irate
@@ -206,6 +207,12 @@ class HerdGuardSettings(Model):
     kube-state-metrics' kube_pod_created."""
     max_workloads: Count = 100_000
     """Workloads (and young pods) kept from one answer at most: memory stays bounded."""
+    usage_interval: Seconds = 60.0
+    """Seconds between fetches of the measured use, on a loop of its own (a workload's use
+    moves slowly; at 100,000 pods Prometheus takes seconds to evaluate the queries)."""
+    usage_timeout: Seconds = 30.0
+    """Seconds each usage query may take (server and client): longer than
+    prometheus.timeout, as the queries join every running pod to its workload."""
     usage_max_age: Seconds = 600.0
     """Measured use older than this (Prometheus away) is not used: pods count at their
     request x requestFactor until it is fresh again."""

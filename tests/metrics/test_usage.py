@@ -3,6 +3,7 @@ with each refresh."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -63,7 +64,7 @@ class Querying:
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[str, float]:
         return {"a": 0.3}
 
-    def query(self, promql: str) -> list[Any]:
+    def query(self, promql: str, timeout: float | None = None) -> list[Any]:
         self.asked.append(promql)
         if self.fail:
             raise ConnectionError("connection refused")
@@ -96,6 +97,8 @@ async def test_each_refresh_brings_the_measured_use(herd: dict[str, Any], asked:
     querier = Querying()
     refresher = Refresher(settings, engine, querier, clock=lambda: NOW)
     await refresher.refresh_once()
+    assert querier.asked == []  # the metric refresh never waits for the usage queries
+    await refresher.refresh_usage_once()
     assert len(querier.asked) == asked
     usage = engine.snapshot.usage
     assert (usage.fetched_at == NOW) == bool(asked)
@@ -112,6 +115,10 @@ async def test_a_failed_usage_fetch_keeps_the_metrics_and_backs_nothing_off(
     refresher = Refresher(settings, engine, Querying(fail=True), clock=lambda: NOW)
     errors = await refresher.refresh_once()
     assert errors == {} and refresher.failures == 0
+    assert await refresher.refresh_usage_once() == "ConnectionError: connection refused"
+    refresher.rng = random.Random(7)
+    interval = settings.herd_guard.usage_interval
+    assert interval <= refresher.usage_delay() <= 2 * interval  # backed off, jittered
     assert engine.snapshot.metrics["cpu"].values == {"a": 0.3}
     usage = engine.snapshot.usage
     assert usage.workloads == before.workloads and usage.fetched_at == NOW - 15
@@ -125,3 +132,15 @@ async def test_a_failed_usage_fetch_keeps_the_metrics_and_backs_nothing_off(
         "youngPods": 0,
         "error": usage.error,
     }
+
+
+async def test_a_refresh_never_puts_back_older_usage() -> None:
+    """The usage loop installs a newer table while a metric refresh is on its way: the
+    refresh's snapshot, built from the older one, keeps the newer table."""
+    settings = make_settings()
+    engine = Engine(settings, Snapshot.empty(["cpu"]), NOW)
+    newer = UsageTable({WorkloadKey("a", "job", "j"): WorkloadUse(1.0, 3)}, {}, NOW + 5)
+    stale = Snapshot(engine.snapshot.metrics, NOW + 6, 1, UsageTable(fetched_at=NOW))
+    engine.install_usage(newer, NOW + 5)
+    engine.install(stale, None, NOW + 6)
+    assert engine.snapshot.usage is newer
