@@ -10,8 +10,9 @@ map, a host missing from it scoring 0). The pod is sent as its ReplicaSet made i
 names its workload. What differs from production is only where values come from: in place
 of the Prometheus provider and refresher, every `prometheus.interval` the simulation
 installs what the refresher would fetch: node CPU (prometheus.MetricPipeline.metric, the
-larger of the rule and the raw fast rate) and the pods' measured use (usagefeed), with
-the nodes' cores as the node informer would give them. Our bind reserves on the herd
+larger of the rule and the raw fast rate) and, on its own interval
+(`herdGuard.usageInterval`), the pods' measured use (usagefeed), with the nodes' cores as
+the node informer would give them. Our bind reserves on the herd
 guard, and the pod watch releases when a pod leaves, as in production.
 """
 
@@ -62,8 +63,9 @@ class OurExtender:
         self._generation = 0
         self._pods: dict[str, bytes] = {}
         self.refresh_interval = refresh_interval or max(1, round(settings.prometheus.interval))
-        self.quantile: float = getattr(settings.herd_guard, "quantile", DEFAULT_QUANTILE)
-        self._usage: tuple[float | None, UsageTable] = (None, EMPTY)
+        guard = settings.herd_guard
+        self.quantile: float = getattr(guard, "quantile", DEFAULT_QUANTILE)
+        self.usage_interval = max(1, round(getattr(guard, "usage_interval", self.refresh_interval)))
 
     def install(
         self,
@@ -85,19 +87,20 @@ class OurExtender:
         self.engine.install(snapshot, None, now)
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
-        """Our refresher, every `prometheus.interval`: what Prometheus answers now."""
-        if t % self.refresh_interval:
-            return
+        """Our refresher's two loops: node CPU every `prometheus.interval`, the pods'
+        measured use every `herdGuard.usageInterval` (each answer as Prometheus gives it
+        then; the rule's latest evaluation for the pods' series)."""
+        if t % self.refresh_interval == 0:
+            self.install(
+                feeds.prometheus.metric(), self._cores(feeds), now, self.engine.snapshot.usage
+            )
         evaluated = feeds.prometheus.evaluated_at
-        usage = EMPTY
-        if evaluated is not None:
-            at, table = self._usage
-            if at != evaluated:  # the rule was evaluated again: a new answer
-                table = usage_table(feeds.meter, evaluated, self.quantile, now)
-                self._usage = (evaluated, table)
-            usage = UsageTable(table.workloads, table.pods, fetched_at=now)
-        cores = {name: float(n.cores) for name, n in feeds.nodes.items()}
-        self.install(feeds.prometheus.metric(), cores, now, usage)
+        if t % self.usage_interval == 0 and evaluated is not None:
+            self.engine.install_usage(usage_table(feeds.meter, evaluated, self.quantile, now), now)
+
+    @staticmethod
+    def _cores(feeds: Feeds) -> dict[str, float]:
+        return {name: float(n.cores) for name, n in feeds.nodes.items()}
 
     def _pod(self, pod: PodSpec) -> bytes:
         """The v1.Pod kube-scheduler sends, serialised once per pod."""

@@ -123,6 +123,8 @@ def test_each_refresh_installs_the_metric_and_the_pods_use(shipped: Settings) ->
         generation = ours.engine.snapshot.generation
         ours.observe(t, NOW + t, feeds)
         assert ours.engine.snapshot.generation == generation + 1  # every 15 s (the policy's)
+        # the measured use on its own loop: herdGuard.usageInterval (60 s)
+        assert ours.engine.snapshot.usage.fetched_at == NOW + 60 * (t // 60)
     snapshot = ours.engine.snapshot
     assert snapshot.metrics["cpu"].values == {"a": pytest.approx(0.5)}
     assert snapshot.usage.workloads[WorkloadKey("sim", "deployment", "web")].cores == (
