@@ -1,10 +1,11 @@
 """What ran where, tick by tick: the record every measuring agent reads from.
 
 Agents measure the same nodes and pods on their own clocks and windows: Prometheus scrapes
-cAdvisor's per-pod CPU counters (a pod's series starts when the pod starts, so its 5-minute
-rate is its real use as soon as it has two samples), and koordlet samples the node and its
-pods itself and averages over its aggregation window (peers.koordlet). Both read the same
-record here, so they differ only in their windows and lags, as in a cluster.
+cAdvisor's per-pod CPU counters (a pod's series starts when the pod starts: its `irate`
+is its real use as soon as it has two samples, its 5-minute `rate` is diluted until the
+series covers the window), and koordlet samples the node and its pods itself and averages
+over its aggregation window (peers.koordlet). Both read the same record here, so they
+differ only in their windows and lags, as in a cluster.
 
 A node short of CPU (its demand above its cores) serves every consumer on it in
 proportion: a pod's counter then grows by its use times the node's served share, which is
@@ -19,7 +20,11 @@ import math
 from array import array
 from dataclasses import dataclass
 
+from extender.simulation.prometheus import extrapolated_share
 from extender.simulation.workload import PodSpec
+
+POD_WINDOW = 300
+"""The range of the stock per-pod CPU rules (kubernetes-mixin: `[5m]`)."""
 
 
 class NodeLedger:
@@ -84,10 +89,11 @@ class Running:
 class PodMeter:
     """The pods running now and what each one's CPU series shows."""
 
-    def __init__(self, ledger: NodeLedger, scrape_interval: int, rate_window: int) -> None:
+    def __init__(self, ledger: NodeLedger, scrape_interval: int, window: int = POD_WINDOW) -> None:
         self.ledger = ledger
         self.scrape = scrape_interval
-        self.window = rate_window
+        self.window = window
+        """The range of the per-pod rules (the stock ones: 5 minutes)."""
         self.running: dict[str, Running] = {}
         """uid -> the pod, in the order they started."""
         self.on_node: dict[str, dict[str, Running]] = {}
@@ -108,17 +114,42 @@ class PodMeter:
         served = self.ledger.served(entry.node, math.floor(start / tick), math.ceil(end / tick))
         return None if served is None else entry.pod.usage * served
 
-    def rate(self, entry: Running, t: float) -> float | None:
-        """The 5-minute rate of its cAdvisor counter at `t` (the stock rule
-        node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m, summed
-        over its containers): from its first sample inside (t - window, t] to its last;
-        None before it has two samples."""
+    def _samples(self, entry: Running, t: float) -> tuple[float, float, int] | None:
+        """(first, last, count) of its series' samples inside (t - window, t]: cAdvisor's
+        series of a container begins at the first scrape after it started."""
         scrape = self.scrape
-        first = max(math.ceil(entry.start / scrape), math.floor((t - self.window) / scrape) + 1)
+        first = max(
+            math.floor(entry.start / scrape) + 1, math.floor((t - self.window) / scrape) + 1
+        )
         last = math.floor(t / scrape)
         if last <= first:
             return None
-        return self._use(entry, first * scrape, last * scrape)
+        return first * scrape, last * scrape, last - first + 1
+
+    def rate(self, entry: Running, t: float) -> float | None:
+        """What the stock rule
+        `node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m` says of
+        the pod at `t` (its one container): PromQL's rate() over 5 minutes, so a pod younger
+        than that shows only the share of the window its series covers
+        (prometheus.extrapolated_share; the counter starts from 0 when it starts). None
+        before it has two samples."""
+        samples = self._samples(entry, t)
+        if samples is None:
+            return None
+        first, last, count = samples
+        use = self._use(entry, first, last)
+        if use is None:
+            return None
+        return use * extrapolated_share(first, last, t, self.window, count, entry.start)
+
+    def irate(self, entry: Running, t: float) -> float | None:
+        """What the stock rule `...:sum_irate` says of the pod at `t`: the rate between its
+        last two samples, its real use as soon as it has two."""
+        samples = self._samples(entry, t)
+        if samples is None:
+            return None
+        last = samples[1]
+        return self._use(entry, last - self.scrape, last)
 
     def average(self, entry: Running, t: float, window: float) -> float | None:
         """Its mean use over the samples of [t - window, t] taken every tick or more often

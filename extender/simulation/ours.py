@@ -92,7 +92,7 @@ class OurExtender:
         then; the rule's latest evaluation for the pods' series)."""
         if t % self.refresh_interval == 0:
             self.install(
-                feeds.prometheus.metric(), self._cores(feeds), now, self.engine.snapshot.usage
+                feeds.prometheus.metric(t), self._cores(feeds), now, self.engine.snapshot.usage
             )
         evaluated = feeds.prometheus.evaluated_at
         if t % self.usage_interval == 0 and evaluated is not None:

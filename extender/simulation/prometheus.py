@@ -5,12 +5,15 @@ modelled step by step rather than assumed away:
 
 1. node-exporter's CPU counters are scraped every `scrape_interval` (15 s). A sample is the
    counter: the integral of the node's (capped) utilisation since boot.
-2. The recording rule `instance:node_cpu_utilisation:rate5m` is evaluated every
-   `rule_interval` (30 s, the prometheus-operator default `evaluationInterval`). Its
-   rate over `rate_window` (5 min) is the counter's increase between the first and last
-   samples inside (T - window, T] divided by the time between them: the mean utilisation
-   over the scrape intervals between those samples. A node needs two samples to have a
-   value at all (a new node has none at first).
+2. The recording rule `instance:node_cpu_utilisation:rate5m` (1 - the rate of the idle
+   counters) is evaluated every `rule_interval` (30 s, the prometheus-operator default
+   `evaluationInterval`) over `rate_window` (5 min), as PromQL's rate() computes
+   (promql/functions.go, extrapolatedRate): the counter's increase between the first and
+   last samples inside (T - window, T], divided by the time between them, then scaled by
+   (that time + the gaps to the window's edges) / window, a gap of more than 1.1 sample
+   intervals counting half an interval. A series that began inside the window is diluted:
+   a node seen for 30 s shows its idle rate at a tenth, so its utilisation near 100 %
+   (`extrapolated_share`). A node needs two samples to have a value at all.
 3. Our refresher queries it every `prometheus.interval` of the policy (15 s in the shipped
    file) and installs what the latest evaluation said.
 4. "Rises fast, falls slow": the refresher also reads a raw rate of the counters over
@@ -19,8 +22,10 @@ modelled step by step rather than assumed away:
    alone where only one has). `fast_window` 0: the rule alone.
 
 The rule's answers are kept for `history_window` (15 minutes): load-watcher reads them
-through `avg_over_time` and `stddev_over_time` (peers.loadwatcher). Memory is a gauge
-(`instance:node_memory_utilisation:ratio`): the rule records the last scrape's value.
+through `avg_over_time` and `stddev_over_time` (peers.loadwatcher) of
+`instance:node_cpu:ratio`, the rate of the busy counters (a new node's diluted busy rate
+shows it nearly idle). Memory is a gauge (`instance:node_memory_utilisation:ratio`): the
+rule records the last scrape's value.
 
 All three run on one clock, aligned at 0 (a scrape, an evaluation and a refresh falling on
 the same instant happen in that order), so the lag modelled is the least a real cluster
@@ -76,7 +81,28 @@ class Pipeline:
 
 
 Evaluation = tuple[float, float, float]
-"""One rule evaluation of a node: (time, CPU utilisation 0..1, memory utilisation 0..1)."""
+"""One rule evaluation of a node for load-watcher: (time, `instance:node_cpu:ratio` 0..1,
+memory utilisation 0..1)."""
+
+
+def extrapolated_share(
+    first: float, last: float, at: float, window: float, samples: int, zero_at: float | None = None
+) -> float:
+    """What PromQL's rate() over [window] at `at` shows of a counter's rate between its
+    first and last samples inside the window (`samples` of them, at least 2): the sampled
+    time plus the gaps to the window's edges, over the window. A gap of 1.1 sample
+    intervals or more counts half an interval; a counter that started from 0 at `zero_at`
+    is not extrapolated before then."""
+    sampled = last - first
+    average = sampled / (samples - 1)
+    to_start, to_end = first - (at - window), at - last
+    if to_start >= average * 1.1:
+        to_start = average / 2
+    if zero_at is not None:
+        to_start = min(to_start, first - zero_at)
+    if to_end >= average * 1.1:
+        to_end = average / 2
+    return (sampled + to_start + to_end) / window
 
 
 class MetricPipeline:
@@ -89,6 +115,11 @@ class MetricPipeline:
         self._elapsed: dict[str, float] = {}
         self._intervals: dict[str, deque[float]] = {}
         """node -> mean utilisation of each scrape interval inside the window, oldest first."""
+        self._first: dict[str, float] = {}
+        """node -> when its series began (its first scrape)."""
+        self._scraped: dict[str, float] = {}
+        """node -> its last scrape."""
+        self._next_scrape = 0.0
         self._evaluated: dict[str, float] = {}
         self.evaluated_at: float | None = None
         self._memory: dict[str, float] = {}
@@ -104,54 +135,86 @@ class MetricPipeline:
             self._since_scrape[node] += utilisation * seconds
             self._elapsed[node] += seconds
 
-    def scrape(self, nodes: Iterable[str], memory: Mapping[str, float] | None = None) -> None:
-        """A scrape of node-exporter on `nodes`; `memory`: node -> memory utilisation."""
+    def scrape(
+        self,
+        nodes: Iterable[str],
+        memory: Mapping[str, float] | None = None,
+        at: float | None = None,
+    ) -> None:
+        """A scrape of node-exporter on `nodes` at `at` (by default one scrape interval after
+        the previous scrape, the first at 0: Prometheus scrapes on a fixed interval);
+        `memory`: node -> memory utilisation."""
+        if at is None:
+            at = self._next_scrape
+        self._next_scrape = at + self.pipeline.scrape_interval
         for node in nodes:
             window = self._intervals.get(node)
             if window is None:  # its first sample: a rate needs a second one
                 self._intervals[node] = deque(maxlen=self._keep)
+                self._first[node] = at
             elif self._elapsed[node] > 0:
                 window.append(self._since_scrape[node] / self._elapsed[node])
+            self._scraped[node] = at
             self._since_scrape[node] = 0.0
             self._elapsed[node] = 0.0
             if memory is not None:
                 self._memory[node] = memory.get(node, 0.0)
 
+    def _rate(self, node: str, window: float, at: float) -> tuple[float, float] | None:
+        """(mean utilisation between its first and last samples inside (at - window, at],
+        extrapolated_share) of a node, or None with fewer than two samples."""
+        intervals = self._intervals[node]
+        scrape = self.pipeline.scrape_interval
+        first, last = self._first[node], self._scraped[node]
+        if first <= at - window:
+            first += (math.floor((at - window - first) / scrape) + 1) * scrape
+        samples = min(round((last - first) / scrape) + 1, len(intervals) + 1)
+        if samples < 2:
+            return None
+        used = _last(intervals, samples - 1)
+        mean = sum(used) / len(used)
+        return mean, extrapolated_share(last - (samples - 1) * scrape, last, at, window, samples)
+
     def evaluate(self, now: float) -> None:
-        """The recording rule: each node's mean over the window's intervals."""
-        k = self.pipeline.intervals_in_window
+        """The recording rules: each node's utilisation (1 - the idle rate) for us, the
+        busy rate for load-watcher's history."""
+        window = self.pipeline.rate_window
         evaluated = {}
-        for node, window in self._intervals.items():
-            if window:
-                last = _last(window, k)
-                evaluated[node] = sum(last) / len(last)
-        self._evaluated = evaluated
-        self.evaluated_at = now
-        for node, value in evaluated.items():
+        for node in self._intervals:
+            rate = self._rate(node, window, now)
+            if rate is None:
+                continue
+            mean, share = rate
+            evaluated[node] = 1 - (1 - mean) * share
             history = self._history.get(node)
             if history is None:
                 history = self._history[node] = deque(maxlen=self._evaluations)
-            history.append((now, value, self._memory.get(node, 0.0)))
+            history.append((now, mean * share, self._memory.get(node, 0.0)))
+        self._evaluated = evaluated
+        self.evaluated_at = now
 
     def query(self) -> Mapping[str, float]:
         """What a query for the recorded series answers now: the latest evaluation."""
         return self._evaluated
 
-    def fast(self) -> dict[str, float]:
-        """The raw rate over `fast_window` now: each node's mean over its last intervals."""
-        k = self.pipeline.fast_intervals
-        out = {}
-        for node, window in self._intervals.items():
-            if window and k:
-                last = _last(window, k)
-                out[node] = sum(last) / len(last)
+    def fast(self, at: float) -> dict[str, float]:
+        """The raw rate over `fast_window` at `at`: each node's 1 - its idle rate."""
+        window = self.pipeline.fast_window
+        out: dict[str, float] = {}
+        if not window:
+            return out
+        for node in self._intervals:
+            rate = self._rate(node, window, at)
+            if rate is not None:
+                mean, share = rate
+                out[node] = 1 - (1 - mean) * share
         return out
 
-    def metric(self) -> dict[str, float]:
-        """What our CPU metric answers now: the larger of the rule and the raw rate where
+    def metric(self, at: float) -> dict[str, float]:
+        """What our CPU metric answers at `at`: the larger of the rule and the raw rate where
         both have a value, whichever has one elsewhere (the rule alone with no fast window)."""
         out = dict(self._evaluated)
-        for node, value in self.fast().items():
+        for node, value in self.fast(at).items():
             if value > out.get(node, -1.0):
                 out[node] = value
         return out

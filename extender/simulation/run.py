@@ -56,7 +56,7 @@ class Run:
         self.metrics = MetricPipeline(pipeline)
         self.recorder = Recorder(scenario.size.warmup, pipeline.tick)
         self.ledger = NodeLedger(pipeline.tick)
-        self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
+        self.meter = PodMeter(self.ledger, pipeline.scrape_interval)
         self.nodes: list[NodeSpec] = []
         self.joined: dict[str, NodeSpec] = {}
         self.usage: dict[str, float] = {}
@@ -95,7 +95,7 @@ class Run:
         for node, utilisation in self.last.items():
             self.metrics.observe(node, utilisation, p.tick)
         if t % p.scrape_interval == 0:
-            self.metrics.scrape([n.name for n in self.nodes], self.memory)
+            self.metrics.scrape([n.name for n in self.nodes], self.memory, at=t)
         if t % p.rule_interval == 0:
             self.metrics.evaluate(t)
         self.scheduler.observe(t, EPOCH + t, self.feeds)

@@ -1,13 +1,15 @@
 """The measured use our extender's refresher fetches beside node CPU, from the pods' series.
 
 Per workload (the pod's Deployment) the quantile of its running pods' measured CPU and how
-many were measured; per young pod (created within YOUNG_POD seconds) its own measured CPU.
-"Measured" is what the stock recording rule
+many were measured: what the stock recording rule
 `node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m` said at its
-latest evaluation (ledger.PodMeter.rate), summed per pod, joined to the pod's workload the
-way `namespace_workload_pod:kube_pod_owner:relabel` names it. The quantile is PromQL's
-(`quantile`: linear between ranks). The answer is `extender.decisions.usage.UsageTable`,
-the contract with the engine.
+latest evaluation (ledger.PodMeter.rate: a pod younger than 5 minutes shows a share of its
+use), summed per pod, joined to the pod's workload the way
+`namespace_workload_pod:kube_pod_owner:relabel` names it; the quantile is PromQL's
+(`quantile`: linear between ranks). Per young pod (created within YOUNG_POD seconds) its
+own use from the `...:sum_irate` rule (ledger.PodMeter.irate: its last two samples). These
+are the shipped `herdGuard.usageQuery` and `podUsageQuery`. The answer is
+`extender.decisions.usage.UsageTable`, the contract with the engine.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ def usage_table(meter: PodMeter, evaluated_at: float, quantile: float, now: floa
     by_workload: dict[str, list[float]] = {}
     pods: dict[tuple[str, str], float] = {}
     for uid, entry in meter.running.items():
-        rate = meter.rate(entry, evaluated_at)
-        if rate is None:
-            continue
         if entry.pod.workload:
-            by_workload.setdefault(entry.pod.workload, []).append(rate)
+            rate = meter.rate(entry, evaluated_at)
+            if rate is not None:
+                by_workload.setdefault(entry.pod.workload, []).append(rate)
         if evaluated_at - entry.pod.arrival < YOUNG_POD:
-            pods[(NAMESPACE, uid)] = rate
+            own = meter.irate(entry, evaluated_at)
+            if own is not None:
+                pods[(NAMESPACE, uid)] = own
     workloads = {
         WorkloadKey(NAMESPACE, "deployment", name): WorkloadUse(
             percentile(values, 100 * quantile), len(values)

@@ -29,22 +29,23 @@ def test_means_over_spans_of_ticks_clipped_to_what_was_recorded() -> None:
     assert record.cpu("other", 0, 100) is None
 
 
-def test_a_pod_series_shows_its_use_once_it_has_two_scrapes() -> None:
-    meter = PodMeter(ledger([0.5] * 40), scrape_interval=15, rate_window=300)
+def test_a_pod_series_irate_shows_its_use_at_two_scrapes_its_rate_after_the_window() -> None:
+    meter = PodMeter(ledger([0.5] * 40), scrape_interval=15, window=300)
     entry = Running(POD, "n", 100.0)  # started mid-interval; first sample at 105
-    assert meter.rate(entry, 105.0) is None
-    assert meter.rate(entry, 120.0) == pytest.approx(1.5)  # samples at 105 and 120
-    assert meter.rate(entry, 590.0) == pytest.approx(1.5)
+    assert meter.rate(entry, 105.0) is None and meter.irate(entry, 105.0) is None
+    assert meter.irate(entry, 120.0) == pytest.approx(1.5)  # samples at 105 and 120
+    assert meter.rate(entry, 120.0) == pytest.approx(1.5 * (15 + 5) / 300)  # from 0 at 100
+    assert meter.rate(entry, 590.0) == pytest.approx(1.5)  # its series covers the window
 
 
 def test_a_pod_on_a_node_short_of_cpu_shows_its_share() -> None:
-    meter = PodMeter(ledger([2.0] * 40), scrape_interval=15, rate_window=300)
+    meter = PodMeter(ledger([2.0] * 40), scrape_interval=15, window=300)
     entry = Running(POD, "n", 0.0)
     assert meter.rate(entry, 300.0) == pytest.approx(0.75)  # half of the node's demand served
 
 
 def test_koordlet_averages_a_pod_over_the_samples_it_has() -> None:
-    meter = PodMeter(ledger([0.5] * 20 + [2.0] * 20), scrape_interval=15, rate_window=300)
+    meter = PodMeter(ledger([0.5] * 20 + [2.0] * 20), scrape_interval=15, window=300)
     entry = Running(POD, "n", 540.0)
     assert meter.average(entry, 540.0, 300.0) is None  # no sample yet
     assert meter.average(entry, 600.0, 300.0) == pytest.approx(0.75)  # all in the busy ticks

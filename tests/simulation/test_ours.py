@@ -107,7 +107,7 @@ def test_each_refresh_installs_the_metric_and_the_pods_use(shipped: Settings) ->
     pipeline = Pipeline()
     metrics = MetricPipeline(pipeline)
     ledger = NodeLedger(pipeline.tick)
-    meter = PodMeter(ledger, pipeline.scrape_interval, pipeline.rate_window)
+    meter = PodMeter(ledger, pipeline.scrape_interval)
     node = NodeSpec("a", 8, 32 * GIB)
     feeds = Feeds(metrics, ledger, meter, {"a": node}, {"a": 0.0})
     ours = OurExtender(shipped, NOW)
@@ -126,9 +126,12 @@ def test_each_refresh_installs_the_metric_and_the_pods_use(shipped: Settings) ->
         # the measured use on its own loop: herdGuard.usageInterval (60 s)
         assert ours.engine.snapshot.usage.fetched_at == NOW + 60 * (t // 60)
     snapshot = ours.engine.snapshot
-    assert snapshot.metrics["cpu"].values == {"a": pytest.approx(0.5)}
-    assert snapshot.usage.workloads[WorkloadKey("sim", "deployment", "web")].cores == (
-        pytest.approx(2.0)
-    )
+    # the node, seen for 60 s: the raw 1m rate covers its window (0.5), the 5m rule reads
+    # 1 - idle diluted to (60 + 7.5) / 300; the metric is the larger
+    assert snapshot.metrics["cpu"].values == {"a": pytest.approx(1 - 0.5 * 67.5 / 300)}
+    # the workload from sum_rate5m: the pod's series (15..60 s, from 0 at 0) diluted;
+    # the young pod's own from sum_irate: its use
+    workload = snapshot.usage.workloads[WorkloadKey("sim", "deployment", "web")]
+    assert workload.cores == pytest.approx(2.0 * (45 + 7.5) / 300) and workload.pods == 1
     assert snapshot.usage.pods == {("sim", "p-1"): pytest.approx(2.0)}
     assert snapshot.usage.fetched_at == NOW + 60

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from extender.simulation.prometheus import MetricPipeline, Pipeline
+from extender.simulation.prometheus import MetricPipeline, Pipeline, extrapolated_share
 
 STEP_AT = 600
 
@@ -18,7 +18,7 @@ def seen_by_refresher(
     pipeline: Pipeline,
     utilisation: Callable[[int], float],
     until: int,
-    read: Callable[[MetricPipeline], dict[str, float]] | None = None,
+    read: Callable[[MetricPipeline, int], dict[str, float]] | None = None,
 ) -> dict[int, float]:
     """refresh time -> what our refresher read for node "n" (NaN: no value yet), driving
     the pipeline the way run.Run does at every tick boundary; `read` picks the answer
@@ -34,7 +34,7 @@ def seen_by_refresher(
         if t % pipeline.rule_interval == 0:
             metrics.evaluate(t)
         if t % pipeline.refresh_interval == 0:
-            answer = dict(metrics.query()) if read is None else read(metrics)
+            answer = dict(metrics.query()) if read is None else read(metrics, t)
             seen[t] = answer.get("n", math.nan)
     return seen
 
@@ -67,7 +67,9 @@ def test_a_shorter_window_follows_sooner() -> None:
     assert seen[STEP_AT + 45] == pytest.approx(0.8)
 
 
-def test_a_node_has_no_value_before_its_second_scrape() -> None:
+def test_a_new_node_looks_busy_until_its_series_covers_the_window() -> None:
+    """PromQL's rate() divides by the whole window: a node seen for 15 s shows its idle
+    rate at (15 + 7.5) / 300 of itself, so 1 - idle reads near 100 %."""
     metrics = MetricPipeline(Pipeline())
     metrics.scrape(["n"])
     metrics.evaluate(0)
@@ -76,8 +78,35 @@ def test_a_node_has_no_value_before_its_second_scrape() -> None:
     metrics.observe("other", 0.5, 15)  # never scraped: nothing to measure from
     metrics.scrape(["n"])
     metrics.evaluate(15)
-    assert metrics.query() == {"n": pytest.approx(0.5)}
+    assert metrics.query() == {"n": pytest.approx(1 - 0.5 * 22.5 / 300)}
     assert metrics.evaluated_at == 15
+    assert metrics.history("n")[-1][1] == pytest.approx(0.5 * 22.5 / 300)  # busy rate: idle
+    assert metrics.fast(15) == {"n": pytest.approx(1 - 0.5 * 22.5 / 60)}
+    for _ in range(30, 271, 15):
+        metrics.observe("n", 0.5, 15)
+        metrics.scrape(["n"])
+    metrics.evaluate(270)
+    assert metrics.query() == {"n": pytest.approx(1 - 0.5 * (270 + 7.5) / 300)}
+    metrics.observe("n", 0.5, 15)
+    metrics.scrape(["n"])
+    metrics.evaluate(285)  # its first sample 15 s inside the window: extrapolated to it
+    assert metrics.query() == {"n": pytest.approx(0.5)}
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "at", "samples", "zero", "want"),
+    [
+        (15, 300, 300, 20, None, 1.0),  # a whole window: the first gap (15 s) counts
+        (45, 300, 300, 18, None, (255 + 7.5) / 300),  # began inside: half an interval
+        (105, 120, 120, 2, 100.0, (15 + 5) / 300),  # a counter from 0 at 100: no further
+        (300, 585, 590, 20, None, (285 + 10 + 5) / 300),  # gaps under 1.1 intervals
+        (300, 540, 590, 17, None, (240 + 10 + 7.5) / 300),  # a late end: half an interval
+    ],
+)
+def test_extrapolated_share_is_promqls(
+    first: float, last: float, at: float, samples: int, zero: float | None, want: float
+) -> None:
+    assert extrapolated_share(first, last, at, 300, samples, zero) == pytest.approx(want)
 
 
 def test_the_pipeline_steps_on_the_gcd_and_refuses_nonsense() -> None:
@@ -96,7 +125,7 @@ def test_the_pipeline_steps_on_the_gcd_and_refuses_nonsense() -> None:
 
 
 def test_the_metric_rises_within_a_minute_through_the_raw_rate() -> None:
-    seen = seen_by_refresher(Pipeline(), step, 1200, lambda m: m.metric())
+    seen = seen_by_refresher(Pipeline(), step, 1200, lambda m, t: m.metric(t))
     assert seen[STEP_AT] == pytest.approx(0.2)
     assert seen[STEP_AT + 15] == pytest.approx((2 * 0.2 + 0.8) / 3)  # the raw 1m rate
     assert seen[STEP_AT + 45] == pytest.approx(0.8)  # the rule alone would still say ~0.3
@@ -109,8 +138,8 @@ def down(t: int) -> float:
 
 
 def test_the_metric_falls_slowly_with_the_rule() -> None:
-    seen = seen_by_refresher(Pipeline(), down, 1200, lambda m: m.metric())
-    fast = seen_by_refresher(Pipeline(), down, 1200, lambda m: m.fast())
+    seen = seen_by_refresher(Pipeline(), down, 1200, lambda m, t: m.metric(t))
+    fast = seen_by_refresher(Pipeline(), down, 1200, lambda m, t: m.fast(t))
     assert fast[STEP_AT + 45] == pytest.approx(0.2)
     assert seen[STEP_AT + 45] > 0.7  # the larger: the 5-minute rule still remembers
     assert seen[STEP_AT + 300] == pytest.approx(0.2)
@@ -118,7 +147,7 @@ def test_the_metric_falls_slowly_with_the_rule() -> None:
 
 def test_without_a_fast_window_the_metric_is_the_rule() -> None:
     off = Pipeline(fast_window=0)
-    assert seen_by_refresher(off, step, 900, lambda m: m.metric()) == seen_by_refresher(
+    assert seen_by_refresher(off, step, 900, lambda m, t: m.metric(t)) == seen_by_refresher(
         off, step, 900
     )
 

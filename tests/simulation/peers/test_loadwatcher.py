@@ -37,4 +37,6 @@ def test_fetch_every_minute_collect_every_thirty_seconds() -> None:
     assert seen[:5] == [1_000_000, 1_000_000, 1_000_000, 1_000_000, 1_000_060]
     assert watcher.collected is not None
     assert watcher.collected.window_end == 1_000_240
-    assert 50.0 < watcher.collected.hosts["n"].cpu_avg < 100.0  # 15 min of a 5m rate: slow
+    # a node seen for 4 minutes: its busy rate diluted by the 5m rule's window, so
+    # load-watcher reads it below even its calmest minute (50%)
+    assert watcher.collected.hosts["n"].cpu_avg < 40.0
