@@ -12,7 +12,8 @@ import orjson
 import pytest
 
 from extender.cluster.client.errors import KubeError, KubeUnavailable
-from extender.cluster.client.linestream import END, WatchProtocol
+from extender.cluster.client.linestream import BATCH_BYTES, END, WatchProtocol
+from tests.harness.loopback import wait_until_async
 
 
 class FakeTransport:
@@ -22,6 +23,9 @@ class FakeTransport:
 
     def close(self) -> None:
         self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
 
     def pause_reading(self) -> None:
         self.paused = True
@@ -125,3 +129,18 @@ async def test_bad_framing_is_named() -> None:
     assert isinstance(item, KubeError) and "bad chunk size" in str(item)
     with pytest.raises(KubeError):
         raise item
+
+
+async def test_a_small_delivery_pauses_reading_for_a_batch_and_a_big_one_does_not() -> None:
+    protocol = WatchProtocol("watch", 1 << 20, None)
+    transport = FakeTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    feed(protocol, HEAD + b"10\r\n", random.Random(6))
+    assert transport.paused  # the next events wait in the socket, taken as one batch
+    await wait_until_async(lambda: not transport.paused, 5, "reading resumed after the batch")
+    big = orjson.dumps(event(1)) + b"\n"
+    data = f"{len(big) * 40:x}\r\n".encode() + big * 40 + b"\r\n"
+    data = data * (BATCH_BYTES // len(data) + 1)
+    protocol.get_buffer(-1)[: len(data)] = data
+    protocol.buffer_updated(len(data))
+    assert not transport.paused  # a stream this busy is read at once

@@ -540,11 +540,15 @@ def test_extender_mode_renders_byte_for_byte_what_the_chart_rendered_before(
     # The default policy has moved on since (the shipped CPU query, the herd guard's
     # settings, in a schema the chart of before refuses): its ConfigMap, and the checksum
     # of it that restarts the pods, are left out; test_chart.py checks them.
+    # The memory requests moved since too (192Mi to 256Mi: RSS at 15,000 nodes and
+    # 150,000 pods watched, BENCHMARKS.md "Memory on a big cluster").
     for rendered in (before, now):
         rendered.pop(POLICY, None)
         for name, text in rendered.items():
             rendered[name] = "\n".join(
-                line for line in text.splitlines() if "checksum/policy" not in line
+                line.replace("memory: 192Mi", "memory: 256Mi")
+                for line in text.splitlines()
+                if "checksum/policy" not in line
             )
     assert now == before
 

@@ -29,6 +29,13 @@ MAX_HEAD = 64 * 1024
 """The longest status line and headers accepted."""
 PAUSE_AT = 10_000
 """Kept events waiting for the consumer before the connection stops being read."""
+BATCH = 0.05
+"""Seconds the connection is not read after a small delivery, so the events of a busy
+cluster are taken a batch at a time (one wake-up of this protocol, one decryption pass
+for several events); a watch event is late by that much at most."""
+BATCH_BYTES = 64 * 1024
+"""A delivery this big is never followed by a pause: the stream is busier than batches
+can hold, and the API server drops a watcher that falls behind."""
 
 Sieve = Callable[[bytearray], bool]
 
@@ -63,7 +70,8 @@ class WatchProtocol(asyncio.BufferedProtocol):
         self.waiter: asyncio.Future[None] | None = None
         self.head_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
-        self._paused = False
+        self._paused = False  # for the consumer's backlog
+        self._batching = False  # for a batch
 
     # -- asyncio callbacks --
 
@@ -80,6 +88,23 @@ class WatchProtocol(asyncio.BufferedProtocol):
             self._parse()
         except BaseException as exc:
             self._finish(exc)
+            return
+        if BATCH > 0 and nbytes < BATCH_BYTES and self._head_done:
+            self._pause_for_batch()
+
+    def _pause_for_batch(self) -> None:
+        transport = self.transport
+        if self._batching or transport is None or transport.is_closing():
+            return
+        self._batching = True
+        transport.pause_reading()
+        asyncio.get_running_loop().call_later(BATCH, self._batch_over)
+
+    def _batch_over(self) -> None:
+        self._batching = False
+        transport = self.transport
+        if not self._paused and transport is not None and not transport.is_closing():
+            transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         if self._head_done and not self._chunked and self._remaining is None:
@@ -255,7 +280,8 @@ class WatchProtocol(asyncio.BufferedProtocol):
             self.waiter.set_result(None)
         if len(self.items) >= PAUSE_AT and not self._paused and self.transport is not None:
             self._paused = True
-            self.transport.pause_reading()
+            if not self._batching:
+                self.transport.pause_reading()
 
     async def next_item(self) -> dict[str, Any] | BaseException | _End:
         while not self.items:
@@ -264,7 +290,8 @@ class WatchProtocol(asyncio.BufferedProtocol):
         item = self.items.popleft()
         if self._paused and len(self.items) < PAUSE_AT // 2 and self.transport is not None:
             self._paused = False
-            self.transport.resume_reading()
+            if not self._batching:
+                self.transport.resume_reading()
         return item
 
 
