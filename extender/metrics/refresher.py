@@ -231,6 +231,8 @@ class Refresher:
         now = self._clock()
         usage = next_usage(self._engine.snapshot.usage, fetched)
         self._engine.install_usage(usage, now)
+        if self._heap is not None:
+            self._heap.installed()  # 100,000 pods' use: as long-lived as a snapshot
         what = "pods' measured use (herd guard)"
         error = describe(fetched) if isinstance(fetched, Exception) else None
         self.usage_log.refreshed([what], {what: error} if error else {}, now)
