@@ -15,6 +15,7 @@ from extender.policy.sections import exposure_problem
 from extender.policy.settings import Settings
 
 if TYPE_CHECKING:
+    from extender.cluster.kubeside import KubeSide
     from extender.cluster.leader.elector import LeaderElector
 
 
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         kube_problem=kube.problem,
         policy_file=policy_file,
         overload_leader=_overload_leader(settings) if kube.client is not None else None,
+        kube_side=_kube_side(settings) if kube.client is not None else None,
     )
     port = args.port if args.port is not None else server.port
     apps: list[Listener] = [(service.app, host, port, options)]
@@ -63,6 +65,20 @@ def run(args: argparse.Namespace) -> int:
         apps.append((service.metrics_app, server.metrics_host, server.metrics_port, {}))
     run_servers(settings, args, log_format, apps)
     return 0
+
+
+KUBE_PROCESS = "DECICE_KUBE_PROCESS"
+"""Set to 1: binds and Events go through a Kubernetes-side process of their own
+(extender.cluster.kubeside), off the interpreter that answers filter and prioritize."""
+
+
+def _kube_side(settings: Settings) -> KubeSide | None:
+    if os.environ.get(KUBE_PROCESS, "").strip() != "1":
+        return None
+    from extender.cluster.kubeside import KubeSide, worker_argv
+
+    bind = settings.bind
+    return KubeSide(worker_argv(settings.kubernetes.kubeconfig, bind.timeout, bind.retries))
 
 
 def _overload_leader(settings: Settings) -> LeaderElector | None:

@@ -160,6 +160,11 @@ class Binder:
                 "no Kubernetes client is configured (set KUBECONFIG or run in-cluster)"
             )
         kube = self._kube
+        # Binds through a Kubernetes-side process (cluster.kubeside): none while it is
+        # down, refused before anything is reserved.
+        down = getattr(kube, "unavailable", None)
+        if down is not None and (why := down()) is not None:
+            raise BindRefused(why)
         memo = self._engine.pods.get(args.pod_uid)
         cores: float | None
         if memo is not None:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from extender.cluster.binder import KubeBinder
 from extender.cluster.event_poster import EventPoster, EventSink
 from extender.cluster.informer import Informer, WatchStatus
+from extender.cluster.kubeside import KubeSide
 from extender.cluster.nodewatch import NodeEventHandler
 from extender.cluster.overload import Tainter, tainted_nodes
 from extender.cluster.podwatch import PodEventHandler
@@ -120,13 +121,15 @@ def refresher(parts: SharedParts, provider: MetricsProvider | None) -> Refresher
     )
 
 
-def placement_events(parts: SharedParts) -> tuple[Callable[[str], None], Tasks]:
-    """The Event poster for the pods we place, when enabled: its `placed` callback."""
-    if not parts.settings.explain.events or parts.kube is None:
+def placement_events(
+    parts: SharedParts, sink: EventSink | None = None
+) -> tuple[Callable[[str], None], Tasks]:
+    """The Event poster for the pods we place, when enabled: its `placed` callback. `sink`:
+    where Events go when not the client (the Kubernetes-side process)."""
+    sink = sink if sink is not None else parts.kube
+    if not parts.settings.explain.events or parts.kube is None or sink is None:
         return ignore_pod, {}
-    poster = EventPoster(
-        parts.settings, parts.engine.pods, parts.kube, parts.telemetry, parts.clock
-    )
+    poster = EventPoster(parts.settings, parts.engine.pods, sink, parts.telemetry, parts.clock)
     return poster.placed, {"events": poster.run}
 
 
@@ -241,13 +244,16 @@ def tainter(parts: SharedParts, leader: Elector | None) -> tuple[Tainter | None,
 
 
 def shutdown(
-    kube: KubeAPI | None, policy: PolicyReloader | None
+    kube: KubeAPI | None, policy: PolicyReloader | None, kube_side: KubeSide | None = None
 ) -> Callable[[], Coroutine[object, object, None]]:
-    """What the app does last: stop listening for SIGHUP, close the API client."""
+    """What the app does last: stop listening for SIGHUP, close the API client (and stop
+    the Kubernetes-side process)."""
 
     async def stop() -> None:
         if policy is not None:
             policy.triggers.remove_sighup()
+        if kube_side is not None:
+            await kube_side.close()
         if kube is not None:
             await kube.close()
 
