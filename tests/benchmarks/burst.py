@@ -133,6 +133,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_with_children(pid: int) -> float:
+    """utime + stime of `pid` and every live descendant, seconds (/proc): a service whose
+    binds go through a Kubernetes-side process counts that process too."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(p)
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+    return total
+
+
 class Client:
     """One keep-alive connection to the service; JSON in, JSON out, non-200 raises."""
 

@@ -48,6 +48,7 @@ from typing import Any
 import orjson
 
 from tests.benchmarks.bench import cpu_model
+from tests.benchmarks.burst import cpu_with_children
 from tests.benchmarks.realburst import policy as burst_policy
 from tests.harness.controlplane import ControlPlane, Kube, fake_nodes, pod_manifest
 from tests.harness.loopback import LOCALHOST
@@ -196,21 +197,6 @@ def verbs(port: int, body: bytes, seconds: float, halt: threading.Event) -> Timi
 
 
 # -- one run ----------------------------------------------------------------------------------
-
-
-def cpu_with_children(pid: int) -> float:
-    """utime + stime of `pid` and every live descendant, seconds (/proc)."""
-    total = 0.0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            for task in Path(f"/proc/{p}/task").iterdir():
-                children = (task / "children").read_text().split()
-                todo.extend(int(c) for c in children)
-    return total
 
 
 @dataclass
