@@ -151,7 +151,7 @@ class MetricPipeline:
             window = self._intervals.get(node)
             if window is None:  # its first sample: a rate needs a second one
                 self._intervals[node] = deque(maxlen=self._keep)
-                self._first[node] = at
+                self._first.setdefault(node, at)
             elif self._elapsed[node] > 0:
                 window.append(self._since_scrape[node] / self._elapsed[node])
             self._scraped[node] = at
@@ -160,19 +160,30 @@ class MetricPipeline:
             if memory is not None:
                 self._memory[node] = memory.get(node, 0.0)
 
+    def known(self, nodes: Iterable[str]) -> None:
+        """Nodes whose series began long before the run (the cluster's nodes at its start):
+        their rates are not diluted by a series that starts inside the window; what they
+        ran before the run is taken as what the run saw first."""
+        for node in nodes:
+            self._first[node] = -math.inf
+
     def _rate(self, node: str, window: float, at: float) -> tuple[float, float] | None:
         """(mean utilisation between its first and last samples inside (at - window, at],
         extrapolated_share) of a node, or None with fewer than two samples."""
-        intervals = self._intervals[node]
+        intervals = self._intervals.get(node)
+        if intervals is None:
+            return None
         scrape = self.pipeline.scrape_interval
         first, last = self._first[node], self._scraped[node]
-        if first <= at - window:
-            first += (math.floor((at - window - first) / scrape) + 1) * scrape
-        samples = min(round((last - first) / scrape) + 1, len(intervals) + 1)
+        samples = min(math.ceil((last - (at - window)) / scrape), len(intervals) + 1)
+        if first != -math.inf:
+            samples = min(samples, round((last - first) / scrape) + 1)
         if samples < 2:
             return None
         used = _last(intervals, samples - 1)
         mean = sum(used) / len(used)
+        if first == -math.inf:
+            return mean, 1.0
         return mean, extrapolated_share(last - (samples - 1) * scrape, last, at, window, samples)
 
     def evaluate(self, now: float) -> None:

@@ -79,6 +79,8 @@ class Run:
         return self.scenario.background.at(node, t) + self.usage[node] / self.cores[node]
 
     def join(self, t: float) -> None:
+        if t == 0:  # the cluster's nodes were scraped long before the run
+            self.metrics.known(n.name for n in self.scenario.nodes if n.added_at <= 0)
         for node in self.scenario.nodes:
             if node.name not in self.cores and node.added_at <= t:
                 self.nodes.append(node)

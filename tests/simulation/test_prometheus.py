@@ -164,3 +164,16 @@ def test_the_rule_keeps_fifteen_minutes_of_answers_with_memory() -> None:
     assert len(history) == 30  # 900 s of evaluations every 30 s
     assert history[0][0] == 1800 - 870 and history[-1] == (1800, 0.5, 0.18)
     assert metrics.history("unknown") == ()
+
+
+def test_nodes_there_before_the_run_are_not_diluted() -> None:
+    metrics = MetricPipeline(Pipeline())
+    metrics.known(["old"])
+    for t in range(0, 31, 15):
+        if t:
+            metrics.observe("old", 0.5, 15)
+            metrics.observe("new", 0.5, 15)
+        metrics.scrape(["old", "new"])
+    metrics.evaluate(30)
+    assert metrics.query()["old"] == pytest.approx(0.5)
+    assert metrics.query()["new"] == pytest.approx(1 - 0.5 * 37.5 / 300)
