@@ -39,6 +39,7 @@ log = logging.getLogger("decice.kubeside")
 
 MIN_RESTART = 0.2
 MAX_RESTART = 10.0
+STOP_GRACE = 5.0
 DOWN = (
     "the extender's Kubernetes-side process is down ({why}); it is being restarted: "
     "this bind was not made, the scheduler retries it"
@@ -131,6 +132,10 @@ class KubeSide:
                 began = asyncio.get_running_loop().time()
                 try:
                     await self._read(proc)
+                except asyncio.CancelledError:  # the service stops: let the child finish
+                    self.up.clear()
+                    await self._stop(proc)
+                    raise
                 finally:
                     await self._lost(proc)
                 if asyncio.get_running_loop().time() - began > MAX_RESTART:
@@ -159,13 +164,17 @@ class KubeSide:
                 future.set_result(answer.get("ok"))
 
     async def _lost(self, proc: asyncio.subprocess.Process) -> None:
+        stopping = not self.up.is_set() and proc.returncode is not None
         self.up.clear()
         self._proc = None
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         code = await proc.wait()
         self._why = f"it exited with code {code}"
-        log.warning("Kubernetes-side process (pid %s) %s; restarting it", proc.pid, self._why)
+        if stopping:
+            log.info("Kubernetes-side process (pid %s) stopped", proc.pid)
+        else:
+            log.warning("Kubernetes-side process (pid %s) %s; restarting it", proc.pid, self._why)
         unknown = KubeUnavailable(
             f"the Kubernetes-side process exited during the call ({self._why}): whether "
             "it reached the API server is unknown",
@@ -176,14 +185,20 @@ class KubeSide:
                 future.set_exception(unknown)
 
     async def close(self) -> None:
-        """Stop the child (its stdin closed: it finishes the calls it has, then exits)."""
+        """Stop the child, when `run` is not there to (it stops it when cancelled)."""
         proc = self._proc
-        if proc is None:
-            return
+        if proc is not None:
+            self.up.clear()
+            await self._stop(proc)
+
+    @staticmethod
+    async def _stop(proc: asyncio.subprocess.Process) -> None:
+        """Close the child's stdin: it finishes the calls it has, then exits (killed after
+        `STOP_GRACE` seconds)."""
         if proc.stdin is not None:
             proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), 5)
+            await asyncio.wait_for(proc.wait(), STOP_GRACE)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

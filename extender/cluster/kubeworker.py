@@ -66,6 +66,10 @@ class Worker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
     async def _answer(self, call: dict[str, Any]) -> None:
         ident = call["id"]
         op = CALLS.get(str(call.get("op")))
@@ -88,7 +92,10 @@ async def serve(
             header = await reader.readexactly(HEADER)
             body = await reader.readexactly(length(header))
         except asyncio.IncompleteReadError:
-            return  # the parent closed our stdin: it is gone or stopping us
+            # The parent closed our stdin: it is gone or stopping us. The calls under way
+            # finish (each bounded by the client's timeout), their answers written.
+            await worker.drain()
+            return
         worker.start(message(body))
 
 
