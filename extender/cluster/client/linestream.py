@@ -48,17 +48,13 @@ class _End:
 END = _End()
 
 
-class WatchProtocol(asyncio.BufferedProtocol):
-    """One watch response: the head, then the body's lines as events (see module doc)."""
+class HttpAnswer:
+    """The HTTP/1.1 framing of one answer: the status line and headers, then a chunked,
+    sized or close-delimited body handed on to `_body`; an error answer's body kept."""
 
-    def __init__(self, what: str, max_line: int, sieve: Sieve | None) -> None:
+    def __init__(self, what: str) -> None:
         self._what = what
-        self._max_line = max_line
-        self._sieve = sieve
-        self._buffer = bytearray(BUFFER)
-        self._view = memoryview(self._buffer)
         self._raw = bytearray()  # bytes not parsed yet (head, chunk framing)
-        self._lines = bytearray()  # the body, de-chunked, not yet split
         self._head_done = False
         self._chunked = False
         self._remaining: int | None = None  # bytes left of the current chunk / the body
@@ -66,72 +62,22 @@ class WatchProtocol(asyncio.BufferedProtocol):
         self.reason = ""
         self.headers: dict[str, str] = {}
         self.error_body = bytearray()
-        self.items: deque[dict[str, Any] | BaseException | _End] = deque()
-        self.waiter: asyncio.Future[None] | None = None
-        self.head_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.transport: asyncio.Transport | None = None
-        self._paused = False  # for the consumer's backlog
-        self._batching = False  # for a batch
 
-    # -- asyncio callbacks --
+    def _body(self, data: bytes | bytearray) -> None:
+        raise NotImplementedError
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's TLS transport is no subclass of asyncio.Transport, but has its methods.
-        self.transport = cast(asyncio.Transport, transport)
+    def _flush_last(self) -> None:
+        raise NotImplementedError
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._view
+    def _finish(self, item: BaseException | _End) -> None:
+        raise NotImplementedError
 
-    def buffer_updated(self, nbytes: int) -> None:
-        self._raw += self._view[:nbytes]
-        try:
-            self._parse()
-        except BaseException as exc:
-            self._finish(exc)
-            return
-        if BATCH > 0 and nbytes < BATCH_BYTES and self._head_done:
-            self._pause_for_batch()
+    def _head_read(self) -> None:
+        """The head is read (status, reason, headers)."""
 
-    def _pause_for_batch(self) -> None:
-        transport = self.transport
-        if self._batching or transport is None or transport.is_closing():
-            return
-        self._batching = True
-        transport.pause_reading()
-        asyncio.get_running_loop().call_later(BATCH, self._batch_over)
-
-    def _batch_over(self) -> None:
-        self._batching = False
-        transport = self.transport
-        if not self._paused and transport is not None and not transport.is_closing():
-            transport.resume_reading()
-
-    def eof_received(self) -> bool | None:
-        if self._head_done and not self._chunked and self._remaining is None:
-            self._flush_last()
-            self._finish(END)  # a close-delimited body ended
-        else:
-            self._finish(
-                KubeUnavailable(f"{self._what}: the watch stream broke", reason="Unreachable")
-            )
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if exc is not None:
-            self._finish(
-                KubeUnavailable(
-                    f"{self._what}: the watch stream broke: {exc}", reason="Unreachable"
-                )
-            )
-        elif self._head_done and not self._chunked and self._remaining is None:
-            self._flush_last()
-            self._finish(END)
-        else:
-            self._finish(
-                KubeUnavailable(f"{self._what}: the watch stream broke", reason="Unreachable")
-            )
-
-    # -- parsing --
+    @property
+    def _body_ended_by_close(self) -> bool:
+        return self._head_done and not self._chunked and self._remaining is None
 
     def _parse(self) -> None:
         if not self._head_done:
@@ -167,8 +113,7 @@ class WatchProtocol(asyncio.BufferedProtocol):
         if not self._chunked and length is not None and length.isdigit():
             self._remaining = int(length)
         self._head_done = True
-        if not self.head_ready.done():
-            self.head_ready.set_result(None)
+        self._head_read()
 
     def _error_body(self) -> None:
         """An error answer: its whole body, then the stream ends (the caller raises)."""
@@ -220,6 +165,86 @@ class WatchProtocol(asyncio.BufferedProtocol):
             else:
                 self._body(data)
         del raw[:pos]
+
+
+class WatchProtocol(HttpAnswer, asyncio.BufferedProtocol):
+    """One watch response: the head, then the body's lines as events (see module doc)."""
+
+    def __init__(self, what: str, max_line: int, sieve: Sieve | None) -> None:
+        super().__init__(what)
+        self._max_line = max_line
+        self._sieve = sieve
+        self._buffer = bytearray(BUFFER)
+        self._view = memoryview(self._buffer)
+        self._lines = bytearray()  # the body, de-chunked, not yet split
+        self.items: deque[dict[str, Any] | BaseException | _End] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+        self.head_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self._paused = False  # for the consumer's backlog
+        self._batching = False  # for a batch
+
+    # -- asyncio callbacks --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's TLS transport is no subclass of asyncio.Transport, but has its methods.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._raw += self._view[:nbytes]
+        try:
+            self._parse()
+        except BaseException as exc:
+            self._finish(exc)
+            return
+        if BATCH > 0 and nbytes < BATCH_BYTES and self._head_done:
+            self._pause_for_batch()
+
+    def _pause_for_batch(self) -> None:
+        transport = self.transport
+        if self._batching or transport is None or transport.is_closing():
+            return
+        self._batching = True
+        transport.pause_reading()
+        asyncio.get_running_loop().call_later(BATCH, self._batch_over)
+
+    def _batch_over(self) -> None:
+        self._batching = False
+        transport = self.transport
+        if not self._paused and transport is not None and not transport.is_closing():
+            transport.resume_reading()
+
+    def _head_read(self) -> None:
+        if not self.head_ready.done():
+            self.head_ready.set_result(None)
+
+    def eof_received(self) -> bool | None:
+        if self._body_ended_by_close:
+            self._flush_last()
+            self._finish(END)  # a close-delimited body ended
+        else:
+            self._finish(
+                KubeUnavailable(f"{self._what}: the watch stream broke", reason="Unreachable")
+            )
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self._finish(
+                KubeUnavailable(
+                    f"{self._what}: the watch stream broke: {exc}", reason="Unreachable"
+                )
+            )
+        elif self._body_ended_by_close:
+            self._flush_last()
+            self._finish(END)
+        else:
+            self._finish(
+                KubeUnavailable(f"{self._what}: the watch stream broke", reason="Unreachable")
+            )
 
     def _body(self, data: bytes | bytearray) -> None:
         lines = self._lines
