@@ -261,17 +261,20 @@ def our_policies(nodes: Sequence[FakeNode], max_hosts: int | None) -> dict[str, 
 
 
 def scheduler_configs(
-    cp: ControlPlane, work: Path, policies: Mapping[str, JSON]
+    cp: ControlPlane, work: Path, policies: Mapping[str, JSON], percentage: int = 100
 ) -> dict[str, JSON]:
     """Each variant's KubeSchedulerConfiguration: what our CLI prints for its policy (port
-    1, replaced when the scheduler starts), QPS `SCHEDULER_QPS`, every node scored."""
+    1, replaced when the scheduler starts), QPS `SCHEDULER_QPS`, every node scored
+    (`percentage` 100; 0: the scheduler's own default, the field unset)."""
     configs: dict[str, JSON] = {}
     for variant, ours in policies.items():
         path = work / f"policy-{variant}.yaml"
         path.write_bytes(orjson.dumps(ours))  # JSON is YAML
         configs[variant] = cp.decice_scheduler_config(
-            path, 1, percentage_of_nodes_to_score=100, qps=SCHEDULER_QPS
+            path, 1, percentage_of_nodes_to_score=percentage or None, qps=SCHEDULER_QPS
         )
+        if not percentage:
+            configs[variant].pop("percentageOfNodesToScore", None)
     donothing = copy.deepcopy(configs["ours-nobind"])
     none = copy.deepcopy(configs["ours-nobind"])
     del none["extenders"]
@@ -877,6 +880,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--max-hosts", type=int, help="prioritize.maxHosts of our variants (default: all)"
     )
+    p.add_argument(
+        "--percentage",
+        type=int,
+        default=100,
+        help="percentageOfNodesToScore (default 100; 0: unset, the scheduler's own default)",
+    )
     args = p.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(ALL_VARIANTS))
@@ -921,7 +930,7 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
             made = cp.kube.ensure_nodes(nodes)
             log(f"{sizes.nodes} fake nodes in {made:.1f} s")
             policies = our_policies(nodes, args.max_hosts)
-            configs = scheduler_configs(cp, work, policies)
+            configs = scheduler_configs(cp, work, policies, args.percentage)
             bench = Bench(cp, work, sizes, nodes, configs, policies, args.burst_timeout, log)
             warm = bench.warm_up(args.variants)
             log(f"warm-up ({min(WARMUP_PODS, sizes.pods)} pods per variant) in {warm:.1f} s")
@@ -946,6 +955,7 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
                 },
                 "versions": versions(cp),
                 "scheduler_qps": SCHEDULER_QPS,
+                "percentage_of_nodes_to_score": args.percentage or None,
                 "extenders": {v: (configs[v].get("extenders") or [None])[0] for v in args.variants},
                 "policy": {
                     k: v
