@@ -17,7 +17,7 @@ from extender.decisions.model import (
     Snapshot,
 )
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, shown
-from extender.decisions.preemption import passing_after_victims
+from extender.decisions.preemption import Preemptions, passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import (
@@ -31,6 +31,7 @@ from extender.decisions.table import Table
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
 from extender.policy.policies import Policy
+from extender.policy.settings import Settings
 
 UNKNOWN_POLICY = 'decice: unknown policy "{}"'
 """The filter reason on every node for a pod naming a policy that does not exist: it
@@ -39,6 +40,17 @@ surfaces in the pod's FailedScheduling event (one entry, the text is the same)."
 
 class Engine(DecisionState):
     """The verbs' decisions over the state (state.DecisionState) they read."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        snapshot: Snapshot,
+        now: float,
+        turned_away: TurnedAwayPods | None = None,
+    ) -> None:
+        super().__init__(settings, snapshot, now, turned_away)
+        self.preemptions = Preemptions()
+        """The victims /preempt accepted, by preemptor (decisions.preemption)."""
 
     def filter(self, args: ExtenderArgs, now: float) -> FilterDecision:
         if not self.is_ours(args.pod):
@@ -51,11 +63,17 @@ class Engine(DecisionState):
             return FilterDecision(failed=dict.fromkeys(names, reason))
         table = self.table(now, policy)
         failed = _rejected(table, names)
+        cleared = self._cleared_for_preemptor(policy, table, args.pod, now)
+        if cleared:
+            failed = {n: r for n, r in failed.items() if n not in cleared}
         memo = self.pods.get(args.pod.uid)
         waiting = memo.room_wait_since if memo is not None else None
         tight, since, needs = self.guard.fit(
             policy, table, args.pod, names, failed, waiting, self._snapshot, now
         )
+        if cleared and tight:
+            tight = tight - cleared
+            since = None if not tight else since
         rejected = frozenset(failed).union(tight) if tight else frozenset(failed)
         self.pods.remember(_memo(args, policy, table, rejected, self._snapshot, now, since))
         if self.turned_away is not None:
@@ -93,9 +111,24 @@ class Engine(DecisionState):
             return {}
         table = self.table(now, policy)
         cores = self.guard.expected(args.pod, self._snapshot, now).cores
-        return passing_after_victims(
+        kept = passing_after_victims(
             policy, table, self._snapshot, self._herd, args.victims, cores, now
         )
+        self.preemptions.remember(args.pod.uid, kept, now)
+        return kept
+
+    def _cleared_for_preemptor(
+        self, policy: Policy, table: Table, pod: PodFacts, now: float
+    ) -> frozenset[NodeName]:
+        """The nodes where /preempt accepted victims for `pod`, still passing once those
+        victims are gone (decisions.preemption: the scheduler asks again before our pod
+        watch sees them deleted)."""
+        victims = self.preemptions.of(pod.uid, now)
+        if not victims:
+            return frozenset()
+        cores = self.guard.expected(pod, self._snapshot, now).cores
+        kept = passing_after_victims(policy, table, self._snapshot, self._herd, victims, cores, now)
+        return frozenset(kept)
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""

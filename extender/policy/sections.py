@@ -38,7 +38,9 @@ DEFAULT_WORKLOAD_USAGE_QUERY = """label_replace(
       node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
     )
     * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"})
+      topk by (namespace, pod) (1,
+        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
+      )
   ),
   "stat", "quantile", "", ""
 )
@@ -49,7 +51,9 @@ label_replace(
       node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
     )
     * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1, namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"})
+      topk by (namespace, pod) (1,
+        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
+      )
   ),
   "stat", "pods", "", ""
 )"""
@@ -183,7 +187,9 @@ class HerdGuardSettings(Model):
     scheduler may preempt there: /preempt judges the node without its victims)."""
     wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 120.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
-    it when a node has room); then it goes to the roomiest. 0: at once."""
+    it when a node has room); then it goes to the roomiest. 0: at once. It waits only while
+    our reservations stand in the way: when no node will have room once they have faded,
+    the pod goes to the roomiest at once."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU

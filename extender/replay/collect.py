@@ -128,18 +128,20 @@ class Collector:
             raise self._failed(exc) from exc
 
     def covered(self, now: float) -> None:
-        held = self.counts('count(kube_node_status_allocatable{resource="cpu"})')
-        first = held[0][0] - self.ask.window if held else None
-        start = self.ask.start
-        if first is not None and first <= start + self.ask.window:
-            return
+        # The stated retention first: a server deletes what it no longer keeps at its next
+        # compaction, so data still there past it may vanish in the middle of the replay.
         try:
             retention = self.source.retention()
         except Exception:
             retention = None
-        problem = problems.beyond_retention(start, first, retention, now)
+        start = self.ask.start
+        problem = problems.beyond_retention(start, None, retention, now)
         if problem is not None:
             raise problem
+        held = self.counts('count(kube_node_status_allocatable{resource="cpu"})')
+        first = held[0][0] - self.ask.window if held else None
+        if first is not None and first <= start + self.ask.window:
+            return
         if first is None:
             if not self.counts("count(up)"):
                 raise problems.no_data(start, self.ask.end, self.url)

@@ -13,6 +13,7 @@ from typing import Any
 
 from extender.simulation.experiment import Plan, Runs
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SHORT
+from extender.simulation.run import DRAIN_SECONDS
 from extender.simulation.scenarios import SCENARIOS, Size
 from extender.simulation.summary import ScenarioReport, Spread, scenario_report
 from extender.simulation.targets import Verdict, judge
@@ -96,8 +97,9 @@ def _header(report: Report) -> list[str]:
         f"maxHosts {hosts}, extender weight {plan.weight}",
         f"metrics: scrape {p.scrape_interval}s, rate window {p.rate_window}s, rule eval "
         f"{p.rule_interval}s, {fast}, refresh {p.refresh_interval}s; warm-up "
-        f"{size.warmup / 60:g} min, measured {size.duration / 60:g} min; node CPU capped at "
-        "100% (demand uncapped); change: against kube-scheduler alone",
+        f"{size.warmup / 60:g} min, measured {size.duration / 60:g} min, then "
+        f"{DRAIN_SECONDS / 60:g} min for the waiting pods (unplaced: still waiting then); "
+        "node CPU capped at 100% (demand uncapped); change: against kube-scheduler alone",
     ]
 
 

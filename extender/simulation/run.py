@@ -10,6 +10,12 @@ this often here); the tick's arrivals are scheduled one at a time, in arrival or
 their arrival time, with the pods that ended before each of them gone. A tick's
 utilisation is what runs at its end, with its background; the ledger (ledger.py) keeps it
 per node for the agents that average it themselves.
+
+After the measured time, the run drains (`DRAIN_SECONDS`): no pod arrives, nothing is
+measured, and the pods still waiting are retried as before. A pod counts as left unplaced
+only if it is still waiting then: a pod that arrived in the run's last minute and waits for
+room (our herdGuard.waitForRoom, koordinator's pods waiting for a node under its threshold)
+is not yet unplaced when the clock stops.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from extender.simulation.workload import NodeSpec, PodSpec
 
 EPOCH = 1_000_000.0
 """Simulated time 0 as the engine's clock reads it (any fixed value would do)."""
+DRAIN_SECONDS = 600.0
+"""After the measured time: how long the pods still waiting keep being retried (past our
+waitForRoom, 120 s, and a few of the metric's refreshes) before they count as unplaced."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +49,7 @@ class RunResult:
     placements: Mapping[str, str]
     """uid -> the node the pod ran on."""
     unplaced: frozenset[str]
-    """Pods still waiting when the run ended."""
+    """Pods still waiting when the run ended, after its drain."""
     overcommitted: int
     """Bindings that left a node's requests above its allocatable, or more pods on it than
     it allows: a pod placed where it does not fit by requests (must be 0)."""
@@ -73,6 +82,8 @@ class Run:
         self.overcommitted = 0
         self.last: dict[str, float] = {}
         """node -> capped utilisation of the tick just recorded."""
+        self.measuring = True
+        """False while draining: placements and ticks are no longer measured."""
 
     def utilisation(self, node: str, t: float) -> float:
         """Demand: (background + its pods' real use) / cores, uncapped."""
@@ -114,7 +125,8 @@ class Run:
         node = self.scheduler.schedule(pod, EPOCH + t)
         if node is None:
             return False
-        self.recorder.placed(t, min(1.0, self.utilisation(node, t)))
+        if self.measuring:
+            self.recorder.placed(t, min(1.0, self.utilisation(node, t)))
         n = self.scheduler.nodes[node]
         if n.cpu_requested > n.cpu or n.memory_requested > n.memory or n.pods > n.max_pods:
             self.overcommitted += 1
@@ -138,7 +150,8 @@ class Run:
         demand = [self.utilisation(n.name, t) for n in self.nodes]
         cpu = [min(1.0, d) for d in demand]
         self.last = {n.name: u for n, u in zip(self.nodes, cpu, strict=True)}
-        self.recorder.record(t, cpu, demand)
+        if self.measuring:
+            self.recorder.record(t, cpu, demand)
         index = round(t / self.pipeline.tick)
         for n, d in zip(self.nodes, demand, strict=True):
             self.ledger.record(index, n.name, d, self.memory[n.name])
@@ -163,6 +176,14 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
             run.leave(pod.arrival)
             if not run.place(pod, pod.arrival):
                 run.waiting.append(pod)
+        run.leave(t + tick)
+        run.record(t)
+        t += tick
+    run.measuring = False
+    while run.waiting and t < end + DRAIN_SECONDS:
+        run.join(t)
+        run.observe(t)
+        run.retry(t)
         run.leave(t + tick)
         run.record(t)
         t += tick

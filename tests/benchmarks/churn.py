@@ -78,7 +78,7 @@ class Sizes:
 
 
 FULL = Sizes(nodes=2000, pods=4000, rate=200.0, seconds=20.0, runs=3)
-QUICK = Sizes(nodes=50, pods=100, rate=20.0, seconds=3.0, runs=1)
+QUICK = Sizes(nodes=50, pods=100, rate=40.0, seconds=1.5, runs=1)
 
 RUN_KEYS = (
     "variant",

@@ -8,8 +8,13 @@ from typing import Any
 import orjson
 
 from extender.decisions.engine import Engine
-from extender.decisions.preemption import victim_uids
-from extender.decisions.wire import PreemptionArgs, parse_preemption_args
+from extender.decisions.preemption import Preemptions, victim_uids
+from extender.decisions.wire import (
+    PreemptionArgs,
+    encode_filter,
+    parse_extender_args,
+    parse_preemption_args,
+)
 from tests.harness.fixtures import NOW, make_settings, make_snapshot
 
 # 8-core nodes; "hot" is over the 0.9 threshold on what Prometheus measures.
@@ -60,6 +65,50 @@ def test_victims_the_watch_saw_placed_a_moment_ago_no_longer_block_their_node() 
     # Judging changes nothing: the reservations stay until the pods are really gone.
     assert not e.table(NOW).passes("n1")
     assert set(e.reservations) == {"fill-1", "fill-2"}
+
+
+def filter_for_urgent(e: Engine, names: list[str], now: float) -> list[str]:
+    """The nodes our filter passes for the preemptor of `preemption` (2 cores)."""
+    pod = {
+        "metadata": {"name": "urgent", "namespace": "ns", "uid": "u-urgent"},
+        "spec": {
+            "schedulerName": "decice_sched",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+        },
+    }
+    args = parse_extender_args(orjson.dumps({"Pod": pod, "NodeNames": names}))
+    kept: list[str] = orjson.loads(encode_filter(args, e.filter(args, now)))["NodeNames"]
+    return kept
+
+
+def test_the_preemptor_passes_where_its_victims_are_leaving_before_the_watch_sees_it() -> None:
+    """Measured on the real chain: the scheduler asks the filter again 3 ms after deleting
+    the victims; judged on the table (their reservations still on), the chosen node failed
+    and the scheduler preempted on the next node, and the next. The nodes /preempt accepted
+    pass the preemptor's filter as /preempt judged them, and only for it, only a while."""
+    e = engine()
+    for i, node in enumerate(("n1", "n2", "busy"), 1):
+        assert e.reserve(f"fill-{i}", node, 7.0, NOW, source="bind")
+    names = ["n1", "n2", "busy", "hot"]
+    assert filter_for_urgent(e, names, NOW) == []
+    kept = e.preempt(preemption({"n1": ["fill-1"], "n2": ["fill-2"], "busy": ["fill-3"]}), NOW)
+    assert set(kept) == {"n1", "n2"}  # busy: 0.8 + 2/8 even without its victim
+    assert filter_for_urgent(e, names, NOW + 0.003) == ["n1", "n2"]
+    assert set(e.reservations) == {"fill-1", "fill-2", "fill-3"}  # nothing released
+    assert not e.table(NOW).passes("n1")  # every other pod still sees the reservations
+    # Remembered for a while (the snapshot is too old by then to judge by), then forgotten.
+    assert set(e.preemptions.of("u-urgent", NOW + 300)) == {"n1", "n2"}
+    assert e.preemptions.of("u-urgent", NOW + 301) == {}
+
+
+def test_preemptions_are_bounded() -> None:
+    memory = Preemptions(seconds=10, pods=2)
+    for uid in ("a", "b", "c"):
+        memory.remember(uid, {"n": {}}, NOW)
+    assert len(memory) == 2 and memory.of("a", NOW) == {} and memory.of("c", NOW) == {"n": {}}
+    memory.remember("c", {}, NOW)  # nothing accepted: nothing to remember
+    assert memory.of("c", NOW) == {} and len(memory) == 1
+    assert memory.of("b", NOW + 11) == {} and len(memory) == 0
 
 
 def test_only_the_named_victims_leave() -> None:

@@ -4,13 +4,15 @@ counts the pod being placed (its expected use) under the herd metric's threshold
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 
 from extender.decisions.engine import Engine
-from extender.decisions.rooms import FitRule, Rooms, tight_nodes
+from extender.decisions.rooms import FitRule, Rooms, room_after_reservations, tight_nodes
+from extender.decisions.scoring import NodeEval
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import encode_filter, parse_extender_args
 from tests.harness.fixtures import NOW, make_settings, make_snapshot
@@ -47,6 +49,33 @@ def test_tight_nodes(
     assert got == (tight, waiting)
 
 
+def test_a_pod_no_node_will_have_room_for_goes_to_the_roomiest_at_once() -> None:
+    """Waiting helps only while our reservations are what stands in the way."""
+    rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
+    names = ["a", "b", "c"]
+
+    def tight(later: Callable[[str], float]) -> tuple[set[str], float | None]:
+        return tight_nodes(rooms, RULE, 5.0, names, {}, None, NOW, 120.0, later)
+
+    assert tight(lambda n: 4.0) == ({"a", "b"}, NOW)  # never 5: to c, the roomiest, at once
+    assert tight(lambda n: 5.0 if n == "b" else 1.0) == ({"a", "b", "c"}, NOW)  # b will
+
+
+def test_room_after_reservations() -> None:
+    over = "decice: cpu above 0.9"
+    evals = {
+        "a": NodeEval(None, 0.0, (0.6,)),  # 0.2 of it ours: 0.5 x 8 cores once it fades
+        "b": NodeEval(over, 0.0, (1.0,)),  # over now, 0.4 ours: room 0.3 x 4 later
+        "c": NodeEval("decice: memory above 0.9", 0.0, (0.1,)),  # rejected for memory
+        "d": NodeEval(None, 0.0, (None,)),  # no value
+    }
+    later = room_after_reservations(
+        RULE, evals, {"a": 0.2, "b": 0.4}, lambda n: 8.0 if n == "a" else 4.0
+    )
+    assert later("a") == pytest.approx(4.0) and later("b") == pytest.approx(1.2)
+    assert later("c") == later("d") == later("zz") == -math.inf
+
+
 def test_a_node_failed_anyway_is_not_counted_twice() -> None:
     rooms = Rooms.of({"a": 0.5, "b": 2.0})
     tight, since = tight_nodes(rooms, RULE, 1.0, ["a", "b", "x"], {"x": "hot"}, None, NOW, 120)
@@ -70,13 +99,16 @@ def ask(e: Engine, uid: str, cpu: str, names: list[str], now: float) -> dict[str
 
 
 def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_roomiest() -> None:
-    """4-core nodes (the default size) at 0.5 and 0.7: a 1-core pod fits on a (0.75) not on
-    b (0.95); a 2-core pod fits on neither and waits, then goes to a, the roomiest."""
+    """4-core nodes (the default size) at 0.3 and 0.7, a pod of 1 core placed on a a moment
+    ago (0.55 with it): a 1-core pod fits on a (0.8) not on b (0.95); a 2-core pod fits on
+    neither now but on a once that reservation fades, so it waits, then goes to a, the
+    roomiest."""
     settings = make_settings(
         metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"waitForRoom": 60.0}
     )
-    e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.3, "b": 0.7}}), NOW)
     e.turned_away = TurnedAwayPods(100, 600)
+    assert e.reserve("placed", "a", 1.0, NOW)
     one = ask(e, "p1", "1", ["a", "b"], NOW)
     assert one["NodeNames"] == ["a"]  # b left out: no reason needed while it fits on a
     assert one["FailedNodes"] == {} and one["FailedAndUnresolvableNodes"] == {}
@@ -92,19 +124,35 @@ def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_roomiest() -> 
     assert "p2" not in e.turned_away
 
 
-def test_a_pod_waiting_for_room_is_requeued_when_a_node_has_it_or_its_wait_ends() -> None:
+def test_a_pod_bigger_than_any_node_will_have_room_for_does_not_wait() -> None:
+    """The same nodes with nothing of ours on them: a 2-core pod fits on neither, and no
+    fading reservation will make room, so it goes to a, the roomiest, at once (as
+    kube-scheduler alone would place it by its request)."""
     settings = make_settings(
         metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"waitForRoom": 60.0}
     )
     e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
     e.turned_away = TurnedAwayPods(100, 600)
-    ask(e, "big", "2", ["a", "b"], NOW)  # needs 2 cores; a has 1.6, b 0.8
+    answer = ask(e, "p2", "2", ["a", "b"], NOW)
+    assert answer["NodeNames"] == ["a"] and list(answer["FailedNodes"]) == ["b"]
+    assert "p2" not in e.turned_away
+
+
+def test_a_pod_waiting_for_room_is_requeued_when_a_node_has_it_or_its_wait_ends() -> None:
+    settings = make_settings(
+        metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"waitForRoom": 60.0}
+    )
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.3, "b": 0.3}}), NOW)
+    e.turned_away = TurnedAwayPods(100, 600)
+    assert e.reserve("r-a", "a", 1.0, NOW) and e.reserve("r-b", "b", 2.0, NOW)
+    ask(e, "big", "2", ["a", "b"], NOW)  # needs 2 cores; a has 1.4, b 0.4 (2.4 when faded)
     assert e.recovered(NOW + 10) == []  # still no room, still waiting
-    e.install(make_snapshot({"cpu": {"a": 0.3, "b": 0.7}}, fetched_at=NOW + 15), None, NOW + 15)
-    assert [p.uid for p in e.recovered(NOW + 15)] == ["big"]  # a has 2.4 cores now
-    ask(e, "big2", "3", ["a", "b"], NOW + 15)  # needs 3: fits nowhere even now
+    e.install(make_snapshot({"cpu": {"a": 0.1, "b": 0.3}}, fetched_at=NOW + 15), None, NOW + 15)
+    assert [p.uid for p in e.recovered(NOW + 15)] == ["big"]  # a has 2.2 cores now
+    e.install(make_snapshot({"cpu": {"a": 0.4, "b": 0.3}}, fetched_at=NOW + 16), None, NOW + 16)
+    ask(e, "big2", "2", ["a", "b"], NOW + 16)  # a 1.0 + 0.25 ours: fits nowhere now
     assert e.recovered(NOW + 30) == []
-    assert [p.uid for p in e.recovered(NOW + 75)] == ["big2"]  # its wait ended
+    assert [p.uid for p in e.recovered(NOW + 76)] == ["big2"]  # its wait ended
 
 
 def test_off_the_pod_is_not_counted() -> None:
@@ -117,10 +165,11 @@ def test_off_the_pod_is_not_counted() -> None:
 
 def test_node_sizes_move_the_room() -> None:
     settings = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}])
-    e = Engine(settings, make_snapshot({"cpu": {"a": 0.7, "b": 0.7}}), NOW)
+    e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.5}}), NOW)
+    assert e.reserve("r-a", "a", 0.8, NOW) and e.reserve("r-b", "b", 0.8, NOW)  # 0.7 now
     assert ask(e, "p1", "1", ["a", "b"], NOW)["NodeNames"] == []  # 4 cores: 0.2 x 4 < 1
-    e.set_node_cores({"a": 8.0})
-    assert ask(e, "p2", "1", ["a", "b"], NOW)["NodeNames"] == ["a"]  # 8 cores: 1.6 of room
+    e.set_node_cores({"a": 8.0})  # a: 0.5 + 0.1 ours: 2.4 cores of room
+    assert ask(e, "p2", "1", ["a", "b"], NOW)["NodeNames"] == ["a"]
 
 
 def test_explain_names_the_nodes_too_small_for_the_pod() -> None:

@@ -6,6 +6,7 @@ and taints a hot node."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,18 @@ async def test_the_rules_are_what_a_tainting_service_calls(tmp_path: Path) -> No
             httpx.AsyncClient(transport=transport, base_url="http://t") as client,
         ):
             await wait_until_async(tainted, 30, "node-a tainted")
-            overload = (await client.get("/readyz")).json()["overload"]
+            # /readyz lists the taints as the node watch shows them: a moment after the
+            # patch's answer, so wait for its event too.
+            overload: dict[str, object] = {}
+
+            async def listed() -> bool:
+                overload.update((await client.get("/readyz")).json()["overload"])
+                return overload["tainted"] == ["node-a"]
+
+            for _ in range(300):  # bounded: 30 s of 0.1 s polls
+                if await listed():
+                    break
+                await asyncio.sleep(0.1)
             assert overload["tainted"] == ["node-a"], overload
         await kube.close()
         closer: Callable[[], None] = elector_client.close  # unannotated in `kubernetes`

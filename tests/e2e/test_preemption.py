@@ -14,6 +14,13 @@ before the urgent pod arrives. Checked once by hand, with a copy of the package 
 `Engine.preempt` is the old one first on PYTHONPATH: kube-scheduler logged `0/4 nodes are
 available: 1 decice: cpu above 0.9, 3 Insufficient cpu. no new claims to deallocate,
 preemption: no candidate node for preemption` and this test timed out waiting for the bind.
+
+A second bug this story found: the scheduler asks our filter for the urgent pod again 3 ms
+after deleting its victim, before our pod watch has seen the deletion. Judged on the table,
+the chosen node still carried the victim's reservation, so it was rejected and the
+scheduler preempted on the next node, then the next: all three fillers evicted for one pod.
+The filter now judges the nodes /preempt accepted as /preempt did, for the preemptor only
+(decisions.preemption.Preemptions), and the test checks that exactly one filler is gone.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 
 The chain is the real one end to end: config/extender.yaml whole (only
 `prometheus.interval` and `herdGuard.usageInterval` shortened, and PROMETHEUS_URL), a real
-Prometheus running kube-prometheus-stack's recording rules (tests/integration/kube-prometheus-stack-rules.yaml)
-over raw exporter series (tests/harness/workloads.py: node-exporter's CPU counters,
+Prometheus running kube-prometheus-stack's recording rules
+(tests/integration/kube-prometheus-stack-rules.yaml) over raw exporter series
+(tests/harness/workloads.py: node-exporter's CPU counters,
 cAdvisor's per-container counters, kube-state-metrics' pod, owner and ReplicaSet series),
 the real kube-apiserver and kube-scheduler (tests/harness/controlplane.py). No controller
 and no kubelet run there, so the test plays them: its pods name the ReplicaSet

@@ -86,7 +86,9 @@ async def test_shipped_policy_reads_the_stock_recording_rules(
         assert list(verdict["FailedAndUnresolvableNodes"]) == ["node-2"]
         assert verdict["FailedAndUnresolvableNodes"]["node-2"] == "decice: cpu above 0.9"
 
-        # node-2 goes idle: the query's 5-minute half falls within seconds (0.92 x 300 s of
+        if server.kind != "prometheus":
+            return  # the fall below is the same rule algebra; it costs 26 s of CI per backend
+        # node-2 goes idle: the query's 5-minute half falls in about 26 s (0.92 x 300 s of
         # history must shed 0.08), and the next refresh passes it with room for the pod:
         # no request, so the default 0.1 core, 0.05 of these 2-core nodes.
         exporter.set("node-2", 0.0)

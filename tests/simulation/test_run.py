@@ -89,6 +89,29 @@ def test_a_full_cluster_makes_pods_wait_never_overcommits(shipped: Settings) -> 
         assert len(result.placements) + len(result.unplaced) == 300
 
 
+def test_the_drain_places_the_last_waiters_and_measures_nothing(
+    shipped: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full cluster: the pods still waiting when the measured time ends are retried for
+    DRAIN_SECONDS as running pods leave; only those still waiting then count as unplaced,
+    and nothing of the drain is measured (the same hot node-minutes, placements on hot
+    nodes and bands as a run without it)."""
+    import extender.simulation.run as run_module
+
+    size = Size(nodes=2, warmup=60.0, duration=1800.0, pods=300)
+    plan = Plan(scenarios=("uniform",), size=size, schedulers=(KUBE_SCHEDULER,))
+    drained = run_scenario(shipped, plan, "uniform", 1).baseline
+    monkeypatch.setattr(run_module, "DRAIN_SECONDS", 0.0)
+    cut = run_scenario(shipped, plan, "uniform", 1).baseline
+    assert cut.metrics.unplaced > drained.metrics.unplaced
+    assert drained.metrics.waited - cut.metrics.waited == (
+        cut.metrics.unplaced - drained.metrics.unplaced
+    )
+    assert drained.bands == cut.bands
+    for field in ("node_minutes_hot", "placed_on_hot", "cpu_p95", "cpu_max"):
+        assert getattr(drained.metrics, field) == getattr(cut.metrics, field), field
+
+
 def test_our_engine_sees_the_windowed_cpu_at_each_refresh(shipped: Settings) -> None:
     """No pods: the metric our engine holds at the end is the background's mean over the
     last rate window's scrape intervals (what the lag model promises, wired end to end)."""
