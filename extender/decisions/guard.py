@@ -13,7 +13,7 @@ from extender.decisions.estimate import Expectation, expected_cores, expected_us
 from extender.decisions.herd import HerdLedger, Reservation
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodFacts
-from extender.decisions.rooms import fit_rule, room_after_reservations, tight_nodes
+from extender.decisions.rooms import fit_rule, tight_nodes
 from extender.decisions.table import Table
 from extender.policy.policies import Policy
 from extender.policy.settings import Settings
@@ -109,9 +109,8 @@ class HerdGuard:
             guard_settings,
             now,
         )
-        later = room_after_reservations(rule, table.evals, table.herd, self.ledger.cores_of)
         tight, since = tight_nodes(
-            table.rooms, rule, needs, names, failed, waiting, now, guard.wait_for_room, later
+            table.rooms, rule, needs, names, failed, waiting, now, guard.wait_for_room
         )
         return tight, since, needs
 

@@ -219,9 +219,5 @@ class HerdLedger:
         usage = snapshot.usage
         return usage if usage_fresh(usage, self._guard, snapshot.taken_at) else EMPTY
 
-    def cores_of(self, node: NodeName) -> float:
-        """The node's cores (herdGuard.defaultNodeCores while the node watch has not said)."""
-        return self._cores_of(node)
-
     def _cores_of(self, node: NodeName) -> float:
         return self._node_cores.get(node) or self._guard.default_node_cores

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.decisions.model import NodeName
@@ -137,18 +137,16 @@ def tight_nodes(
     waiting_since: float | None,
     now: float,
     wait_for_room: float,
-    room_later: Callable[[NodeName], float] | None = None,
 ) -> tuple[set[NodeName], float | None]:
     """The asked nodes (`names`) too small for a pod that needs `needs` cores, and since
     when it fits on none of them (None while it fits on one).
 
     A pod that fits on none waits for room (the scheduler retries it; our requeue when a
     node has room); after `wait_for_room` seconds since `waiting_since` it is let onto
-    the roomiest of them rather than wait on. It waits only when waiting can help:
-    `room_later(node)` is the room a node will have once our reservations on it have
-    faded; when no asked node will have enough even then (a pod bigger than any node's
-    measured headroom), it goes to the roomiest at once, as kube-scheduler alone would
-    place it by its requests."""
+    the roomiest of them rather than wait on. It waits even when no node could take it
+    now without our reservations: in a live cluster pods end and load moves, and the
+    simulation's burst and diurnal scenarios lose to waiting peers when such pods go to
+    the roomiest at once (BENCHMARKS.md, "Placement knows what a pod will use")."""
     small = rooms.too_small(needs)
     if not small:  # the common case: every node has room for this pod
         return set(), None
@@ -159,30 +157,7 @@ def tight_nodes(
     if not tight or len(failed) + len(tight) < len(asked):
         return tight, None
     since = waiting_since if waiting_since is not None else now
-    hopeless = room_later is not None and all(room_later(n) < needs for n in asked)
-    if now - since < wait_for_room and not hopeless:
+    if now - since < wait_for_room:
         return tight, since
     roomiest = max(rooms.room(n) for n in tight)
     return {n for n in tight if rooms.room(n) < roomiest}, since
-
-
-def room_after_reservations(
-    rule: FitRule,
-    evals: Mapping[NodeName, NodeEval],
-    reserved: Mapping[NodeName, float],
-    sizes: Callable[[NodeName], float],
-) -> Callable[[NodeName], float]:
-    """node -> the cores it can take once our reservations on it (`reserved`: its share of
-    the node) have faded: the room its measured value alone leaves. A node the filter
-    rejects for anything but the herd metric's threshold, or with no value, never has room.
-    """
-    over = f"decice: {rule.metric} above {rule.above:g}"
-
-    def later(node: NodeName) -> float:
-        e = evals.get(node)
-        value = None if e is None else e.values[rule.index]
-        if e is None or value is None or (e.reason is not None and e.reason != over):
-            return -math.inf
-        return (rule.above - (value - reserved.get(node, 0.0))) * sizes(node)
-
-    return later

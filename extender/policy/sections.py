@@ -187,9 +187,7 @@ class HerdGuardSettings(Model):
     scheduler may preempt there: /preempt judges the node without its victims)."""
     wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 120.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
-    it when a node has room); then it goes to the roomiest. 0: at once. It waits only while
-    our reservations stand in the way: when no node will have room once they have faded,
-    the pod goes to the roomiest at once."""
+    it when a node has room); then it goes to the roomiest. 0: at once."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU

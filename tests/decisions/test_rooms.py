@@ -4,15 +4,13 @@ counts the pod being placed (its expected use) under the herd metric's threshold
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 
 from extender.decisions.engine import Engine
-from extender.decisions.rooms import FitRule, Rooms, room_after_reservations, tight_nodes
-from extender.decisions.scoring import NodeEval
+from extender.decisions.rooms import FitRule, Rooms, tight_nodes
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import encode_filter, parse_extender_args
 from tests.harness.fixtures import NOW, make_settings, make_snapshot
@@ -47,33 +45,6 @@ def test_tight_nodes(
     rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
     got = tight_nodes(rooms, RULE, needs, ["a", "b", "c"], {}, since, now, 120.0)
     assert got == (tight, waiting)
-
-
-def test_a_pod_no_node_will_have_room_for_goes_to_the_roomiest_at_once() -> None:
-    """Waiting helps only while our reservations are what stands in the way."""
-    rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
-    names = ["a", "b", "c"]
-
-    def tight(later: Callable[[str], float]) -> tuple[set[str], float | None]:
-        return tight_nodes(rooms, RULE, 5.0, names, {}, None, NOW, 120.0, later)
-
-    assert tight(lambda n: 4.0) == ({"a", "b"}, NOW)  # never 5: to c, the roomiest, at once
-    assert tight(lambda n: 5.0 if n == "b" else 1.0) == ({"a", "b", "c"}, NOW)  # b will
-
-
-def test_room_after_reservations() -> None:
-    over = "decice: cpu above 0.9"
-    evals = {
-        "a": NodeEval(None, 0.0, (0.6,)),  # 0.2 of it ours: 0.5 x 8 cores once it fades
-        "b": NodeEval(over, 0.0, (1.0,)),  # over now, 0.4 ours: room 0.3 x 4 later
-        "c": NodeEval("decice: memory above 0.9", 0.0, (0.1,)),  # rejected for memory
-        "d": NodeEval(None, 0.0, (None,)),  # no value
-    }
-    later = room_after_reservations(
-        RULE, evals, {"a": 0.2, "b": 0.4}, lambda n: 8.0 if n == "a" else 4.0
-    )
-    assert later("a") == pytest.approx(4.0) and later("b") == pytest.approx(1.2)
-    assert later("c") == later("d") == later("zz") == -math.inf
 
 
 def test_a_node_failed_anyway_is_not_counted_twice() -> None:
@@ -121,20 +92,6 @@ def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_roomiest() -> 
     # /explain says why b was left out for p1
     memo = e.pods.get("p1")
     assert memo is not None and memo.rejected == {"b"}
-    assert "p2" not in e.turned_away
-
-
-def test_a_pod_bigger_than_any_node_will_have_room_for_does_not_wait() -> None:
-    """The same nodes with nothing of ours on them: a 2-core pod fits on neither, and no
-    fading reservation will make room, so it goes to a, the roomiest, at once (as
-    kube-scheduler alone would place it by its request)."""
-    settings = make_settings(
-        metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"waitForRoom": 60.0}
-    )
-    e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.7}}), NOW)
-    e.turned_away = TurnedAwayPods(100, 600)
-    answer = ask(e, "p2", "2", ["a", "b"], NOW)
-    assert answer["NodeNames"] == ["a"] and list(answer["FailedNodes"]) == ["b"]
     assert "p2" not in e.turned_away
 
 

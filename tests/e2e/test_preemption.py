@@ -63,7 +63,13 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(stack: StartStack) 
     # saw its victim deleted, our filter would turn it away on the victim's reservation,
     # and only a refresh (engine.recovered -> requeue) would let it back in; with the
     # default `static_policy` (interval 3600) it would wait out the scheduler's 5 minutes.
-    s = stack(policy=static_policy(VALUES, prometheus={"interval": 2.0}), nodes=NODES)
+    # The 7-core fillers fit under 0.9 by expected use nowhere (0.30 + 7/8): no wait for
+    # room (herdGuard.waitForRoom, 120 s by default), they go where kube-scheduler alone
+    # would place them.
+    policy = static_policy(
+        VALUES, prometheus={"interval": 2.0}, herdGuard={"enabled": True, "waitForRoom": 0}
+    )
+    s = stack(policy=policy, nodes=NODES)
     s.kube.priority_class(LOW, 0)
     s.kube.priority_class(HIGH, 1000)
 
