@@ -1,6 +1,6 @@
 """kube-scheduler's default filter and scores from requests, computed as upstream does.
 
-Read, not copied, from kubernetes/kubernetes at the v1.35 line (DESIGN.md §7 measured
+Read, not copied, from kubernetes/kubernetes at the v1.35 line (the e2e tests run
 kube-scheduler v1.35.4; the files read carry the v1.35 `fwk.SignPlugin` and DRA
 extended-resource code):
 

@@ -8,7 +8,7 @@ reservations come off, the preemptor's own request goes on, and the filter is ap
 Without that fix (before it, /preempt kept the nodes the current filter table passes,
 `table.passes(node)`) this very story fails: each filler's reservation (7 of 8 cores) puts
 its node at 0.30 + 0.875 = 1.175 > 0.9 in the table, so every candidate was dropped, the
-scheduler reported `preemption: no candidate node for preemption` (DESIGN.md §8) and the
+scheduler reported `preemption: no candidate node for preemption` and the
 urgent pod stayed Pending. The test shows that table verdict on the live service right
 before the urgent pod arrives. Checked once by hand, with a copy of the package whose
 `Engine.preempt` is the old one first on PYTHONPATH: kube-scheduler logged `0/4 nodes are
