@@ -23,13 +23,18 @@ from typing import Any
 
 import orjson
 
+from extender.errors.backoff import Backoff
 from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, excerpt
 from extender.metrics.providers import PrometheusProvider, partial_cause
 from extender.policy.backend import PrometheusSettings
 
 MAX_POINTS = 10_000
 """Points per series in one answer (Prometheus' limit is 11,000)."""
-RETRY_DELAYS = (1.0, 3.0)
+RETRIES = 2
+"""A range query that failed transiently is asked again this many times."""
+RETRY_BACKOFF = Backoff(base=2.0, cap=4.0, floor=0.5)
+"""Waits between them (errors.backoff: up to 2 s, then up to 4 s, at least 0.5 s): replays
+run from many laptops against one server, so they do not retry in lockstep."""
 _TOO_LARGE = re.compile(
     r"too many samples|maxSamplesPerQuery|exceeded maximum resolution|maxPointsPerTimeseries"
     r"|maxSeries|too many points",
@@ -62,10 +67,12 @@ class HistoryReader(PrometheusProvider):
         settings: PrometheusSettings,
         max_samples: int = 500_000,
         sleep: Callable[[float], None] = time.sleep,
+        backoff: Backoff = RETRY_BACKOFF,
     ) -> None:
         super().__init__(settings)
         self.max_samples = max_samples
         self._sleep = sleep
+        self._backoff = backoff
 
     def query_range(
         self, promql: str, start: float, end: float, step: float, series: int = 1
@@ -97,17 +104,18 @@ class HistoryReader(PrometheusProvider):
             "timeout": f"{self._settings.timeout:g}s",
             **self._settings.query_parameters,
         }
-        for delay in (*RETRY_DELAYS, None):
+        for failures in range(1, RETRIES + 2):
+            last = failures > RETRIES
             try:
                 payload = self._get("/api/v1/query_range", params)
                 break
             except HTTPStatusError as exc:
-                if exc.status < 500 or delay is None:
+                if exc.status < 500 or last:
                     raise
             except Exception as exc:
-                if delay is None or not any(n in type(exc).__name__ for n in _TRANSIENT):
+                if last or not any(n in type(exc).__name__ for n in _TRANSIENT):
                     raise
-            self._sleep(delay)
+            self._sleep(self._backoff.wait(failures))
         return _matrix(payload)
 
     def probe(self) -> None:

@@ -5,9 +5,11 @@ policy's headers, tenant and token; the retention the server states."""
 from __future__ import annotations
 
 import json
+import random
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 
 from extender.errors.causes import HTTPStatusError, PartialAnswer
-from extender.metrics.history import MAX_POINTS, HistoryReader
+from extender.metrics.history import MAX_POINTS, RETRY_BACKOFF, HistoryReader
 from extender.policy.backend import PrometheusSettings
 from tests.harness.loopback import LoopbackServer
 
@@ -81,7 +83,8 @@ def reader(
 ) -> tuple[HistoryReader, list[float]]:
     slept: list[float] = []
     prometheus = PrometheusSettings(url=api.server.url, **settings)
-    return HistoryReader(prometheus, max_samples, sleep=slept.append), slept
+    backoff = replace(RETRY_BACKOFF, rng=random.Random(7))
+    return HistoryReader(prometheus, max_samples, sleep=slept.append, backoff=backoff), slept
 
 
 def points(chunks: Any) -> list[float]:
@@ -131,11 +134,12 @@ def test_a_transient_failure_is_asked_again_then_raised(api: FakeRangeAPI) -> No
     api.respond = flaky
     history, slept = reader(api)
     assert points(history.query_range("up", 0.0, 60.0, 30.0)) == [0.0, 30.0, 60.0]
-    assert slept == [1.0]
+    assert len(slept) == 1 and 0.5 <= slept[0] <= 2.0  # jittered under the first ceiling
     api.respond = lambda path, q: (503, b"unavailable")
     with pytest.raises(HTTPStatusError) as caught:
         list(history.query_range("up", 0.0, 60.0, 30.0))
-    assert caught.value.status == 503 and slept == [1.0, 1.0, 3.0]
+    assert caught.value.status == 503 and len(slept) == 3  # two retries, then raised
+    assert 0.5 <= slept[1] <= 2.0 and 0.5 <= slept[2] <= 4.0
 
 
 def test_a_refusal_is_not_asked_again(api: FakeRangeAPI) -> None:
