@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extender.cli.simulate import SHIPPED
+from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.simulation.profiles import SCHEDULERS
 
 if TYPE_CHECKING:
@@ -105,7 +106,12 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--lead-in", type=duration, default=600.0, help="warm-up before --from (10m)")
     s.add_argument("--cpu-metric", default="cpu", help="the policy metric that is node CPU")
     s.add_argument("--max-hosts", type=int, help="prioritize.maxHosts, 0 for all")
-    s.add_argument("--extender-weight", type=int, default=1, help="the extender's weight (1)")
+    s.add_argument(
+        "--extender-weight",
+        type=int,
+        default=DEFAULT_WEIGHT,
+        help=f"the extender's weight (default {DEFAULT_WEIGHT}, as shipped)",
+    )
     s.add_argument(
         "--scheduler",
         action="append",

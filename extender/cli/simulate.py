@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.simulation.profiles import SCHEDULERS
 from extender.simulation.scenarios import SCENARIOS
 
@@ -69,7 +70,10 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-hosts", type=int, help="prioritize.maxHosts, 0 for all (default: the policy's)"
     )
     s.add_argument(
-        "--extender-weight", type=int, default=1, help="the extender's weight (default 1)"
+        "--extender-weight",
+        type=int,
+        default=DEFAULT_WEIGHT,
+        help=f"the extender's weight (default {DEFAULT_WEIGHT}, as shipped)",
     )
     s.add_argument(
         "--cpu-metric", default="cpu", help="the policy metric that is node CPU (default cpu)"

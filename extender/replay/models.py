@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from extender.decisions.usage import EMPTY, UsageTable
+from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.policy.sections import PrioritizeSettings
 from extender.policy.settings import Settings
 from extender.replay.model import ReplayNode
@@ -131,7 +132,7 @@ class Options:
     seed: int = 1
     """Tie-break RNGs (`select-host:<seed>`, as the simulation's)."""
     max_hosts: int | None = None
-    weight: int = 1
+    weight: int = DEFAULT_WEIGHT
     cpu_metric: str = "cpu"
     refresh: int = 15
     """Our refresher's interval (the policy's prometheus.interval)."""

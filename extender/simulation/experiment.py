@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.policy.sections import PrioritizeSettings
 from extender.policy.settings import Settings
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS, build
@@ -27,8 +28,8 @@ class Plan:
     pipeline: Pipeline = field(default_factory=Pipeline)
     max_hosts: int | None = None
     """prioritize.maxHosts for our extender; None keeps the policy's."""
-    weight: int = 1
-    """The extender's `weight` in the scheduler config."""
+    weight: int = DEFAULT_WEIGHT
+    """The extender's `weight` in the scheduler config (the shipped one by default)."""
     cpu_metric: str = "cpu"
     """The policy's metric that gets node CPU utilisation."""
     schedulers: tuple[str, ...] = SCHEDULERS

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from extender.cli.main import main
+from extender.policy.scheduler_config import DEFAULT_WEIGHT
 
 NODES = {"nodes": {"node-1": {"cpu": 0.2}}}
 
@@ -43,7 +44,7 @@ def test_a_filtering_policy_asks_for_filter_and_prioritize(
     assert e["filterVerb"] == "filter"
     assert e["prioritizeVerb"] == "prioritize"
     assert e["nodeCacheCapable"] is True
-    assert e["weight"] == 1
+    assert e["weight"] == DEFAULT_WEIGHT == 2
     assert e["httpTimeout"] == "5s"
     assert e["ignorable"] is False
     assert e["enableHTTPS"] is False

@@ -177,7 +177,7 @@ def test_the_tls_scheduler_config_matches_the_server() -> None:
     tls = entry["tlsConfig"]
     assert tls["insecure"] is False
     assert {"serverName", "caFile", "certFile", "keyFile"} <= set(tls)
-    assert entry["ignorable"] is False and entry["httpTimeout"] == "5s" and entry["weight"] == 1
+    assert entry["ignorable"] is False and entry["httpTimeout"] == "5s" and entry["weight"] == 2
 
 
 # --- bind guard ---------------------------------------------------------------------------
