@@ -85,13 +85,20 @@ def test_a_pod_recreated_between_filter_and_bind_is_not_bound(stack: StartStack)
     print(f"\nour /bind answered: {error}")
 
     # Our filter saw the old pod, so the bind went to the API server with the old UID as
-    # its precondition, and the API server's 409 is why it failed.
+    # its precondition, and the API server's refusal is why it failed: a 409 on the
+    # precondition as a rule; once in 20 runs of the e2e loop (2026-11-26) a 404 for the
+    # pod, right after the new pod's create had answered (the cause is the API server's,
+    # not pinned down: its watch cache between the delete and the create is the likely
+    # place). Either way the new pod is not bound, and the failure is ours to report.
     assert error.startswith(f"decice: bind of {s.namespace}/twin to node-3 failed: "), error
-    assert "Kubernetes API 409 Conflict" in error, error
-    assert "Precondition failed" in error, error
-    assert f"UID in precondition: {old_uid}" in error, error
-    assert f"UID in object meta: {new_uid}" in error, error
-    assert binding_conflicts(s) == conflicts + 1
+    if "Kubernetes API 404 NotFound" in error:
+        assert 'pods "twin" not found' in error, error
+    else:
+        assert "Kubernetes API 409 Conflict" in error, error
+        assert "Precondition failed" in error, error
+        assert f"UID in precondition: {old_uid}" in error, error
+        assert f"UID in object meta: {new_uid}" in error, error
+        assert binding_conflicts(s) == conflicts + 1
     assert s.pod("twin")["spec"].get("nodeName") is None
     assert bind_outcomes(s) == {"bound": 0, "already-bound": 0, "refused": 0, "error": 1}
 
