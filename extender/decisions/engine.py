@@ -17,7 +17,7 @@ from extender.decisions.model import (
     Snapshot,
 )
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, shown
-from extender.decisions.preemption import Preemptions, passing_after_victims
+from extender.decisions.preemption import passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import (
@@ -31,7 +31,6 @@ from extender.decisions.table import Table
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
 from extender.policy.policies import Policy
-from extender.policy.settings import Settings
 
 UNKNOWN_POLICY = 'decice: unknown policy "{}"'
 """The filter reason on every node for a pod naming a policy that does not exist: it
@@ -40,17 +39,6 @@ surfaces in the pod's FailedScheduling event (one entry, the text is the same)."
 
 class Engine(DecisionState):
     """The verbs' decisions over the state (state.DecisionState) they read."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        snapshot: Snapshot,
-        now: float,
-        turned_away: TurnedAwayPods | None = None,
-    ) -> None:
-        super().__init__(settings, snapshot, now, turned_away)
-        self.preemptions = Preemptions()
-        """The victims /preempt accepted, by preemptor (decisions.preemption)."""
 
     def filter(self, args: ExtenderArgs, now: float) -> FilterDecision:
         if not self.is_ours(args.pod):

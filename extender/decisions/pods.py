@@ -19,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from extender.decisions.model import Snapshot
+from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.usage import WorkloadKey, workload_of
 
 if TYPE_CHECKING:
@@ -340,3 +340,51 @@ class PodMemory:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+PREEMPTION_MEMORY_SECONDS = 300.0
+"""How long a preemptor's accepted victims are remembered: past the victims' graceful
+termination (30 s by default) and the scheduler's retries of the nominated pod."""
+PREEMPTION_MEMORY_PODS = 4096
+"""At most this many preemptors are remembered (the oldest forgotten first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    at: float
+    victims: Mapping[NodeName, object]
+    """node -> the MetaVictims /preempt accepted there."""
+
+
+class Preemptions:
+    """The victims /preempt accepted, by preemptor UID (decisions.preemption says why);
+    bounded in count and age."""
+
+    def __init__(
+        self, seconds: float = PREEMPTION_MEMORY_SECONDS, pods: int = PREEMPTION_MEMORY_PODS
+    ) -> None:
+        self._seconds, self._pods = seconds, pods
+        self._by_uid: OrderedDict[str, Preemption] = OrderedDict()
+
+    def remember(self, uid: str, victims: Mapping[NodeName, object], now: float) -> None:
+        self._by_uid.pop(uid, None)
+        if victims:
+            self._by_uid[uid] = Preemption(now, victims)
+            while len(self._by_uid) > self._pods:
+                self._by_uid.popitem(last=False)
+
+    def of(self, uid: str, now: float) -> Mapping[NodeName, object]:
+        """The victims accepted for `uid`'s preemption, while remembered (else empty)."""
+        found = self._by_uid.get(uid)
+        if found is None:
+            return {}
+        if now - found.at > self._seconds:
+            del self._by_uid[uid]
+            return {}
+        return found.victims
+
+    def forget(self, uid: str) -> None:
+        self._by_uid.pop(uid, None)
+
+    def __len__(self) -> int:
+        return len(self._by_uid)

@@ -13,14 +13,12 @@ the victims: before our pod watch has seen them go. Judged on the table then, th
 node still carries the victims' reservations, the filter rejects it, and the scheduler
 preempts on the next node, then the next (measured on the real chain: three fillers
 evicted for one pod). So the victims of each node /preempt accepted are remembered for the
-preemptor (`Preemptions`), and its filter judges those nodes as /preempt did.
+preemptor (`pods.Preemptions`), and its filter judges those nodes as /preempt did.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from extender.decisions.herd import HerdLedger
 from extender.decisions.model import NodeName, Snapshot
@@ -54,50 +52,3 @@ def passing_after_victims(
         if verdict.reason is None:
             kept[node] = node_victims
     return kept
-
-
-PREEMPTION_MEMORY_SECONDS = 300.0
-"""How long a preemptor's accepted victims are remembered: past the victims' graceful
-termination (30 s by default) and the scheduler's retries of the nominated pod."""
-PREEMPTION_MEMORY_PODS = 4096
-"""At most this many preemptors are remembered (the oldest forgotten first)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    at: float
-    victims: Mapping[NodeName, object]
-    """node -> the MetaVictims /preempt accepted there."""
-
-
-class Preemptions:
-    """The victims /preempt accepted, by preemptor UID; bounded in count and age."""
-
-    def __init__(
-        self, seconds: float = PREEMPTION_MEMORY_SECONDS, pods: int = PREEMPTION_MEMORY_PODS
-    ) -> None:
-        self._seconds, self._pods = seconds, pods
-        self._by_uid: OrderedDict[str, Preemption] = OrderedDict()
-
-    def remember(self, uid: str, victims: Mapping[NodeName, object], now: float) -> None:
-        self._by_uid.pop(uid, None)
-        if victims:
-            self._by_uid[uid] = Preemption(now, victims)
-            while len(self._by_uid) > self._pods:
-                self._by_uid.popitem(last=False)
-
-    def of(self, uid: str, now: float) -> Mapping[NodeName, object]:
-        """The victims accepted for `uid`'s preemption, while remembered (else empty)."""
-        found = self._by_uid.get(uid)
-        if found is None:
-            return {}
-        if now - found.at > self._seconds:
-            del self._by_uid[uid]
-            return {}
-        return found.victims
-
-    def forget(self, uid: str) -> None:
-        self._by_uid.pop(uid, None)
-
-    def __len__(self) -> int:
-        return len(self._by_uid)

@@ -14,7 +14,7 @@ from extender.decisions.guard import HerdGuard
 from extender.decisions.herd import Reservation
 from extender.decisions.model import NodeInventory, NodeName, Snapshot
 from extender.decisions.nodes import remap_nodes
-from extender.decisions.pods import PodFacts, PodMemory
+from extender.decisions.pods import PodFacts, PodMemory, Preemptions
 from extender.decisions.rooms import Sizes
 from extender.decisions.scoring import stale_metrics
 from extender.decisions.table import PolicyTables, Table, build_table
@@ -36,6 +36,8 @@ class DecisionState:
         self._herd = self.guard.ledger
         self.settings = settings
         self.pods = PodMemory(settings.explain.keep_pods)
+        self.preemptions = Preemptions()
+        """The victims /preempt accepted, by preemptor (decisions.preemption)."""
         self.turned_away = turned_away
         """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
         self._snapshot = snapshot

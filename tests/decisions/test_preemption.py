@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 
 from extender.decisions.engine import Engine
-from extender.decisions.preemption import Preemptions, victim_uids
+from extender.decisions.pods import Preemptions
+from extender.decisions.preemption import victim_uids
 from extender.decisions.wire import (
     PreemptionArgs,
     encode_filter,
