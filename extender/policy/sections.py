@@ -185,11 +185,11 @@ class HerdGuardSettings(Model):
     """The herd metric's filter.above counts the pod being placed: a node its expected use
     would push past the threshold is turned away for this pod (as FailedNodes, so the
     scheduler may preempt there: /preempt judges the node without its victims)."""
-    wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 600.0
+    wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 1800.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
     it when a node has room); then it goes to the roomiest. 0: at once. The default is
-    the simulation's: at 120 s a waiting peer (Koordinator) had fewer hot node-minutes in
-    the diurnal scenario, at 600 s it did not (BENCHMARKS.md)."""
+    the simulation's: at 600 s a waiting peer (Koordinator) still had fewer hot
+    node-minutes on some seeds of the diurnal scenario, at 1800 s on none (BENCHMARKS.md)."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU

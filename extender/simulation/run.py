@@ -34,9 +34,9 @@ from extender.simulation.workload import NodeSpec, PodSpec
 
 EPOCH = 1_000_000.0
 """Simulated time 0 as the engine's clock reads it (any fixed value would do)."""
-DRAIN_SECONDS = 900.0
+DRAIN_SECONDS = 2100.0
 """After the measured time: how long the pods still waiting keep being retried (past our
-waitForRoom, 600 s, and a few of the metric's refreshes) before they count as unplaced."""
+waitForRoom, 1800 s, and a few of the metric's refreshes) before they count as unplaced."""
 
 
 @dataclass(frozen=True, slots=True)

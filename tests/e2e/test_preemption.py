@@ -64,7 +64,7 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(stack: StartStack) 
     # and only a refresh (engine.recovered -> requeue) would let it back in; with the
     # default `static_policy` (interval 3600) it would wait out the scheduler's 5 minutes.
     # The 7-core fillers fit under 0.9 by expected use nowhere (0.30 + 7/8): no wait for
-    # room (herdGuard.waitForRoom, 600 s by default), they go where kube-scheduler alone
+    # room (herdGuard.waitForRoom, 1800 s by default), they go where kube-scheduler alone
     # would place them.
     policy = static_policy(
         VALUES, prometheus={"interval": 2.0}, herdGuard={"enabled": True, "waitForRoom": 0}

@@ -105,8 +105,8 @@ def story(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
     kube.priority_class(HIGH, 1000)
     policy = shipped()
     # The fillers are sized to fill their nodes by request (7 of node-2's 8 cores, 3 of
-    # node-3's 4): by expected use they fit under 0.9 nowhere, so the shipped herd guard
-    # would hold each for herdGuard.waitForRoom (600 s) before the roomiest node. That wait
+    # node-3's 4): by expected use they fit under the threshold nowhere, so the shipped herd guard
+    # would hold each for herdGuard.waitForRoom (1800 s) before the roomiest node. That wait
     # is shown elsewhere (tests/stories: compressed to 4 s; tests/decisions/test_rooms.py);
     # here they go at once, as kube-scheduler alone would place them.
     policy["herdGuard"]["waitForRoom"] = 0

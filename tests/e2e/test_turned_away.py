@@ -70,9 +70,9 @@ def test_a_pod_every_node_turned_away_is_placed_once_a_node_cools(
 
             failed = s.wait_event("waiting", "FailedScheduling")
             print(f"\nFailedScheduling: {failed.message}")
-            assert failed.message.startswith("0/5 nodes are available: 5 decice: cpu above 0.9."), (
-                failed.message
-            )
+            above = shipped_policy()["metrics"][0]["filter"]["above"]
+            expected = f"0/5 nodes are available: 5 decice: cpu above {above:g}."
+            assert failed.message.startswith(expected), failed.message
             s.kube.wait_until(
                 lambda: s.extender_metric("decice_turned_away_pods") == 1,
                 30,

@@ -12,7 +12,7 @@ file, and the rebalancer in evict mode. What differs from the file as shipped, a
 - its metrics become the named policy `default`, beside a `batch` policy (named policies on);
 - a `rebalance` section: evict mode, checked every 2 s;
 - an `overload` section: taints on (forSeconds 4 s, the cap at the default 0.3);
-- `herdGuard.waitForRoom: 4`: a pod that fits on no node waits 4 s for room, not 600 s
+- `herdGuard.waitForRoom: 4`: a pod that fits on no node waits 4 s for room, not 1800 s
   (the preemption story's 7-core fillers fit nowhere by their expected use).
 
 The Kubernetes API is the loopback fake (tests/harness/kubeapi.py), the scheduler is
