@@ -116,6 +116,8 @@ class Replay:
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
         self.offered = self.waited = self.overcommitted = self.lost = 0
+        self.waits: list[float] = []
+        """Seconds each pod placed after waiting had waited."""
 
     # --- events
     def push(self, t: float, kind: Event, pod: ReplayPod, node: str = "") -> None:
@@ -232,6 +234,7 @@ class Replay:
         for pod, spec in self.waiting:
             if self.decide(pod, spec, r):
                 self.waited += 1
+                self.waits.append(r - spec.arrival)
             else:
                 still.append((pod, spec))
         self.waiting = still
@@ -295,7 +298,7 @@ def replay(
             run.retry(r)
         for at, kind, pod, node in run.due(r + tick):
             run.handle(at, kind, pod, node, real)
-    metrics = run.recorder.metrics(len(run.waiting), run.offered, run.waited)
+    metrics = run.recorder.metrics(len(run.waiting), run.offered, run.waited, run.waits)
     return RunResult(
         scenario="replay",
         seed=seed,

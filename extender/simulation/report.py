@@ -38,6 +38,8 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("cpu_std", "sd of CPU across nodes, pp (time avg)", _pct),
     ("unplaced", "pods left unplaced", _count),
     ("waited", "pods placed after waiting", _count),
+    ("wait_p95", "p95 minutes those pods waited", lambda x: f"{x:.1f}"),
+    ("wait_max", "max minutes a pod waited", lambda x: f"{x:.1f}"),
 )
 """(Metrics field, label, format) for the table, in order."""
 

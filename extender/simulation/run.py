@@ -79,6 +79,8 @@ class Run:
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
         self.waited = 0
+        self.waits: list[float] = []
+        """Seconds each pod placed after waiting had waited."""
         self.overcommitted = 0
         self.last: dict[str, float] = {}
         """node -> capped utilisation of the tick just recorded."""
@@ -142,6 +144,7 @@ class Run:
         for pod in self.waiting:
             if self.place(pod, t):
                 self.waited += 1
+                self.waits.append(t - pod.arrival)
             else:
                 still.append(pod)
         self.waiting = still
@@ -187,7 +190,7 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         run.leave(t + tick)
         run.record(t)
         t += tick
-    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.waited)
+    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.waited, run.waits)
     return RunResult(
         scenario=scenario.name,
         seed=scenario.seed,

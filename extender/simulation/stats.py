@@ -54,6 +54,10 @@ class Metrics:
     """Pods that arrived during the run."""
     waited: int
     """Pods placed only after waiting (a retry found them a node)."""
+    wait_p95: float = 0.0
+    """Minutes the pods that waited waited, their p95 (0 when none waited)."""
+    wait_max: float = 0.0
+    """The longest of those waits, minutes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,10 @@ class Recorder:
         if t >= self.start and utilisation > HOT:
             self.placed_on_hot += 1
 
-    def metrics(self, unplaced: int, pods: int, waited: int) -> Metrics:
+    def metrics(
+        self, unplaced: int, pods: int, waited: int, waits: Sequence[float] = ()
+    ) -> Metrics:
+        """`waits`: seconds each pod placed after waiting had waited since its arrival."""
         return Metrics(
             node_minutes_hot=self._hot_ticks * self.tick / 60,
             cpu_p95=percentile(self._cpu, 95),
@@ -113,4 +120,6 @@ class Recorder:
             unplaced=unplaced,
             pods=pods,
             waited=waited,
+            wait_p95=percentile(waits, 95) / 60,
+            wait_max=max(waits, default=0.0) / 60,
         )

@@ -109,6 +109,11 @@ def test_a_pod_that_fits_nowhere_waits_until_room_frees() -> None:
     result = run(history, KUBE_SCHEDULER)
     assert result.placements == {"uid-web": "node-a"}
     assert (result.metrics.waited, result.metrics.unplaced) == (1, 0)
+    # minutes from its arrival until the other pod left, and at most the half step the
+    # replay's ticks add before the retry that places it
+    least = (at(20) - at(12)) / 60
+    assert least <= result.metrics.wait_max <= least + STEP / 2 / 60
+    assert result.metrics.wait_p95 == result.metrics.wait_max  # one pod waited
     assert cpu_at(result, 19) == pytest.approx(0.1)
     assert cpu_at(result, 20) == pytest.approx(0.6)  # placed when the other pod left
 

@@ -12,7 +12,7 @@ from extender.simulation.experiment import Plan, Runs
 from extender.simulation.profiles import DECICE, KOORDINATOR, KUBE_SCHEDULER, LVRB, TLP
 from extender.simulation.report import ROWS, build_report, render, to_json
 from extender.simulation.run import RunResult
-from extender.simulation.stats import Metrics, percentile, pstdev
+from extender.simulation.stats import Metrics, Recorder, percentile, pstdev
 from extender.simulation.summary import spread
 from extender.simulation.targets import judge
 
@@ -68,6 +68,16 @@ def test_percentile_and_pstdev() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 95) == 5.0 and percentile([], 95) == 0.0
     assert pstdev([1.0, 3.0]) == 1.0
+
+
+def test_the_waits_are_minutes_of_the_pods_that_waited() -> None:
+    recorder = Recorder(start=0.0, tick=15.0)
+    none = recorder.metrics(unplaced=0, pods=10, waited=0)
+    assert (none.wait_p95, none.wait_max) == (0.0, 0.0)
+    waits = [60.0 * m for m in range(1, 21)]  # 1..20 minutes
+    some = recorder.metrics(unplaced=0, pods=30, waited=20, waits=waits)
+    assert some.wait_p95 == pytest.approx(percentile(waits, 95) / 60) == pytest.approx(19.05)
+    assert some.wait_max == 20.0
 
 
 def test_halving_is_judged_on_the_means_in_every_scenario_but_uniform() -> None:

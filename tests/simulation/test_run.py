@@ -63,6 +63,8 @@ def test_a_tiny_run_keeps_its_invariants(shipped: Settings, name: str) -> None:
         "unplaced",
         "pods",
         "waited",
+        "wait_p95",
+        "wait_max",
     }
 
 
@@ -108,6 +110,8 @@ def test_the_drain_places_the_last_waiters_and_measures_nothing(
         cut.metrics.unplaced - drained.metrics.unplaced
     )
     assert drained.bands == cut.bands
+    # the drain's waiters waited past the measured end: the longest wait only grows
+    assert drained.metrics.wait_max > cut.metrics.wait_max > 0
     for field in ("node_minutes_hot", "placed_on_hot", "cpu_p95", "cpu_max"):
         assert getattr(drained.metrics, field) == getattr(cut.metrics, field), field
 
