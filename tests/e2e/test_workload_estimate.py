@@ -25,7 +25,7 @@ The cluster, and why these numbers (chosen before the first run, not tuned after
 * The burst: 30 more pods, 30 cores. Everything then asks for 24 + 4 + 30 = 58 cores of
   80, a mean of 0.725. Counted at their siblings' use (1 core, 0.125 of a node each),
   the pods fill the nodes like water to that level; a node ends within one pod of it, at
-  most 0.725 + 0.125 = 0.85, under the 0.9 threshold.
+  most 0.725 + 0.125 = 0.85: not above the shipped filter's 0.85, under hot (0.9).
 * Counted at their request (0.1 core, 0.0125 of a node), 30 pods add 0.04 to the mean of
   what we see: the cool nodes stay far ahead on our score (0.1 against 0.5 is 9 against 5
   on our 0..10 scale, and 8 pods move a cool node by one step), so they draw the burst;
@@ -100,7 +100,8 @@ RULES = REPO / "tests" / "integration" / "kube-prometheus-stack-rules.yaml"
 #: prometheus.interval of the story: the seconds between two refreshes of ours.
 INTERVAL = 2.0
 HOT = 0.9
-"""The shipped filter threshold (config/extender.yaml: filter above 0.9)."""
+"""A hot node (the simulation's 90 %); the shipped filter turns nodes away above 0.85,
+5 points under it (config/extender.yaml)."""
 NODES = fake_nodes(10, cores=8, zones=1)
 COOL, WARM = 0.10, 0.50
 BACKGROUND = {n.name: COOL if i % 2 else WARM for i, n in enumerate(NODES, 1)}
