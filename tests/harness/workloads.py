@@ -160,6 +160,20 @@ class WorkloadExporter(MetricsEndpoint):
             self._nodes[name] = _Node(name, cores, background, ip, Counter(t, 0.0), Counter(t, 0.0))
             self._rerate(self._nodes[name], t)
 
+    def set_background(self, node: str, level: float, now: float | None = None) -> None:
+        """From `now` (default: the present) on, `level` of `node`'s cores are busy with
+        load no scheduler sees (load moving between nodes): its counters and its pods'
+        advance at the new rates from then on and keep every value they had (monotonic)."""
+        t = time.time() if now is None else now
+        if level < 0:
+            raise ValueError(f"a node's background is a share of its cores >= 0, not {level}")
+        with self._lock:
+            where = self._nodes.get(node)
+            if where is None:
+                raise KeyError(f"no node {node} (add_node first)")
+            where.background = level
+            self._rerate(where, t)
+
     def add_replicaset(self, namespace: str, name: str, owner: Owner | None) -> None:
         """A ReplicaSet and its controller (a Deployment's, or None for a bare one)."""
         with self._lock:
