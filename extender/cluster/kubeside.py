@@ -38,6 +38,8 @@ from extender.errors.backoff import Backoff
 log = logging.getLogger("decice.kubeside")
 
 MIN_RESTART = 0.2
+LOST_GRACE = 2.0
+"""Seconds a child whose stdout ended gets to exit before it is killed."""
 MAX_RESTART = 10.0
 STOP_GRACE = 5.0
 DOWN = (
@@ -167,9 +169,15 @@ class KubeSide:
         stopping = not self.up.is_set() and proc.returncode is not None
         self.up.clear()
         self._proc = None
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        code = await proc.wait()
+        # Its stdout ended, so it is exiting or dead: let asyncio's child watcher read its
+        # status first. kill() polls the child itself (subprocess.Popen.send_signal) and, on
+        # a zombie, reaps it before the watcher can, which then reports 255, not the code.
+        try:
+            code = await asyncio.wait_for(proc.wait(), LOST_GRACE)
+        except TimeoutError:  # a frame we could not read, from a child still running
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            code = await proc.wait()
         self._why = f"it exited with code {code}"
         if stopping:
             log.info("Kubernetes-side process (pid %s) stopped", proc.pid)
