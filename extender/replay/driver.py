@@ -115,7 +115,7 @@ class Replay:
         self.placements: dict[str, str] = {}
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
-        self.offered = self.waited = self.overcommitted = self.lost = 0
+        self.offered = self.overcommitted = self.lost = 0
         self.waits: list[float] = []
         """Seconds each pod placed after waiting had waited."""
 
@@ -233,7 +233,6 @@ class Replay:
         still = []
         for pod, spec in self.waiting:
             if self.decide(pod, spec, r):
-                self.waited += 1
                 self.waits.append(r - spec.arrival)
             else:
                 still.append((pod, spec))
@@ -298,7 +297,7 @@ def replay(
             run.retry(r)
         for at, kind, pod, node in run.due(r + tick):
             run.handle(at, kind, pod, node, real)
-    metrics = run.recorder.metrics(len(run.waiting), run.offered, run.waited, run.waits)
+    metrics = run.recorder.metrics(len(run.waiting), run.offered, run.waits)
     return RunResult(
         scenario="replay",
         seed=seed,

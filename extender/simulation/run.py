@@ -78,7 +78,6 @@ class Run:
         """(end, uid, pod, node), a heap."""
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
-        self.waited = 0
         self.waits: list[float] = []
         """Seconds each pod placed after waiting had waited."""
         self.overcommitted = 0
@@ -143,7 +142,6 @@ class Run:
         still = []
         for pod in self.waiting:
             if self.place(pod, t):
-                self.waited += 1
                 self.waits.append(t - pod.arrival)
             else:
                 still.append(pod)
@@ -190,7 +188,7 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         run.leave(t + tick)
         run.record(t)
         t += tick
-    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.waited, run.waits)
+    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.waits)
     return RunResult(
         scenario=scenario.name,
         seed=scenario.seed,

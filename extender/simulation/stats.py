@@ -105,9 +105,7 @@ class Recorder:
         if t >= self.start and utilisation > HOT:
             self.placed_on_hot += 1
 
-    def metrics(
-        self, unplaced: int, pods: int, waited: int, waits: Sequence[float] = ()
-    ) -> Metrics:
+    def metrics(self, unplaced: int, pods: int, waits: Sequence[float] = ()) -> Metrics:
         """`waits`: seconds each pod placed after waiting had waited since its arrival."""
         return Metrics(
             node_minutes_hot=self._hot_ticks * self.tick / 60,
@@ -119,7 +117,7 @@ class Recorder:
             placed_on_hot=self.placed_on_hot,
             unplaced=unplaced,
             pods=pods,
-            waited=waited,
+            waited=len(waits),
             wait_p95=percentile(waits, 95) / 60,
             wait_max=max(waits, default=0.0) / 60,
         )

@@ -72,10 +72,10 @@ def test_percentile_and_pstdev() -> None:
 
 def test_the_waits_are_minutes_of_the_pods_that_waited() -> None:
     recorder = Recorder(start=0.0, tick=15.0)
-    none = recorder.metrics(unplaced=0, pods=10, waited=0)
+    none = recorder.metrics(unplaced=0, pods=10)
     assert (none.wait_p95, none.wait_max) == (0.0, 0.0)
     waits = [60.0 * m for m in range(1, 21)]  # 1..20 minutes
-    some = recorder.metrics(unplaced=0, pods=30, waited=20, waits=waits)
+    some = recorder.metrics(unplaced=0, pods=30, waits=waits)
     assert some.wait_p95 == pytest.approx(percentile(waits, 95) / 60) == pytest.approx(19.05)
     assert some.wait_max == 20.0
 
