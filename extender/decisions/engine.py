@@ -7,7 +7,8 @@ state.DecisionState's. No I/O: it runs on the event loop only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
+from dataclasses import replace
 from itertools import filterfalse
 
 from extender.decisions.model import (
@@ -26,6 +27,7 @@ from extender.decisions.scoring import (
     tie_start,
     top_hosts,
 )
+from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.state import DecisionState
 from extender.decisions.table import Table
 from extender.decisions.turnedaway import TurnedAwayPods
@@ -63,16 +65,50 @@ class Engine(DecisionState):
             tight = tight - cleared
             since = None if not tight else since
         rejected = frozenset(failed).union(tight) if tight else frozenset(failed)
-        self.pods.remember(_memo(args, policy, table, rejected, self._snapshot, now, since))
+        fits = since is None or not tight
+        passed = None
+        if fits and not cleared:
+            passed = self._shortlisted(table, args, len(rejected), tight)
+        memo = _memo(args, policy, table, rejected, self._snapshot, now, since)
+        if passed is not None:
+            memo = replace(memo, shortlisted=len(passed))
+        self.pods.remember(memo)
         if self.turned_away is not None:
             until = None if since is None else since + self.settings.herd_guard.wait_for_room
             _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
-        if since is None or not tight:  # it fits on some node: no reasons to give
-            return FilterDecision(failed=failed, left_out=frozenset(tight))
+        if fits:  # it fits on some node: no reasons to give
+            return FilterDecision(failed=failed, left_out=frozenset(tight), passed=passed)
         rule = fit_rule(policy)
         return FilterDecision(
             failed=failed, resolvable=dict.fromkeys(tight, rule.reason if rule else "")
         )
+
+    def _shortlisted(
+        self, table: Table, args: ExtenderArgs, rejected: int, tight: Set[NodeName]
+    ) -> list[NodeName] | None:
+        """Our best measured nodes that pass (`prioritize.shortlist`), plus every passing node
+        we have no data for (decisions.shortlist); None when every passing node goes: the
+        shortlist is off, no more nodes pass than that, or the pod weighs nodes itself (its
+        preferred affinities and spreading are the scheduler's to score)."""
+        rule = self.settings.prioritize.shortlist
+        names = args.names
+        if rule is None or args.pod.prefers:
+            return None
+        keep = shortlist_size(rule.nodes, rule.share, len(names) - rejected)
+        if keep is None:
+            return None
+        whole = table.whole.nodes  # the measured nodes that pass
+        # Every one of them asked: the list needs no lookup per name. (A duplicate name
+        # standing in for a node not asked, which kube-scheduler never sends, may get that
+        # node in the answer; the scheduler would refuse it, as it would the duplicate.)
+        if args.exactly is whole or (len(names) == len(whole) and whole.issuperset(names)):
+            return shortlist(table.ranking, keep, args.pod.uid, skip=tight)
+        asked = set(names)
+        chosen = shortlist(table.ranking, keep, args.pod.uid, asked, tight)
+        unknown = asked.difference(table.evals.keys())
+        if unknown and table.unknown.reason is None:  # no data: not ours to narrow
+            chosen += [n for n in names if n in unknown and n not in tight]
+        return chosen
 
     def prioritize(self, args: ExtenderArgs, now: float) -> Priorities:
         names = args.names

@@ -161,6 +161,12 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
         "candidates": memo.asked,
         "filtered": len(memo.rejected),
     }
+    if memo.shortlisted is not None:
+        doc["shortlisted"] = memo.shortlisted
+        doc["shortlist"] = (
+            f"the filter passed only our best {memo.shortlisted} of the nodes that pass "
+            "(prioritize.shortlist): kube-scheduler scored those"
+        )
     if memo.expected:
         doc["expected"] = memo.expected
     snapshot = memo.snapshot

@@ -114,6 +114,9 @@ class FilterDecision:
     """Too little room for this pod, while it fits on another node: left out of the
     answer's names without a reason (the scheduler reads reasons only when a pod fits
     nowhere, and at 5,000 nodes a reason each is a big answer to write and to decode)."""
+    passed: Sequence[NodeName] | None = None
+    """The nodes that pass, when not all the others do: our shortlist (decisions.shortlist),
+    a subset of the request's. None: every node neither failed nor left out."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.preferences import prefers_nodes
 from extender.decisions.usage import WorkloadKey, workload_of
 
 if TYPE_CHECKING:
@@ -93,6 +94,9 @@ class PodFacts:
     """`metadata.ownerReferences` as sent (unchecked: read by `workload` when needed)."""
     labels: Any = None
     """`metadata.labels` as sent (unchecked)."""
+    prefers: bool = False
+    """The pod weighs nodes itself (`prefers_nodes`): kube-scheduler's scores carry what it
+    asked for, so our shortlist does not narrow them (decisions.shortlist)."""
 
     @property
     def workload(self) -> WorkloadKey | None:
@@ -240,6 +244,7 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         policy=_policy_of(meta.get("annotations")),
         owners=meta.get("ownerReferences"),
         labels=meta.get("labels"),
+        prefers=prefers_nodes(spec),
     )
 
 
@@ -275,6 +280,8 @@ class PodMemo:
     """The policy that decided (None: the pod named one that does not exist)."""
     room_wait_since: float | None = None
     """Since when the pod has fitted on no node it was offered (rooms.py), while it does."""
+    shortlisted: int | None = None
+    """How many nodes the filter passed when it passed only our best (decisions.shortlist)."""
     expected: str = ""
     """What the herd guard counted the pod at once placed, and why ("expects 0.9 core
     (p90 of 12 pods of deployment shop/web)"); empty until then."""

@@ -271,8 +271,14 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
     if resolvable or decision.left_out:
         rejected = {*failed, *resolvable, *decision.left_out}
     names = args.names
+    shortlisted = decision.passed
     if args.node_list is None:
-        passed = names if not rejected else list(filterfalse(rejected.__contains__, names))
+        if shortlisted is not None:
+            passed = list(shortlisted)
+        elif rejected:
+            passed = list(filterfalse(rejected.__contains__, names))
+        else:
+            passed = names
         return orjson.dumps(
             {
                 "Nodes": None,
@@ -283,7 +289,12 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
             }
         )
     nodes = args.node_list
-    if rejected:  # else every node passed: the list goes back as it came
+    if shortlisted is not None:
+        kept_names = frozenset(shortlisted)
+        items = nodes["items"]
+        kept = [item for item, n in zip(items, names, strict=True) if n in kept_names]
+        nodes = {"metadata": nodes.get("metadata", {}), "items": kept}
+    elif rejected:  # else every node passed: the list goes back as it came
         items = nodes["items"]
         kept = [item for item, n in zip(items, names, strict=True) if n not in rejected]
         nodes = {"metadata": nodes.get("metadata", {}), "items": kept}

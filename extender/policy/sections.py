@@ -7,14 +7,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import (
-    Field,
-    Strict,
-    StrictBool,
-    StrictStr,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, Strict, StrictBool, StrictStr, field_validator, model_validator
 
 from extender.policy.fields import (
     Count,
@@ -376,9 +369,18 @@ class OverloadSettings(Model):
     """Namespace of the Lease; unset: POD_NAMESPACE, then the service account's."""
 
 
+class ShortlistSettings(Model):
+    nodes: Count = 200
+    """The filter passes at least this many of our best nodes (all when fewer pass)."""
+    share: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.2
+    """Or this share of the nodes that pass, when that is more."""
+
+
 class PrioritizeSettings(Model):
     max_hosts: Count | None = None
     """Answer only the best K nodes; the scheduler scores the others 0."""
+    shortlist: ShortlistSettings | None = ShortlistSettings()
+    """The filter passes only our best nodes, for the scheduler to score; null: all of them."""
 
 
 class ExplainSettings(Model):

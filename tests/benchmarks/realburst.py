@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks.realburst [--quick] [--nodes 1000] [--pods 1000] [--runs 3]
         [--json FILE] [--variants ours-bind,ours-nobind,donothing] [--workdir DIR]
-        [--max-hosts K]
+        [--max-hosts K] [--shortlist NODES[,SHARE]]
 
 A real control plane (tests/harness/controlplane.py: etcd, kube-apiserver v1.36.2,
 kube-scheduler v1.35.4, all on 127.0.0.1), N fake nodes (node-1..node-N, 4 or 8 cores,
@@ -32,7 +32,10 @@ Variants:
 - `ours-bind`: `decice-extender serve` on a static 2-metric policy (`policy`): cpu weight
   2 with a 0.9 filter threshold, memory weight 1, herd guard on, Events on (as shipped:
   5 a second, 100 queued), bind on; the extenders entry our CLI prints (filter,
-  prioritize, preempt, bindVerb);
+  prioritize, preempt, bindVerb), the shipped `prioritize.shortlist` (100: the filter passes
+  our best 100 nodes, so the scheduler scores 100);
+- `ours-all` (only when asked for): ours-bind with `prioritize.shortlist: null`, every
+  passing node to the scheduler (as before the shortlist);
 - `ours-nobind`: the same with `bind.enabled: false` (the CLI leaves bindVerb out; the
   scheduler binds);
 - `donothing`: tests/benchmarks/donothing.py (starlette + orjson, uvicorn as we serve:
@@ -117,13 +120,15 @@ from tests.harness.controlplane import (
 from tests.harness.loopback import LOCALHOST, free_port
 
 JSON = dict[str, Any]
+Shortlist = JSON | str | None
+"""prioritize.shortlist for our variants: the rule, `OFF` (null), or None (the shipped)."""
 Log = Callable[[str], None]
 
 HERE = Path(__file__).resolve().parent
 DONOTHING = HERE / "donothing.py"
 
 VARIANTS = ("ours-bind", "ours-nobind", "donothing")
-ALL_VARIANTS = (*VARIANTS, "ours-split", "none")
+ALL_VARIANTS = (*VARIANTS, "ours-split", "ours-all", "none")
 SPLIT_ENV = {"DECICE_KUBE_PROCESS": "1"}
 """`ours-split`: ours-bind with binds and Events through the Kubernetes-side process."""
 BASELINE = "donothing"
@@ -212,7 +217,12 @@ class RunFailed(RuntimeError):
 # -- the policy and the scheduler configs -----------------------------------------------------
 
 
-def policy(nodes: Sequence[FakeNode], bind: bool, max_hosts: int | None = None) -> JSON:
+def policy(
+    nodes: Sequence[FakeNode],
+    bind: bool,
+    max_hosts: int | None = None,
+    shortlist: Shortlist = None,
+) -> JSON:
     """The static 2-metric policy: cpu (weight 2, filtered above 0.9) and memory (weight
     1), lower is better, herd guard on the cpu, Events on (the defaults), bind on or off.
 
@@ -221,7 +231,8 @@ def policy(nodes: Sequence[FakeNode], bind: bool, max_hosts: int | None = None) 
     pod's request (100m: 0.025 of a 4-core node), so a node can cross 0.9 during the burst.
     The static snapshot is never refreshed (interval and maxAge 3600 s, as the e2e
     harness's `static_policy`): the reservations hold for the whole burst. `max_hosts`
-    sets prioritize.maxHosts (`--max-hosts`)."""
+    sets prioritize.maxHosts (`--max-hosts`); `shortlist` prioritize.shortlist (`--shortlist`:
+    None keeps the shipped rule, `OFF` sets null: every passing node to the scheduler)."""
     rng = random.Random(SEED)
     values = {
         n.name: {
@@ -247,16 +258,22 @@ def policy(nodes: Sequence[FakeNode], bind: bool, max_hosts: int | None = None) 
         ],
         "herdGuard": {"enabled": True, "metric": "cpu"},
         "bind": {"enabled": bind},
-        "prioritize": {"maxHosts": max_hosts},
+        "prioritize": {
+            "maxHosts": max_hosts,
+            **({} if shortlist is None else {"shortlist": None if shortlist == OFF else shortlist}),
+        },
     }
 
 
-def our_policies(nodes: Sequence[FakeNode], max_hosts: int | None) -> dict[str, JSON]:
+def our_policies(
+    nodes: Sequence[FakeNode], max_hosts: int | None, shortlist: Shortlist = None
+) -> dict[str, JSON]:
     """The policy of each of our variants."""
     return {
-        "ours-bind": policy(nodes, True, max_hosts),
-        "ours-split": policy(nodes, True, max_hosts),
-        "ours-nobind": policy(nodes, False, max_hosts),
+        "ours-bind": policy(nodes, True, max_hosts, shortlist),
+        "ours-split": policy(nodes, True, max_hosts, shortlist),
+        "ours-all": policy(nodes, True, max_hosts, OFF),
+        "ours-nobind": policy(nodes, False, max_hosts, shortlist),
     }
 
 
@@ -861,6 +878,18 @@ def versions(cp: ControlPlane) -> JSON:
 # -- main ---------------------------------------------------------------------------------------
 
 
+OFF = "off"
+"""`--shortlist 0`: prioritize.shortlist null."""
+
+
+def shortlist_arg(text: str) -> JSON | str:
+    """`--shortlist NODES[,SHARE]` as prioritize.shortlist (0: `OFF`)."""
+    nodes, _, share = text.partition(",")
+    if int(nodes) == 0:
+        return OFF
+    return {"nodes": int(nodes), **({"share": float(share)} if share else {})}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m tests.benchmarks.realburst", description=__doc__.split("\n\n")[0]
@@ -879,6 +908,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--burst-timeout", type=float, help="seconds a burst may take (600; quick 180)")
     p.add_argument(
         "--max-hosts", type=int, help="prioritize.maxHosts of our variants (default: all)"
+    )
+    p.add_argument(
+        "--shortlist",
+        type=shortlist_arg,
+        help="prioritize.shortlist of our variants but ours-all: NODES[,SHARE] (default: the "
+        "shipped rule; 0: null, every passing node)",
     )
     p.add_argument(
         "--percentage",
@@ -929,7 +964,7 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
             nodes = fake_nodes(sizes.nodes)
             made = cp.kube.ensure_nodes(nodes)
             log(f"{sizes.nodes} fake nodes in {made:.1f} s")
-            policies = our_policies(nodes, args.max_hosts)
+            policies = our_policies(nodes, args.max_hosts, args.shortlist)
             configs = scheduler_configs(cp, work, policies, args.percentage)
             bench = Bench(cp, work, sizes, nodes, configs, policies, args.burst_timeout, log)
             warm = bench.warm_up(args.variants)
@@ -959,7 +994,7 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
                 "extenders": {v: (configs[v].get("extenders") or [None])[0] for v in args.variants},
                 "policy": {
                     k: v
-                    for k, v in policy(nodes[:0], True, args.max_hosts).items()
+                    for k, v in policy(nodes[:0], True, args.max_hosts, args.shortlist).items()
                     if k not in ("static", "bind")
                 },
                 "runs": bench.runs,
