@@ -23,10 +23,10 @@ from typing import cast
 
 from extender.decisions.usage import EMPTY, UsageTable
 from extender.policy.scheduler_config import DEFAULT_WEIGHT
-from extender.policy.sections import PrioritizeSettings
 from extender.policy.settings import Settings
 from extender.replay.model import ReplayNode
 from extender.simulation import profiles
+from extender.simulation.experiment import with_max_hosts
 from extender.simulation.framework import Feeds
 from extender.simulation.ours import OurExtender
 from extender.simulation.run import EPOCH
@@ -136,13 +136,6 @@ class Options:
     cpu_metric: str = "cpu"
     refresh: int = 15
     """Our refresher's interval (the policy's prometheus.interval)."""
-
-
-def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:
-    if max_hosts is None:
-        return settings
-    value = PrioritizeSettings(max_hosts=max_hosts or None)
-    return settings.model_copy(update={"prioritize": value})
 
 
 def build(name: str, settings: Settings, options: Options, defer: bool = True) -> SchedulerModel:

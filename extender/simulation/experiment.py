@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.policy.scheduler_config import DEFAULT_WEIGHT
-from extender.policy.sections import PrioritizeSettings
 from extender.policy.settings import Settings
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS, build
 from extender.simulation.prometheus import Pipeline
@@ -70,10 +69,11 @@ class Runs:
 
 
 def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:
-    """The policy with `prioritize.maxHosts` set (0: every host, as if unset)."""
+    """The policy with `prioritize.maxHosts` set (0: every host, as if unset); None: as
+    the policy has it. Its other prioritize settings (the shortlist) are kept."""
     if max_hosts is None:
         return settings
-    value = PrioritizeSettings(max_hosts=max_hosts or None)
+    value = settings.prioritize.model_copy(update={"max_hosts": max_hosts or None})
     return settings.model_copy(update={"prioritize": value})
 
 

@@ -67,6 +67,13 @@ def test_max_hosts_is_the_only_change_to_the_policy() -> None:
     assert ten.prioritize.max_hosts == 10
     assert ten.default == shipped.default and ten.herd_guard == shipped.herd_guard
     assert with_max_hosts(shipped, 0).prioritize.max_hosts is None
+    # the policy's shortlist stays as it was (it was reset to the default once)
+    unlisted = shipped.model_copy(
+        update={"prioritize": shipped.prioritize.model_copy(update={"shortlist": None})}
+    )
+    assert with_max_hosts(unlisted, 0).prioritize.shortlist is None
+    assert with_max_hosts(unlisted, 10).prioritize.shortlist is None
+    assert with_max_hosts(shipped, 10).prioritize.shortlist == shipped.prioritize.shortlist
 
 
 def test_run_plan_reports_progress_in_order() -> None:
