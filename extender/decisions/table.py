@@ -168,14 +168,25 @@ def patch_table(
     if not changed:
         return table
     evals = dict(table.evals)
+    for n in changed:
+        evals[n] = evaluate_node(policy, snapshot, n, table.stale, herd, now)
+    rooms = table.rooms
+    rule = fit_rule(policy) if rooms is not None and sizes is not None else None
+    if rooms is not None and rule is not None and sizes is not None:
+        rooms = rooms.with_changes(rooms_of(rule, evals, changed, sizes))
+    # Most binds move a node's load within its score's step (a 100m pod is 0.025 of a
+    # 4-core node; a step is 0.1): then its score and verdict stand, and so do the maps
+    # and the answers built from them, which are not copied (each copy is O(nodes)).
+    moved = [n for n in changed if _verdict(table, n) != _verdict_of(policy, evals[n])]
+    if not moved:
+        return replace(table, rooms=rooms, evals=evals, herd=dict(herd))
     scores = dict(table.scores)
     fragments = Fragments(table.fragments, table.unknown_score)
     ranked = dict(table.whole.fragments)
     reasons = dict(table.reasons)
     ok = set(table.ok)
-    for n in changed:
-        e = evaluate_node(policy, snapshot, n, table.stale, herd, now)
-        evals[n] = e
+    for n in moved:
+        e = evals[n]
         scores[n] = range_score(policy, e)
         fragments[n] = host_priority(n, scores[n])
         if e.reason is None:
@@ -189,19 +200,15 @@ def patch_table(
         else:
             ranked.pop(n, None)
     passing = frozenset(ok)
-    if len(changed) > RESORT_ABOVE:
+    if len(moved) > RESORT_ABOVE:
         ranking = _ranking(scores, passing)
     else:  # a copy, then each changed node moved to its place: O(nodes) memmove at worst
         ranking = list(table.ranking)
-        for n in changed:
+        for n in moved:
             if n in table.ok:
                 del ranking[bisect_left(ranking, (-table.scores[n], n))]
             if n in passing:
                 insort(ranking, (-scores[n], n))
-    rooms = table.rooms
-    rule = fit_rule(policy) if rooms is not None and sizes is not None else None
-    if rooms is not None and rule is not None and sizes is not None:
-        rooms = rooms.with_changes(rooms_of(rule, evals, changed, sizes))
     return replace(
         table,
         rooms=rooms,
@@ -215,6 +222,17 @@ def patch_table(
         passes_all=not reasons and table.unknown.reason is None,
         herd=dict(herd),
     )
+
+
+def _verdict(table: Table, node: NodeName) -> tuple[int, str | None] | None:
+    """The score and filter reason the table has for a node (None: not in it)."""
+    if node not in table.evals:
+        return None
+    return table.scores[node], table.reasons.get(node)
+
+
+def _verdict_of(policy: Policy, e: NodeEval) -> tuple[int, str | None]:
+    return range_score(policy, e), e.reason
 
 
 class PolicyTables:
