@@ -32,9 +32,9 @@ _name = itemgetter(1)
 
 def shortlist_size(nodes: int, share: float, passing: int) -> int | None:
     """How many nodes to pass: `nodes`, or `share` of the `passing` ones when that is more;
-    None when that leaves none out. A share, not a number alone, because what kept placement
-    as good as passing all was about a fifth of the nodes in the simulation at 500 and 1,000
-    nodes, where a tenth let more nodes run hot (BENCHMARKS.md, "The shortlist")."""
+    None when that leaves none out. A share and a floor: in the simulation a fifth placed as
+    well as passing every node at 1,000 nodes and 200 did at 500, where 100 (a tenth, a
+    fifth) let more nodes run hot (BENCHMARKS.md, "The shortlist")."""
     keep = max(nodes, math.ceil(share * passing))
     return keep if keep < passing else None
 
