@@ -8,7 +8,6 @@ state.DecisionState's. No I/O: it runs on the event loop only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from dataclasses import replace
 from itertools import filterfalse
 
 from extender.decisions.model import (
@@ -69,10 +68,10 @@ class Engine(DecisionState):
         passed = None
         if fits and not cleared:
             passed = self._shortlisted(table, args, len(rejected), tight)
-        memo = _memo(args, policy, table, rejected, self._snapshot, now, since)
-        if passed is not None:
-            memo = replace(memo, shortlisted=len(passed))
-        self.pods.remember(memo)
+        shortlisted = len(passed) if passed is not None else None
+        self.pods.remember(
+            _memo(args, policy, table, rejected, self._snapshot, now, since, shortlisted)
+        )
         if self.turned_away is not None:
             until = None if since is None else since + self.settings.herd_guard.wait_for_room
             _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
@@ -179,9 +178,11 @@ def _memo(
     snapshot: Snapshot,
     now: float,
     waiting: float | None = None,
+    shortlisted: int | None = None,
 ) -> PodMemo:
     """What was decided, for the bind guard and /explain: references, no copies of the big
-    request (O(1) on the request path). `waiting`: since when the pod fits on no node."""
+    request (O(1) on the request path). `waiting`: since when the pod fits on no node;
+    `shortlisted`: how many nodes passed when the filter passed only our best."""
     names = args.names
     small = len(names) <= CANDIDATES_KEPT_UP_TO
     return PodMemo(
@@ -195,6 +196,7 @@ def _memo(
         herd=table.herd if table is not None else {},
         policy=policy,
         room_wait_since=waiting,
+        shortlisted=shortlisted,
     )
 
 

@@ -177,7 +177,8 @@ def patch_table(
     # Most binds move a node's load within its score's step (a 100m pod is 0.025 of a
     # 4-core node; a step is 0.1): then its score and verdict stand, and so do the maps
     # and the answers built from them, which are not copied (each copy is O(nodes)).
-    moved = [n for n in changed if _verdict(table, n) != _verdict_of(policy, evals[n])]
+    verdicts = {n: (range_score(policy, evals[n]), evals[n].reason) for n in changed}
+    moved = [n for n in changed if _verdict(table, n) != verdicts[n]]
     if not moved:
         return replace(table, rooms=rooms, evals=evals, herd=dict(herd))
     scores = dict(table.scores)
@@ -187,7 +188,7 @@ def patch_table(
     ok = set(table.ok)
     for n in moved:
         e = evals[n]
-        scores[n] = range_score(policy, e)
+        scores[n] = verdicts[n][0]
         fragments[n] = host_priority(n, scores[n])
         if e.reason is None:
             reasons.pop(n, None)
@@ -229,10 +230,6 @@ def _verdict(table: Table, node: NodeName) -> tuple[int, str | None] | None:
     if node not in table.evals:
         return None
     return table.scores[node], table.reasons.get(node)
-
-
-def _verdict_of(policy: Policy, e: NodeEval) -> tuple[int, str | None]:
-    return range_score(policy, e), e.reason
 
 
 class PolicyTables:

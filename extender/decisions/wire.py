@@ -289,14 +289,14 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
             }
         )
     nodes = args.node_list
-    if shortlisted is not None:
-        kept_names = frozenset(shortlisted)
-        items = nodes["items"]
-        kept = [item for item, n in zip(items, names, strict=True) if n in kept_names]
-        nodes = {"metadata": nodes.get("metadata", {}), "items": kept}
-    elif rejected:  # else every node passed: the list goes back as it came
-        items = nodes["items"]
-        kept = [item for item, n in zip(items, names, strict=True) if n not in rejected]
+    if shortlisted is not None or rejected:  # else the list goes back as it came
+        kept_names = frozenset(shortlisted) if shortlisted is not None else None
+        items = zip(nodes["items"], names, strict=True)
+        kept = [
+            item
+            for item, n in items
+            if (n in kept_names if kept_names is not None else n not in rejected)
+        ]
         nodes = {"metadata": nodes.get("metadata", {}), "items": kept}
     return orjson.dumps(
         {
