@@ -57,7 +57,18 @@ def table_verdicts(s: Stack, cpu: str) -> dict[str, str]:
     return dict(json.loads(body)["FailedAndUnresolvableNodes"] or {})
 
 
-def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(stack: StartStack) -> None:
+@pytest.mark.parametrize(
+    "shortlist",
+    [
+        pytest.param(None, id="shipped"),
+        # The filter passes one node: each filler gets our best, the urgent pod (which fits
+        # nowhere) is never cut, so preemption sees every node as before.
+        pytest.param({"nodes": 1, "share": 0.01}, id="shortlist-of-one"),
+    ],
+)
+def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
+    stack: StartStack, shortlist: dict[str, float] | None
+) -> None:
     # Refreshes every 2 s (the reservations still hold: settle is 30 s). A safety net, not
     # a need of the story: were the scheduler to retry the urgent pod before our pod watch
     # saw its victim deleted, our filter would turn it away on the victim's reservation,
@@ -69,6 +80,8 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(stack: StartStack) 
     policy = static_policy(
         VALUES, prometheus={"interval": 2.0}, herdGuard={"enabled": True, "waitForRoom": 0}
     )
+    if shortlist is not None:
+        policy["prioritize"] = {"shortlist": shortlist}
     s = stack(policy=policy, nodes=NODES)
     s.kube.priority_class(LOW, 0)
     s.kube.priority_class(HIGH, 1000)
@@ -81,6 +94,13 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(stack: StartStack) 
     )
     where = s.kube.wait_all_bound(s.namespace, fillers, 60)
     assert sorted(where.values()) == ["node-2", "node-3", "node-4"], where
+    if shortlist is not None:  # the first filler scheduled had three nodes, and got one
+        cuts = []
+        for name in fillers:
+            status, body = s.service.get(f"/explain?pod={s.namespace}/{name}")
+            assert status == 200, body
+            cuts.append(json.loads(body).get("shortlisted"))
+        assert 1 in cuts and set(cuts) <= {1, None}, cuts
 
     # What the filter table says now: every node rejected, node-1 for its load, the others
     # for the reservations of the fillers (the verdict /preempt used before the fix).
