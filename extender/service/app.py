@@ -1,5 +1,6 @@
-"""The service's HTTP apps: the verbs' routes (extender.service.verbs), health and info
-routes (extender.service.endpoints), and the lifespan that runs the background tasks."""
+"""The service's HTTP apps: the verbs (extender.service.verbs, in front of Starlette),
+health and info routes (extender.service.endpoints), and the lifespan that runs the
+background tasks."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from extender.cluster.binder import Binder
 from extender.cluster.informer import WatchStatus
@@ -31,8 +33,10 @@ Task = Callable[[], Coroutine[object, object, None]]
 
 @dataclass(frozen=True, slots=True)
 class Apps:
-    verbs: Starlette
-    """Everything: the verbs, /explain, /openapi.json, health and metrics (server.host)."""
+    verbs: ASGIApp
+    """Everything: the verbs, /explain, /openapi.json, health and metrics (server.host).
+    The extender's is the Starlette app behind `Verbs.front`, which answers a POST to a
+    verb itself; the other modes' is the Starlette app."""
     metrics: Starlette
     """/metrics, /healthz and /readyz only, for the metrics listener (server.metricsPort):
     the pod IP may expose these, never the verbs. No lifespan: the verbs app runs it."""
@@ -118,7 +122,8 @@ def extender_apps(lifecycle: Lifecycle, health: Health, verbs: Verbs) -> Apps:
     routes = verbs.routes()
     for base in sorted({"", settings.server.url_prefix}):
         routes += health.routes(base) + info_routes(settings, health.engine, health.clock, base)
-    return _apps(routes, lifecycle, health)
+    apps = _apps(routes, lifecycle, health)
+    return Apps(verbs.front(apps.verbs), apps.metrics)
 
 
 def rebalancer_apps(lifecycle: Lifecycle, health: Health) -> Apps:

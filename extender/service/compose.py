@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from extender.cluster.binder import Binder
 from extender.cluster.connect import missing_client_problems
@@ -52,7 +53,7 @@ log = logging.getLogger("decice.service")
 @dataclass(frozen=True, slots=True)
 class Service:
     settings: Settings
-    app: Starlette
+    app: ASGIApp
     """The verbs listener's app (server.host:port); the only app of the other modes."""
     metrics_app: Starlette
     """The metrics listener's app (server.metricsHost:metricsPort), when one is set."""

@@ -1,8 +1,10 @@
-"""The extender verbs' routes: filter, prioritize, preempt and bind, over HTTP.
+"""The extender verbs: filter, prioritize, preempt and bind, over HTTP.
 
 Routes only: parsing lives in decisions.wire, decisions in decisions.engine, binding in
 cluster.binder. Every verb response carries `Server-Timing: app;dur=<ms>` measured from the
 start of the body read to the response built, so the scheduler-side cost can be told apart.
+A verb is served on raw ASGI (extender.service.verb_asgi), not through Starlette's Request
+and Response.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import orjson
-from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from extender.cluster.binder import Binder
 from extender.decisions.engine import Engine
@@ -33,15 +35,21 @@ from extender.decisions.wire import (
 )
 from extender.policy.settings import Settings
 from extender.service.telemetry import Telemetry
+from extender.service.verb_asgi import (
+    BodyTooLarge,
+    ClientDisconnected,
+    VerbFront,
+    read_body,
+    request_headers,
+    respond,
+)
 
 JSON_TYPE = "application/json"
+_JSON_HEADER = (b"content-type", JSON_TYPE.encode())
+INTERNAL_ERROR = "internal error: see the extender's log"
 
 Handler = Callable[[bytes, float], Awaitable[bytes]]
 """A verb: the request body and `now` in, the answer's bytes out."""
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 def verb_paths(settings: Settings) -> dict[Verb, str]:
@@ -49,24 +57,14 @@ def verb_paths(settings: Settings) -> dict[Verb, str]:
     return {verb: f"{settings.server.url_prefix}/{verb}" for verb in VERBS}
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than `limit` bytes before reading them all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+def error_body(message: str) -> bytes:
+    """An answer the scheduler reads as a failed call: `{"Error": message}`."""
+    return orjson.dumps({"Error": message})
 
 
 def error_response(status: int, message: str) -> Response:
-    """An answer the scheduler reads as a failed call: `{"Error": message}`."""
-    return Response(orjson.dumps({"Error": message}), status, media_type=JSON_TYPE)
+    """`error_body` as a Starlette response, for the other endpoints."""
+    return Response(error_body(message), status, media_type=JSON_TYPE)
 
 
 @contextlib.contextmanager
@@ -131,8 +129,9 @@ def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb,
 
 class Verbs:
     """Every verb behind one wrapper: the content type, the body limit, a body we cannot
-    read as a 4xx naming the problem, `Server-Timing` and the latency histogram. The
-    handlers only turn a body into an answer; one endpoint serves every verb's route."""
+    read as a 4xx naming the problem, an unexpected error as a 500, `Server-Timing` and the
+    latency histogram. The handlers only turn a body into an answer; `answer` serves every
+    verb, whether it came through `front` (the served path) or Starlette's `routes`."""
 
     def __init__(
         self,
@@ -144,36 +143,81 @@ class Verbs:
         self._limit = settings.server.max_body_bytes
         self._telemetry = telemetry
         self._clock = clock
-        self._by_path = {
-            path: (verb, handlers[verb]) for verb, path in verb_paths(settings).items()
+        self._endpoints = {
+            path: (verb, VerbEndpoint(self.answer, verb, handlers[verb]))
+            for verb, path in verb_paths(settings).items()
         }
 
     def routes(self) -> list[Route]:
-        """POST <urlPrefix>/<verb> for every verb, all to `answer`."""
+        """POST <urlPrefix>/<verb> for every verb, to the same endpoints as `front`: what
+        `front` hands on to Starlette on a verb's path (another method: 405 with Allow) is
+        answered as it was."""
         return [
-            Route(path, self.answer, methods=["POST"], name=verb)
-            for path, (verb, _) in self._by_path.items()
+            Route(path, endpoint, methods=["POST"], name=verb)
+            for path, (verb, endpoint) in self._endpoints.items()
         ]
 
-    async def answer(self, request: Request) -> Response:
+    def front(self, app: ASGIApp) -> VerbFront:
+        """`app` (the Starlette app with `routes`) behind a front that answers a POST to a
+        verb's path itself."""
+        return VerbFront({path: endpoint for path, (_, endpoint) in self._endpoints.items()}, app)
+
+    async def answer(
+        self, verb: Verb, handler: Handler, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         started = time.perf_counter()
-        verb, handler = self._by_path[request.scope["path"]]
-        ctype = request.headers.get("content-type")
-        if ctype is not None and ctype.split(";", 1)[0].strip().lower() != JSON_TYPE:
-            response = error_response(415, f"Content-Type must be {JSON_TYPE}, got {ctype!r:.80}")
-        else:
-            try:
-                body = await read_body(request, self._limit)
-                response = Response(await handler(body, self._clock()), media_type=JSON_TYPE)
-            except WireError as exc:
-                response = error_response(400, f"bad {verb} request: {exc}")
-            except BodyTooLarge:
-                response = error_response(
-                    413, f"request body exceeds server.maxBodyBytes ({self._limit})"
-                )
-            except ClientDisconnect:
-                response = error_response(400, "client disconnected before sending the whole body")
+        try:
+            status, body = await self._outcome(verb, handler, scope, receive)
+        except Exception:
+            # As starlette's ServerErrorMiddleware (starlette/middleware/errors.py): a 500,
+            # then the exception goes on to the server, which logs it.
+            await self._respond(send, verb, started, 500, error_body(INTERNAL_ERROR))
+            raise
+        await self._respond(send, verb, started, status, body)
+
+    async def _outcome(
+        self, verb: Verb, handler: Handler, scope: Scope, receive: Receive
+    ) -> tuple[int, bytes]:
+        """(status, body) of the answer to this request."""
+        ctype, declared = request_headers(scope)
+        if ctype is not None:
+            sent = ctype.decode("latin-1")  # as starlette's Headers
+            if sent.split(";", 1)[0].strip().lower() != JSON_TYPE:
+                return 415, error_body(f"Content-Type must be {JSON_TYPE}, got {sent!r:.80}")
+        try:
+            body = await read_body(receive, declared, self._limit)
+            return 200, await handler(body, self._clock())
+        except WireError as exc:
+            return 400, error_body(f"bad {verb} request: {exc}")
+        except BodyTooLarge:
+            return 413, error_body(f"request body exceeds server.maxBodyBytes ({self._limit})")
+        except ClientDisconnected:
+            return 400, error_body("client disconnected before sending the whole body")
+
+    async def _respond(
+        self, send: Send, verb: Verb, started: float, status: int, body: bytes
+    ) -> None:
         elapsed = time.perf_counter() - started
-        response.headers["Server-Timing"] = f"app;dur={elapsed * 1000:.3f}"
-        self._telemetry.observe(verb, response.status_code, elapsed)
-        return response
+        self._telemetry.observe(verb, status, elapsed)
+        timing = b"app;dur=%.3f" % (elapsed * 1000)
+        await respond(send, status, body, [_JSON_HEADER, (b"server-timing", timing)])
+
+
+class VerbEndpoint:
+    """One verb as an ASGI app. An instance, not a function: Starlette's Route serves it as
+    ASGI, without a Request or Response (starlette/routing.py, `Route.__init__`)."""
+
+    __slots__ = ("_answer", "handler", "verb")
+
+    def __init__(
+        self,
+        answer: Callable[[Verb, Handler, Scope, Receive, Send], Awaitable[None]],
+        verb: Verb,
+        handler: Handler,
+    ) -> None:
+        self._answer = answer
+        self.verb = verb
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._answer(self.verb, self.handler, scope, receive, send)

@@ -22,6 +22,7 @@ from extender.metrics.providers import StaticProvider
 from extender.policy.loading import load_settings
 from extender.service.compose import build_service
 from tests.deploy.chart import grants, rbac_of, render_mod, schema_problems
+from tests.harness.asgi import lifespan
 from tests.harness.kubeapi import FakeKubeAPI, client_for
 from tests.harness.loopback import wait_until_async
 
@@ -135,7 +136,7 @@ async def test_the_rules_are_what_a_tainting_service_calls(tmp_path: Path) -> No
 
         transport = httpx.ASGITransport(app=service.app)
         async with (
-            service.app.router.lifespan_context(service.app),
+            lifespan(service.app),
             httpx.AsyncClient(transport=transport, base_url="http://t") as client,
         ):
             await wait_until_async(tainted, 30, "node-a tainted")
