@@ -12,13 +12,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from prometheus_api_client import PrometheusConnect
 
 from extender.decisions.model import NodeInventory, NodeName
 from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, excerpt
+from extender.metrics.child_process import ChildProcess, in_child
 from extender.policy.backend import TENANT_HEADER, PrometheusSettings
 from extender.policy.policies import MetricSettings
 from extender.policy.settings import Settings
@@ -30,6 +31,13 @@ class MetricsProvider(Protocol):
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         """Blocking: node -> value for one metric. Raises on failure."""
         ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    """A provider holding something to stop at shutdown (a child process)."""
+
+    def close(self) -> None: ...
 
 
 class StaticProvider:
@@ -99,8 +107,20 @@ class PrometheusProvider:
     VictoriaMetrics, Thanos Query, Mimir, Cortex), through prometheus-api-client's
     session (headers, auth, TLS, timeout)."""
 
-    def __init__(self, settings: PrometheusSettings, client: PrometheusConnect | None = None):
+    def __init__(
+        self,
+        settings: PrometheusSettings,
+        client: PrometheusConnect | None = None,
+        child: bool = True,
+    ) -> None:
+        """`child`: big answers are fetched in a child process (metrics.child_process)
+        when prometheus.childProcessAbove says so; the child's own provider has none."""
         self._settings = settings
+        self._series: dict[str, int] = {}
+        """metric -> series in its last answer: whether the next goes to the child."""
+        self._child = (
+            ChildProcess(settings) if child and settings.child_process_above is not None else None
+        )
         self._client = client or PrometheusConnect(
             url=settings.url,
             headers=dict(settings.headers),
@@ -117,16 +137,33 @@ class PrometheusProvider:
             self._client._session.mount(prefix, _single_try_adapter())
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
-        result = self.query(metric.query)
-        mapped = map_series(result, self._settings.node_label, inventory)
-        if mapped.dropped:
+        last = self._series.get(metric.name)
+        if self._child is not None and in_child(last, self._settings.child_process_above):
+            fetched = self._child.fetch(metric.query, inventory)
+            values, dropped, series = fetched.values, fetched.dropped, fetched.series
+        else:
+            result = self.query(metric.query)
+            mapped = map_series(result, self._settings.node_label, inventory)
+            values, dropped, series = mapped.values, mapped.dropped, len(result)
+        self._series[metric.name] = series
+        if dropped:
             log.warning(
                 "metric %s: %d series dropped, e.g. %s",
                 metric.name,
-                len(mapped.dropped),
-                "; ".join(mapped.dropped[:3]),
+                len(dropped),
+                "; ".join(dropped[:3]),
             )
-        return mapped.values
+        return values
+
+    @property
+    def child(self) -> ChildProcess | None:
+        """The child process big answers are fetched in, if it may be used."""
+        return self._child
+
+    def close(self) -> None:
+        """Stop the child process, if one was started."""
+        if self._child is not None:
+            self._child.close()
 
     def query(self, promql: str, timeout: float | None = None) -> list[Any]:
         """Blocking: one instant query, its `data.result` as the server sent it (labels,

@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import logging
 import random
+import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -26,11 +28,17 @@ from extender.errors.backoff import Backoff
 from extender.errors.causes import PartialAnswer, describe
 from extender.errors.rounds import FIRST_BACKOFF_FACTOR
 from extender.metrics.heap import FrozenHeap
-from extender.metrics.providers import MetricsProvider
+from extender.metrics.providers import Closing, MetricsProvider
 from extender.metrics.usage import Querier, fetch_usage, next_usage, wanted
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.refresher")
+
+BUILD_SWITCH_INTERVAL: float | None = 0.0005
+"""The GIL switch interval while a refresh builds its tables in a thread (None: Python's
+own, 5 ms). The build is pure Python for ~50 ms at 15,000 nodes: a request arriving
+meanwhile waits up to one interval for the interpreter (BENCHMARKS.md, "Refreshes: fetch,
+decode and map in a child process")."""
 
 REPEAT_EVERY = 10
 """A failure streak with an unchanged cause is logged again every this many refreshes."""
@@ -140,6 +148,38 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+class _SwitchInterval:
+    """sys.setswitchinterval for the length of a block. The interval is process-wide, so
+    overlapping blocks (a refresh and a reload building at once) restore the interval
+    from before the first of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._before = 0.0
+
+    @contextlib.contextmanager
+    def set_to(self, interval: float | None) -> Iterator[None]:
+        if interval is None:
+            yield
+            return
+        with self._lock:
+            if self._depth == 0:
+                self._before = sys.getswitchinterval()
+                sys.setswitchinterval(interval)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    sys.setswitchinterval(self._before)
+
+
+SWITCH_INTERVAL = _SwitchInterval()
 
 
 class RefreshListener(Protocol):
@@ -265,7 +305,8 @@ class Refresher:
         snapshot = next_snapshot(self._engine.snapshot, results, now)
         herd = self._engine.guard.projected(snapshot)
         sizes = self._engine.sizes
-        tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now, sizes)
+        with SWITCH_INTERVAL.set_to(BUILD_SWITCH_INTERVAL):
+            tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now, sizes)
         if self._engine.settings is not in_force:
             log.info("refresh dropped: the policies were reloaded while it ran")
             return {}
@@ -310,6 +351,8 @@ class Refresher:
             usage.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await usage
+            if isinstance(self._provider, Closing):  # its child process, at shutdown
+                self._provider.close()
 
     async def _run_usage(self) -> None:
         """Fetch the measured use at once (the first answers count pods at their requests

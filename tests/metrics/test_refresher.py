@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import threading
+from typing import Any
 
 import pytest
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import NodeInfo, NodeInventory, Snapshot
 from extender.decisions.nodes import NodeCache
+from extender.decisions.state import build_tables
 from extender.errors.causes import describe
 from extender.metrics.providers import StaticProvider
 from extender.metrics.refresher import Refresher, next_snapshot
@@ -220,3 +223,42 @@ async def test_a_refresh_overtaken_by_a_reload_is_dropped() -> None:
     assert engine.snapshot.generation == 0  # nor its snapshot
     assert await refresher.refresh_once() == {}
     assert engine.settings is new and engine.snapshot.generation == 1
+
+
+async def test_the_tables_are_built_with_the_shorter_switch_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a refresh builds its tables in a thread, a request waits at most
+    BUILD_SWITCH_INTERVAL for the interpreter; before and after, Python's own."""
+    import extender.metrics.refresher as refresher_module
+
+    settings = make_settings()
+    engine = Engine(settings, Snapshot.empty(m.name for m in settings.fetched_metrics), 0.0)
+    seen: list[float] = []
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(sys.getswitchinterval())
+        return build_tables(*args, **kwargs)
+
+    monkeypatch.setattr(refresher_module, "build_tables", recording)
+    before = sys.getswitchinterval()
+    await Refresher(settings, engine, StaticProvider({"a": {"cpu": 0.5}})).refresh_once()
+    assert seen == [refresher_module.BUILD_SWITCH_INTERVAL] and seen[0] != before
+    assert sys.getswitchinterval() == before
+
+
+def test_overlapping_blocks_restore_the_interval_from_before_the_first() -> None:
+    from extender.metrics.refresher import _SwitchInterval
+
+    switch, before = _SwitchInterval(), sys.getswitchinterval()
+    outer = switch.set_to(0.001)
+    inner = switch.set_to(0.0002)
+    outer.__enter__()
+    inner.__enter__()  # the interval is the first block's: a second build changes nothing
+    assert sys.getswitchinterval() == pytest.approx(0.001)
+    outer.__exit__(None, None, None)  # the first ends before the second
+    assert sys.getswitchinterval() == pytest.approx(0.001)
+    inner.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before
+    with switch.set_to(None):
+        assert sys.getswitchinterval() == before

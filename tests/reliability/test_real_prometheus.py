@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import select
+import signal
 from pathlib import Path
 
 from tests.harness.loopback import wait_until
@@ -95,3 +98,51 @@ def test_prometheus_down_at_start_up_then_mid_run(
         log = svc.stderr()
     assert "Traceback" not in log, log[-3000:]
     assert "metric cpu: refresh failed" in log
+
+
+def fetch_processes(pid: int) -> list[int]:
+    """The service's metrics fetch process(es): its children started by multiprocessing's
+    spawn (not its resource tracker)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline:
+                found.append(int(child))
+    return found
+
+
+def test_the_fetch_process_killed_mid_run_then_at_shutdown(
+    exporter: FakeExporter, prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    """Every answer decoded in the child process (childProcessAbove 0). SIGKILL on the
+    child: one refresh fails and keeps the last values, the next starts a new child and
+    sees the change; a SIGTERMed service leaves no child behind."""
+    exporter.set("node-1", 0.2)
+    exporter.set("node-2", 0.95)
+    raw = policy(
+        provider="prometheus",
+        prometheus={"url": "http://unused:1", "interval": 0.5, "childProcessAbove": 0},
+        metrics=[{"name": "cpu", "query": "decice_node_cpu", "filter": {"above": 0.9}}],
+        bind={"enabled": False},
+    )
+    with running_service(raw, tmp_path, {"PROMETHEUS_URL": prometheus.url}) as svc:
+        wait_until(lambda: set(filtered(svc)) == {"node-2"}, 30, "data through the child")
+        (child,) = fetch_processes(svc.pid)
+        os.kill(child, signal.SIGKILL)
+        exporter.set("node-1", 0.95)
+        exporter.set("node-2", 0.2)
+        wait_until(lambda: set(filtered(svc)) == {"node-1"}, 30, "data through a new child")
+        (new,) = fetch_processes(svc.pid)
+        assert new != child
+        assert svc.get("/readyz")[0] == 200
+        watch = os.pidfd_open(new)
+        try:
+            assert svc.stop() == 0
+            exited, _, _ = select.select([watch], [], [], 10.0)
+            assert exited, "the fetch process outlived the service"
+        finally:
+            os.close(watch)
+        log = svc.stderr()
+    assert "Traceback" not in log, log[-3000:]
+    assert "the metrics fetch process exited" in log

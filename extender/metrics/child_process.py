@@ -1,0 +1,175 @@
+"""Node metrics fetched, decoded and mapped in a child process, for answers too big to
+decode beside the verbs.
+
+At 15,000 nodes one metric's answer is ~3 MB of JSON: orjson decodes it in one call that
+holds the interpreter for 7-10 ms, and mapping 15,000 series holds it in 5 ms slices, so a
+filter or prioritize call arriving meanwhile waits that long (BENCHMARKS.md, "Refreshes:
+fetch, decode and map in a child process"). Here one child process (concurrent.futures'
+process pool of one, started with `spawn`: the service runs threads and an event loop,
+which `fork` would copy mid-flight) runs the query and the mapping; the service receives
+node -> value, one unpickling of ~1 ms at 15,000 nodes.
+
+The child is the same code as the in-process path (metrics.providers), so answers and
+errors read the same: an error comes back as its description and is raised here as the
+same kind (a partial answer stays a PartialAnswer: no back-off). A child that dies
+(OOM-killed, SIGKILL) fails the one refresh it was in, as a failed query does; the next
+refresh starts a new one. A child whose parent is gone exits within a second.
+
+`spawn` imports the parent's main module again in the child: a program that builds a
+PrometheusProvider from a script must guard its entry point (`if __name__ ==
+"__main__"`), as `python -m extender` and the `decice-extender` script do.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+
+from extender.decisions.model import NodeInventory, NodeName
+from extender.errors.causes import BadAnswer, PartialAnswer, describe
+from extender.policy.backend import PrometheusSettings
+
+log = logging.getLogger("decice.metrics")
+
+PARENT_CHECK_SECONDS = 1.0
+"""How often the child looks whether the service that started it is still there."""
+
+GRACE_SECONDS = 10.0
+"""Waited beyond the query's own timeout before the child is taken for stuck."""
+
+
+def in_child(last_series: int | None, above: int | None) -> bool:
+    """Whether the next fetch of a metric goes to the child: its last answer held more
+    than `above` series (prometheus.childProcessAbove; None: never, 0: always). A metric
+    not fetched yet is fetched here first, unless `above` is 0."""
+    if above is None:
+        return False
+    if above == 0:
+        return True
+    return last_series is not None and last_series > above
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What the child sends back for one query: the mapped values, or the error."""
+
+    values: dict[NodeName, float] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    series: int = 0
+    """Series in the answer, mapped or dropped."""
+    error: str | None = None
+    """The error's description (errors.causes.describe), when the fetch failed."""
+    partial: bool = False
+    """The error was a partial answer (PartialAnswer)."""
+
+
+# -- in the child ------------------------------------------------------------------------
+
+_provider: object = None
+_provider_settings: PrometheusSettings | None = None
+
+
+def _exit_with_parent(parent: int) -> None:
+    # ProcessPoolExecutor's child blocks on a queue whose write end it also holds, so it
+    # would outlive a SIGKILLed service: watch the parent instead.
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(0)
+
+
+def _start_child(parent: int) -> None:
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def fetch_in_child(settings: PrometheusSettings, query: str, inventory: NodeInventory) -> Fetched:
+    """Runs in the child: one query through the same provider code as in the service."""
+    from extender.metrics.providers import PrometheusProvider, map_series
+
+    global _provider, _provider_settings
+    if not isinstance(_provider, PrometheusProvider) or _provider_settings != settings:
+        _provider = PrometheusProvider(settings, child=False)  # one session, kept alive
+        _provider_settings = settings
+    try:
+        result = _provider.query(query)
+    except Exception as exc:
+        return Fetched(error=describe(exc), partial=isinstance(exc, PartialAnswer))
+    mapped = map_series(result, settings.node_label, inventory)
+    return Fetched(mapped.values, mapped.dropped, len(result))
+
+
+# -- in the service ----------------------------------------------------------------------
+
+
+class ChildProcess:
+    """One child process that fetches for a PrometheusProvider, started at first use and
+    again after it died."""
+
+    def __init__(self, settings: PrometheusSettings) -> None:
+        self._settings = settings
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def fetch(self, query: str, inventory: NodeInventory) -> Fetched:
+        """Blocking (a worker thread): one query in the child. Raises as the in-process
+        fetch would (BadAnswer, PartialAnswer) with the child's description; a child that
+        died or hung raises BadAnswer and is replaced at the next call."""
+        # Only `instance` labels are mapped through the addresses: the rest need none.
+        needed = inventory if self._settings.node_label == "instance" else NodeInventory()
+        pool = self._running()
+        try:
+            future: Future[Fetched] = pool.submit(fetch_in_child, self._settings, query, needed)
+            fetched = future.result(timeout=self._settings.timeout + GRACE_SECONDS)
+        except BrokenProcessPool as exc:
+            self._discard(pool)
+            raise BadAnswer(f"the metrics fetch process exited ({exc}); restarting it") from exc
+        except FutureTimeout as exc:
+            self._discard(pool, kill=True)
+            raise BadAnswer(
+                f"the metrics fetch process gave no answer in "
+                f"{self._settings.timeout + GRACE_SECONDS:g}s; restarting it"
+            ) from exc
+        if fetched.error is not None:
+            if fetched.partial:
+                raise PartialAnswer(fetched.error, [])
+            raise BadAnswer(fetched.error)
+        return fetched
+
+    def pids(self) -> list[int]:
+        """The running child's process ID (tests kill it)."""
+        pool = self._pool
+        processes = getattr(pool, "_processes", None) or {}
+        return [p.pid for p in processes.values() if p.pid is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:  # a fetch still running ends with its timeout; exit joins it
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _running(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start_child,
+                    initargs=(os.getpid(),),
+                )
+            return self._pool
+
+    def _discard(self, pool: ProcessPoolExecutor, kill: bool = False) -> None:
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        if kill:
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        log.warning("the metrics fetch process is gone; the next refresh starts a new one")

@@ -1,0 +1,202 @@
+"""extender.metrics.child_process: big answers fetched, decoded and mapped in a child
+process, against the loopback fake Prometheus; the same values and errors as in-process,
+and a child that dies fails one fetch and is replaced."""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from extender.decisions.model import NodeInfo, NodeInventory
+from extender.errors.causes import BadAnswer, PartialAnswer, describe
+from extender.metrics.child_process import in_child
+from extender.metrics.providers import PrometheusProvider
+from extender.policy.backend import PrometheusSettings
+from extender.policy.policies import MetricSettings
+from tests.harness.fakeprom import FakePrometheus, series, success
+
+CPU = MetricSettings.model_validate({"name": "cpu", "query": "cpu_query", "weight": 1.0})
+
+
+@pytest.mark.parametrize(
+    ("last", "above", "expected"),
+    [
+        (None, None, False),  # never
+        (10**6, None, False),
+        (None, 0, True),  # always, even the first fetch
+        (0, 0, True),
+        (None, 2000, False),  # not fetched yet: here first
+        (2000, 2000, False),
+        (2001, 2000, True),
+        (5, 2000, False),
+    ],
+)
+def test_in_child(last: int | None, above: int | None, expected: bool) -> None:
+    assert in_child(last, above) is expected
+
+
+@pytest.fixture
+def prom() -> Iterator[FakePrometheus]:
+    with FakePrometheus() as fake:
+        yield fake
+
+
+def provider(prom: FakePrometheus, **section: object) -> PrometheusProvider:
+    settings = PrometheusSettings.model_validate({"url": prom.url, "timeout": 5, **section})
+    return PrometheusProvider(settings)
+
+
+def test_the_child_maps_as_the_service_does(prom: FakePrometheus) -> None:
+    """Values, the highest of duplicates and dropped garbage, as map_series in-process; an
+    `instance` label mapped through the inventory the child is given."""
+    prom.series(
+        [
+            series({"node": "a"}, "0.25"),
+            series({"node": "a"}, "0.5"),
+            series({"node": "b"}, "NaN"),
+            series({"job": "x"}, "1"),
+        ]
+    )
+    inside, here = provider(prom, childProcessAbove=0), provider(prom, childProcessAbove=None)
+    try:
+        assert inside.fetch(CPU, NodeInventory()) == here.fetch(CPU, NodeInventory())
+        assert inside.fetch(CPU, NodeInventory()) == {"a": 0.5}
+        assert inside.child is not None and len(inside.child.pids()) == 1
+        assert here.child is None
+
+        prom.series([series({"instance": "10.0.0.1:9100"}, "0.75")])
+        by_ip = NodeInventory.from_nodes([NodeInfo("node-a", ("10.0.0.1",), 4.0)])
+        instance = provider(prom, childProcessAbove=0, nodeLabel="instance")
+        assert instance.fetch(CPU, by_ip) == {"node-a": 0.75}
+        instance.close()
+    finally:
+        inside.close()
+
+
+def test_a_metric_moves_to_the_child_once_its_answer_is_big(prom: FakePrometheus) -> None:
+    prom.vector({f"n{i}": "0.1" for i in range(3)})
+    p = provider(prom, childProcessAbove=2)
+    try:
+        p.fetch(CPU, NodeInventory())
+        assert p.child is not None and p.child.pids() == []  # 3 series: the next goes there
+        assert len(p.fetch(CPU, NodeInventory())) == 3
+        assert len(p.child.pids()) == 1
+    finally:
+        p.close()
+
+
+def test_errors_from_the_child_read_as_in_process(prom: FakePrometheus) -> None:
+    """The same description; a partial answer stays partial (refresher: no back-off)."""
+    inside, here = provider(prom, childProcessAbove=0), provider(prom, childProcessAbove=None)
+    try:
+        prom.raw(503, b'{"status":"error","errorType":"unavailable","error":"overloaded"}')
+        for p in (inside, here):
+            with pytest.raises(BadAnswer if p is inside else Exception) as caught:
+                p.fetch(CPU, NodeInventory())
+            assert describe(caught.value) == "Prometheus query error: unavailable: overloaded"
+        partial = (
+            b'{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}}'
+        )
+        prom.raw(200, partial)
+        with pytest.raises(PartialAnswer) as caught_partial:
+            inside.fetch(CPU, NodeInventory())
+        assert "isPartial" in describe(caught_partial.value)
+        prom.raw(200, b"<html>")
+        with pytest.raises(BadAnswer, match="not JSON"):
+            inside.fetch(CPU, NodeInventory())
+    finally:
+        inside.close()
+
+
+def test_a_killed_child_fails_one_fetch_and_is_replaced(
+    prom: FakePrometheus, caplog: pytest.LogCaptureFixture
+) -> None:
+    prom.vector({"a": "0.5"})
+    p = provider(prom, childProcessAbove=0)
+    try:
+        assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
+        assert p.child is not None
+        (pid,) = p.child.pids()
+        os.kill(pid, signal.SIGKILL)
+        with (
+            caplog.at_level(logging.WARNING, "decice.metrics"),
+            pytest.raises(BadAnswer, match="fetch process exited"),
+        ):
+            p.fetch(CPU, NodeInventory())
+        assert "starts a new one" in caplog.text
+        assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
+        (new,) = p.child.pids()
+        assert new != pid
+    finally:
+        p.close()
+
+
+def test_a_stuck_child_is_killed_and_replaced(
+    prom: FakePrometheus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer that never comes: the child's own timeout answers first; were the child
+    itself stuck, the grace after it kills it (GRACE_SECONDS, patched short here)."""
+    import extender.metrics.child_process as child_process
+
+    prom.vector({"a": "0.5"})
+    p = provider(prom, childProcessAbove=0)
+    try:
+        assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
+        assert p.child is not None
+        (pid,) = p.child.pids()
+        os.kill(pid, signal.SIGSTOP)  # stuck: alive, answering nothing
+        monkeypatch.setattr(child_process, "GRACE_SECONDS", -4.5)  # 5 s timeout: 0.5 s
+        with pytest.raises(BadAnswer, match="gave no answer"):
+            p.fetch(CPU, NodeInventory())
+        monkeypatch.undo()
+        prom.raw(200, success([series({"node": "b"}, "0.25")]))
+        assert p.fetch(CPU, NodeInventory()) == {"b": 0.25}
+        assert pid not in p.child.pids()
+    finally:
+        p.close()
+
+
+ORPHAN = """
+import sys, time
+from extender.decisions.model import NodeInventory
+from extender.metrics.providers import PrometheusProvider
+from extender.policy.backend import PrometheusSettings
+from extender.policy.policies import MetricSettings
+settings = PrometheusSettings.model_validate({"url": sys.argv[1], "childProcessAbove": 0})
+p = PrometheusProvider(settings)
+metric = MetricSettings.model_validate({"name": "cpu", "query": "q", "weight": 1.0})
+p.fetch(metric, NodeInventory())
+print(p.child.pids()[0], flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_the_child_exits_when_the_service_is_killed(prom: FakePrometheus) -> None:
+    """SIGKILL on the service: its fetch process does not live on (it exits within about
+    PARENT_CHECK_SECONDS; waited for through a pidfd, bounded)."""
+    prom.vector({"a": "0.5"})
+    service = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, prom.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert service.stdout is not None
+        child = int(service.stdout.readline())
+        watch = os.pidfd_open(child)
+    finally:
+        service.kill()
+        service.wait(10)
+    try:
+        exited, _, _ = select.select([watch], [], [], 10.0)
+        assert exited, f"fetch process {child} outlived the service"
+    finally:
+        os.close(watch)
