@@ -32,8 +32,9 @@ Variants:
 - `ours-bind`: `decice-extender serve` on a static 2-metric policy (`policy`): cpu weight
   2 with a 0.9 filter threshold, memory weight 1, herd guard on, Events on (as shipped:
   5 a second, 100 queued), bind on; the extenders entry our CLI prints (filter,
-  prioritize, preempt, bindVerb), the shipped `prioritize.shortlist` (100: the filter passes
-  our best 100 nodes, so the scheduler scores 100);
+  prioritize, preempt, bindVerb), the shipped `prioritize.shortlist` (the filter passes
+  our best 200 nodes, or a fifth of those that pass when that is more, so the scheduler
+  scores 200 at 1,000 nodes and 1,000 at 5,000);
 - `ours-all` (only when asked for): ours-bind with `prioritize.shortlist: null`, every
   passing node to the scheduler (as before the shortlist);
 - `ours-nobind`: the same with `bind.enabled: false` (the CLI leaves bindVerb out; the

@@ -3,6 +3,7 @@
     python -m tests.benchmarks.refreshscale [--quick] [--sizes 5000,15000]
         [--backends prometheus,victoriametrics] [--reps 3] [--json FILE] [--no-load]
         [--no-profile] [--shipped-seconds S] [--switch-interval S] [--unfrozen]
+        [--in-process] [--no-handover]
         [--pods N] [--timeout S]
 
 Per backend and node count: a real Prometheus (promharness.PrometheusServer, its TSDB
@@ -50,6 +51,17 @@ switch interval, patched in at start: no file changes. The service freezes its h
 each install (extender.metrics.heap), and so does the stall measurement; --unfrozen adds a
 mode, `refreshing_unfrozen`, refreshing back to back in a service with that patched out
 (the code before it), interleaved with the others: the A/B of the freeze in one sitting.
+At these sizes the service fetches, decodes and maps in its child process
+(prometheus.childProcessAbove, extender.metrics.child_process); --in-process adds a mode,
+`refreshing_in_process`, refreshing back to back with that off: the A/B of the child.
+The service shortens the GIL switch interval while a refresh builds its tables
+(extender.metrics.refresher.BUILD_SWITCH_INTERVAL); --no-handover adds a mode,
+`refreshing_5ms`, refreshing back to back with Python's 5 ms throughout; with both flags,
+`refreshing_in_process_5ms` has neither (the code before both), and with
+--shipped-seconds too, `shipped_in_process` is the shipped cadence without the child.
+The backend `recorded` serves a real Prometheus' recorded answers from a process that
+evaluates nothing, so what the request path pays is the refresh's own (on these two
+cores, a backend evaluating back to back costs the request path by itself).
 
 It prints numbers and judges none except against the targets it names (refresh under
 25 % of the interval at 15,000 nodes; prioritize p99 while refreshing within 1.2x of
@@ -72,6 +84,7 @@ import io
 import json
 import math
 import os
+import pickle
 import pstats
 import random
 import re
@@ -148,6 +161,12 @@ class Plan:
     unfrozen: bool = False
     """Add the mode `refreshing_unfrozen`: refreshes back to back in a service whose heap
     freezing after each install (extender.metrics.heap) is patched out."""
+    no_handover: bool = False
+    """Add the mode `refreshing_5ms`: refreshes back to back with the build's shorter
+    switch interval patched out."""
+    in_process: bool = False
+    """Add the mode `refreshing_in_process`: refreshes back to back with
+    prometheus.childProcessAbove null (every answer decoded in the service's interpreter)."""
     pods: int = 100_000
     """Pods whose measured use the herd guard's usage queries read (every one young: the
     pod query's worst case), in workloads of PODS_PER_WORKLOAD."""
@@ -393,9 +412,78 @@ def victoria_metrics(c: Cluster, f: Fleet, work: Path) -> Iterator[str]:
 
 
 Starter = Callable[[Cluster, Fleet, Path], contextlib.AbstractContextManager[str]]
+REPLAY = """
+import http.server, pickle, sys, urllib.parse
+answers = pickle.loads(open(sys.argv[1], "rb").read())
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("query", [""])
+        encoding, body = answers.get(query[0], ("identity", b'{"status":"error"}'))
+        self.send_response(200 if query[0] in answers else 400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if encoding != "identity":
+            self.send_header("Content-Encoding", encoding)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+class Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a service stopped mid-connection (its fetch process killed): nothing to say
+
+server = Server(("127.0.0.1", int(sys.argv[2])), Handler)
+print("ready", flush=True)
+server.serve_forever()
+"""
+"""The `recorded` backend's server: each recorded answer as it came, for its query."""
+
+
+@contextlib.contextmanager
+def recorded(c: Cluster, f: Fleet, work: Path) -> Iterator[str]:
+    """The answers a real Prometheus gave to the pack's queries and the usage queries
+    (recorded gzipped, as the provider asks), then served as recorded by a loopback
+    process that evaluates nothing: what a refresh costs the request path when the
+    backend runs on other machines, not on these two cores."""
+    with prometheus(c, f, work) as url:
+        settings = settings_for(url)
+        guard = settings.herd_guard
+        queries = [m.query for m in settings.fetched_metrics]
+        queries += [guard.usage_query.replace("{quantile}", f"{guard.quantile:g}")]
+        queries += [guard.pod_usage_query]
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname or HOST, parts.port, timeout=60)
+        answers: dict[str, tuple[str, bytes]] = {}
+        for query in queries:
+            qs = urllib.parse.urlencode({"query": query, "timeout": "30s"})
+            conn.request("GET", f"/api/v1/query?{qs}", headers={"Accept-Encoding": "gzip"})
+            response = conn.getresponse()
+            answers[query] = (response.getheader("Content-Encoding") or "identity", response.read())
+        conn.close()
+    store = work / "answers.pickle"
+    store.write_bytes(pickle.dumps(answers))
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REPLAY, str(store), str(port)], stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"ready":
+            raise RuntimeError("the replay server did not start")
+        yield f"http://{HOST}:{port}"
+    finally:
+        end_process(proc)
+
+
 BACKEND_STARTERS: dict[str, Starter] = {
     "prometheus": prometheus,
     "victoriametrics": victoria_metrics,
+    "recorded": recorded,
 }
 
 
@@ -625,7 +713,10 @@ class Bench:
         t0 = clock()
         snapshot = next_snapshot(engine.snapshot, results, now)
         t1 = clock()
-        tables = build_tables(self.settings, snapshot, {}, now)
+        # As the refresher builds them: with the herd load and the nodes' sizes (tables
+        # without the sizes' room index would be built again by the install).
+        herd = engine.guard.projected(snapshot)
+        tables = build_tables(self.settings, snapshot, herd, now, engine.sizes)
         t2 = clock()
         engine.install(snapshot, tables, now)
         t3 = clock()
@@ -850,17 +941,20 @@ cores it competes with the service; in a cluster it runs elsewhere)."""
 
 LAUNCH = """
 import gc, runpy, sys
-switch, freeze = sys.argv.pop(1), sys.argv.pop(1)
+switch, freeze, handover = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
 if switch != "-":
     sys.setswitchinterval(float(switch))
 if freeze == "0":
     from extender.metrics.heap import FrozenHeap
     FrozenHeap.installed = lambda self: None
+if handover == "0":
+    import extender.metrics.refresher
+    extender.metrics.refresher.BUILD_SWITCH_INTERVAL = None
 sys.argv[0] = "extender"
 runpy.run_module("extender", run_name="__main__")
 """
 """`python -m extender` with what is measured here patched in at start (no file changed):
-another GIL switch interval, no gc.freeze() after each install."""
+another GIL switch interval, no gc.freeze() after each install, none while building."""
 
 BUSY = """
 import http.client, sys, time, urllib.parse
@@ -878,11 +972,12 @@ for _ in range(100_000):
 """The backend_busy load: the queries back to back, bodies read and dropped (bounded)."""
 
 
-def service_argv(config: Path, plan: Plan, frozen: bool = True) -> list[str]:
+def service_argv(config: Path, plan: Plan, frozen: bool = True, handover: bool = True) -> list[str]:
     head = [sys.executable, "-m", "extender"]
-    if plan.switch_interval is not None or not frozen:
+    if plan.switch_interval is not None or not frozen or not handover:
         switch = "-" if plan.switch_interval is None else f"{plan.switch_interval:g}"
-        head = [sys.executable, "-c", LAUNCH, switch, "1" if frozen else "0"]
+        flags = ["1" if frozen else "0", "1" if handover else "0"]
+        head = [sys.executable, "-c", LAUNCH, switch, *flags]
     # Log level error: without Kubernetes the service warns once at start; a failed query
     # is counted in its /metrics instead (checked in request_path).
     return [*head, "serve", "--config", str(config), "--log-level", "error"]
@@ -903,23 +998,22 @@ def request_path(url: str, mode: str, body: bytes, plan: Plan, work: Path) -> di
     """One service, one bounded keep-alive /prioritize loop: p50/p99 server and round trip."""
     port = free_port()
     config = work / f"policy-{port}.json"
-    intervals = {
-        "refreshing": BACK_TO_BACK,
-        "refreshing_usage": BACK_TO_BACK,
-        "refreshing_unfrozen": BACK_TO_BACK,
-        "shipped": INTERVAL,
-    }
-    interval = intervals.get(mode, NO_REFRESH)
-    usage = mode in ("refreshing_usage", "shipped")
+    # refreshing*: back to back; shipped*: every 15 s; a suffix says what is patched out.
+    shipped = mode.startswith("shipped")
+    interval = BACK_TO_BACK if mode.startswith("refreshing") else NO_REFRESH
+    interval = INTERVAL if shipped else interval
+    usage = mode == "refreshing_usage" or shipped
     raw = policy(url, port, interval, usage=usage, timeout=plan.timeout)
+    if "_in_process" in mode:
+        raw["prometheus"]["childProcessAbove"] = None
     config.write_bytes(orjson.dumps(raw))  # JSON is YAML
     queries = [m["query"] for m in raw["metrics"]]
     budget = Budget(plan.load_count, plan.load_seconds, 0, 0, 0.0)
-    if mode == "shipped":
+    if shipped:
         # Twice the other modes' rate of requests: the time bound is what ends it.
         count = int(2 * plan.load_count / plan.load_seconds * plan.shipped_seconds)
         budget = Budget(count, plan.shipped_seconds, 0, 0, 0.0)
-    argv = service_argv(config, plan, frozen=mode != "refreshing_unfrozen")
+    argv = service_argv(config, plan, frozen="_unfrozen" not in mode, handover="_5ms" not in mode)
     with running(argv, port, "/readyz") as proc:
         busy = (
             backend_busy(url, queries, plan.load_seconds * 5 + 10)
@@ -986,6 +1080,14 @@ def load_rows(
     modes = (*MODES, "shipped") if plan.shipped_seconds > 0 else MODES
     if plan.unfrozen:
         modes = (*modes, "refreshing_unfrozen")
+    if plan.in_process:
+        modes = (*modes, "refreshing_in_process")
+        if plan.shipped_seconds > 0:
+            modes = (*modes, "shipped_in_process")
+    if plan.no_handover:
+        modes = (*modes, "refreshing_5ms")
+        if plan.in_process:  # neither: the code before both
+            modes = (*modes, "refreshing_in_process_5ms")
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for r in range(plan.reps):
         for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
@@ -1202,7 +1304,7 @@ def verdicts(phases: Sequence[dict[str, Any]], loads: Sequence[dict[str, Any]]) 
                 f"{row['share']:.1%} of {INTERVAL:g} s (target < {SHARE_TARGET:.0%}): {met}"
             )
     for row in loads:
-        if row["mode"] not in ("refreshing", "refreshing_usage", "refreshing_unfrozen", "shipped"):
+        if not row["mode"].startswith(("refreshing", "shipped")):
             continue
         for key in ("x_server_p99_ms", "x_rtt_p99_ms"):
             value = row.get(key)
@@ -1340,7 +1442,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="refreshscale", description=doc.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="50 nodes, one repetition, short loads")
     p.add_argument("--sizes", help="comma-separated node counts (default 5000,15000)")
-    p.add_argument("--backends", default=",".join(BACKENDS), help=",".join(BACKENDS))
+    p.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help=f"{','.join(BACKEND_STARTERS)} (default {','.join(BACKENDS)}); recorded: "
+        "Prometheus' answers served by a process that evaluates nothing",
+    )
     p.add_argument("--reps", type=int, help="repetitions (default 3; --quick 1)")
     p.add_argument(
         "--switch-interval",
@@ -1353,6 +1460,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="add a mode refreshing back to back in a service whose heap freezing after "
         "each install is patched out (the A/B of extender.metrics.heap)",
+    )
+    p.add_argument(
+        "--no-handover",
+        action="store_true",
+        help="add a mode refreshing back to back with Python's 5 ms switch interval while "
+        "the tables are built (the A/B of the refresher's shorter one)",
+    )
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="add a mode refreshing back to back with every answer decoded in the service's "
+        "interpreter (prometheus.childProcessAbove null): the A/B of the child process",
     )
     p.add_argument(
         "--shipped-seconds",
@@ -1387,13 +1506,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = dataclasses.replace(plan, switch_interval=args.switch_interval)
     if args.unfrozen:
         plan = dataclasses.replace(plan, unfrozen=True)
+    if args.in_process:
+        plan = dataclasses.replace(plan, in_process=True)
+    if args.no_handover:
+        plan = dataclasses.replace(plan, no_handover=True)
     if args.shipped_seconds > 0:
         plan = dataclasses.replace(plan, shipped_seconds=args.shipped_seconds)
     default = [50] if args.quick else [5000, 15000]
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else default
     backends = [b for b in args.backends.split(",") if b]
-    if set(backends) - set(BACKENDS):
-        p.error(f"--backends: choose from {', '.join(BACKENDS)}")
+    if set(backends) - set(BACKEND_STARTERS):
+        p.error(f"--backends: choose from {', '.join(BACKEND_STARTERS)}")
     started = time.monotonic()
     print(f"machine: {os.cpu_count()} cpus; python {sys.version.split()[0]}; policy {PACK.name}")
     print(table(PHASE_COLUMNS, []), flush=True)
