@@ -143,9 +143,7 @@ class ChildProcess:
 
     def pids(self) -> list[int]:
         """The running child's process ID (tests kill it)."""
-        pool = self._pool
-        processes = getattr(pool, "_processes", None) or {}
-        return [p.pid for p in processes.values() if p.pid is not None]
+        return [p.pid for p in _processes(self._pool) if p.pid is not None]
 
     def close(self) -> None:
         with self._lock:
@@ -169,7 +167,13 @@ class ChildProcess:
             if self._pool is pool:
                 self._pool = None
         if kill:
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
+            for process in _processes(pool):
                 process.kill()
         pool.shutdown(wait=False, cancel_futures=True)
         log.warning("the metrics fetch process is gone; the next refresh starts a new one")
+
+
+def _processes(pool: ProcessPoolExecutor | None) -> list[multiprocessing.process.BaseProcess]:
+    """The pool's worker processes: concurrent.futures keeps them in `_processes` (no
+    public accessor), and a shut-down pool has None there."""
+    return list((getattr(pool, "_processes", None) or {}).values())

@@ -16,7 +16,7 @@ import pytest
 
 from extender.decisions.model import NodeInfo, NodeInventory
 from extender.errors.causes import BadAnswer, PartialAnswer, describe
-from extender.metrics.child_process import in_child
+from extender.metrics.child_process import ChildProcess, in_child
 from extender.metrics.providers import PrometheusProvider
 from extender.policy.backend import PrometheusSettings
 from extender.policy.policies import MetricSettings
@@ -115,52 +115,55 @@ def test_errors_from_the_child_read_as_in_process(prom: FakePrometheus) -> None:
         inside.close()
 
 
-def test_a_killed_child_fails_one_fetch_and_is_replaced(
-    prom: FakePrometheus, caplog: pytest.LogCaptureFixture
-) -> None:
+@pytest.fixture
+def fetching(prom: FakePrometheus) -> Iterator[tuple[PrometheusProvider, ChildProcess, int]]:
+    """A provider whose every fetch goes to its child, after one fetch (the child is up):
+    the provider, its child and the child's process ID."""
     prom.vector({"a": "0.5"})
     p = provider(prom, childProcessAbove=0)
     try:
         assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
         assert p.child is not None
         (pid,) = p.child.pids()
-        os.kill(pid, signal.SIGKILL)
-        with (
-            caplog.at_level(logging.WARNING, "decice.metrics"),
-            pytest.raises(BadAnswer, match="fetch process exited"),
-        ):
-            p.fetch(CPU, NodeInventory())
-        assert "starts a new one" in caplog.text
-        assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
-        (new,) = p.child.pids()
-        assert new != pid
+        yield p, p.child, pid
     finally:
         p.close()
 
 
+def test_a_killed_child_fails_one_fetch_and_is_replaced(
+    fetching: tuple[PrometheusProvider, ChildProcess, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    p, child, pid = fetching
+    os.kill(pid, signal.SIGKILL)
+    with (
+        caplog.at_level(logging.WARNING, "decice.metrics"),
+        pytest.raises(BadAnswer, match="fetch process exited"),
+    ):
+        p.fetch(CPU, NodeInventory())
+    assert "starts a new one" in caplog.text
+    assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
+    (new,) = child.pids()
+    assert new != pid
+
+
 def test_a_stuck_child_is_killed_and_replaced(
-    prom: FakePrometheus, monkeypatch: pytest.MonkeyPatch
+    fetching: tuple[PrometheusProvider, ChildProcess, int],
+    prom: FakePrometheus,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An answer that never comes: the child's own timeout answers first; were the child
     itself stuck, the grace after it kills it (GRACE_SECONDS, patched short here)."""
     import extender.metrics.child_process as child_process
 
-    prom.vector({"a": "0.5"})
-    p = provider(prom, childProcessAbove=0)
-    try:
-        assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
-        assert p.child is not None
-        (pid,) = p.child.pids()
-        os.kill(pid, signal.SIGSTOP)  # stuck: alive, answering nothing
-        monkeypatch.setattr(child_process, "GRACE_SECONDS", -4.5)  # 5 s timeout: 0.5 s
-        with pytest.raises(BadAnswer, match="gave no answer"):
-            p.fetch(CPU, NodeInventory())
-        monkeypatch.undo()
-        prom.raw(200, success([series({"node": "b"}, "0.25")]))
-        assert p.fetch(CPU, NodeInventory()) == {"b": 0.25}
-        assert pid not in p.child.pids()
-    finally:
-        p.close()
+    p, child, pid = fetching
+    os.kill(pid, signal.SIGSTOP)  # stuck: alive, answering nothing
+    monkeypatch.setattr(child_process, "GRACE_SECONDS", -4.5)  # 5 s timeout: 0.5 s
+    with pytest.raises(BadAnswer, match="gave no answer"):
+        p.fetch(CPU, NodeInventory())
+    monkeypatch.undo()
+    prom.raw(200, success([series({"node": "b"}, "0.25")]))
+    assert p.fetch(CPU, NodeInventory()) == {"b": 0.25}
+    assert pid not in child.pids()
 
 
 ORPHAN = """
