@@ -16,7 +16,8 @@ Then for each run of each variant, interleaved (on 1, off 1, on 2, ...):
 2. **churn**: the pods' status is patched at R a second (the Ready condition flipped and
    its time moved, through the status subresource, as kubelets report) for S seconds;
    the service's CPU seconds over that window (utime + stime of the process and its
-   children, /proc) per 1,000 updates (`cpu_ms_per_1000`);
+   children, /proc) per 1,000 updates (`cpu_ms_per_1000`), and the API server's and
+   etcd's (`apiserver_cpu_ms_per_1000`: what the watch costs on the other side of it);
 3. **churn + verbs**: the same churn while one client sends filter and prioritize (every
    node's name, the captured pod) at `VERB_RATE` a second each: server time
    (`Server-Timing`) and round trip, p50 and p99;
@@ -62,6 +63,9 @@ Log = Callable[[str], None]
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURED = ROOT / "tests" / "fixtures" / "kube-scheduler" / "filter-nodecache.json"
 VARIANTS = ("on", "off")
+CONTROL_PLANE = ("kube-apiserver", "etcd")
+"""The processes whose CPU during the churn is `apiserver_cpu_ms_per_1000`: with the watch
+on, the API server also encodes and sends every update to the service."""
 ALL_VARIANTS = (*VARIANTS, "before")
 NAMESPACE = "churn"
 VERB_RATE = 10.0
@@ -90,6 +94,7 @@ RUN_KEYS = (
     "updates_per_s",
     "cpu_s",
     "cpu_ms_per_1000",
+    "apiserver_cpu_ms_per_1000",
     "churn",
     "quiet",
     "watch_events",
@@ -232,9 +237,12 @@ class Bench:
     def _phases(self, variant: str, index: int, port: int, pid: int) -> JSON:
         sizes, kube = self.sizes, self.cp.kube
         load0 = os.getloadavg()[0]
+        plane = [p for name, p in self.cp.pids().items() if name in CONTROL_PLANE]
+        plane0 = sum(cpu_with_children(p) for p in plane)
         cpu0, t0 = cpu_with_children(pid), time.monotonic()
         updates = churn(kube, self.names, sizes.rate, sizes.seconds)
         cpu1, t1 = cpu_with_children(pid), time.monotonic()
+        plane_cpu = sum(cpu_with_children(p) for p in plane) - plane0
         halt = threading.Event()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             timed = pool.submit(verbs, port, self.body, sizes.seconds + SLACK, halt)
@@ -253,6 +261,7 @@ class Bench:
             "updates_per_s": round(updates / (t1 - t0), 1),
             "cpu_s": round(cpu, 3),
             "cpu_ms_per_1000": round(cpu * 1000 / updates * 1000, 2),
+            "apiserver_cpu_ms_per_1000": round(plane_cpu * 1000 / updates * 1000, 2),
             "churn": {"updates": updates_b, **during.summary()},
             "quiet": quiet.summary(),
             "watch_events": detail.get("events"),
@@ -289,6 +298,7 @@ def spread(values: Sequence[float | None]) -> JSON:
 
 SUMMARY: tuple[tuple[str, Callable[[JSON], float | None]], ...] = (
     ("cpu_ms_per_1000", lambda r: r["cpu_ms_per_1000"]),
+    ("apiserver_cpu_ms_per_1000", lambda r: r.get("apiserver_cpu_ms_per_1000")),
     ("churn_filter_server_p99", lambda r: r["churn"]["filter_server_p99"]),
     ("churn_prioritize_server_p99", lambda r: r["churn"]["prioritize_server_p99"]),
     ("churn_filter_rtt_p99", lambda r: r["churn"]["filter_rtt_p99"]),
@@ -318,7 +328,7 @@ def summarize(runs: Sequence[JSON], variants: Sequence[str]) -> tuple[JSON, JSON
                     else None
                 )
                 for key, _ in SUMMARY
-                if key.startswith(("cpu", "churn"))
+                if key.startswith(("cpu", "apiserver", "churn"))
             }
             # What the watch costs: the CPU beyond the same churn with the watch off.
             mine, off = (

@@ -37,6 +37,9 @@ Variants:
   scores 200 at 1,000 nodes and 1,000 at 5,000);
 - `ours-all` (only when asked for): ours-bind with `prioritize.shortlist: null`, every
   passing node to the scheduler (as before the shortlist);
+- `ours-before` (only when asked for, with `--before-tree DIR`): ours-bind run from an
+  older `extender` package (`git archive OLD extender | tar -x -C DIR`), so a change is
+  measured against its parent interleaved in one sitting;
 - `ours-nobind`: the same with `bind.enabled: false` (the CLI leaves bindVerb out; the
   scheduler binds);
 - `donothing`: tests/benchmarks/donothing.py (starlette + orjson, uvicorn as we serve:
@@ -129,7 +132,7 @@ HERE = Path(__file__).resolve().parent
 DONOTHING = HERE / "donothing.py"
 
 VARIANTS = ("ours-bind", "ours-nobind", "donothing")
-ALL_VARIANTS = (*VARIANTS, "ours-split", "ours-all", "none")
+ALL_VARIANTS = (*VARIANTS, "ours-split", "ours-all", "ours-before", "none")
 SPLIT_ENV = {"DECICE_KUBE_PROCESS": "1"}
 """`ours-split`: ours-bind with binds and Events through the Kubernetes-side process."""
 BASELINE = "donothing"
@@ -273,6 +276,7 @@ def our_policies(
     return {
         "ours-bind": policy(nodes, True, max_hosts, shortlist),
         "ours-split": policy(nodes, True, max_hosts, shortlist),
+        "ours-before": policy(nodes, True, max_hosts, shortlist),
         "ours-all": policy(nodes, True, max_hosts, OFF),
         "ours-nobind": policy(nodes, False, max_hosts, shortlist),
     }
@@ -559,13 +563,21 @@ def start_donothing(work: Path, timeout: float = 60.0) -> Extender:
 
 
 def start_extender(
-    cp: ControlPlane, variant: str, work: Path, policies: Mapping[str, JSON]
+    cp: ControlPlane,
+    variant: str,
+    work: Path,
+    policies: Mapping[str, JSON],
+    before_tree: Path | None = None,
 ) -> Extender:
     if variant == "donothing":
         return start_donothing(work)
     if variant == "none":
         return Extender("none")
     env = SPLIT_ENV if variant == "ours-split" else None
+    if variant == "ours-before":
+        if before_tree is None:
+            raise RunFailed("variant ours-before needs --before-tree")
+        env = {"PYTHONPATH": str(before_tree)}
     service = cp.start_extender(policies[variant], env=env, workdir=work)
     return Extender(variant, port=service.port, pid=service.pid, log=service.stderr_path, cp=cp)
 
@@ -640,6 +652,7 @@ class Bench:
     burst_timeout: float
     log: Log
     runs: list[JSON] = field(default_factory=list)
+    before_tree: Path | None = None
 
     def warm_up(self, variants: Sequence[str]) -> float:
         """One small unrecorded burst per variant: the first Binding the API server takes
@@ -660,7 +673,7 @@ class Bench:
         namespace = f"burst-{variant}-{index}"
         extender: Extender | None = None
         try:
-            extender = start_extender(self.cp, variant, self.work, self.policies)
+            extender = start_extender(self.cp, variant, self.work, self.policies, self.before_tree)
             return self._burst(variant, index, namespace, extender)
         except Exception as exc:
             raise RunFailed(
@@ -922,11 +935,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=100,
         help="percentageOfNodesToScore (default 100; 0: unset, the scheduler's own default)",
     )
+    p.add_argument(
+        "--before-tree",
+        type=Path,
+        help="variant ours-before: ours-bind run from this tree's `extender` package (a "
+        "`git archive` of an older commit), for A/B runs interleaved in one sitting",
+    )
     args = p.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(ALL_VARIANTS))
     if unknown or not variants or len(set(variants)) != len(variants):
         p.error(f"--variants: give distinct names among {', '.join(ALL_VARIANTS)}")
+    if "ours-before" in variants and args.before_tree is None:
+        p.error("--variants ours-before needs --before-tree")
     args.variants = variants
     base = QUICK if args.quick else FULL
     args.sizes = Sizes(
@@ -967,7 +988,17 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
             log(f"{sizes.nodes} fake nodes in {made:.1f} s")
             policies = our_policies(nodes, args.max_hosts, args.shortlist)
             configs = scheduler_configs(cp, work, policies, args.percentage)
-            bench = Bench(cp, work, sizes, nodes, configs, policies, args.burst_timeout, log)
+            bench = Bench(
+                cp,
+                work,
+                sizes,
+                nodes,
+                configs,
+                policies,
+                args.burst_timeout,
+                log,
+                before_tree=args.before_tree,
+            )
             warm = bench.warm_up(args.variants)
             log(f"warm-up ({min(WARMUP_PODS, sizes.pods)} pods per variant) in {warm:.1f} s")
             for index in range(1, sizes.runs + 1):

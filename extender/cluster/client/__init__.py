@@ -1,6 +1,6 @@
 """The Kubernetes API client: the one place the service talks to the API server.
 
-`KubeClient` is the transport (extender.cluster.client.api: session, timeouts, retries,
+`KubeClient` is the transport (extender.cluster.client.api: connections, timeouts, retries,
 auth headers) with one module per family of calls, as kopf's clients keep them apart:
 binding, evicting, events, fetching, patching, reviewing, watching. Errors leave it as
 `KubeError` (extender.cluster.client.errors); `load_api_client` (extender.cluster.client.auth)

@@ -1,5 +1,6 @@
-"""The client's transport: one aiohttp session per event loop, timeouts, bounded retries and
-auth headers asked of the configuration on every request.
+"""The client's transport: kept-alive connections of our own (keepalive), or one aiohttp
+session when a proxy is configured, per event loop; timeouts, bounded retries and auth
+headers asked of the configuration on every request.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ import base64
 import contextlib
 import random
 import ssl
-from collections.abc import AsyncGenerator, Collection, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import kubernetes.client
@@ -27,6 +28,7 @@ from extender.cluster.client.errors import (
     error_from_transport,
     retryable,
 )
+from extender.cluster.client.keepalive import KeepAlivePool
 from extender.errors.backoff import Backoff
 
 _JSON = "application/json"
@@ -90,6 +92,7 @@ class KubeTransport:
         if url.scheme not in ("http", "https") or not url.hostname or not port:
             raise KubeError(f"not an API server URL: {self._base!r}", reason="ConfigError")
         self._where = f"{url.hostname}:{port}"
+        self._hostname, self._port, self._prefix = url.hostname, port, url.path.rstrip("/")
         self._ssl: ssl.SSLContext | None = None
         if url.scheme == "https":
             try:
@@ -123,8 +126,46 @@ class KubeTransport:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard: AsyncGenerator[None, None] | None = None
+        self._pool: KeepAlivePool | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._pool_guard: AsyncGenerator[None, None] | None = None
 
     # --- session ---
+
+    def _keepalive(self) -> KeepAlivePool:
+        """The kept-alive connections of the running loop, made on first use."""
+        loop = asyncio.get_running_loop()
+        pool = self._pool
+        if pool is not None and self._pool_loop is loop:
+            return pool
+        self._drop_pool()
+        pool = KeepAlivePool(
+            host=self._hostname,
+            port=self._port,
+            tls=self._ssl,
+            server_hostname=self._options.get("server_hostname"),
+            limit=self._max_connections,
+            what=self._where,
+        )
+
+        async def close() -> None:
+            pool.close()
+
+        self._pool, self._pool_loop = pool, loop
+        self._pool_guard = _closed_with_the_loop(close)
+        return pool
+
+    def _drop_pool(self) -> None:
+        """Close the pool's idle connections in their own loop, if it still runs (a loop
+        that ended closed them as it shut down: the guard)."""
+        pool, loop = self._pool, self._pool_loop
+        self._pool, self._pool_loop, self._pool_guard = None, None, None
+        if pool is None or loop is None or loop.is_closed():
+            return
+        if loop is _running_loop():
+            pool.close()
+        elif loop.is_running():
+            loop.call_soon_threadsafe(pool.close)
 
     def _http(self) -> aiohttp.ClientSession:
         """The session of the running loop, opened on first use."""
@@ -145,11 +186,12 @@ class KubeTransport:
             trust_env=False,
         )
         self._loop = loop
-        self._guard = _closed_with_the_loop(self._session)
+        self._guard = _closed_with_the_loop(self._session.close)
         return self._session
 
     async def close(self) -> None:
-        """Close the HTTP session (its connections); the next call opens a new one."""
+        """Close the connections; the next call opens new ones."""
+        self._drop_pool()
         session, loop, guard = self._session, self._loop, self._guard
         self._session, self._loop, self._guard = None, None, None
         if session is None or session.closed:
@@ -210,20 +252,14 @@ class KubeTransport:
         content_type: str,
         params: Mapping[str, str] | None,
     ) -> Any:
-        headers = self._headers(content_type if body is not None else None)
-        try:
-            async with self._http().request(
-                method,
-                self._base + path,
-                data=body,
-                params=params,
-                headers=headers,
-                **self._options,
-            ) as response:
-                data = await response.read()
-                status, http_reason = response.status, response.reason
-        except TRANSPORT_ERRORS as exc:
-            raise error_from_transport(exc, self._where, self._timeout) from exc
+        if "proxy" not in self._options:  # aiohttp's path speaks to proxies
+            status, http_reason, data = await self._lean_once(
+                method, path, body, content_type, params
+            )
+        else:
+            status, http_reason, data = await self._aiohttp_once(
+                method, path, body, content_type, params
+            )
         if status >= 300:
             if status == 401:  # a rotated token: the next request asks the hooks again
                 self._auth.expire()
@@ -237,24 +273,73 @@ class KubeTransport:
                 f"{method} {path}: answer is not JSON: {exc}", reason="BadResponse"
             ) from exc
 
+    async def _lean_once(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        content_type: str,
+        params: Mapping[str, str] | None,
+    ) -> tuple[int, str, bytes]:
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        headers = {"Accept": _JSON, "User-Agent": _USER_AGENT}
+        headers.update(self._headers(content_type if body is not None else None))
+        try:
+            answer = await self._keepalive().request(method, target, headers, body, self._timeout)
+        except KubeError:
+            raise
+        except TRANSPORT_ERRORS as exc:
+            raise error_from_transport(exc, self._where, self._timeout) from exc
+        return answer.status, answer.reason, answer.body
 
-def _closed_with_the_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
-    """An async generator, started and left suspended, that closes `session` when it is
+    async def _aiohttp_once(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        content_type: str,
+        params: Mapping[str, str] | None,
+    ) -> tuple[int, str, bytes]:
+        headers = self._headers(content_type if body is not None else None)
+        try:
+            async with self._http().request(
+                method,
+                self._base + path,
+                data=body,
+                params=params,
+                headers=headers,
+                **self._options,
+            ) as response:
+                data = await response.read()
+                return response.status, response.reason or "", data
+        except TRANSPORT_ERRORS as exc:
+            raise error_from_transport(exc, self._where, self._timeout) from exc
+
+
+def _closed_with_the_loop(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
+    """An async generator, started and left suspended, that awaits `close()` when it is
     finalized: the event loop's shutdown (`asyncio.run`, `asyncio.Runner`, uvicorn) closes
-    every async generator still open, so a session whose owner forgot `close()` still
-    closes its connections in its own loop, before the loop is gone."""
+    every async generator still open, so connections whose owner forgot `close()` still
+    close in their own loop, before the loop is gone."""
 
     async def guard() -> AsyncGenerator[None, None]:
         try:
             yield
         finally:
-            await session.close()
+            await close()
 
     generator = guard()
     step = generator.asend(None)  # registers it with the running loop's asyncgen hooks
     with contextlib.suppress(StopIteration):
         step.send(None)  # runs to the `yield`: nothing there awaits
     return generator
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _abandon(session: aiohttp.ClientSession, loop: asyncio.AbstractEventLoop | None) -> None:
