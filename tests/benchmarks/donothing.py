@@ -11,12 +11,18 @@ httptools, no access log. `python tests/benchmarks/donothing.py PORT`.
   `NodeNameToVictims` when it sent full objects);
 - `GET /healthz`: 200.
 
-No bind verb: the scheduler binds. tests/benchmarks/realburst.py runs it as its
-`donothing` variant.
+- `POST /bind`, only when `KUBECONFIG` is set: the Binding posted through our Kubernetes
+  client (extender.cluster.client: kept-alive connections, retries, errors mapped), and
+  nothing else: no check, no reservation, no Event. The floor of any extender in Python
+  that owns bindVerb.
+
+tests/benchmarks/realburst.py runs it as its `donothing` variant (no bind verb: the
+scheduler binds) and `donothing-bind` (bindVerb, KUBECONFIG set).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -60,6 +66,29 @@ async def preempt(request: Request) -> Response:
     return Response(preempt_answer(args), media_type=JSON_TYPE)
 
 
+def binder() -> Any:
+    """Our Kubernetes client from $KUBECONFIG, or None."""
+    path = os.environ.get("KUBECONFIG")
+    if not path:
+        return None
+    from extender.cluster.client import KubeClient, load_api_client
+
+    return KubeClient(load_api_client(path).configuration)
+
+
+KUBE = binder()
+
+
+async def bind(request: Request) -> Response:
+    args = orjson.loads(await request.body())
+    try:
+        await KUBE.bind(args["PodNamespace"], args["PodName"], args["PodUID"], args["Node"])
+        error = ""
+    except Exception as exc:
+        error = f"bind failed: {exc}"
+    return Response(orjson.dumps({"Error": error}), media_type=JSON_TYPE)
+
+
 async def healthz(request: Request) -> Response:
     return Response(b"ok\n", media_type="text/plain")
 
@@ -70,6 +99,7 @@ app = Starlette(
         Route("/filter", filter_nodes, methods=["POST"]),
         Route("/prioritize", prioritize, methods=["POST"]),
         Route("/preempt", preempt, methods=["POST"]),
+        *([Route("/bind", bind, methods=["POST"])] if KUBE is not None else []),
     ]
 )
 

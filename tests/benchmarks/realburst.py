@@ -45,6 +45,9 @@ Variants:
 - `donothing`: tests/benchmarks/donothing.py (starlette + orjson, uvicorn as we serve:
   one worker, uvloop, httptools, no access log): every node passes, every score 0, no
   bind verb; the extenders entry is ours-nobind's with its port;
+- `donothing-bind` (only when asked for): the do-nothing extender with a bind verb that
+  posts the Binding through our Kubernetes client and does nothing else; the extenders
+  entry is ours-bind's with its port: the floor of an extender in Python that binds;
 - `none` (only when asked for): the same KubeSchedulerConfiguration with no extender, the
   scheduler's own floor.
 
@@ -112,6 +115,7 @@ from tests.benchmarks.bench import cpu_model
 from tests.benchmarks.burst import cpu_with_children
 from tests.harness.controlplane import (
     ADMIN_USER,
+    EXTENDER_USER,
     SCHEDULER_NAME,
     ControlPlane,
     FakeNode,
@@ -132,7 +136,7 @@ HERE = Path(__file__).resolve().parent
 DONOTHING = HERE / "donothing.py"
 
 VARIANTS = ("ours-bind", "ours-nobind", "donothing")
-ALL_VARIANTS = (*VARIANTS, "ours-split", "ours-all", "ours-before", "none")
+ALL_VARIANTS = (*VARIANTS, "ours-split", "ours-all", "ours-before", "donothing-bind", "none")
 SPLIT_ENV = {"DECICE_KUBE_PROCESS": "1"}
 """`ours-split`: ours-bind with binds and Events through the Kubernetes-side process."""
 BASELINE = "donothing"
@@ -298,9 +302,11 @@ def scheduler_configs(
         if not percentage:
             configs[variant].pop("percentageOfNodesToScore", None)
     donothing = copy.deepcopy(configs["ours-nobind"])
+    donothing_bind = copy.deepcopy(configs["ours-bind"])
     none = copy.deepcopy(configs["ours-nobind"])
     del none["extenders"]
     configs.update(donothing=donothing, none=none)
+    configs["donothing-bind"] = donothing_bind
     if "bindVerb" not in configs["ours-bind"]["extenders"][0]:
         raise RunFailed("scheduler-config printed no bindVerb for a policy with bind on")
     if "bindVerb" in configs["donothing"]["extenders"][0]:
@@ -533,14 +539,17 @@ class Extender:
             self.cp.stop_extender()
 
 
-def start_donothing(work: Path, timeout: float = 60.0) -> Extender:
+def start_donothing(work: Path, timeout: float = 60.0, kubeconfig: Path | None = None) -> Extender:
     """tests/benchmarks/donothing.py on a free port, until /healthz answers (a port taken
-    meanwhile: another port, at most 3 times)."""
+    meanwhile: another port, at most 3 times); with its bind verb when `kubeconfig`."""
     log = work / "donothing.log"
+    # `env` execs the interpreter: the pid stays the server's.
+    env = ["env", f"KUBECONFIG={kubeconfig}"] if kubeconfig is not None else []
     with httpx.Client() as http:
         for _ in range(3):
             port = free_port()
-            proc = Process("donothing", [sys.executable, str(DONOTHING), str(port)], log).start()
+            argv = [*env, sys.executable, str(DONOTHING), str(port)]
+            proc = Process("donothing", argv, log).start()
 
             def healthy(port: int = port) -> bool:
                 try:
@@ -571,6 +580,8 @@ def start_extender(
 ) -> Extender:
     if variant == "donothing":
         return start_donothing(work)
+    if variant == "donothing-bind":
+        return start_donothing(work, kubeconfig=cp.kubeconfig(EXTENDER_USER))
     if variant == "none":
         return Extender("none")
     env = SPLIT_ENV if variant == "ours-split" else None
