@@ -2,9 +2,9 @@
 on each, the answer framed by linestream's `HttpAnswer`.
 
 A Binding is the one call the service makes per pod, on the scheduler's bind path. Through
-aiohttp it cost about 240 us of CPU (its request builder, connector, response object and
-stream reader, tasks and futures around each); on this protocol about 110 us, most of it
-the TLS record and the socket (BENCHMARKS.md, "A cheaper client for the API's calls").
+aiohttp it cost 173 us of CPU (its request builder, connector, response object and stream
+reader, tasks and futures around each); on this protocol 97 us, most of it the TLS record
+and the socket (BENCHMARKS.md, "A cheaper client for the API's calls").
 Used for every call but the watches (linestream) unless a proxy is configured (then
 aiohttp's path, which speaks to proxies).
 
