@@ -6,20 +6,18 @@ headers asked of the configuration on every request.
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
 import random
-import ssl
-from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import aiohttp
 import kubernetes.client
 import kubernetes.config
 import orjson
 
-from extender.cluster.client.auth import AuthHeaders, proxy_for, ssl_context
+from extender.cluster.client.auth import AuthHeaders
+from extender.cluster.client.endpoint import endpoint_of
 from extender.cluster.client.errors import (
     TRANSPORT_ERRORS,
     KubeError,
@@ -29,6 +27,7 @@ from extender.cluster.client.errors import (
     retryable,
 )
 from extender.cluster.client.keepalive import KeepAlivePool
+from extender.cluster.client.sessions import AiohttpSessions, KeptAlive
 from extender.errors.backoff import Backoff
 
 _JSON = "application/json"
@@ -47,10 +46,11 @@ class KubeTransport:
     wait drawn (errors.backoff, full jitter) under a ceiling of `backoff`, then twice that,
     and so on up to MAX_RETRY_WAIT: the clients of a recovering API server do not all
     come back at the same moment. Each attempt is limited to `timeout` seconds.
-    The HTTP session (at most `max_connections` connections, open watches included) opens
-    on the first call, in the running event loop; `close()` closes it, and a later call
-    opens a new one, in whatever loop runs then. A session left open closes when its loop
-    shuts down.
+    Calls go over kept-alive connections of our own (keepalive, at most
+    `max_connections`), or through aiohttp when a proxy is configured; both open on the
+    first call, in the running event loop (sessions). `close()` closes them, and a later
+    call opens new ones, in whatever loop runs then; connections left open close when
+    their loop shuts down.
     """
 
     def __init__(
@@ -82,126 +82,41 @@ class KubeTransport:
             if backoff > 0
             else None
         )
-        self._max_connections = max_connections
-        self._base = str(config.host or "").rstrip("/")
-        url = urlsplit(self._base)
-        try:
-            port = url.port or (443 if url.scheme == "https" else 80)
-        except ValueError:
-            port = 0
-        if url.scheme not in ("http", "https") or not url.hostname or not port:
-            raise KubeError(f"not an API server URL: {self._base!r}", reason="ConfigError")
-        self._where = f"{url.hostname}:{port}"
-        self._hostname, self._port, self._prefix = url.hostname, port, url.path.rstrip("/")
-        self._ssl: ssl.SSLContext | None = None
-        if url.scheme == "https":
-            try:
-                self._ssl = ssl_context(config)
-            except (OSError, ValueError) as exc:
-                raise KubeError(f"bad TLS settings: {exc}", reason="ConfigError") from exc
-        self._options: dict[str, Any] = {"allow_redirects": False}
-        # Sent with each request through a plain-HTTP proxy (aiohttp sends its
-        # proxy_headers only on the CONNECT of a tunnel).
-        self._static: dict[str, str] = {}
-        proxy = proxy_for(config, self._base)
-        if proxy is not None:
-            self._options["proxy"] = proxy
-            if config.proxy_headers:
-                if self._ssl is not None:
-                    self._options["proxy_headers"] = dict(config.proxy_headers)
-                else:
-                    self._static.update(config.proxy_headers)
-        server_name = config.tls_server_name or (
-            config.assert_hostname
-            if isinstance(config.assert_hostname, str) and config.assert_hostname
-            else None
-        )
-        if self._ssl is not None and server_name:
-            self._options["server_hostname"] = str(server_name)
-        if config.username or config.password:
-            pair = f"{config.username or ''}:{config.password or ''}".encode()
-            self._static["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        ep = endpoint_of(config)
+        self._base, self._where, self._ssl = ep.base, ep.where, ep.tls
+        self._hostname, self._port, self._prefix = ep.host, ep.port, ep.prefix
+        self._options, self._static = ep.options, ep.static
         self._auth = AuthHeaders(config, self._static)
-        self._timeouts = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._guard: AsyncGenerator[None, None] | None = None
-        self._pool: KeepAlivePool | None = None
-        self._pool_loop: asyncio.AbstractEventLoop | None = None
-        self._pool_guard: AsyncGenerator[None, None] | None = None
-
-    # --- session ---
-
-    def _keepalive(self) -> KeepAlivePool:
-        """The kept-alive connections of the running loop, made on first use."""
-        loop = asyncio.get_running_loop()
-        pool = self._pool
-        if pool is not None and self._pool_loop is loop:
-            return pool
-        self._drop_pool()
-        pool = KeepAlivePool(
-            host=self._hostname,
-            port=self._port,
-            tls=self._ssl,
-            server_hostname=self._options.get("server_hostname"),
-            limit=self._max_connections,
-            what=self._where,
+        self._kept = KeptAlive(
+            lambda: KeepAlivePool(
+                host=self._hostname,
+                port=self._port,
+                tls=self._ssl,
+                server_hostname=self._options.get("server_hostname"),
+                limit=max_connections,
+                what=self._where,
+            )
         )
-
-        async def close() -> None:
-            pool.close()
-
-        self._pool, self._pool_loop = pool, loop
-        self._pool_guard = _closed_with_the_loop(close)
-        return pool
-
-    def _drop_pool(self) -> None:
-        """Close the pool's idle connections in their own loop, if it still runs (a loop
-        that ended closed them as it shut down: the guard)."""
-        pool, loop = self._pool, self._pool_loop
-        self._pool, self._pool_loop, self._pool_guard = None, None, None
-        if pool is None or loop is None or loop.is_closed():
-            return
-        if loop is _running_loop():
-            pool.close()
-        elif loop.is_running():
-            loop.call_soon_threadsafe(pool.close)
+        timeouts = aiohttp.ClientTimeout(total=timeout)
+        self._sessions = AiohttpSessions(
+            lambda: aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=max_connections, ssl=self._ssl if self._ssl is not None else True
+                ),
+                timeout=timeouts,
+                headers={"Accept": _JSON, "User-Agent": _USER_AGENT},
+                trust_env=False,
+            )
+        )
 
     def _http(self) -> aiohttp.ClientSession:
-        """The session of the running loop, opened on first use."""
-        loop = asyncio.get_running_loop()
-        session = self._session
-        if session is not None and self._loop is loop and not session.closed:
-            return session
-        if session is not None:
-            _abandon(session, self._loop)
-        self._guard = None
-        connector = aiohttp.TCPConnector(
-            limit=self._max_connections, ssl=self._ssl if self._ssl is not None else True
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=self._timeouts,
-            headers={"Accept": _JSON, "User-Agent": _USER_AGENT},
-            trust_env=False,
-        )
-        self._loop = loop
-        self._guard = _closed_with_the_loop(self._session.close)
-        return self._session
+        """The running loop's aiohttp session (calls and watches through a proxy)."""
+        return self._sessions.session()
 
     async def close(self) -> None:
         """Close the connections; the next call opens new ones."""
-        self._drop_pool()
-        session, loop, guard = self._session, self._loop, self._guard
-        self._session, self._loop, self._guard = None, None, None
-        if session is None or session.closed:
-            return
-        if loop is not asyncio.get_running_loop():
-            _abandon(session, loop)
-        elif guard is not None:
-            await guard.aclose()  # closes the session
-        else:
-            await session.close()
+        self._kept.drop()
+        await self._sessions.close()
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         """Per-request headers: auth from the configuration's refresh hooks (in-cluster
@@ -285,7 +200,7 @@ class KubeTransport:
         headers = {"Accept": _JSON, "User-Agent": _USER_AGENT}
         headers.update(self._headers(content_type if body is not None else None))
         try:
-            answer = await self._keepalive().request(method, target, headers, body, self._timeout)
+            answer = await self._kept.pool().request(method, target, headers, body, self._timeout)
         except KubeError:
             raise
         except TRANSPORT_ERRORS as exc:
@@ -314,43 +229,3 @@ class KubeTransport:
                 return response.status, response.reason or "", data
         except TRANSPORT_ERRORS as exc:
             raise error_from_transport(exc, self._where, self._timeout) from exc
-
-
-def _closed_with_the_loop(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
-    """An async generator, started and left suspended, that awaits `close()` when it is
-    finalized: the event loop's shutdown (`asyncio.run`, `asyncio.Runner`, uvicorn) closes
-    every async generator still open, so connections whose owner forgot `close()` still
-    close in their own loop, before the loop is gone."""
-
-    async def guard() -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            await close()
-
-    generator = guard()
-    step = generator.asend(None)  # registers it with the running loop's asyncgen hooks
-    with contextlib.suppress(StopIteration):
-        step.send(None)  # runs to the `yield`: nothing there awaits
-    return generator
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _abandon(session: aiohttp.ClientSession, loop: asyncio.AbstractEventLoop | None) -> None:
-    """Drop a session of another event loop: close it there if that loop still runs, else
-    drop its connections without a loop (a closed loop already lost its transports)."""
-    if session.closed:
-        return
-    if loop is not None and loop.is_running() and not loop.is_closed():
-        asyncio.run_coroutine_threadsafe(session.close(), loop)
-        return
-    connector = session.connector
-    session.detach()
-    if connector is not None:
-        connector._close()
