@@ -40,7 +40,8 @@ class Answer:
 
 
 class AnswerProtocol(HttpAnswer, asyncio.Protocol):
-    """One connection: `send` writes a request; its answer completes `done`."""
+    """One connection: `send` writes a request and returns a future its answer completes.
+    No request asks for an interim answer (no `Expect`), so none is read."""
 
     def __init__(self, what: str) -> None:
         super().__init__(what)
@@ -122,7 +123,7 @@ class AnswerProtocol(HttpAnswer, asyncio.Protocol):
     # -- HttpAnswer's hooks --
 
     def _head_read(self) -> None:
-        if self.status in NO_BODY or 100 <= self.status < 200 or self._remaining == 0:
+        if self.status in NO_BODY or self._remaining == 0:
             self._remaining = 0
             self._finish(END)
 
