@@ -102,11 +102,10 @@ class Engine(DecisionState):
         # node in the answer; the scheduler would refuse it, as it would the duplicate.)
         if args.exactly is whole or (len(names) == len(whole) and whole.issuperset(names)):
             return shortlist(table.ranking, keep, args.pod.uid, skip=tight)
-        asked = set(names)
-        chosen = shortlist(table.ranking, keep, args.pod.uid, asked, tight)
-        unknown = asked.difference(table.evals.keys())
-        if unknown and table.unknown.reason is None:  # no data: not ours to narrow
-            chosen += [n for n in names if n in unknown and n not in tight]
+        chosen = shortlist(table.ranking, keep, args.pod.uid, set(names), tight)
+        if table.unknown.reason is None:  # no data: not ours to narrow
+            evals = table.evals  # a lookup per name asked, not a walk of every node
+            chosen += [n for n in names if n not in evals and n not in tight]
         return chosen
 
     def prioritize(self, args: ExtenderArgs, now: float) -> Priorities:

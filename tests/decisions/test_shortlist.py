@@ -222,3 +222,39 @@ def test_explain_says_the_pod_was_shortlisted() -> None:
     filtered(e, ["n00", "n01"])
     memo = e.pods.get("u")
     assert memo is not None and "shortlisted" not in explain_pod(e.settings, memo, NOW)
+
+
+def _one_name_at_a_time(
+    ranking: list[tuple[int, str]], keep: int, uid: str, asked: set[str] | None, skip: set[str]
+) -> list[str]:
+    """The shortlist as it was first written: each level walked from the pod's start, one
+    name at a time (the reference the comprehensions must match, order included)."""
+    chosen: list[str] = []
+    i = 0
+    while i < len(ranking) and len(chosen) < keep:
+        level_end = i
+        while level_end < len(ranking) and ranking[level_end][0] == ranking[i][0]:
+            level_end += 1
+        size = level_end - i
+        start = tie_start(uid, size)
+        for j in range(size):
+            name = ranking[i + (start + j) % size][1]
+            if (asked is None or name in asked) and name not in skip:
+                chosen.append(name)
+                if len(chosen) == keep:
+                    break
+        i = level_end
+    return chosen
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_levels_give_the_list_the_walk_a_name_at_a_time_gives(seed: int) -> None:
+    rng = random.Random(seed)
+    names = [f"node-{i}" for i in range(rng.randint(1, 80))]
+    ranking = sorted((-rng.randint(0, 10), n) for n in names)
+    for keep in (1, 5, 20, 79):
+        uid = f"pod-{rng.random()}"
+        asked = set(rng.sample(names, rng.randint(0, len(names)))) if rng.random() < 0.7 else None
+        skip = set(rng.sample(names, rng.randint(0, len(names) // 4)))
+        expected = _one_name_at_a_time(ranking, keep, uid, asked, skip)
+        assert shortlist(ranking, keep, uid, asked, skip) == expected
