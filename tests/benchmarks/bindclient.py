@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
 import uvloop
 
 from extender.cluster.client import KubeClient, load_api_client
+from extender.cluster.client.binding import binding_body, binding_path
 from tests.harness.controlplane import ControlPlane, fake_nodes, pod_manifest
 
 CLIENTS = ("keepalive", "aiohttp")
@@ -43,17 +43,6 @@ IN_FLIGHT = 4
 WARM = 20
 NAMESPACE = "binds"
 RUN_KEYS = ("client", "round", "binds", "cpu_us_per_bind", "wall_s")
-
-
-def binding(name: str, uid: str, node: str) -> bytes:
-    return orjson.dumps(
-        {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-    )
 
 
 async def bind_all(client: KubeClient, how: str, pods: Sequence[tuple[str, str]]) -> None:
@@ -65,11 +54,11 @@ async def bind_all(client: KubeClient, how: str, pods: Sequence[tuple[str, str]]
             if how == "keepalive":
                 assert await client.bind(NAMESPACE, name, uid, node) == "bound"
                 return
-            path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/binding"
-            status, _, body = await client._aiohttp_once(
-                "POST", path, binding(name, uid, node), "application/json", None
+            body = binding_body(NAMESPACE, name, uid, node)
+            status, _, answer = await client._aiohttp_once(
+                "POST", binding_path(NAMESPACE, name), body, "application/json", None
             )
-            assert status == 201, (status, body[:200])
+            assert status == 201, (status, answer[:200])
 
     await asyncio.gather(*(one(i, name, uid) for i, (name, uid) in enumerate(pods)))
 

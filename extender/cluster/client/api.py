@@ -126,6 +126,17 @@ class KubeTransport:
             headers["Content-Type"] = content_type
         return headers
 
+    def _lean_headers(self, content_type: str | None = None) -> dict[str, str]:
+        """Every header of a request on our own connections (aiohttp's session adds
+        Accept and User-Agent itself)."""
+        return {"Accept": _JSON, "User-Agent": _USER_AGENT, **self._headers(content_type)}
+
+    def _status_error(self, status: int, body: bytes, reason: str) -> KubeError:
+        """The error an answer with `status` >= 300 raises."""
+        if status == 401:  # a rotated token: the next request asks the hooks again
+            self._auth.expire()
+        return error_from_status(status, body, reason)
+
     # --- requests ---
 
     async def _request(
@@ -176,9 +187,7 @@ class KubeTransport:
                 method, path, body, content_type, params
             )
         if status >= 300:
-            if status == 401:  # a rotated token: the next request asks the hooks again
-                self._auth.expire()
-            raise error_from_status(status, data, http_reason)
+            raise self._status_error(status, data, http_reason)
         if not data:
             return {}
         try:
@@ -197,12 +206,9 @@ class KubeTransport:
         params: Mapping[str, str] | None,
     ) -> tuple[int, str, bytes]:
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
-        headers = {"Accept": _JSON, "User-Agent": _USER_AGENT}
-        headers.update(self._headers(content_type if body is not None else None))
+        headers = self._lean_headers(content_type if body is not None else None)
         try:
             answer = await self._kept.pool().request(method, target, headers, body, self._timeout)
-        except KubeError:
-            raise
         except TRANSPORT_ERRORS as exc:
             raise error_from_transport(exc, self._where, self._timeout) from exc
         return answer.status, answer.reason, answer.body

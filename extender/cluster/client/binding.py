@@ -25,20 +25,11 @@ class BindCalls(KubeTransport):
         for arg, value in (("namespace", namespace), ("name", name), ("node", node)):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"bind: {arg} must be a non-empty string, got {value!r}")
-        metadata = {"name": name, "namespace": namespace}
-        if uid:
-            metadata["uid"] = uid
-        body = orjson.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": metadata,
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-            }
-        )
         try:
             await self._request(
-                "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body
+                "POST",
+                binding_path(namespace, name),
+                body=binding_body(namespace, name, uid, node),
             )
         except KubeAlreadyBound as err:
             # The API answers a repeated bind with 409 even for the same node; a retry
@@ -47,3 +38,23 @@ class BindCalls(KubeTransport):
                 return BIND_ALREADY_BOUND
             raise
         return BIND_BOUND
+
+
+def binding_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+
+
+def binding_body(namespace: str, name: str, uid: str, node: str) -> bytes:
+    """A v1 `Binding` of pod `namespace/name` to `node`, `uid` its precondition (none
+    when empty)."""
+    metadata = {"name": name, "namespace": namespace}
+    if uid:
+        metadata["uid"] = uid
+    return orjson.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+    )

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
-from extender.cluster.client.api import _JSON, _USER_AGENT, KubeTransport
+from extender.cluster.client.api import KubeTransport
 from extender.cluster.client.errors import (
     TRANSPORT_ERRORS,
     KubeError,
@@ -140,24 +139,20 @@ class Watching(KubeTransport):
         sieve: Callable[[bytearray], bool] | None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """The watch through extender.cluster.client.linestream (no proxy)."""
-        url = urlsplit(self._base)
 
         def status_error(status: int, body: bytes, reason: str) -> BaseException:
-            if status == 401:  # a rotated token: ask the hooks again
-                self._auth.expire()
-            err = error_from_status(status, body, reason)
+            err = self._status_error(status, body, reason)
             err.message = f"{what}: {err.message}"
             return err
 
-        headers = {"Accept": _JSON, "User-Agent": _USER_AGENT, **self._headers()}
         stream = watch_lines(
-            host=url.hostname or "",
-            port=url.port or (443 if url.scheme == "https" else 80),
+            host=self._hostname,
+            port=self._port,
             tls=self._ssl,
             server_hostname=self._options.get("server_hostname"),
-            path=url.path.rstrip("/") + path,
+            path=self._prefix + path,
             params=params,
-            headers=headers,
+            headers=self._lean_headers(),
             connect_timeout=self._timeout,
             total_timeout=silence,
             what=what,
