@@ -194,6 +194,10 @@ def error_from_transport(exc: BaseException, where: str, timeout: float | None) 
         return KubeUnavailable(
             f"{where} closed the connection before answering", reason="Unreachable"
         )
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return KubeUnavailable(
+            f"{where} closed the connection before the end of its answer", reason="Unreachable"
+        )
     detail = str(exc) or type(exc).__name__
     return KubeUnavailable(f"{where}: {detail}", reason="Unreachable")
 
