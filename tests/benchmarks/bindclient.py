@@ -67,8 +67,10 @@ def one_round(kubeconfig: str, pods: Sequence[Sequence[str]]) -> dict[str, float
     """Bind `pods` (the first WARM unmeasured) through whichever `extender` is on the path."""
     import uvloop
 
+    import extender
     from extender.cluster.client import KubeClient, load_api_client
 
+    print(f"extender from {Path(extender.__file__).parent}", file=sys.stderr)
     configuration = load_api_client(kubeconfig).configuration
 
     async def go() -> tuple[float, float]:
@@ -97,13 +99,16 @@ def run_round(
     pods = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in made]
     spec = work / f"round-{variant}-{index}.json"
     spec.write_text(json.dumps({"kubeconfig": str(cp.kubeconfig()), "pods": pods}))
-    env = dict(os.environ)
+    env, cwd = dict(os.environ), ROOT
     if variant == "before":
+        # `-m` puts the working directory first on the path: the old tree's, then ours
+        # for `tests`.
         assert before_tree is not None
         env["PYTHONPATH"] = os.pathsep.join([str(before_tree), str(ROOT)])
+        cwd = before_tree
     done = subprocess.run(
         [sys.executable, "-m", "tests.benchmarks.bindclient", "--round", str(spec)],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
