@@ -26,7 +26,9 @@ Then for each run of each variant, interleaved (on 1, off 1, on 2, ...):
    etcd's (`apiserver_cpu_ms_per_1000`: what the watch costs on the other side of it);
 3. **churn + verbs**: the same churn while one client sends filter and prioritize (every
    node's name, the captured pod) at `VERB_RATE` a second each: server time
-   (`Server-Timing`) and round trip, p50 and p99;
+   (`Server-Timing`) and round trip, p50 and p99, and the service's CPU per 1,000 updates
+   with the verbs' in it (`churn.cpu_ms_per_1000`: on minus off is the watch's cost while
+   the verbs are answered, as in a cluster whose scheduler calls us);
 4. **quiet + verbs**: the verbs alone, no churn (what the API server's own CPU on these
    shared cores does to the verbs shows in the difference).
 
@@ -341,6 +343,7 @@ class Bench:
         cpu1, t1 = cpu_with_children(pid), time.monotonic()
         plane_cpu = sum(cpu_with_children(p) for p in plane) - plane0
         halt = threading.Event()
+        cpu2 = cpu_with_children(pid)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             timed = pool.submit(verbs, port, self.body, sizes.seconds + SLACK, halt)
             try:
@@ -348,6 +351,7 @@ class Bench:
             finally:
                 halt.set()
             during = timed.result(timeout=SLACK + sizes.seconds)
+        cpu_b = cpu_with_children(pid) - cpu2
         quiet = verbs(port, self.body, sizes.seconds, threading.Event())
         detail = self._watch_detail(port)
         cpu = cpu1 - cpu0
@@ -359,7 +363,11 @@ class Bench:
             "cpu_s": round(cpu, 3),
             "cpu_ms_per_1000": round(cpu * 1000 / updates * 1000, 2),
             "apiserver_cpu_ms_per_1000": round(plane_cpu * 1000 / updates * 1000, 2),
-            "churn": {"updates": updates_b, **during.summary()},
+            "churn": {
+                "updates": updates_b,
+                "cpu_ms_per_1000": round(cpu_b * 1000 / updates_b * 1000, 2),
+                **during.summary(),
+            },
             "quiet": quiet.summary(),
             "watch_events": detail.get("events"),
             "watch_dropped": detail.get("dropped"),
@@ -396,6 +404,7 @@ def spread(values: Sequence[float | None]) -> JSON:
 SUMMARY: tuple[tuple[str, Callable[[JSON], float | None]], ...] = (
     ("cpu_ms_per_1000", lambda r: r["cpu_ms_per_1000"]),
     ("apiserver_cpu_ms_per_1000", lambda r: r.get("apiserver_cpu_ms_per_1000")),
+    ("churn_cpu_ms_per_1000", lambda r: r["churn"].get("cpu_ms_per_1000")),
     ("churn_filter_server_p99", lambda r: r["churn"]["filter_server_p99"]),
     ("churn_prioritize_server_p99", lambda r: r["churn"]["prioritize_server_p99"]),
     ("churn_filter_rtt_p99", lambda r: r["churn"]["filter_rtt_p99"]),
@@ -434,6 +443,13 @@ def summarize(runs: Sequence[JSON], variants: Sequence[str]) -> tuple[JSON, JSON
             )
             if mine is not None and off is not None:
                 ratios[f"{v} / off"]["cpu_ms_per_1000_beyond_off"] = round(mine - off, 2)
+            # The same, while the verbs are answered (the CPU of the verbs is in both).
+            mine, off = (
+                summary[v]["churn_cpu_ms_per_1000"]["median"],
+                summary["off"]["churn_cpu_ms_per_1000"]["median"],
+            )
+            if mine is not None and off is not None:
+                ratios[f"{v} / off"]["churn_cpu_ms_per_1000_beyond_off"] = round(mine - off, 2)
     return summary, ratios
 
 
