@@ -26,6 +26,6 @@ class KubeCalls(KubeClient):
     @contextlib.asynccontextmanager
     async def stream(
         self, path: str, *args: Any, **options: Any
-    ) -> AsyncIterator[aiohttp.StreamReader]:
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
         raise AssertionError(f"unexpected Kubernetes watch: {path}")
         yield  # an async generator, as the transport's is

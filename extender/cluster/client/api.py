@@ -193,10 +193,10 @@ class Transport:
     @contextlib.asynccontextmanager
     async def stream(
         self, path: str, params: Mapping[str, str], *, total: float, what: str
-    ) -> AsyncIterator[aiohttp.StreamReader]:
-        """GET `path` as a stream, not retried: its body's reader once the server answered
-        2xx, bounded by `total` seconds from the request; a KubeError (its message after
-        `what`) when it did not. Reading the body raises aiohttp's errors."""
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """GET `path` as a stream, not retried: the response once the server answered 2xx,
+        bounded by `total` seconds from the request; a KubeError (its message after `what`)
+        when it did not. Reading its body raises aiohttp's errors."""
         timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.timeout)
         try:
             response = await self.session().get(
@@ -215,7 +215,7 @@ class Transport:
                 except TRANSPORT_ERRORS:
                     data = b""
                 raise self.status_error(response.status, data, response.reason or "", what)
-            yield response.content
+            yield response
 
 
 class LoopSession:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+import aiohttp
 import orjson
 
 from extender.cluster.client.api import Transport
@@ -17,9 +18,9 @@ MAX_WATCH_LINE = 16 * 1024 * 1024
 _WATCH_GRACE = 10.0
 """A watch stream may be silent for its whole `timeoutSeconds`; the bound is longer."""
 BATCH = 0.1
-"""Seconds the stream is left unread after a small read, so the events of a busy cluster
-are taken a batch at a time (one wake-up of the watch for several events, the reader's
-buffer filling meanwhile); a watch event is late by that much at most."""
+"""Seconds the connection is left unread after a small read, so the events of a busy
+cluster are taken a batch at a time (one wake-up of the watch, one pass of the TLS layer
+and of aiohttp's parser for several events); a watch event is late by that much at most."""
 BATCH_BYTES = 64 * 1024
 """A read this big is never followed by a pause: the stream is busier than batches can
 hold, and the API server drops a watcher that falls behind."""
@@ -69,9 +70,10 @@ async def watch(
     # after the request is dead. A bound on the whole stream, not on each read.
     silence = timeout_seconds + max(_WATCH_GRACE, api.timeout)
     what = f"watch {path}"
-    async with api.stream(path, params, total=silence, what=what) as body:
+    async with api.stream(path, params, total=silence, what=what) as response:
         if opened is not None:
             opened()
+        body = response.content
         buffer = bytearray()
         try:
             while chunk := await body.readany():
@@ -89,7 +91,7 @@ async def watch(
                         reason="BadResponse",
                     )
                 if len(chunk) < BATCH_BYTES:
-                    await asyncio.sleep(BATCH)
+                    await unread(response, BATCH)
         except TRANSPORT_ERRORS as exc:
             if isinstance(exc, TimeoutError):
                 raise KubeUnavailable(
@@ -104,3 +106,20 @@ async def watch(
             ) from exc
         if buffer and not buffer.isspace() and (sieve is None or sieve(buffer)):
             yield _watch_event(buffer, what)
+
+
+async def unread(response: aiohttp.ClientResponse, seconds: float) -> None:
+    """Leave the response's connection unread for `seconds` (its transport paused: what
+    arrives meanwhile waits in the socket, and is then decrypted and parsed in one go).
+    Called when the reader is empty, so aiohttp's own flow control has not paused it."""
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    if transport is None or transport.is_closing():
+        await asyncio.sleep(seconds)
+        return
+    transport.pause_reading()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        if not transport.is_closing():
+            transport.resume_reading()
