@@ -94,7 +94,7 @@ class Transport:
             )
         )
 
-    def session(self) -> aiohttp.ClientSession:
+    def _session(self) -> aiohttp.ClientSession:
         """The running loop's session, opened on first use."""
         return self._sessions.get()
 
@@ -104,7 +104,7 @@ class Transport:
 
     # --- requests ---
 
-    def headers(self, content_type: str | None = None) -> dict[str, str]:
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
         """Per-request headers: auth from the configuration's refresh hooks (in-cluster
         token rotation, exec plugins), reused for seconds (auth.AuthHeaders)."""
         headers = self._auth.get()
@@ -112,7 +112,7 @@ class Transport:
             headers["Content-Type"] = content_type
         return headers
 
-    def status_error(self, status: int, body: bytes, reason: str, what: str) -> KubeError:
+    def _status_error(self, status: int, body: bytes, reason: str, what: str) -> KubeError:
         """The error an answer with `status` >= 300 raises, its message after `what`."""
         if status == 401:  # a rotated token: the next request asks the hooks again
             self._auth.expire()
@@ -120,7 +120,7 @@ class Transport:
         err.message = f"{what}: {err.message}" if what else err.message
         return err
 
-    def transport_error(self, exc: BaseException, what: str = "") -> KubeError:
+    def _transport_error(self, exc: BaseException, what: str = "") -> KubeError:
         """The error a request that got no answer raises."""
         err = error_from_transport(exc, self.endpoint.where, self.timeout)
         err.message = f"{what}: {err.message}" if what else err.message
@@ -165,9 +165,9 @@ class Transport:
         content_type: str,
         params: Mapping[str, str] | None,
     ) -> Any:
-        headers = self.headers(content_type if body is not None else None)
+        headers = self._headers(content_type if body is not None else None)
         try:
-            async with self.session().request(
+            async with self._session().request(
                 method,
                 self.endpoint.base + path,
                 data=body,
@@ -178,9 +178,9 @@ class Transport:
                 data = await response.read()
                 status, reason = response.status, response.reason or ""
         except TRANSPORT_ERRORS as exc:
-            raise self.transport_error(exc) from exc
+            raise self._transport_error(exc) from exc
         if status >= 300:
-            raise self.status_error(status, data, reason, "")
+            raise self._status_error(status, data, reason, "")
         if not data:
             return {}
         try:
@@ -199,22 +199,22 @@ class Transport:
         when it did not. Reading its body raises aiohttp's errors."""
         timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.timeout)
         try:
-            response = await self.session().get(
+            response = await self._session().get(
                 self.endpoint.base + path,
                 params=params,
-                headers=self.headers(),
+                headers=self._headers(),
                 timeout=timeout,
                 **self.endpoint.options,
             )
         except TRANSPORT_ERRORS as exc:
-            raise self.transport_error(exc, what) from exc
+            raise self._transport_error(exc, what) from exc
         async with response:
             if response.status >= 300:
                 try:
                     data = await response.read()
                 except TRANSPORT_ERRORS:
                     data = b""
-                raise self.status_error(response.status, data, response.reason or "", what)
+                raise self._status_error(response.status, data, response.reason or "", what)
             yield response
 
 
