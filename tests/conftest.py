@@ -88,3 +88,45 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 @pytest.fixture
 def settings_factory() -> Callable[..., Settings]:
     return make_settings
+
+
+# --- the image (tests marked `image`: .ci/run's step after the suite) ------------------------
+# Building the image takes a minute or more, so the default run (scripts/test) leaves these
+# tests out; `pytest --image -m image` runs them. DECICE_IMAGE names an image already built
+# (.ci/run builds it with scripts/image first); otherwise the session builds one.
+IMAGE_TAG = "localhost/decice-extender:test"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--image",
+        action="store_true",
+        help="run the tests marked image: build the image (scripts/image) and run it",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--image"):
+        return
+    left_out = [item for item in items if item.get_closest_marker("image")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("image")]
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The image's tag: DECICE_IMAGE, else built now with scripts/image. Where it cannot be
+    built (no buildah/mmdebstrap, docker or podman), skipped with one line; under CI=true
+    that, and a failed build, fail."""
+    from tests.harness.image import build_image, image_unavailable_reason
+
+    named = os.environ.get("DECICE_IMAGE", "")
+    if named:
+        return named
+    reason = image_unavailable_reason()
+    if reason is not None:
+        if HYPOTHESIS_PROFILE == "ci":
+            pytest.fail(f"{reason} (CI=true: the image must be built)")
+        pytest.skip(reason)
+    return build_image(IMAGE_TAG)
