@@ -22,11 +22,6 @@ CHART = ROOT / "deploy" / "helm" / "decice-extender"
 MANIFEST = ROOT / "deploy" / "manifests" / "decice-extender.yaml"
 RELEASE = "decice-extender"
 NAMESPACE = "decice-system"
-LOCAL_IMAGE = "decice-extender"
-"""The image the plain manifests (and the tests' renders) name unless told otherwise: what
-`docker build -t decice-extender .` tags. The chart itself has no default: no public
-image is published, and it refuses to render without extender.image.repository."""
-
 # Helm's install order (pkg/release/util/kind_sorter.go), the kinds this chart uses first.
 KIND_ORDER = [
     "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy",
@@ -48,27 +43,24 @@ def render_chart(
     name: str = RELEASE,
     namespace: str = NAMESPACE,
     chart: Path = CHART,
+    operator_crds: bool = True,
 ) -> dict[str, str]:
     """Template path -> rendered text, as `helm template` would; schema errors raise.
-    `values` without extender.image.repository get LOCAL_IMAGE (say "" to see the chart
-    refuse)."""
+    `operator_crds`: as if the cluster served monitoring.coreos.com/v1 (`helm template
+    --api-versions monitoring.coreos.com/v1`; offline, Helm's capabilities have no CRDs):
+    metrics.operatorCRDs is "installed" unless `values` set it."""
     import helm_python as helm
 
-    values = with_local_image(values or {})
+    values = dict(values or {})
+    if operator_crds:
+        metrics = dict(values.get("metrics") or {})
+        metrics.setdefault("operatorCRDs", "installed")
+        values["metrics"] = metrics
     with helm.Chart.load(chart) as loaded:
         rendered: dict[str, str] = loaded.render(
             values, name=name, namespace=namespace, is_install=True
         )
     return rendered
-
-
-def with_local_image(values: dict[str, Any]) -> dict[str, Any]:
-    """`values` with extender.image.repository set to LOCAL_IMAGE where it is absent."""
-    extender = values.get("extender") or {}
-    image = extender.get("image") or {}
-    if "repository" in image:
-        return values
-    return {**values, "extender": {**extender, "image": {**image, "repository": LOCAL_IMAGE}}}
 
 
 def documents(rendered: dict[str, str]) -> list[str]:
