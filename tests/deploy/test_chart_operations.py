@@ -35,7 +35,8 @@ def notes(values: dict[str, Any], *, operator_crds: bool = True) -> str:
     out = render_mod.render_chart(
         values, name=RELEASE, namespace=NAMESPACE, operator_crds=operator_crds
     )
-    return next(text for path, text in out.items() if path.endswith("NOTES.txt"))
+    text: str = next(t for path, t in out.items() if path.endswith("NOTES.txt"))
+    return text
 
 
 @pytest.mark.parametrize("case", CASES)
