@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import NoReturn
 
 import hypothesis
 import pytest
@@ -114,6 +115,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("image")]
 
 
+def _skip_image(reason: str) -> NoReturn:
+    pytest.skip(reason)
+
+
+#: Where every image skip is reported, so `-ra` folds them into one line.
+_IMAGE_SKIP_AT = (__file__, _skip_image.__code__.co_firstlineno + 1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Every "image tests: ... not installed" skip reported at one place: one line with -ra."""
+    report = yield
+    if (
+        report.skipped
+        and isinstance(report.longrepr, tuple)
+        and "image tests: " in report.longrepr[2]
+    ):
+        report.longrepr = (*_IMAGE_SKIP_AT, report.longrepr[2])
+    return report
+
+
 @pytest.fixture(scope="session")
 def image() -> str:
     """The image's tag: DECICE_IMAGE, else built now with scripts/image. Where it cannot be
@@ -128,5 +152,5 @@ def image() -> str:
     if reason is not None:
         if HYPOTHESIS_PROFILE == "ci":
             pytest.fail(f"{reason} (CI=true: the image must be built)")
-        pytest.skip(reason)
+        _skip_image(reason)
     return build_image(IMAGE_TAG)
