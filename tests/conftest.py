@@ -6,7 +6,7 @@ import os
 import secrets
 import shlex
 from collections.abc import Callable, Generator
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 import hypothesis
 import pytest
@@ -48,10 +48,29 @@ def _hypothesis_seed(config: pytest.Config) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before the hypothesis plugin reads --hypothesis-seed
 def pytest_configure(config: pytest.Config) -> None:
-    """dev: give the run a seed of its own unless --hypothesis-seed named one."""
+    """dev: give the run a seed of its own unless --hypothesis-seed named one. An xdist
+    worker takes the seed its controller chose (pytest_configure_node), so the one seed
+    printed draws every worker's examples again."""
     option = config.option
     if HYPOTHESIS_PROFILE == "dev" and getattr(option, "hypothesis_seed", "") is None:
-        option.hypothesis_seed = str(secrets.randbelow(2**32))
+        workerinput: dict[str, object] = getattr(config, "workerinput", {})
+        seed = workerinput.get("hypothesis_seed")
+        option.hypothesis_seed = str(secrets.randbelow(2**32)) if seed is None else str(seed)
+
+
+class _Worker(Protocol):
+    """What pytest_configure_node uses of xdist's WorkerController (xdist ships no types)."""
+
+    config: pytest.Config
+    workerinput: dict[str, object]
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent when it is not loaded
+def pytest_configure_node(node: _Worker) -> None:
+    """Hand this run's hypothesis seed to each xdist worker (see pytest_configure)."""
+    seed = _hypothesis_seed(node.config)
+    if seed is not None:
+        node.workerinput["hypothesis_seed"] = seed
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
