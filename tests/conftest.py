@@ -158,11 +158,12 @@ def pytest_runtest_makereport(
 
 
 @pytest.fixture(scope="session")
-def image() -> str:
-    """The image's tag: DECICE_IMAGE, else built now with scripts/image. Where it cannot be
-    built (no buildah/mmdebstrap, docker or podman), skipped with one line; under CI=true
-    that, and a failed build, fail."""
+def image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The image's tag: DECICE_IMAGE, else built now with scripts/image (by one xdist worker;
+    the others wait for it). Where it cannot be built (no buildah/mmdebstrap, docker or
+    podman), skipped with one line; under CI=true that, and a failed build, fail."""
     from tests.harness.image import build_image, image_unavailable_reason
+    from tests.harness.workers import once_per_run
 
     named = os.environ.get("DECICE_IMAGE", "")
     if named:
@@ -172,4 +173,4 @@ def image() -> str:
         if HYPOTHESIS_PROFILE == "ci":
             pytest.fail(f"{reason} (CI=true: the image must be built)")
         _skip_image(reason)
-    return build_image(IMAGE_TAG)
+    return once_per_run(tmp_path_factory, "image", lambda: build_image(IMAGE_TAG))

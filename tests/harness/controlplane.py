@@ -86,6 +86,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from extender.policy import scheduler_config as sc
 from tests.harness.loopback import LOCALHOST, free_port, wait_until, wait_until_logged
 from tests.harness.service import Service, die_with_parent
+from tests.harness.workers import file_lock
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -181,11 +183,14 @@ def _executable(path: Path) -> bool:
 
 @cache
 def _unpacked() -> Path:
-    """The folder unpack.sh prints (it unpacks once, then only checks the checksums)."""
+    """The folder unpack.sh prints (it unpacks once, then only checks the checksums). One
+    process at a time: the suite's xdist workers would otherwise each unpack on a fresh
+    machine (unpack.sh is safe run concurrently, but each would decompress it all)."""
     try:
-        done = subprocess.run(
-            [str(UNPACK)], capture_output=True, text=True, timeout=300, check=False
-        )
+        with file_lock(Path(tempfile.gettempdir()) / f"decice-k8s-unpack-{os.getuid()}.lock"):
+            done = subprocess.run(
+                [str(UNPACK)], capture_output=True, text=True, timeout=300, check=False
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise Unavailable(f"real control plane not available: {UNPACK} failed: {exc}") from None
     if done.returncode != 0:
