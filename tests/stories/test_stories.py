@@ -135,11 +135,16 @@ def test_the_api_server_goes_away_mid_burst(story_factory: Any) -> None:
     burst = story.pods("web", 24, "250m")
     story.player.run_until(lambda: story.bound(burst[:8]), 60, "a third is placed")
     story.api.go_away()
-    gone = time.monotonic()
-    # The verbs keep answering from what the service has; binds answer an Error.
-    while time.monotonic() - gone < 3:
+
+    # The verbs keep answering from what the service has; binds answer an Error; every
+    # watch notices the server gone (so "every watch is back" below means they came back).
+    def away() -> bool:
         story.player.cycle()
-    assert any("bind" in e for e in story.player.played.errors)
+        watches = story.readyz()["watches"].values()
+        bind_failed = any("bind" in e for e in story.player.played.errors)
+        return bind_failed and not any(w["watching"] for w in watches)
+
+    wait_until(away, 30, "binds answer an Error and no watch is up")
     story.api.come_back()
     story.player.run_until(lambda: story.bound(burst), 60, "the whole burst is placed")
     wait_until(
