@@ -116,8 +116,6 @@ class Replay:
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
         self.offered = self.overcommitted = self.lost = 0
-        self.waits: list[float] = []
-        """Seconds each pod placed after waiting had waited."""
 
     # --- events
     def push(self, t: float, kind: Event, pod: ReplayPod, node: str = "") -> None:
@@ -158,7 +156,7 @@ class Replay:
             for name, u in zip(self.present, cpu, strict=True):
                 observe(name, u, elapsed)
         if r % self.step == 0:
-            self.recorder.record(k * self.step, cpu, demand)
+            self.recorder.record(k * self.step, cpu, demand, list(self.present))
             if self.model is not None:
                 for name, d in zip(self.present, demand, strict=True):
                     self.ledger.record(k, name, d, self.memory[name])
@@ -201,7 +199,7 @@ class Replay:
         where = self.history.nodes.get(node)
         if where is not None:
             k = grid.index(grid.start + r)
-            self.recorder.placed(r, min(1.0, self.utilisation(where, k)))
+            self.recorder.placed(r, min(1.0, self.utilisation(where, k)), node)
             load, first = self.load[node], grid.index(grid.start + r + pod.startup)
             for i in range(max(0, -first), min(len(pod.usage), grid.steps - first)):
                 load[first + i] += pod.usage[i]
@@ -233,7 +231,7 @@ class Replay:
         still = []
         for pod, spec in self.waiting:
             if self.decide(pod, spec, r):
-                self.waits.append(r - spec.arrival)
+                self.recorder.waited(spec.arrival, r)
             else:
                 still.append((pod, spec))
         self.waiting = still
@@ -297,7 +295,9 @@ def replay(
             run.retry(r)
         for at, kind, pod, node in run.due(r + tick):
             run.handle(at, kind, pod, node, real)
-    metrics = run.recorder.metrics(len(run.waiting), run.offered, run.waits)
+    for _, spec in run.waiting:
+        run.recorder.waited(spec.arrival, end, placed=False)
+    metrics = run.recorder.metrics(len(run.waiting), run.offered)
     return RunResult(
         scenario="replay",
         seed=seed,

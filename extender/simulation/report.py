@@ -36,10 +36,12 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("demand_p95", "p95 node CPU demand % (uncapped)", _pct),
     ("demand_max", "max node CPU demand % (uncapped)", _pct),
     ("cpu_std", "sd of CPU across nodes, pp (time avg)", _pct),
+    ("exceedance", "placements followed by >90% in 5 min, %", _pct),
     ("unplaced", "pods left unplaced", _count),
     ("waited", "pods placed after waiting", _count),
     ("wait_p95", "p95 minutes those pods waited", lambda x: f"{x:.1f}"),
     ("wait_max", "max minutes a pod waited", lambda x: f"{x:.1f}"),
+    ("wait_minutes", "pod-wait minutes (unplaced included)", lambda x: f"{x:.0f}"),
 )
 """(Metrics field, label, format) for the table, in order."""
 

@@ -78,8 +78,6 @@ class Run:
         """(end, uid, pod, node), a heap."""
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
-        self.waits: list[float] = []
-        """Seconds each pod placed after waiting had waited."""
         self.overcommitted = 0
         self.last: dict[str, float] = {}
         """node -> capped utilisation of the tick just recorded."""
@@ -127,7 +125,7 @@ class Run:
         if node is None:
             return False
         if self.measuring:
-            self.recorder.placed(t, min(1.0, self.utilisation(node, t)))
+            self.recorder.placed(t, min(1.0, self.utilisation(node, t)), node)
         n = self.scheduler.nodes[node]
         if n.cpu_requested > n.cpu or n.memory_requested > n.memory or n.pods > n.max_pods:
             self.overcommitted += 1
@@ -142,7 +140,7 @@ class Run:
         still = []
         for pod in self.waiting:
             if self.place(pod, t):
-                self.waits.append(t - pod.arrival)
+                self.recorder.waited(pod.arrival, t)
             else:
                 still.append(pod)
         self.waiting = still
@@ -152,7 +150,7 @@ class Run:
         cpu = [min(1.0, d) for d in demand]
         self.last = {n.name: u for n, u in zip(self.nodes, cpu, strict=True)}
         if self.measuring:
-            self.recorder.record(t, cpu, demand)
+            self.recorder.record(t, cpu, demand, [n.name for n in self.nodes])
         index = round(t / self.pipeline.tick)
         for n, d in zip(self.nodes, demand, strict=True):
             self.ledger.record(index, n.name, d, self.memory[n.name])
@@ -188,7 +186,9 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         run.leave(t + tick)
         run.record(t)
         t += tick
-    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.waits)
+    for pod in run.waiting:
+        run.recorder.waited(pod.arrival, t, placed=False)
+    metrics = run.recorder.metrics(len(run.waiting), next_pod)
     return RunResult(
         scenario=scenario.name,
         seed=scenario.seed,

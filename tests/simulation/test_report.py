@@ -73,11 +73,38 @@ def test_percentile_and_pstdev() -> None:
 def test_the_waits_are_minutes_of_the_pods_that_waited() -> None:
     recorder = Recorder(start=0.0, tick=15.0)
     none = recorder.metrics(unplaced=0, pods=10)
-    assert (none.wait_p95, none.wait_max) == (0.0, 0.0)
+    assert (none.wait_p95, none.wait_max, none.wait_minutes) == (0.0, 0.0, 0.0)
     waits = [60.0 * m for m in range(1, 21)]  # 1..20 minutes
-    some = recorder.metrics(unplaced=0, pods=30, waits=waits)
+    for w in waits:
+        recorder.waited(100.0, 100.0 + w)
+    some = recorder.metrics(unplaced=0, pods=30)
     assert some.wait_p95 == pytest.approx(percentile(waits, 95) / 60) == pytest.approx(19.05)
     assert some.wait_max == 20.0
+    assert some.wait_minutes == pytest.approx(sum(range(1, 21)))
+
+
+def test_pod_wait_minutes_count_the_measured_window_and_the_pods_never_placed() -> None:
+    recorder = Recorder(start=600.0, tick=15.0)
+    recorder.waited(0.0, 900.0)  # 15 minutes, 5 of them in the measured window
+    recorder.waited(0.0, 300.0)  # placed before the window: costs nothing there
+    recorder.waited(1200.0, 3000.0, placed=False)  # never placed: waited until the end
+    m = recorder.metrics(unplaced=1, pods=3)
+    assert m.wait_minutes == pytest.approx(5 + 30)
+    assert m.waited == 2 and m.wait_max == 15.0  # the unplaced one is not "placed after"
+
+
+def test_exceedance_is_the_share_of_placements_whose_node_went_hot_within_5_minutes() -> None:
+    recorder = Recorder(start=0.0, tick=15.0)
+    recorder.placed(0.0, 0.5, "a")  # a goes hot 4 minutes later: exceeded
+    recorder.placed(0.0, 0.5, "b")  # b goes hot 6 minutes later: not within the window
+    recorder.placed(0.0, 0.95, "c")  # placed onto a hot node: exceeded at once
+    recorder.placed(0.0, 0.5, "d")  # never hot
+    for t in range(0, 601, 15):
+        cpu = [0.95 if t == 240 else 0.5, 0.95 if t == 360 else 0.5, 0.95, 0.5]
+        recorder.record(float(t), cpu, cpu, ["a", "b", "c", "d"])
+    m = recorder.metrics(unplaced=0, pods=4)
+    assert m.exceedance == pytest.approx(2 / 4)
+    assert m.placed_on_hot == 1
 
 
 def test_halving_is_judged_on_the_means_in_every_scenario_but_uniform() -> None:

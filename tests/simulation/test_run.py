@@ -16,7 +16,7 @@ from extender.simulation.experiment import Plan, run_scenario
 from extender.simulation.ours import OurExtender
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.run import EPOCH, RunResult, simulate
+from extender.simulation.run import DRAIN_SECONDS, EPOCH, RunResult, simulate
 from extender.simulation.scenarios import SCENARIOS, Background, Size
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Metrics
@@ -41,6 +41,9 @@ def check_invariants(result: RunResult, pods: int) -> None:
     assert m.demand_p95 <= m.demand_max and m.cpu_max <= m.demand_max + 1e-12
     assert 0.0 <= m.node_minutes_hot <= TINY.nodes * 2 * TINY.duration / 60
     assert result.bands and all(b.p50 <= b.p95 <= b.max for b in result.bands)
+    assert 0.0 <= m.exceedance <= 1.0
+    longest = (TINY.end + DRAIN_SECONDS) / 60
+    assert 0.0 <= m.wait_minutes <= (m.waited + m.unplaced) * longest
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -65,6 +68,8 @@ def test_a_tiny_run_keeps_its_invariants(shipped: Settings, name: str) -> None:
         "waited",
         "wait_p95",
         "wait_max",
+        "wait_minutes",
+        "exceedance",
     }
 
 
