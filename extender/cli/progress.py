@@ -9,18 +9,20 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 
-def counter(total: int, label: str, unit: str, stream: TextIO = sys.stderr) -> tqdm[Any]:
+def counter(total: int, label: str, unit: str, stream: TextIO | None = None) -> tqdm[Any]:
     """A bar over `total` items: `label: 3/24 [00:41<02:57, 0.07run/s]`. Call update(1) as
-    each ends; close() when done."""
-    return tqdm(total=total, desc=label, unit=unit, file=stream, dynamic_ncols=True)
+    each ends; close() when done. `stream`: stderr as it is at the call (a default bound at
+    import would keep whatever stream stood in for it then)."""
+    out = sys.stderr if stream is None else stream
+    return tqdm(total=total, desc=label, unit=unit, file=out, dynamic_ncols=True)
 
 
 class Bar:
     """Fractions done of named stages (`bar("node CPU", 0.4)`): one bar per stage, from
     0 to 100 %, with its ETA; a stage's bar closes at 100 %."""
 
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self.stream = stream
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = sys.stderr if stream is None else stream
         self._bars: dict[str, tqdm[Any]] = {}
 
     def __call__(self, label: str, done: float) -> None:

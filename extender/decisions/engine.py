@@ -16,7 +16,7 @@ from extender.decisions.model import (
     Priorities,
     Snapshot,
 )
-from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, shown
+from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
 from extender.decisions.preemption import passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.rooms import fit_rule
@@ -208,7 +208,7 @@ def _waiting_since(memo: PodMemo | None, pod: PodFacts, now: float) -> float:
     how long it stays Pending, whatever kept it so before we turned it away), else the
     first time we found no room for it."""
     since = memo.room_wait_since if memo is not None else None
-    created = pod.created_at
+    created = api_time(pod.created)
     if created is not None and created <= now:
         return created if since is None else min(since, created)
     return now if since is None else since

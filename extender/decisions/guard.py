@@ -8,11 +8,12 @@ Pure: no I/O; the snapshot and `now` are passed in.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from extender.decisions.estimate import Expectation, expected_cores, expected_use, usage_fresh
-from extender.decisions.herd import HerdLedger, Reservation
+from extender.decisions.herd import HerdLedger, Reservation, data_time
 from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.peaks import NodePeaks
 from extender.decisions.pods import PodFacts
 from extender.decisions.rooms import Sizes, fit_rule, overflow_node, tight_nodes
 from extender.decisions.scoring import evaluate_node
@@ -34,10 +35,11 @@ def herd_metrics(settings: Settings) -> frozenset[str]:
 class HerdGuard:
     def __init__(self, settings: Settings) -> None:
         self.ledger = HerdLedger(settings.herd_guard, settings.herd_guarded)
+        guard = settings.herd_guard
+        self.peaks = NodePeaks(guard.peak_window, guard.peak_sigmas)
+        """Each node's recent spread: its predicted peak's margin (peaks.py)."""
         self.window = Window(0.0, "")
         self.estimates: dict[str, int] = {}
-        self._overflowed: dict[NodeName, float] = {}
-        """node -> when a pod that had waited its waitForRoom was last let onto it."""
         """Reservations taken, by where their estimate came from (estimate.SOURCES)."""
         self.configure(settings)
 
@@ -47,6 +49,7 @@ class HerdGuard:
         self._metrics = herd_metrics(settings)
         self.window = herd_window(settings)
         """The window reservations fade over, and why."""
+        self.peaks.configure(settings.herd_guard.peak_window, settings.herd_guard.peak_sigmas)
         self.ledger.configure(settings.herd_guard, settings.herd_guarded, self.window.seconds)
 
     @property
@@ -151,18 +154,13 @@ class HerdGuard:
     ) -> NodeName | None:
         """For a pod that has waited waitForRoom on every node: the one it goes to anyway,
         the node with the most headroom of those rejected for the herd metric's threshold
-        alone (never for missing data or another metric); None when there is none. One
-        such pod per node until the metric can show it (`settle`): a backlog that waited
-        together trickles in as pods end, rather than land on every node at once."""
+        alone (never for missing data or another metric); None when there is none. Each
+        pod let on is counted there at once (its bind reserves), so a backlog spreads."""
         rule = fit_rule(policy)
         if rule is None or not self._settings.herd_guarded:
             return None
         allowed = (rule.over, rule.reason)
-        settle = self._settings.herd_guard.settle
-        recent = self._overflowed
-        for node in [n for n, at in recent.items() if now - at >= settle]:
-            del recent[node]
-        candidates = [n for n, why in rejected.items() if why in allowed and n not in recent]
+        candidates = [n for n, why in rejected.items() if why in allowed]
         # Only the herd metric's threshold may stand aside: a node that would fail another
         # metric (or miss data) with its herd value at 0 keeps the pod off.
         clear = dict.fromkeys(candidates, -math.inf)
@@ -171,17 +169,25 @@ class HerdGuard:
             for n in candidates
             if evaluate_node(policy, snapshot, n, table.stale, clear, now).reason is None
         ]
-        node = overflow_node(rule, table.evals, candidates, sizes)
-        if node is not None:
-            recent[node] = now
-        return node
+        return overflow_node(rule, table.evals, candidates, sizes)
 
     def install(self, snapshot: Snapshot) -> None:
+        """A new snapshot: the reservations fade, the nodes' spreads move (peaks.py)."""
         self.ledger.install(snapshot, self._metrics)
+        at = data_time(snapshot, self._metrics)
+        if self.peaks.enabled and at is not None:
+            predicted = _predicted(snapshot, self._metrics, self.ledger.load)
+            self.ledger.set_margins(self.peaks.observe(predicted, at))
 
     def projected(self, snapshot: Snapshot) -> dict[NodeName, float]:
         """The herd load once `snapshot` is installed (for tables built off the loop)."""
-        return self.ledger.projected(snapshot, self._metrics)
+        load = self.ledger.projected(snapshot, self._metrics)
+        at = data_time(snapshot, self._metrics)
+        if self.peaks.enabled and at is not None:
+            predicted = _predicted(snapshot, self._metrics, load)
+            for node, margin in self.peaks.preview(predicted, at).items():
+                load[node] = load.get(node, 0.0) + margin
+        return load
 
     @property
     def load(self) -> Mapping[NodeName, float]:
@@ -213,3 +219,20 @@ class HerdGuard:
                 "error": usage.error,
             }
         return detail
+
+
+def _predicted(
+    snapshot: Snapshot, metrics: Iterable[str], load: Mapping[NodeName, float]
+) -> dict[NodeName, float]:
+    """node -> the herd metrics' largest value with the herd guard's load added: what we
+    predict the node runs at now, whose swings peaks.py follows."""
+    out: dict[NodeName, float] = {}
+    for name in metrics:
+        series = snapshot.metrics.get(name)
+        if series is None:
+            continue
+        for node, value in series.values.items():
+            if math.isfinite(value):
+                x = value + load.get(node, 0.0)
+                out[node] = max(out.get(node, x), x)
+    return out

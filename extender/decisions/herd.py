@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from extender.decisions.estimate import usage_fresh
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.peaks import NodePeaks
 from extender.decisions.usage import EMPTY, UsageTable
 from extender.policy.sections import HerdGuardSettings
 
@@ -51,14 +50,11 @@ class Reservation:
     """(namespace, name): its own measured use, once Prometheus has it, replaces `cores`."""
 
 
-@dataclass(frozen=True, slots=True)
-class Departure:
-    """A pod gone from its node whose use the metric still shows."""
-
-    node: NodeName
-    cores: float
-    """What the metric showed of it when it left (its measured use, or the shown part)."""
-    left_at: float
+def departure(uid: str, node: NodeName, cores: float, left_at: float) -> Reservation:
+    """A pod gone from `node` whose `cores` the metric still shows: a reservation of what
+    it frees (negative), fading as the metric stops showing it, as a placed pod's fades as
+    the metric starts to."""
+    return Reservation(uid, node, -cores, left_at, "left")
 
 
 def unshown_share(bound_at: float, data_at: float | None, settle: float, window: float) -> float:
@@ -95,9 +91,8 @@ class HerdLedger:
         self._guarded = guarded
         self._window = window
         self._reservations: dict[str, Reservation] = {}
-        self._departures: dict[str, Departure] = {}
-        self.peaks = NodePeaks(guard.peak_window, guard.peak_sigmas)
-        self._margins: dict[NodeName, float] = {}
+        self._departures: dict[str, Reservation] = {}
+        self._margins: Mapping[NodeName, float] = {}
         """node -> what its recent swings add to it (peaks.py), as of the last install."""
         self._charged: dict[str, float] = {}
         """uid -> the share of its node's cores it adds now."""
@@ -112,7 +107,6 @@ class HerdLedger:
         self._guard = guard
         self._guarded = guarded
         self._window = window
-        self.peaks.configure(guard.peak_window, guard.peak_sigmas)
         self._recount()
 
     @property
@@ -172,9 +166,8 @@ class HerdLedger:
             measured = reserved * (1.0 - unshown)
         if measured is None or measured <= 0 or not where:
             return node
-        departure = Departure(where, measured, left_at)
-        self._departures[uid] = departure
-        self._add_departure(uid, departure)
+        self._departures[uid] = gone_pod = departure(uid, where, measured, left_at)
+        self._add(gone_pod)
         return where
 
     def _change(self, node: NodeName, by: float) -> None:
@@ -204,26 +197,29 @@ class HerdLedger:
             self.release(uid)
         for uid in [u for u, d in self._departures.items() if d.node == node]:
             del self._departures[uid]
-            self._charged.pop(uid, None)
+            del self._charged[uid]
         self._load.pop(node, None)
         return gone
 
     def install(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
         """A new snapshot: each reservation charged at what its metrics do not show yet;
-        those they show whole are dropped; each node's spread moves (peaks.py)."""
+        those they show whole are dropped. The margins go until `set_margins`."""
         self._data_at = data_time(snapshot, metrics) if metrics else math.inf
         self._usage = self._fresh(snapshot)
         self._margins = {}
         self._recount()
-        if self._guarded and self._data_at is not None and self._data_at != math.inf:
-            predicted = _predicted(snapshot, metrics, self._load)
-            self._margins = self.peaks.observe(predicted, self._data_at)
-            for node, margin in self._margins.items():
-                self._change(node, margin)
+
+    def set_margins(self, margins: Mapping[NodeName, float]) -> None:
+        """node -> what its recent swings add to its predicted peak (peaks.py), in `load`
+        until the next install."""
+        for node, margin in self._margins.items():
+            self._change(node, -margin)
+        self._margins = margins if self._guarded else {}
+        for node, margin in self._margins.items():
+            self._change(node, margin)
 
     @property
     def margins(self) -> Mapping[NodeName, float]:
-        """node -> what its recent swings add to its predicted peak (in `load` too)."""
         return self._margins
 
     def projected(self, snapshot: Snapshot, metrics: Collection[str]) -> dict[NodeName, float]:
@@ -231,19 +227,10 @@ class HerdLedger:
         the loop before the install; the install patches what changed meanwhile)."""
         data_at = data_time(snapshot, metrics) if metrics else math.inf
         load: dict[NodeName, float] = {}
-        for r in self._reservations.values():
+        for r in (*self._reservations.values(), *self._departures.values()):
             share = self._share(r, data_at, self._fresh(snapshot))
-            if share > 0:
+            if share:
                 load[r.node] = load.get(r.node, 0.0) + share
-        for d in self._departures.values():
-            credit = self._credit(d, data_at)
-            if credit > 0:
-                load[d.node] = load.get(d.node, 0.0) - credit
-        if self._guarded and data_at is not None and data_at != math.inf:
-            for node, margin in self.peaks.preview(
-                _predicted(snapshot, metrics, load), data_at
-            ).items():
-                load[node] = load.get(node, 0.0) + margin
         return load
 
     def _recount(self) -> None:
@@ -255,19 +242,10 @@ class HerdLedger:
             self._reservations = {}
             self._departures = {}
             return
-        kept: dict[str, Reservation] = {}
-        for uid, r in self._reservations.items():
-            if self._shown(r):
-                continue
-            kept[uid] = r
+        self._reservations = {u: r for u, r in self._reservations.items() if not self._shown(r)}
+        self._departures = {u: d for u, d in self._departures.items() if not self._shown(d)}
+        for r in (*self._reservations.values(), *self._departures.values()):
             self._add(r)
-        self._reservations = kept
-        gone: dict[str, Departure] = {}
-        for uid, d in self._departures.items():
-            if self._credit(d, self._data_at) > 0:
-                gone[uid] = d
-                self._add_departure(uid, d)
-        self._departures = gone
         for node, margin in self._margins.items():
             self._change(node, margin)
 
@@ -277,18 +255,7 @@ class HerdLedger:
     def _add(self, r: Reservation) -> None:
         share = self._share(r, self._data_at, self._usage)
         self._charged[r.uid] = share
-        self._load[r.node] = self._load.get(r.node, 0.0) + share
-
-    def _add_departure(self, uid: str, d: Departure) -> None:
-        credit = self._credit(d, self._data_at)
-        self._charged[uid] = -credit
-        self._change(d.node, -credit)
-
-    def _credit(self, d: Departure, data_at: float | None) -> float:
-        """The share of its node's cores a departure frees that the metric as of
-        `data_at` still shows."""
-        shown = unshown_share(d.left_at, data_at, self._guard.settle, self._window)
-        return d.cores * shown / self._cores_of(d.node) if shown > 0 else 0.0
+        self._change(r.node, share)
 
     def _share(self, r: Reservation, data_at: float | None, usage: UsageTable) -> float:
         """The share of its node's cores `r` adds while the metric is as of `data_at`."""
@@ -312,20 +279,3 @@ class HerdLedger:
 
     def _cores_of(self, node: NodeName) -> float:
         return self._node_cores.get(node) or self._guard.default_node_cores
-
-
-def _predicted(
-    snapshot: Snapshot, metrics: Collection[str], load: Mapping[NodeName, float]
-) -> dict[NodeName, float]:
-    """node -> the herd metrics' largest value with the herd guard's load added: what we
-    predict the node runs at now, whose swings peaks.py follows."""
-    out: dict[NodeName, float] = {}
-    for name in metrics:
-        series = snapshot.metrics.get(name)
-        if series is None:
-            continue
-        for node, value in series.values.items():
-            if math.isfinite(value):
-                x = value + load.get(node, 0.0)
-                out[node] = max(out.get(node, x), x)
-    return out

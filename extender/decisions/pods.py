@@ -98,12 +98,7 @@ class PodFacts:
     """The pod weighs nodes itself (`prefers_nodes`): kube-scheduler's scores carry what it
     asked for, so our shortlist does not narrow them (decisions.shortlist)."""
     created: Any = None
-    """`metadata.creationTimestamp` as sent (read by `created_at` when the pod fits on no
-    node: herdGuard.waitForRoom counts from it)."""
-
-    @property
-    def created_at(self) -> float | None:
-        return api_time(self.created)
+    """`metadata.creationTimestamp` as sent: herdGuard.waitForRoom counts from it."""
 
     @property
     def workload(self) -> WorkloadKey | None:

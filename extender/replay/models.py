@@ -29,10 +29,9 @@ from extender.simulation import profiles
 from extender.simulation.experiment import with_max_hosts
 from extender.simulation.framework import Feeds
 from extender.simulation.ours import OurExtender
-from extender.simulation.run import EPOCH
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.upstream import NodeRequests
-from extender.simulation.workload import NodeSpec, PodSpec
+from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
 REAL = "as-it-happened"
 KUBE_SCHEDULER = profiles.KUBE_SCHEDULER

@@ -16,10 +16,11 @@ from extender.simulation.experiment import Plan, run_scenario
 from extender.simulation.ours import OurExtender
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.run import DRAIN_SECONDS, EPOCH, RunResult, simulate
+from extender.simulation.run import DRAIN_SECONDS, RunResult, simulate
 from extender.simulation.scenarios import SCENARIOS, Background, Size
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Metrics
+from extender.simulation.workload import EPOCH
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
 TINY = Size(nodes=6, warmup=600.0, duration=1200.0, burst=30)
