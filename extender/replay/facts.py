@@ -131,6 +131,22 @@ class PodFacts:
 
 
 TIMES = ("created", "started", "scheduled", "completed", "deleted")
+POD_KEY = ("namespace", "pod", "uid")
+KEYS: dict[str, tuple[str, ...]] = {
+    "allocatable": ("node", "resource"),
+    "node_info": ("node", "internal_ip"),
+    "taints": ("node",),
+    "pod_info": POD_KEY,
+    **dict.fromkeys(TIMES, POD_KEY),
+    "requests": (*POD_KEY, "resource"),
+    "scheduler": (*POD_KEY, "name"),
+    "selectors": POD_KEY,
+    "tolerations": POD_KEY,
+    "owners": ("namespace", "pod", "workload"),
+}
+"""A window input's key -> the labels its series are told apart by. A series without one
+is folded into the wrong thing: without `uid` (kube-state-metrics before v2.1 has it on
+kube_pod_info only, kubernetes/kube-state-metrics#1304), one pod becomes two."""
 
 
 class Facts:
@@ -147,6 +163,33 @@ class Facts:
         self.seen: set[str] = set()
         self.ips: dict[str, str] = {}
         """InternalIP -> node, for policies whose CPU query names nodes by `instance`."""
+        self.labelled: dict[str, set[str]] = {}
+        """Input key -> the labels of KEYS (and kube_pod_info's `node`) some series had."""
+        self.unlabelled: dict[str, set[str]] = {}
+        """Input key -> the labels of KEYS some series lacked."""
+        self.unnamed: Labels | None = None
+        """The labels of a node CPU series no node could be named from (the first seen)."""
+
+    def _keyed(self, key: str, labels: Labels) -> None:
+        """Notes which of the labels `key`'s series are told apart by this one has."""
+        for label in KEYS[key]:
+            into = self.labelled if labels.get(label) else self.unlabelled
+            into.setdefault(key, set()).add(label)
+
+    def lacking(self) -> list[tuple[str, str, bool]]:
+        """(input key, label, on every series) for each label the folded series lacked:
+        the keys of KEYS, and kube_pod_info's `node` when no series had one (every pod
+        would look Pending)."""
+        out = [
+            (key, label, label not in self.labelled.get(key, set()))
+            for key in KEYS
+            for label in KEYS[key]
+            if label in self.unlabelled.get(key, set())
+        ]
+        folded = "pod_info" in self.unlabelled or "pod_info" in self.labelled
+        if folded and "node" not in self.labelled.get("pod_info", set()):
+            out.append(("pod_info", "node", True))
+        return out
 
     # --- keys
     def node(self, name: str) -> NodeFacts:
@@ -174,6 +217,7 @@ class Facts:
     def fold_allocatable(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("allocatable", labels)
             name = labels.get("node")
             last = last_value(series)
             if not name or last is None:
@@ -190,12 +234,14 @@ class Facts:
     def fold_node_info(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("node_info", labels)
             if labels.get("node") and labels.get("internal_ip"):
                 self.ips[labels["internal_ip"]] = labels["node"]
 
     def fold_pod_info(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("pod_info", labels)
             pod = self.pod(labels)
             if pod is None:
                 continue
@@ -207,6 +253,7 @@ class Facts:
             pod.last_seen = max(pod.last_seen, times[-1])
             node = labels.get("node", "")
             if node:
+                self.labelled.setdefault("pod_info", set()).add("node")
                 pod.nodes[node] = min(pod.nodes.get(node, math.inf), times[0])
             if labels.get("created_by_kind"):
                 pod.created_by = labels["created_by_kind"]
@@ -215,7 +262,9 @@ class Facts:
         """A pod timestamp (kube_pod_created, _start_time, ...): its latest value."""
         assert what in TIMES, what
         for series in result:
-            pod = self.pod(labels_of(series))
+            labels = labels_of(series)
+            self._keyed(what, labels)
+            pod = self.pod(labels)
             value = last_value(series)
             if pod is not None and value is not None and value > 0:
                 setattr(pod, what, value)
@@ -224,6 +273,7 @@ class Facts:
     def fold_requests(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("requests", labels)
             pod = self.pod(labels)
             values = [v for _, v in samples(series)]
             if pod is None or not values:
@@ -237,6 +287,7 @@ class Facts:
     def fold_owners(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("owners", labels)
             if not labels.get("workload") or not any(True for _ in samples(series)):
                 continue
             self.seen.add("owners")
@@ -248,6 +299,7 @@ class Facts:
     def fold_scheduler(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("scheduler", labels)
             pod = self.pod(labels)
             if pod is not None and labels.get("name") and any(True for _ in samples(series)):
                 pod.scheduler = labels["name"]
@@ -256,6 +308,7 @@ class Facts:
     def fold_selectors(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("selectors", labels)
             pod = self.pod(labels)
             if pod is None or not any(True for _ in samples(series)):
                 continue
@@ -269,6 +322,7 @@ class Facts:
     def fold_tolerations(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("tolerations", labels)
             pod = self.pod(labels)
             if pod is None or not any(True for _ in samples(series)):
                 continue
@@ -280,6 +334,7 @@ class Facts:
     def fold_taints(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self._keyed("taints", labels)
             name, effect = labels.get("node"), labels.get("effect", "")
             if name and effect in TAINT_EFFECTS and any(True for _ in samples(series)):
                 self.node(name).taints.add(f"{labels.get('key', '')}:{effect}")
@@ -290,8 +345,11 @@ class Facts:
         """The policy's CPU query; duplicates of one node keep the highest value, as the
         extender does."""
         for series in result:
-            name = node_of(labels_of(series))
+            labels = labels_of(series)
+            name = node_of(labels)
             if name is None:
+                if self.unnamed is None:
+                    self.unnamed = labels
                 continue
             node = self.node(name)
             if node.cpu is None:
