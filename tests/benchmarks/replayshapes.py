@@ -145,7 +145,8 @@ class Builder:
         """The node's unseen load: (from time, share of its cores), in time order."""
         nodes = self.history.nodes
         i = next(i for i, n in enumerate(nodes) if n.name == name)
-        nodes[i] = replace(nodes[i], background=tuple(levels))
+        whole = tuple((float(round(t)), level) for t, level in levels)
+        nodes[i] = replace(nodes[i], background=whole)
 
     def room(self) -> float:
         """Cores the nodes have left after their unseen load, on average over the range."""
@@ -314,14 +315,20 @@ class Builder:
 
     def place(self) -> Shaped:
         """Every pod without a node, placed by requests alone; bound 1-3 s after it was
-        created, started 2-20 s after that (pods that named a node too)."""
+        created, started 2-20 s after that (pods that named a node too). Times are whole
+        seconds, as the API server's are: the history is then the same whatever its end
+        (a sum of an end and a fraction rounds differently from one end to another, and a
+        model on a threshold can go another way)."""
         history, rng = self.history, self.rng
         history.pods = [p for p in history.pods if p.created < history.end]
+        for pod in history.pods:
+            pod.created = float(round(pod.created))
+            pod.end = None if pod.end is None else float(round(pod.end))
         place_like_kube_scheduler(history, random.Random(rng.random()))
         for pod in history.pods:
             if pod.node is not None and pod.created > history.start:
-                pod.bound = pod.created + rng.uniform(1, 3)
-                pod.start = pod.bound + rng.uniform(2, 20)
+                pod.bound = pod.created + rng.randint(1, 3)
+                pod.start = pod.bound + rng.randint(2, 20)
                 if pod.end is not None and pod.end < pod.start + STEP:
                     pod.end = pod.start + STEP
         replayed = sum(1 for p in history.pods if p.created >= self.start)

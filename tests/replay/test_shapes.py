@@ -7,7 +7,7 @@ placed by requests alone). No placement figure is judged here: they are the benc
 Seed 5 of the issue's shape (9 nodes, 85 pods arriving): the kube-scheduler model is within
 12 % of what happened whatever its tie-break seed (`--seed` 1-6 measured), so the check is
 of the reconstruction, not of a lucky draw (on seed 1 the tie-breaks alone move it from
-12 % to 31 %)."""
+5 % to 28 %)."""
 
 from __future__ import annotations
 
