@@ -260,7 +260,7 @@ class Builder:
         t = self.history.start + rng.uniform(0, every)
         waves = 0
         while t < self.end and waves < 1000:
-            job = f"{name}-{int(t) // 60}"
+            job = f"{name}-{int(t - self.history.start) // 60}"
             for k in range(parallelism):
                 created = t + 0.5 * k
                 self.pod(
