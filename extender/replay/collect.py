@@ -64,6 +64,8 @@ class Ask:
     selection: Selection = field(default_factory=Selection)
     lead: float = 600.0
     """Seconds before --from replayed as they happened, so the metric pipeline is warm."""
+    scrape: float = 30.0
+    """kube-state-metrics' scrape interval (--scrape-interval)."""
     max_memory: float = 4 * 2**30
     max_samples: int = 500_000
     jobs: int = 1
@@ -92,7 +94,7 @@ class Collector:
         self.auth = auth
         self.policy = policy
         self.grid = ask.grid
-        self.facts = Facts(self.grid, ask.window)
+        self.facts = Facts(self.grid, ask.window, ask.scrape)
         self.notes: list[str] = []
         self.size: sizing.Size | None = None
 

@@ -10,7 +10,9 @@ input:
 - window series, `max_over_time(...[W])` answered every W: what kube-state-metrics says
   of pods and nodes. Their values carry exact times (creation, start, completion,
   deletion), so a coarse window loses nothing but the moment a pod's series ends, which
-  is used only when no time says it.
+  is used only when no time says it: kube_pod_info is counted per window instead, and
+  the samples in the last window its series was seen say how long into that window the
+  pod was still there, to within a scrape.
 
 Pure: no I/O.
 """
@@ -109,6 +111,9 @@ class PodFacts:
     first_seen: float = math.inf
     """Window bounds of any kube_pod_info series: (first - W, last]."""
     last_seen: float = -math.inf
+    tail: tuple[float, float] | None = None
+    """(the last window its kube_pod_info series with a node was seen in, its samples
+    there): where its end falls when no time says it."""
     created: float | None = None
     started: float | None = None
     scheduled: float | None = None
@@ -152,9 +157,11 @@ kube_pod_info only, kubernetes/kube-state-metrics#1304), one pod becomes two."""
 class Facts:
     """Everything folded so far; `seen` names the inputs that answered with any series."""
 
-    def __init__(self, grid: Grid, window: float) -> None:
+    def __init__(self, grid: Grid, window: float, scrape: float = 30.0) -> None:
         self.grid = grid
         self.window = window
+        self.scrape = scrape
+        """Seconds between kube-state-metrics' scrapes: what a kube_pod_info sample spans."""
         self.nodes: dict[str, NodeFacts] = {}
         self.pods: dict[tuple[str, str, str], PodFacts] = {}
         self._by_name: dict[tuple[str, str], list[PodFacts]] = {}
@@ -245,16 +252,19 @@ class Facts:
             pod = self.pod(labels)
             if pod is None:
                 continue
-            times = [t for t, _ in samples(series)]
-            if not times:
+            points = list(samples(series))
+            if not points:
                 continue
             self.seen.add("pod_info")
+            times = [t for t, _ in points]
             pod.first_seen = min(pod.first_seen, times[0] - self.window)
             pod.last_seen = max(pod.last_seen, times[-1])
             node = labels.get("node", "")
             if node:
                 self.labelled.setdefault("pod_info", set()).add("node")
                 pod.nodes[node] = min(pod.nodes.get(node, math.inf), times[0])
+                if pod.tail is None or points[-1] > pod.tail:
+                    pod.tail = points[-1]
             if labels.get("created_by_kind"):
                 pod.created_by = labels["created_by_kind"]
 
