@@ -173,7 +173,7 @@ class Collector:
         ask, facts = self.ask, self.facts
         inputs = queries.window_inputs("1m", ask.node_label == "instance")
         series = {item.key: item.series for item in inputs}
-        lacking = [(series[key], label, every) for key, label, every in facts.lacking()]
+        lacking = [(series[key], label, every) for key, label, every in facts.keys.lacking()]
         named = {name for name, _, _ in lacking}
         missing = [
             (item.series, queries.PURPOSES.get(item.key, item.key))

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.replay.keys import TIMES, KeyLabels
 from extender.replay.model import Grid
 
 Labels = Mapping[str, str]
@@ -135,25 +136,6 @@ class PodFacts:
         return min(self.nodes, key=lambda n: self.nodes[n]) if self.nodes else None
 
 
-TIMES = ("created", "started", "scheduled", "completed", "deleted")
-POD_KEY = ("namespace", "pod", "uid")
-KEYS: dict[str, tuple[str, ...]] = {
-    "allocatable": ("node", "resource"),
-    "node_info": ("node", "internal_ip"),
-    "taints": ("node",),
-    "pod_info": POD_KEY,
-    **dict.fromkeys(TIMES, POD_KEY),
-    "requests": (*POD_KEY, "resource"),
-    "scheduler": (*POD_KEY, "name"),
-    "selectors": POD_KEY,
-    "tolerations": POD_KEY,
-    "owners": ("namespace", "pod", "workload"),
-}
-"""A window input's key -> the labels its series are told apart by. A series without one
-is folded into the wrong thing: without `uid` (kube-state-metrics before v2.1 has it on
-kube_pod_info only, kubernetes/kube-state-metrics#1304), one pod becomes two."""
-
-
 class Facts:
     """Everything folded so far; `seen` names the inputs that answered with any series."""
 
@@ -170,33 +152,9 @@ class Facts:
         self.seen: set[str] = set()
         self.ips: dict[str, str] = {}
         """InternalIP -> node, for policies whose CPU query names nodes by `instance`."""
-        self.labelled: dict[str, set[str]] = {}
-        """Input key -> the labels of KEYS (and kube_pod_info's `node`) some series had."""
-        self.unlabelled: dict[str, set[str]] = {}
-        """Input key -> the labels of KEYS some series lacked."""
+        self.keys = KeyLabels()  # the labels telling series apart: had, or lacked
         self.unnamed: Labels | None = None
         """The labels of a node CPU series no node could be named from (the first seen)."""
-
-    def _keyed(self, key: str, labels: Labels) -> None:
-        """Notes which of the labels `key`'s series are told apart by this one has."""
-        for label in KEYS[key]:
-            into = self.labelled if labels.get(label) else self.unlabelled
-            into.setdefault(key, set()).add(label)
-
-    def lacking(self) -> list[tuple[str, str, bool]]:
-        """(input key, label, on every series) for each label the folded series lacked:
-        the keys of KEYS, and kube_pod_info's `node` when no series had one (every pod
-        would look Pending)."""
-        out = [
-            (key, label, label not in self.labelled.get(key, set()))
-            for key in KEYS
-            for label in KEYS[key]
-            if label in self.unlabelled.get(key, set())
-        ]
-        folded = "pod_info" in self.unlabelled or "pod_info" in self.labelled
-        if folded and "node" not in self.labelled.get("pod_info", set()):
-            out.append(("pod_info", "node", True))
-        return out
 
     # --- keys
     def node(self, name: str) -> NodeFacts:
@@ -224,7 +182,7 @@ class Facts:
     def fold_allocatable(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("allocatable", labels)
+            self.keys.note("allocatable", labels)
             name = labels.get("node")
             last = last_value(series)
             if not name or last is None:
@@ -241,14 +199,14 @@ class Facts:
     def fold_node_info(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("node_info", labels)
+            self.keys.note("node_info", labels)
             if labels.get("node") and labels.get("internal_ip"):
                 self.ips[labels["internal_ip"]] = labels["node"]
 
     def fold_pod_info(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("pod_info", labels)
+            self.keys.note("pod_info", labels)
             pod = self.pod(labels)
             if pod is None:
                 continue
@@ -256,13 +214,12 @@ class Facts:
             if not points:
                 continue
             self.seen.add("pod_info")
-            times = [t for t, _ in points]
-            pod.first_seen = min(pod.first_seen, times[0] - self.window)
-            pod.last_seen = max(pod.last_seen, times[-1])
+            pod.first_seen = min(pod.first_seen, points[0][0] - self.window)
+            pod.last_seen = max(pod.last_seen, points[-1][0])
             node = labels.get("node", "")
             if node:
-                self.labelled.setdefault("pod_info", set()).add("node")
-                pod.nodes[node] = min(pod.nodes.get(node, math.inf), times[0])
+                self.keys.bound()
+                pod.nodes[node] = min(pod.nodes.get(node, math.inf), points[0][0])
                 if pod.tail is None or points[-1] > pod.tail:
                     pod.tail = points[-1]
             if labels.get("created_by_kind"):
@@ -273,7 +230,7 @@ class Facts:
         assert what in TIMES, what
         for series in result:
             labels = labels_of(series)
-            self._keyed(what, labels)
+            self.keys.note(what, labels)
             pod = self.pod(labels)
             value = last_value(series)
             if pod is not None and value is not None and value > 0:
@@ -283,7 +240,7 @@ class Facts:
     def fold_requests(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("requests", labels)
+            self.keys.note("requests", labels)
             pod = self.pod(labels)
             values = [v for _, v in samples(series)]
             if pod is None or not values:
@@ -297,7 +254,7 @@ class Facts:
     def fold_owners(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("owners", labels)
+            self.keys.note("owners", labels)
             if not labels.get("workload") or not any(True for _ in samples(series)):
                 continue
             self.seen.add("owners")
@@ -309,7 +266,7 @@ class Facts:
     def fold_scheduler(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("scheduler", labels)
+            self.keys.note("scheduler", labels)
             pod = self.pod(labels)
             if pod is not None and labels.get("name") and any(True for _ in samples(series)):
                 pod.scheduler = labels["name"]
@@ -318,7 +275,7 @@ class Facts:
     def fold_selectors(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("selectors", labels)
+            self.keys.note("selectors", labels)
             pod = self.pod(labels)
             if pod is None or not any(True for _ in samples(series)):
                 continue
@@ -332,7 +289,7 @@ class Facts:
     def fold_tolerations(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("tolerations", labels)
+            self.keys.note("tolerations", labels)
             pod = self.pod(labels)
             if pod is None or not any(True for _ in samples(series)):
                 continue
@@ -344,7 +301,7 @@ class Facts:
     def fold_taints(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
-            self._keyed("taints", labels)
+            self.keys.note("taints", labels)
             name, effect = labels.get("node"), labels.get("effect", "")
             if name and effect in TAINT_EFFECTS and any(True for _ in samples(series)):
                 self.node(name).taints.add(f"{labels.get('key', '')}:{effect}")

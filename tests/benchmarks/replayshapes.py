@@ -278,11 +278,11 @@ class Builder:
             t += every
         return waves
 
-    def workloads(self, count: int, factor: Callable[[int], float], share: float) -> list[str]:
+    def workloads(self, count: int, factor: Callable[[int], float], share: float) -> None:
         """`count` Deployments of 3-8 replicas (more, up to 16, where a pod would request
         over MOST) whose pods use `share` of the room left
         between them (each a drawn weight of it); Deployment i's pods use `factor(i)`
-        times their request. Returns a word per Deployment."""
+        times their request. Each is drawn in words."""
         rng = self.rng
         weights = [rng.uniform(0.5, 1.5) for _ in range(count)]
         target = share * self.room()
@@ -311,7 +311,7 @@ class Builder:
             words.append(
                 f"{name} {replicas}x{cpu:g} using {f:.1f}x" + (" (rolled)" if i in rolled else "")
             )
-        return words
+        self.draw("Deployments " + ", ".join(words))
 
     def place(self) -> Shaped:
         """Every pod without a node, placed by requests alone; bound 1-3 s after it was
@@ -357,12 +357,11 @@ def issue(seed: int, end: float) -> Shaped:
     )
     count = rng.randint(5, 8)
     heavy = set(rng.sample(range(count), 3))
-    words = b.workloads(
+    b.workloads(
         count,
         lambda i: rng.uniform(3, 6) if i in heavy else rng.uniform(0.5, 1.2),
         _share(rng),
     )
-    b.draw("Deployments " + ", ".join(words))
     return b.place()
 
 
@@ -387,12 +386,11 @@ def moving(seed: int, end: float) -> Shaped:
         f"{len(names)} nodes of {cores:g} cores; unseen load 55-80% moves from "
         f"{', '.join(before)} to {', '.join(after)} at {(move - b.start) / 60:.0f} min"
     )
-    words = b.workloads(
+    b.workloads(
         rng.randint(8, 12),
         lambda i: math.exp(rng.uniform(math.log(0.25), math.log(4))),
         _share(rng),
     )
-    b.draw("Deployments " + ", ".join(words))
     return b.place()
 
 
@@ -418,7 +416,7 @@ def diurnal(seed: int, end: float) -> Shaped:
         + "/".join(f"{n.cores:g}" for n in b.history.nodes)
         + f" cores; the range starts at {hour:.1f} h, unseen load peaks near {peak:.1f} h"
     )
-    words = b.workloads(rng.randint(4, 7), lambda i: rng.uniform(0.5, 1.5), _share(rng))
+    b.workloads(rng.randint(4, 7), lambda i: rng.uniform(0.5, 1.5), _share(rng))
     jobs = []
     for j in range(rng.randint(2, 4)):
         cpu = rng.choice((0.25, 0.5, 1.0))
@@ -434,7 +432,7 @@ def diurnal(seed: int, end: float) -> Shaped:
             runs=(5 * MINUTE, 20 * MINUTE),
         )
         jobs.append(f"report-{j + 1} {parallelism}x{cpu:g} every {every / 60:.0f} min")
-    b.draw("Deployments " + ", ".join(words) + "; CronJobs " + ", ".join(jobs))
+    b.draw("CronJobs " + ", ".join(jobs))
     return b.place()
 
 
@@ -492,13 +490,11 @@ def noisy(seed: int, end: float) -> Shaped:
             end=created + rng.uniform(10, 60) * MINUTE,
             grace=30.0,
         )
-    words = b.workloads(
+    b.draw(f"log-agent DaemonSet; {others} pods of batch-scheduler")
+    b.workloads(
         rng.randint(12, 20),
         lambda i: math.exp(rng.uniform(math.log(0.5), math.log(2))),
         _share(rng),
-    )
-    b.draw(
-        f"log-agent DaemonSet; {others} pods of batch-scheduler; Deployments " + ", ".join(words)
     )
     return b.place()
 
