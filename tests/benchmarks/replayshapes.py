@@ -580,9 +580,16 @@ def replay_shape(
     )
 
 
+BLOCK = 7200
+"""Prometheus' block: promtool cuts a backfilled history, and records the rules over it,
+at these boundaries."""
+
+
 def history_end() -> float:
-    """Ten minutes ago, on a step: inside any retention, and every block is complete."""
-    return math.floor(time.time() / STEP) * STEP - 600
+    """The start of the last whole block: inside any retention, and on a block boundary,
+    so every run cuts a history at the same places (where the blocks split it moves the
+    rules' values a step here and there: a model on a threshold then goes another way)."""
+    return math.floor(time.time() / BLOCK) * BLOCK - BLOCK
 
 
 def summary(runs: Sequence[Replayed]) -> dict[str, dict[str, dict[str, Any]]]:
