@@ -55,12 +55,13 @@ PACKAGES: dict[str, Package] = {
         ("decisions", "policy", "errors"),
     ),
     "rebalancing": Package(
-        "which running pods to move (the plan, pure), and the loop that evicts them",
-        ("decisions", "policy", "errors"),
+        "which running pods to move (the plan, pure), and the loop that evicts them "
+        "(through cluster.kubeapi, while cluster.leader's Lease is held)",
+        ("cluster", "decisions", "policy", "errors"),
     ),
     "doctor": Package(
         "checks of a policy against a live Prometheus and cluster",
-        ("metrics", "decisions", "policy", "errors"),
+        ("metrics", "cluster", "decisions", "policy", "errors"),
     ),
     "service": Package(
         "the HTTP service: routes, OpenAPI, telemetry, logs, and the composition root "
@@ -69,8 +70,9 @@ PACKAGES: dict[str, Package] = {
     ),
     "simulation": Package(
         "a seeded simulation of placements, kube-scheduler's default scoring against ours "
-        "and the peers' (pure; `decice-extender simulate` prints it)",
-        ("decisions", "policy"),
+        "and the peers', our rebalancer's plan included (pure; `decice-extender simulate` "
+        "prints it)",
+        ("rebalancing", "decisions", "policy"),
     ),
     "replay": Package(
         "the user's own Prometheus history replayed under each scheduler model (range "
@@ -83,7 +85,7 @@ PACKAGES: dict[str, Package] = {
 
 LIBRARIES: dict[str, tuple[str, ...]] = {
     "kubernetes": ("cluster",),
-    "aiohttp": ("cluster",),
+    "aiohttp": ("cluster", "cli"),
     "prometheus_api_client": ("metrics",),
     "requests": ("metrics",),
     "starlette": ("service", "cli"),

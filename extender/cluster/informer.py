@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from extender.cluster.kubeapi import KubeAPI
 from extender.errors.backoff import Backoff
 from extender.errors.causes import describe
 
@@ -36,19 +37,6 @@ MAX_BACKOFF = 30.0
 
 EventHandler = Callable[[str, Any], object]
 """(event type, object) for ADDED / MODIFIED / DELETED."""
-
-
-class Watcher(Protocol):
-    def watch(
-        self,
-        path: str,
-        *,
-        resource_version: str,
-        timeout_seconds: int,
-        bookmarks: bool = True,
-        opened: Callable[[], None] | None = None,
-        sieve: Callable[[bytearray], bool] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]: ...
 
 
 class LineSieve(Protocol):
@@ -108,7 +96,7 @@ class Informer:
         self,
         resource: str,
         path: str,
-        kube: Watcher,
+        kube: KubeAPI,
         start: Callable[[], Awaitable[str]],
         handle: EventHandler,
         *,

@@ -55,32 +55,36 @@ class Engine(DecisionState):
         cleared = self._cleared_for_preemptor(policy, table, args.pod, now)
         if cleared:
             failed = {n: r for n, r in failed.items() if n not in cleared}
-        memo = self.pods.get(args.pod.uid)
-        waiting = memo.room_wait_since if memo is not None else None
-        tight, since, needs = self.guard.fit(
-            policy, table, args.pod, names, failed, waiting, self._snapshot, now
-        )
+        tight, needs = self.guard.fit(policy, table, args.pod, names, failed, self._snapshot, now)
         if cleared and tight:
             tight = tight - cleared
-            since = None if not tight else since
+        rule = fit_rule(policy)
+        resolvable = dict.fromkeys(tight, rule.reason) if tight and rule is not None else {}
         rejected = frozenset(failed).union(tight) if tight else frozenset(failed)
-        fits = since is None or not tight
+        since = overflow = None
+        if rejected and rejected.issuperset(names):  # it fits on no node: it waits for room
+            since = _waiting_since(self.pods.get(args.pod.uid), args.pod, now)
+            if now - since >= self.settings.herd_guard.wait_for_room:
+                rejects = {**failed, **resolvable}
+                overflow = self.guard.overflow(
+                    policy, table, rejects, self._snapshot, self.sizes, now
+                )
+            if overflow is not None:  # waited long enough: where it does least harm
+                failed = {n: r for n, r in failed.items() if n != overflow}
+                resolvable.pop(overflow, None)
+                rejected = rejected - {overflow}
         passed = None
-        if fits and not cleared:
+        if since is None and not cleared:
             passed = self._shortlisted(table, args, len(rejected), tight)
         shortlisted = len(passed) if passed is not None else None
         self.pods.remember(
             _memo(args, policy, table, rejected, self._snapshot, now, since, shortlisted)
         )
         if self.turned_away is not None:
-            until = None if since is None else since + self.settings.herd_guard.wait_for_room
+            waits = since is not None and overflow is None
+            until = since + self.settings.herd_guard.wait_for_room if waits else None  # type: ignore[operator]
             _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
-        if fits:  # it fits on some node: no reasons to give
-            return FilterDecision(failed=failed, left_out=frozenset(tight), passed=passed)
-        rule = fit_rule(policy)
-        return FilterDecision(
-            failed=failed, resolvable=dict.fromkeys(tight, rule.reason if rule else "")
-        )
+        return FilterDecision(failed=failed, resolvable=resolvable, passed=passed)
 
     def _shortlisted(
         self, table: Table, args: ExtenderArgs, rejected: int, tight: Set[NodeName]
@@ -197,6 +201,17 @@ def _memo(
         room_wait_since=waiting,
         shortlisted=shortlisted,
     )
+
+
+def _waiting_since(memo: PodMemo | None, pod: PodFacts, now: float) -> float:
+    """Since when the pod has waited for a node: its creation (herdGuard.waitForRoom bounds
+    how long it stays Pending, whatever kept it so before we turned it away), else the
+    first time we found no room for it."""
+    since = memo.room_wait_since if memo is not None else None
+    created = pod.created_at
+    if created is not None and created <= now:
+        return created if since is None else min(since, created)
+    return now if since is None else since
 
 
 def _track(

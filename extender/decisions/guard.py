@@ -7,17 +7,23 @@ Pure: no I/O; the snapshot and `now` are passed in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from extender.decisions.estimate import Expectation, expected_cores, expected_use, usage_fresh
 from extender.decisions.herd import HerdLedger, Reservation
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodFacts
-from extender.decisions.rooms import fit_rule, tight_nodes
+from extender.decisions.rooms import Sizes, fit_rule, overflow_node, tight_nodes
+from extender.decisions.scoring import evaluate_node
 from extender.decisions.table import Table
 from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 from extender.policy.windows import Window, herd_window
+
+SATURATED = 0.95
+"""A herd metric at or above this on a node: the node is (nearly) out of CPU, so the metric
+no longer tells demand."""
 
 
 def herd_metrics(settings: Settings) -> frozenset[str]:
@@ -30,6 +36,8 @@ class HerdGuard:
         self.ledger = HerdLedger(settings.herd_guard, settings.herd_guarded)
         self.window = Window(0.0, "")
         self.estimates: dict[str, int] = {}
+        self._overflowed: dict[NodeName, float] = {}
+        """node -> when a pod that had waited its waitForRoom was last let onto it."""
         """Reservations taken, by where their estimate came from (estimate.SOURCES)."""
         self.configure(settings)
 
@@ -57,6 +65,30 @@ class HerdGuard:
             self._settings.herd_guard,
             now,
         )
+
+    def shown_use(self, pod: PodFacts, snapshot: Snapshot, now: float) -> float | None:
+        """Cores the metric shows a running pod using, as far as we know it: its own
+        measured use, else its workload's (no more than its request: the quantile is a
+        high one), else None (nothing is credited for a use we do not know). None too on
+        a node the metric shows saturated: there it hides how far demand is over its
+        cores, so a pod leaving need not lower it at all."""
+        guard = self._settings.herd_guard
+        usage = snapshot.usage
+        if guard.estimate != "usage" or not usage_fresh(usage, guard, now):
+            return None
+        for metric in self._metrics:
+            series = snapshot.metrics.get(metric)
+            value = series.values.get(pod.node_name) if series is not None else None
+            if value is not None and value >= SATURATED:
+                return None
+        own = usage.pods.get((pod.namespace, pod.name))
+        if own is not None:
+            return own
+        key = pod.workload if usage.workloads else None
+        use = usage.workloads.get(key) if key is not None else None
+        if use is None or use.pods < guard.min_pods:
+            return None
+        return use.cores if pod.cpu_request is None else min(use.cores, pod.cpu_request)
 
     def reserve(
         self,
@@ -90,29 +122,59 @@ class HerdGuard:
         pod: PodFacts,
         names: Sequence[NodeName],
         failed: Mapping[NodeName, str],
-        waiting: float | None,
         snapshot: Snapshot,
         now: float,
-    ) -> tuple[set[NodeName], float | None, float]:
-        """The asked nodes too small for `pod` (rooms.tight_nodes), since when it fits on
-        none (`waiting`: since when it did before), and the cores it needs."""
+    ) -> tuple[set[NodeName], float]:
+        """The asked nodes too small for `pod` (rooms.tight_nodes) and the cores it needs."""
         rule, guard = fit_rule(policy), self._settings.herd_guard
         if table.rooms is None or rule is None or not guard.fit:
-            return set(), None, 0.0
-        guard_settings = self._settings.herd_guard
+            return set(), 0.0
         needs = expected_cores(
             pod.namespace,
             pod.name,
             lambda: pod.workload,
             pod.cpu_request,
             snapshot.usage,
-            guard_settings,
+            guard,
             now,
         )
-        tight, since = tight_nodes(
-            table.rooms, rule, needs, names, failed, waiting, now, guard.wait_for_room
-        )
-        return tight, since, needs
+        return tight_nodes(table.rooms, needs, names, failed), needs
+
+    def overflow(
+        self,
+        policy: Policy,
+        table: Table,
+        rejected: Mapping[NodeName, str],
+        snapshot: Snapshot,
+        sizes: Sizes,
+        now: float,
+    ) -> NodeName | None:
+        """For a pod that has waited waitForRoom on every node: the one it goes to anyway,
+        the node with the most headroom of those rejected for the herd metric's threshold
+        alone (never for missing data or another metric); None when there is none. One
+        such pod per node until the metric can show it (`settle`): a backlog that waited
+        together trickles in as pods end, rather than land on every node at once."""
+        rule = fit_rule(policy)
+        if rule is None or not self._settings.herd_guarded:
+            return None
+        allowed = (rule.over, rule.reason)
+        settle = self._settings.herd_guard.settle
+        recent = self._overflowed
+        for node in [n for n, at in recent.items() if now - at >= settle]:
+            del recent[node]
+        candidates = [n for n, why in rejected.items() if why in allowed and n not in recent]
+        # Only the herd metric's threshold may stand aside: a node that would fail another
+        # metric (or miss data) with its herd value at 0 keeps the pod off.
+        clear = dict.fromkeys(candidates, -math.inf)
+        candidates = [
+            n
+            for n in candidates
+            if evaluate_node(policy, snapshot, n, table.stale, clear, now).reason is None
+        ]
+        node = overflow_node(rule, table.evals, candidates, sizes)
+        if node is not None:
+            recent[node] = now
+        return node
 
     def install(self, snapshot: Snapshot) -> None:
         self.ledger.install(snapshot, self._metrics)

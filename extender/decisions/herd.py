@@ -8,6 +8,16 @@ reservation is whole until `settle` after the bind, then shrinks with the share 
 window the pod has run, and is gone once the window covers the whole pod
 (`unshown_share`). A pod Prometheus already measures is counted at its own measured use.
 The ledger keeps the reservations and, incrementally, the load they add per node.
+
+The same lag runs the other way: a pod that left a node still shows in the metric until
+the window has passed over its departure. A departure credits the node with what the pod
+was measured using, over the same settle and window as a reservation, so pods waiting for
+room and the rebalancer see the room when it is there. The credit is only ever what the
+metric showed of the pod (its own measured use, else its workload's, no more than its
+request; nothing when unknown, or on a saturated node, whose metric hides demand), and it
+fades over the window a rise shows in: where a query keeps the larger of a fast and a slow
+rate, the slow one holds a drop up for longer, so the credit ends early (never late), and a
+pod arriving where one left is never counted as shown before the fast rate shows it.
 Pure: `now` and the snapshot are passed in.
 """
 
@@ -19,6 +29,7 @@ from dataclasses import dataclass
 
 from extender.decisions.estimate import usage_fresh
 from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.peaks import NodePeaks
 from extender.decisions.usage import EMPTY, UsageTable
 from extender.policy.sections import HerdGuardSettings
 
@@ -38,6 +49,16 @@ class Reservation:
     """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
     pod: tuple[str, str] | None = None
     """(namespace, name): its own measured use, once Prometheus has it, replaces `cores`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """A pod gone from its node whose use the metric still shows."""
+
+    node: NodeName
+    cores: float
+    """What the metric showed of it when it left (its measured use, or the shown part)."""
+    left_at: float
 
 
 def unshown_share(bound_at: float, data_at: float | None, settle: float, window: float) -> float:
@@ -74,6 +95,10 @@ class HerdLedger:
         self._guarded = guarded
         self._window = window
         self._reservations: dict[str, Reservation] = {}
+        self._departures: dict[str, Departure] = {}
+        self.peaks = NodePeaks(guard.peak_window, guard.peak_sigmas)
+        self._margins: dict[NodeName, float] = {}
+        """node -> what its recent swings add to it (peaks.py), as of the last install."""
         self._charged: dict[str, float] = {}
         """uid -> the share of its node's cores it adds now."""
         self._load: dict[NodeName, float] = {}
@@ -87,6 +112,7 @@ class HerdLedger:
         self._guard = guard
         self._guarded = guarded
         self._window = window
+        self.peaks.configure(guard.peak_window, guard.peak_sigmas)
         self._recount()
 
     @property
@@ -126,18 +152,37 @@ class HerdLedger:
         self._add(reservation)
         return True
 
-    def release(self, uid: str) -> NodeName | None:
-        """The pod was deleted or finished: its node (whose load dropped), or None."""
+    def release(
+        self, uid: str, gone: tuple[NodeName, float | None, float] | None = None
+    ) -> NodeName | None:
+        """The pod was deleted or finished: its node (whose load dropped), or None.
+        `gone`: (its node, the cores the metric shows of it or None, when it left), to
+        credit its node until the metric stops showing it (the module's docstring)."""
+        node = None
         reservation = self._reservations.pop(uid, None)
-        if reservation is None:
-            return None
-        share = self._charged.pop(uid)
-        left = self._load.get(reservation.node, 0.0) - share
-        if left > 1e-9:
-            self._load[reservation.node] = left
+        if reservation is not None:
+            node = reservation.node
+            self._change(node, -self._charged.pop(uid))
+        if gone is None or not self._guarded or uid in self._departures:
+            return node
+        where, measured, left_at = gone
+        if reservation is not None:  # what the metric shows of it: its use less the unshown
+            reserved = self._cores(reservation, self._usage)
+            unshown = unshown_share(reservation.bound_at, left_at, self._guard.settle, self._window)
+            measured = reserved * (1.0 - unshown)
+        if measured is None or measured <= 0 or not where:
+            return node
+        departure = Departure(where, measured, left_at)
+        self._departures[uid] = departure
+        self._add_departure(uid, departure)
+        return where
+
+    def _change(self, node: NodeName, by: float) -> None:
+        left = self._load.get(node, 0.0) + by
+        if abs(left) > 1e-9:
+            self._load[node] = left
         else:
-            self._load.pop(reservation.node, None)
-        return reservation.node
+            self._load.pop(node, None)
 
     def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float) -> float:
         """The load on `node` once the pods `leaving` (UIDs) are gone and a pod expected to
@@ -157,15 +202,29 @@ class HerdLedger:
         gone = [uid for uid, r in self._reservations.items() if r.node == node]
         for uid in gone:
             self.release(uid)
+        for uid in [u for u, d in self._departures.items() if d.node == node]:
+            del self._departures[uid]
+            self._charged.pop(uid, None)
         self._load.pop(node, None)
         return gone
 
     def install(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
         """A new snapshot: each reservation charged at what its metrics do not show yet;
-        those they show whole are dropped."""
+        those they show whole are dropped; each node's spread moves (peaks.py)."""
         self._data_at = data_time(snapshot, metrics) if metrics else math.inf
         self._usage = self._fresh(snapshot)
+        self._margins = {}
         self._recount()
+        if self._guarded and self._data_at is not None and self._data_at != math.inf:
+            predicted = _predicted(snapshot, metrics, self._load)
+            self._margins = self.peaks.observe(predicted, self._data_at)
+            for node, margin in self._margins.items():
+                self._change(node, margin)
+
+    @property
+    def margins(self) -> Mapping[NodeName, float]:
+        """node -> what its recent swings add to its predicted peak (in `load` too)."""
+        return self._margins
 
     def projected(self, snapshot: Snapshot, metrics: Collection[str]) -> dict[NodeName, float]:
         """The per-node load `install(snapshot, metrics)` would give (for tables built off
@@ -176,6 +235,15 @@ class HerdLedger:
             share = self._share(r, data_at, self._fresh(snapshot))
             if share > 0:
                 load[r.node] = load.get(r.node, 0.0) + share
+        for d in self._departures.values():
+            credit = self._credit(d, data_at)
+            if credit > 0:
+                load[d.node] = load.get(d.node, 0.0) - credit
+        if self._guarded and data_at is not None and data_at != math.inf:
+            for node, margin in self.peaks.preview(
+                _predicted(snapshot, metrics, load), data_at
+            ).items():
+                load[node] = load.get(node, 0.0) + margin
         return load
 
     def _recount(self) -> None:
@@ -185,6 +253,7 @@ class HerdLedger:
         self._load = {}
         if not self._guarded:
             self._reservations = {}
+            self._departures = {}
             return
         kept: dict[str, Reservation] = {}
         for uid, r in self._reservations.items():
@@ -193,6 +262,14 @@ class HerdLedger:
             kept[uid] = r
             self._add(r)
         self._reservations = kept
+        gone: dict[str, Departure] = {}
+        for uid, d in self._departures.items():
+            if self._credit(d, self._data_at) > 0:
+                gone[uid] = d
+                self._add_departure(uid, d)
+        self._departures = gone
+        for node, margin in self._margins.items():
+            self._change(node, margin)
 
     def _shown(self, r: Reservation) -> bool:
         return unshown_share(r.bound_at, self._data_at, self._guard.settle, self._window) <= 0
@@ -202,17 +279,31 @@ class HerdLedger:
         self._charged[r.uid] = share
         self._load[r.node] = self._load.get(r.node, 0.0) + share
 
+    def _add_departure(self, uid: str, d: Departure) -> None:
+        credit = self._credit(d, self._data_at)
+        self._charged[uid] = -credit
+        self._change(d.node, -credit)
+
+    def _credit(self, d: Departure, data_at: float | None) -> float:
+        """The share of its node's cores a departure frees that the metric as of
+        `data_at` still shows."""
+        shown = unshown_share(d.left_at, data_at, self._guard.settle, self._window)
+        return d.cores * shown / self._cores_of(d.node) if shown > 0 else 0.0
+
     def _share(self, r: Reservation, data_at: float | None, usage: UsageTable) -> float:
         """The share of its node's cores `r` adds while the metric is as of `data_at`."""
         unshown = unshown_share(r.bound_at, data_at, self._guard.settle, self._window)
         if unshown <= 0:
             return 0.0
-        cores = r.cores
+        return self._cores(r, usage) * unshown / self._cores_of(r.node)
+
+    def _cores(self, r: Reservation, usage: UsageTable) -> float:
+        """Its expected use, or its own measured use once Prometheus has it."""
         if r.pod is not None and self._guard.estimate == "usage":
             own = usage.pods.get(r.pod)
             if own is not None:
-                cores = own
-        return cores * unshown / self._cores_of(r.node)
+                return own
+        return r.cores
 
     def _fresh(self, snapshot: Snapshot) -> UsageTable:
         """The snapshot's measured use, or none when it is too old to trust."""
@@ -221,3 +312,20 @@ class HerdLedger:
 
     def _cores_of(self, node: NodeName) -> float:
         return self._node_cores.get(node) or self._guard.default_node_cores
+
+
+def _predicted(
+    snapshot: Snapshot, metrics: Collection[str], load: Mapping[NodeName, float]
+) -> dict[NodeName, float]:
+    """node -> the herd metrics' largest value with the herd guard's load added: what we
+    predict the node runs at now, whose swings peaks.py follows."""
+    out: dict[NodeName, float] = {}
+    for name in metrics:
+        series = snapshot.metrics.get(name)
+        if series is None:
+            continue
+        for node, value in series.values.items():
+            if math.isfinite(value):
+                x = value + load.get(node, 0.0)
+                out[node] = max(out.get(node, x), x)
+    return out

@@ -97,6 +97,13 @@ class PodFacts:
     prefers: bool = False
     """The pod weighs nodes itself (`prefers_nodes`): kube-scheduler's scores carry what it
     asked for, so our shortlist does not narrow them (decisions.shortlist)."""
+    created: Any = None
+    """`metadata.creationTimestamp` as sent (read by `created_at` when the pod fits on no
+    node: herdGuard.waitForRoom counts from it)."""
+
+    @property
+    def created_at(self) -> float | None:
+        return api_time(self.created)
 
     @property
     def workload(self) -> WorkloadKey | None:
@@ -245,6 +252,7 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         owners=meta.get("ownerReferences"),
         labels=meta.get("labels"),
         prefers=prefers_nodes(spec),
+        created=meta.get("creationTimestamp"),
     )
 
 

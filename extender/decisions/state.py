@@ -148,9 +148,14 @@ class DecisionState:
         self._patch(node, now)
         return True
 
-    def release(self, uid: str, now: float) -> bool:
-        """The pod was deleted or finished: what it reserved is free again."""
-        node = self._herd.release(uid)
+    def release(self, uid: str, now: float, pod: PodFacts | None = None) -> bool:
+        """The pod was deleted or finished: what it reserved is free again, and with `pod`
+        (its node and workload, from the watch) what the metric still shows of it is
+        credited to its node until the metric no longer shows it (herd.Departure)."""
+        gone = None
+        if pod is not None and pod.node_name and self.settings.herd_guard.departures:
+            gone = (pod.node_name, self.guard.shown_use(pod, self._snapshot, now), now)
+        node = self._herd.release(uid, gone)
         if node is None:
             return False
         self._patch(node, now)

@@ -263,13 +263,14 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
 
     Nodes rejected whatever happens go to FailedAndUnresolvableNodes: preempting pods cannot
     bring a node's measured load or a missing metric back in time. Nodes too small for this
-    pod go to FailedNodes when it fits on no node (preempting pods there can make room: our
-    /preempt judges it), and are only left out of the names when it fits on another."""
+    pod go to FailedNodes (preempting pods there can make room: our /preempt judges it).
+    Every node asked is passed or failed with a reason, but for the nodes a shortlist
+    (prioritize.shortlist) leaves out of the names: the answer stays small at 5,000 nodes."""
     failed = decision.failed
     resolvable = decision.resolvable
     rejected: Mapping[str, str] | set[str] = failed
-    if resolvable or decision.left_out:
-        rejected = {*failed, *resolvable, *decision.left_out}
+    if resolvable:
+        rejected = {*failed, *resolvable}
     names = args.names
     shortlisted = decision.passed
     if args.node_list is None:

@@ -39,6 +39,19 @@ DEFAULT_WORKLOAD_USAGE_QUERY = """label_replace(
 )
 or
 label_replace(
+  quantile by (namespace, workload, workload_type) (0.5,
+    sum by (namespace, pod) (
+      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
+    )
+    * on (namespace, pod) group_left (workload, workload_type)
+      topk by (namespace, pod) (1,
+        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
+      )
+  ),
+  "stat", "median", "", ""
+)
+or
+label_replace(
   count by (namespace, workload, workload_type) (
     sum by (namespace, pod) (
       node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
@@ -183,6 +196,16 @@ class HerdGuardSettings(Model):
     it when a node has room); then it goes to the roomiest. 0: at once. The default is
     the simulation's: at 600 s a waiting peer (Koordinator) still had fewer hot
     node-minutes on some seeds of the diurnal scenario, at 1800 s on none (BENCHMARKS.md)."""
+    peak_sigmas: Annotated[float, Strict(), Field(ge=0)] = 0.0
+    """A node is judged by its predicted peak: the herd metric (with the herd guard's load)
+    plus this many of its recent spreads (standard deviations over peakWindow), so a node
+    that swings widely gets less headroom than a steady one. 0: by its latest value."""
+    peak_window: Annotated[float, Strict(), Field(gt=0)] = 600.0
+    """Seconds the spread of a node's value is measured over (an exponentially weighted
+    window)."""
+    departures: StrictBool = True
+    """Credit a node with what a pod that left it still shows in the metric, until the
+    metric's window has passed over its departure (herd.Departure)."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU
@@ -196,7 +219,8 @@ class HerdGuardSettings(Model):
     """A pod without a trusted workload estimate counts its CPU request times this."""
     usage_query: StrictStr = DEFAULT_WORKLOAD_USAGE_QUERY
     """PromQL: per workload (labels namespace, workload, workload_type) the quantile
-    (label `stat="quantile"`) and the count (`stat="pods"`) of its running pods' CPU use.
+    (label `stat="quantile"`), the median (`stat="median"`, optional) and the count
+    (`stat="pods"`) of its running pods' CPU use.
     `{quantile}` is replaced by `quantile`. The default reads kube-prometheus-stack's
     recording rules."""
     pod_usage_query: StrictStr = DEFAULT_POD_USAGE_QUERY
@@ -268,17 +292,21 @@ class RebalanceSettings(Model):
     the scheduler places the successors with the same policy)."""
 
     mode: RebalanceMode = "dry-run"
-    """dry-run: log, post an Event and count what would move, evict nothing; evict: act."""
-    interval: Seconds = 60.0
+    """dry-run: log, post an Event and count what would move, evict nothing; evict: act
+    (the shipped config/extender.yaml and the chart: BENCHMARKS.md, "Pods moved off nodes
+    that load moves onto")."""
+    interval: Seconds = 30.0
     """Seconds between re-checks of every running pod of ours."""
-    margin: Annotated[int, Strict(), Field(ge=1, le=10)] = 3
+    margin: Annotated[int, Strict(), Field(ge=1, le=10)] = 10
     """Score points (0..10) the best node must beat the pod's node by before the pod is a
-    candidate to move (stickiness: equal or near-equal nodes never cause a move)."""
-    sustain: Count = 3
+    candidate to move (stickiness: equal or near-equal nodes never cause a move). 10:
+    only pods on a node the filter rejects move, so a node that cools pulls none back."""
+    sustain: Count = 2
     """Consecutive checks a pod must be a candidate before it moves (one bad sample never
     moves a pod)."""
-    min_age: Annotated[float, Strict(), Field(ge=0)] = 600.0
-    """Pods younger than this many seconds are left where they are."""
+    min_age: Annotated[float, Strict(), Field(ge=0)] = 120.0
+    """Pods younger than this many seconds are left where they are (the metric shows a pod
+    whole a minute or two after it starts)."""
     max_evictions_per_cycle: Count = 5
     """Evictions (or, in dry-run, would-be evictions) per check, in the whole cluster."""
     max_evictions_per_node: Count = 1

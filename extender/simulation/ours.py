@@ -18,6 +18,7 @@ guard, and the pod watch releases when a pod leaves, as in production.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ import orjson
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, Snapshot
+from extender.decisions.pods import PodFacts
 from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable
 from extender.decisions.wire import (
     encode_filter,
@@ -33,7 +35,7 @@ from extender.decisions.wire import (
 )
 from extender.policy.settings import Settings
 from extender.simulation.usagefeed import NAMESPACE, usage_table
-from extender.simulation.workload import PodSpec
+from extender.simulation.workload import EPOCH, PodSpec
 
 if TYPE_CHECKING:
     from extender.simulation.framework import Feeds
@@ -58,7 +60,7 @@ class OurExtender:
         self.engine = Engine(settings, Snapshot.empty(self.metrics), now)
         self.filters = settings.filters_anything
         """The scheduler config has a filterVerb only when the policy can reject a node."""
-        self._scheduler_name = sorted(settings.scheduler_names)[0]
+        self.scheduler_name = sorted(settings.scheduler_names)[0]
         self._source = "bind" if settings.bind.enabled else "watch"
         self._generation = 0
         self._pods: dict[str, bytes] = {}
@@ -106,7 +108,7 @@ class OurExtender:
         """The v1.Pod kube-scheduler sends, serialised once per pod."""
         doc = self._pods.get(pod.uid)
         if doc is None:
-            doc = orjson.dumps(pod_document(pod, self._scheduler_name))
+            doc = orjson.dumps(pod_document(pod, self.scheduler_name))
             self._pods[pod.uid] = doc
         return doc
 
@@ -131,10 +133,28 @@ class OurExtender:
         self.engine.pods.placed(pod.uid, node)
         self.engine.reserve(pod.uid, node, pod.cores, now, self._source)
 
-    def released(self, pod: PodSpec, now: float) -> None:
-        """The pod watch saw the pod go: what it reserved is free again."""
-        self.engine.release(pod.uid, now)
+    def released(self, pod: PodSpec, node: str, now: float) -> None:
+        """The pod watch saw the pod go: what it reserved is free again, and its node is
+        credited what the metric still shows of it."""
+        meta = orjson.loads(self._pod(pod))["metadata"]
+        facts = PodFacts(
+            pod.uid,
+            meta["name"],
+            meta["namespace"],
+            self.scheduler_name,
+            pod.cores,
+            node,
+            owners=meta.get("ownerReferences"),
+            labels=meta.get("labels"),
+        )
+        self.engine.release(pod.uid, now, facts)
         self._pods.pop(pod.uid, None)
+
+
+def _timestamp(arrival: float) -> str:
+    """The pod's creationTimestamp: its arrival on the engine's clock (EPOCH + t)."""
+    stamp = datetime.datetime.fromtimestamp(EPOCH + arrival, tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
@@ -144,7 +164,12 @@ def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
     }
     if pod.cpu_limit_milli is not None:
         resources["limits"] = {"cpu": f"{pod.cpu_limit_milli}m"}
-    metadata: dict[str, Any] = {"name": pod.uid, "namespace": NAMESPACE, "uid": pod.uid}
+    metadata: dict[str, Any] = {
+        "name": pod.uid,
+        "namespace": NAMESPACE,
+        "uid": pod.uid,
+        "creationTimestamp": _timestamp(pod.arrival),
+    }
     if pod.workload:
         metadata["labels"] = {TEMPLATE_HASH: pod.template_hash}
         metadata["ownerReferences"] = [

@@ -42,6 +42,7 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("wait_p95", "p95 minutes those pods waited", lambda x: f"{x:.1f}"),
     ("wait_max", "max minutes a pod waited", lambda x: f"{x:.1f}"),
     ("wait_minutes", "pod-wait minutes (unplaced included)", lambda x: f"{x:.0f}"),
+    ("moved", "pods moved by the rebalancer", _count),
 )
 """(Metrics field, label, format) for the table, in order."""
 

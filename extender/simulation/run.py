@@ -27,13 +27,12 @@ from dataclasses import dataclass
 from extender.simulation.framework import Feeds
 from extender.simulation.ledger import NodeLedger, PodMeter
 from extender.simulation.prometheus import MetricPipeline, Pipeline
+from extender.simulation.rebalance import Placed, Rebalancer, successor
 from extender.simulation.scenarios import Scenario
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Band, Metrics, Recorder
-from extender.simulation.workload import NodeSpec, PodSpec
+from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
-EPOCH = 1_000_000.0
-"""Simulated time 0 as the engine's clock reads it (any fixed value would do)."""
 DRAIN_SECONDS = 2100.0
 """After the measured time: how long the pods still waiting keep being retried (past our
 waitForRoom, 1800 s, and a few of the metric's refreshes) before they count as unplaced."""
@@ -78,7 +77,14 @@ class Run:
         """(end, uid, pod, node), a heap."""
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
+        self.live: dict[str, Placed] = {}
+        """uid -> the pods running now, for the rebalancer."""
+        self.evicted: set[str] = set()
+        """Pods the rebalancer evicted, still in `running` (skipped when they come due)."""
+        ours = scheduler.extender
+        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
         self.overcommitted = 0
+        self.moved = 0
         self.last: dict[str, float] = {}
         """node -> capped utilisation of the tick just recorded."""
         self.measuring = True
@@ -114,11 +120,32 @@ class Run:
 
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
-            end, _, pod, node = heapq.heappop(self.running)
-            self.usage[node] -= pod.usage
-            self.memory[node] -= pod.memory / self.joined[node].memory
-            self.meter.stopped(pod)
-            self.scheduler.unbind(pod, node, EPOCH + end)
+            end, uid, pod, node = heapq.heappop(self.running)
+            if uid in self.evicted:
+                self.evicted.discard(uid)
+                continue
+            self.stop(pod, node, end)
+
+    def stop(self, pod: PodSpec, node: str, t: float) -> None:
+        self.usage[node] -= pod.usage
+        self.memory[node] -= pod.memory / self.joined[node].memory
+        self.meter.stopped(pod)
+        self.live.pop(pod.uid, None)
+        self.scheduler.unbind(pod, node, EPOCH + t)
+
+    def rebalance(self, t: float) -> None:
+        """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
+        if self.rebalancer is None or t % self.rebalancer.interval:
+            return
+        ends = {uid: end for end, uid, _, _ in self.running}
+        for uid in self.rebalancer.check(self.live, EPOCH + t):
+            placed = self.live[uid]
+            self.stop(placed.pod, placed.node, t)
+            self.evicted.add(uid)
+            self.moved += 1
+            pod = successor(placed.pod, ends[uid] - t, t, self.moved)
+            if not self.place(pod, t):
+                self.waiting.append(pod)
 
     def place(self, pod: PodSpec, t: float) -> bool:
         node = self.scheduler.schedule(pod, EPOCH + t)
@@ -133,6 +160,7 @@ class Run:
         self.memory[node] += pod.memory / self.joined[node].memory
         self.meter.started(pod, node, t)
         self.placements[pod.uid] = node
+        self.live[pod.uid] = Placed(pod, node, EPOCH + t)
         heapq.heappush(self.running, (t + pod.duration, pod.uid, pod, node))
         return True
 
@@ -169,6 +197,7 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         run.join(t)
         run.observe(t)
         run.retry(t)
+        run.rebalance(t)
         while next_pod < len(pods) and pods[next_pod].arrival < t + tick:
             pod = pods[next_pod]
             next_pod += 1
@@ -183,12 +212,13 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         run.join(t)
         run.observe(t)
         run.retry(t)
+        run.rebalance(t)
         run.leave(t + tick)
         run.record(t)
         t += tick
     for pod in run.waiting:
         run.recorder.waited(pod.arrival, t, placed=False)
-    metrics = run.recorder.metrics(len(run.waiting), next_pod)
+    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.moved)
     return RunResult(
         scenario=scenario.name,
         seed=scenario.seed,

@@ -134,4 +134,4 @@ class KubeScheduler:
         for plugin in self._plugins:
             plugin.released(pod, node, now)
         if self.extender is not None:
-            self.extender.released(pod, now)
+            self.extender.released(pod, node, now)

@@ -66,6 +66,8 @@ class Metrics:
     """Pod-wait minutes: the minutes every pod spent waiting for a node from the measured
     window's start until the run ended (the pods still waiting then included): waiting
     counted as a cost beside hot node-minutes."""
+    moved: int = 0
+    """Pods the rebalancer evicted (each replaced by a successor that was scheduled anew)."""
     exceedance: float = 0.0
     """The share of the measured window's placements after which the chosen node went
     above 90 % within EXCEEDANCE_WINDOW (0 when nothing was placed)."""
@@ -158,7 +160,7 @@ class Recorder:
             self._waits.append(until - arrival)
         self._wait_seconds += max(0.0, until - max(arrival, self.start))
 
-    def metrics(self, unplaced: int, pods: int) -> Metrics:
+    def metrics(self, unplaced: int, pods: int, moved: int = 0) -> Metrics:
         """The run's figures, once it has ended (the pods still waiting told `waited`)."""
         waits = self._waits
         return Metrics(
@@ -175,5 +177,6 @@ class Recorder:
             wait_p95=percentile(waits, 95) / 60,
             wait_max=max(waits, default=0.0) / 60,
             wait_minutes=self._wait_seconds / 60,
+            moved=moved,
             exceedance=self._exceeded / self._placements if self._placements else 0.0,
         )

@@ -14,6 +14,7 @@ import pytest
 
 from extender.cluster.informer import MAX_BACKOFF, Informer
 from extender.cluster.podsieve import PodSieve
+from tests.harness.kubecalls import KubeCalls
 
 
 class ApiError(Exception):
@@ -25,7 +26,7 @@ class ApiError(Exception):
 Script = list[dict[str, Any] | BaseException]
 
 
-class ScriptedWatcher:
+class ScriptedWatcher(KubeCalls):
     """Each watch() call plays the next script: events, then an exception or a clean end."""
 
     def __init__(self, scripts: list[Script]) -> None:

@@ -54,7 +54,7 @@ def test_a_bind_reserves_on_the_herd_guard_and_a_departure_frees_it(shipped: Set
     assert ours.engine.herd() == {"a": pytest.approx(2.0 / 8)}  # nothing measured: its request
     assert ours.prioritize(POD, ["a", "c"], NOW + 1)["a"] == 6  # 0.2 + 0.25 counted
     assert ours.engine.pods.get(POD.uid) is not None
-    ours.released(POD, NOW + 2)
+    ours.released(POD, "a", NOW + 2)
     assert ours.engine.herd() == {}
 
 

@@ -33,7 +33,8 @@ def shipped() -> Settings:
 def check_invariants(result: RunResult, pods: int) -> None:
     m = result.metrics
     assert m.pods == pods
-    assert len(result.placements) + len(result.unplaced) == pods
+    # A pod the rebalancer moved is placed twice: itself, then its successor.
+    assert len(result.placements) + len(result.unplaced) == pods + m.moved
     assert not set(result.placements) & result.unplaced
     assert m.unplaced == len(result.unplaced)
     assert result.overcommitted == 0
@@ -69,6 +70,7 @@ def test_a_tiny_run_keeps_its_invariants(shipped: Settings, name: str) -> None:
         "wait_p95",
         "wait_max",
         "wait_minutes",
+        "moved",
         "exceedance",
     }
 
@@ -93,7 +95,7 @@ def test_a_full_cluster_makes_pods_wait_never_overcommits(shipped: Settings) -> 
         result = runs[name]
         assert result.overcommitted == 0
         assert result.metrics.unplaced > 0 and result.metrics.waited > 0
-        assert len(result.placements) + len(result.unplaced) == 300
+        assert len(result.placements) + len(result.unplaced) == 300 + result.metrics.moved
 
 
 def test_the_drain_places_the_last_waiters_and_measures_nothing(
