@@ -16,6 +16,7 @@ the same way, from load-watcher's 15-minute window; here the spread also filters
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -64,12 +65,7 @@ class NodePeaks:
         """node -> the margin `observe(values, at)` would give (nothing is kept)."""
         if not self.enabled:
             return {}
-        out = {}
-        for node, value in values.items():
-            margin = self._margin(self._next(node, value, at))
-            if margin > 0:
-                out[node] = margin
-        return out
+        return self._margins({node: self._next(node, v, at) for node, v in values.items()})
 
     def observe(self, values: Mapping[NodeName, float], at: float) -> dict[NodeName, float]:
         """A refresh's predicted values (node -> metric + herd load): the spreads move, a
@@ -78,9 +74,18 @@ class NodePeaks:
             self._spreads = {}
             return {}
         self._spreads = {node: self._next(node, value, at) for node, value in values.items()}
+        return self._margins(self._spreads)
+
+    def _margins(self, spreads: Mapping[NodeName, Spread]) -> dict[NodeName, float]:
+        """node -> sigmas x how far its spread is above the typical node's (the median):
+        the filter threshold's own margin already covers the swings every node has."""
+        sds = {n: math.sqrt(max(s.variance, 0.0)) for n, s in spreads.items()}
+        if not sds:
+            return {}
+        typical = statistics.median(sds.values())
         out = {}
-        for node, spread in self._spreads.items():
-            margin = self._margin(spread)
+        for node, sd in sds.items():
+            margin = min(MAX_MARGIN, self.sigmas * (sd - typical))
             if margin > 0:
                 out[node] = margin
         return out
@@ -90,5 +95,3 @@ class NodePeaks:
         s = self._spreads.get(node)
         return math.sqrt(s.variance) if s is not None else None
 
-    def _margin(self, s: Spread) -> float:
-        return min(MAX_MARGIN, self.sigmas * math.sqrt(max(s.variance, 0.0)))

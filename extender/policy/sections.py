@@ -146,10 +146,12 @@ class HerdGuardSettings(Model):
     it when a node has room); then it goes to the roomiest. 0: at once. The default is
     the simulation's: at 600 s a waiting peer (Koordinator) still had fewer hot
     node-minutes on some seeds of the diurnal scenario, at 1800 s on none (BENCHMARKS.md)."""
-    peak_sigmas: Annotated[float, Strict(), Field(ge=0)] = 0.0
+    peak_sigmas: Annotated[float, Strict(), Field(ge=0)] = 2.0
     """A node is judged by its predicted peak: the herd metric (with the herd guard's load)
-    plus this many of its recent spreads (standard deviations over peakWindow), so a node
-    that swings widely gets less headroom than a steady one. 0: by its latest value."""
+    plus this many times how far its recent spread (standard deviation over peakWindow) is
+    above the typical node's, so a node that swings more than the rest gets less headroom
+    (the filter threshold's own margin covers the swings every node has). 0: by its
+    latest value."""
     peak_window: Annotated[float, Strict(), Field(gt=0)] = 600.0
     """Seconds the spread of a node's value is measured over (an exponentially weighted
     window)."""

@@ -26,6 +26,7 @@ import orjson
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, Snapshot
+from extender.decisions.peaks import NodePeaks
 from extender.decisions.pods import PodFacts
 from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable
 from extender.decisions.wire import (
@@ -68,6 +69,8 @@ class OurExtender:
         guard = settings.herd_guard
         self.quantile: float = getattr(guard, "quantile", DEFAULT_QUANTILE)
         self.usage_interval = max(1, round(getattr(guard, "usage_interval", self.refresh_interval)))
+        self._peaks = NodePeaks(guard.peak_window, 1.0)
+        self._predictions: Mapping[str, tuple[float, float]] = {}
 
     def install(
         self,
@@ -79,14 +82,39 @@ class OurExtender:
         """A refresh: node CPU (0..1) for the CPU metric and the pods' measured use; any
         other metric of the policy answers no nodes, so its `onMissing` decides (the
         simulation measures CPU only)."""
+        self._predict(cpu, now)
+        self.engine.set_node_cores(dict(cores))
+        self.engine.install(self.snapshot_of(cpu, now, usage), None, now)
+
+    def snapshot_of(self, cpu: Mapping[str, float], now: float, usage: UsageTable) -> Snapshot:
+        """The snapshot a refresh of `cpu` at `now` installs."""
         self._generation += 1
         series = {
             m: MetricSeries(values=dict(cpu) if m == self.cpu_metric else {}, fetched_at=now)
             for m in self.metrics
         }
-        self.engine.set_node_cores(dict(cores))
-        snapshot = Snapshot(series, now, self._generation, usage=usage)
-        self.engine.install(snapshot, None, now)
+        return Snapshot(series, now, self._generation, usage=usage)
+
+    def ready(self) -> None:
+        """Before the engine's tables are read outside a verb (the rebalancer): nothing to
+        do here (a replay's deferred installs are made)."""
+
+    def _predict(self, cpu: Mapping[str, float], now: float) -> None:
+        """The predicted peak's mean and spread per node (peaks.py, on the policy's window),
+        followed here whether or not the policy filters by it, for PeakCalibration: the new
+        values with the herd guard's load as it stands when they arrive."""
+        ledger = self.engine.guard.ledger
+        load, margins = ledger.load, ledger.margins
+        predicted = {n: v + load.get(n, 0.0) - margins.get(n, 0.0) for n, v in cpu.items()}
+        self._peaks.observe(predicted, now)
+        self._predictions = {
+            n: (x, s) for n, x in predicted.items() if (s := self._peaks.spread(n)) is not None
+        }
+
+    def take_predictions(self) -> Mapping[str, tuple[float, float]]:
+        """node -> (predicted value, its spread), new since asked last."""
+        out, self._predictions = self._predictions, {}
+        return out
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         """Our refresher's two loops: node CPU every `prometheus.interval`, the pods'

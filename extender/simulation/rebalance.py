@@ -45,6 +45,7 @@ class Rebalancer:
 
     def check(self, running: Mapping[str, Placed], now: float) -> list[str]:
         """The UIDs to evict now."""
+        self.ours.ready()
         engine = self.ours.engine
         settings = engine.settings
         pods = [_running(p, self.ours.scheduler_name) for p in running.values()]

@@ -30,7 +30,7 @@ from extender.simulation.prometheus import MetricPipeline, Pipeline
 from extender.simulation.rebalance import Placed, Rebalancer, successor
 from extender.simulation.scenarios import Scenario
 from extender.simulation.scheduler import KubeScheduler
-from extender.simulation.stats import Band, Metrics, Recorder
+from extender.simulation.stats import Band, Metrics, PeakCalibration, Recorder
 from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
 DRAIN_SECONDS = 2100.0
@@ -63,6 +63,7 @@ class Run:
         self.pipeline = pipeline
         self.metrics = MetricPipeline(pipeline)
         self.recorder = Recorder(scenario.size.warmup, pipeline.tick)
+        self.calibration = PeakCalibration()
         self.ledger = NodeLedger(pipeline.tick)
         self.meter = PodMeter(self.ledger, pipeline.scrape_interval)
         self.nodes: list[NodeSpec] = []
@@ -117,6 +118,8 @@ class Run:
         if t % p.rule_interval == 0:
             self.metrics.evaluate(t)
         self.scheduler.observe(t, EPOCH + t, self.feeds)
+        if t >= self.scenario.size.warmup:
+            self.calibration.predicted(t, self.scheduler.predicted_peaks())
 
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
@@ -178,7 +181,9 @@ class Run:
         cpu = [min(1.0, d) for d in demand]
         self.last = {n.name: u for n, u in zip(self.nodes, cpu, strict=True)}
         if self.measuring:
-            self.recorder.record(t, cpu, demand, [n.name for n in self.nodes])
+            names = [n.name for n in self.nodes]
+            self.recorder.record(t, cpu, demand, names)
+            self.calibration.observe(t, names, cpu)
         index = round(t / self.pipeline.tick)
         for n, d in zip(self.nodes, demand, strict=True):
             self.ledger.record(index, n.name, d, self.memory[n.name])
@@ -218,7 +223,7 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         t += tick
     for pod in run.waiting:
         run.recorder.waited(pod.arrival, t, placed=False)
-    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.moved)
+    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.moved, run.calibration.shares())
     return RunResult(
         scenario=scenario.name,
         seed=scenario.seed,

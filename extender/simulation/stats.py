@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 HOT = 0.9
@@ -71,6 +71,54 @@ class Metrics:
     exceedance: float = 0.0
     """The share of the measured window's placements after which the chosen node went
     above 90 % within EXCEEDANCE_WINDOW (0 when nothing was placed)."""
+    peak_1sd: float = -1.0
+    """The share of its predicted peaks at 1 spread the scheduler saw exceeded
+    EXCEEDANCE_WINDOW later (PeakCalibration); -1: it predicts none."""
+    peak_2sd: float = -1.0
+    peak_3sd: float = -1.0
+
+
+SIGMAS = (1.0, 2.0, 3.0)
+GAUSSIAN = (0.1587, 0.0228, 0.0013)
+"""P(X > mean + k sd) of a Gaussian, k in SIGMAS: what a mean-plus-spread predictor such as
+LoadVariationRiskBalancing's assumes it exceeds."""
+
+
+class PeakCalibration:
+    """How often a predicted peak (a node's mean, or latest value, plus k spreads) is
+    exceeded EXCEEDANCE_WINDOW later, for k in SIGMAS: a predictor measured as "Take it to
+    the limit" (EuroSys 2021) measures peak predictors, by the violations they cause."""
+
+    def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
+        self.horizon = horizon
+        self._due: list[tuple[float, Mapping[str, tuple[float, float]]]] = []
+        self._seen = 0
+        self._over = [0] * len(SIGMAS)
+
+    def predicted(self, t: float, peaks: Mapping[str, tuple[float, float]]) -> None:
+        """node -> (mean, sd) predicted at `t`, judged `horizon` later."""
+        if peaks:
+            self._due.append((t + self.horizon, peaks))
+
+    def observe(self, t: float, names: Sequence[str], cpu: Sequence[float]) -> None:
+        if not self._due or self._due[0][0] > t:
+            return
+        now = dict(zip(names, cpu, strict=True))
+        while self._due and self._due[0][0] <= t:
+            _, peaks = self._due.pop(0)
+            for node, (mean, sd) in peaks.items():
+                u = now.get(node)
+                if u is None or sd <= 0:
+                    continue
+                self._seen += 1
+                for i, k in enumerate(SIGMAS):
+                    self._over[i] += u > mean + k * sd
+
+    def shares(self) -> tuple[float, ...]:
+        """The share of predictions exceeded, per k; -1 each when nothing was predicted."""
+        if not self._seen:
+            return (-1.0,) * len(SIGMAS)
+        return tuple(o / self._seen for o in self._over)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +208,13 @@ class Recorder:
             self._waits.append(until - arrival)
         self._wait_seconds += max(0.0, until - max(arrival, self.start))
 
-    def metrics(self, unplaced: int, pods: int, moved: int = 0) -> Metrics:
+    def metrics(
+        self,
+        unplaced: int,
+        pods: int,
+        moved: int = 0,
+        peaks: Sequence[float] = (-1.0, -1.0, -1.0),
+    ) -> Metrics:
         """The run's figures, once it has ended (the pods still waiting told `waited`)."""
         waits = self._waits
         return Metrics(
@@ -178,5 +232,8 @@ class Recorder:
             wait_max=max(waits, default=0.0) / 60,
             wait_minutes=self._wait_seconds / 60,
             moved=moved,
+            peak_1sd=peaks[0],
+            peak_2sd=peaks[1],
+            peak_3sd=peaks[2],
             exceedance=self._exceeded / self._placements if self._placements else 0.0,
         )

@@ -536,7 +536,11 @@ class Replayed:
 
 
 def replay_shape(
-    shaped: Shaped, workdir: Path, jobs: int = 2, tie_breaks: Sequence[int] = (1,)
+    shaped: Shaped,
+    workdir: Path,
+    jobs: int = 2,
+    tie_breaks: Sequence[int] = (1,),
+    config: Path = SHIPPED,
 ) -> Replayed:
     """Backfill the history into a real Prometheus and run `decice-extender replay` on it
     once per tie-break seed (each run's JSON: workdir/replay-SEED.json)."""
@@ -552,7 +556,7 @@ def replay_shape(
             command = [
                 sys.executable, "-m", "extender", "replay", "--prometheus", server.api_url,
                 "--from", f"{shaped.start:.0f}", "--to", f"{shaped.end:.0f}",
-                "--config", str(SHIPPED), "--jobs", str(jobs), "--seed", str(seed),
+                "--config", str(config), "--jobs", str(jobs), "--seed", str(seed),
                 "--json", str(out),
             ]  # fmt: skip
             run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
@@ -666,6 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="replays per history, the replay's --seed 1..N: kube-scheduler's tie-breaks (3)",
     )  # fmt: skip
     parser.add_argument("--jobs", type=int, default=2, help="the replay's --jobs (2)")
+    parser.add_argument("--config", type=Path, default=SHIPPED, help="policy (the shipped)")
     parser.add_argument("--json", metavar="FILE")
     parser.add_argument("--keep", metavar="DIR", help="keep each history and server data here")
     args = parser.parse_args(argv)
@@ -681,7 +686,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 workdir = root / f"{shape}-{seed}"
                 workdir.mkdir(parents=True, exist_ok=True)
                 ties = range(1, max(1, args.tie_breaks) + 1)
-                results.setdefault(shape, []).append(replay_shape(shaped, workdir, args.jobs, ties))
+                results.setdefault(shape, []).append(
+                    replay_shape(shaped, workdir, args.jobs, ties, args.config)
+                )
                 print(f"{shape} seed {seed}: done", file=sys.stderr)
             print("\n".join(table(shape, results[shape])) + "\n", flush=True)
     finally:

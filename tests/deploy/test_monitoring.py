@@ -695,9 +695,10 @@ def fixture_body(name: str) -> dict[str, Any]:
 
 
 def filter_args(name: str, uid: str, nodes: list[str]) -> dict[str, Any]:
-    """The captured filter call, for another pod and other candidate nodes."""
+    """The captured filter call, for another pod (created now) and other candidate nodes."""
     body = fixture_body("filter-nodecache.json")
-    body["Pod"]["metadata"].update(name=name, uid=uid)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    body["Pod"]["metadata"].update(name=name, uid=uid, creationTimestamp=created)
     body["NodeNames"] = nodes
     return body
 

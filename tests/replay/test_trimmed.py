@@ -56,8 +56,9 @@ def replay(server: HistoryPrometheus, hot: Backfilled, capsys: pytest.CaptureFix
     captured = capsys.readouterr()
     assert code == 1, captured.out
     assert captured.out == "" and "Traceback" not in captured.err
-    lines = captured.err.splitlines()
-    assert lines[0].startswith("decice-extender replay: ")
+    # The progress bars (tqdm's "label: 100%|...|") may come first; then the refusal.
+    lines = [line for line in captured.err.splitlines() if line and "%|" not in line]
+    assert lines[0].startswith("decice-extender replay: "), captured.err
     return captured.err
 
 

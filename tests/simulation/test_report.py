@@ -12,7 +12,7 @@ from extender.simulation.experiment import Plan, Runs
 from extender.simulation.profiles import DECICE, KOORDINATOR, KUBE_SCHEDULER, LVRB, TLP
 from extender.simulation.report import ROWS, build_report, render, to_json
 from extender.simulation.run import RunResult
-from extender.simulation.stats import Metrics, Recorder, percentile, pstdev
+from extender.simulation.stats import Metrics, PeakCalibration, Recorder, percentile, pstdev
 from extender.simulation.summary import spread
 from extender.simulation.targets import judge
 
@@ -173,3 +173,37 @@ def test_render_and_json_carry_every_scheduler_metric_and_the_targets() -> None:
     assert doc["plan"]["pipeline"]["tick"] == 15 and doc["plan"]["seeds"] == [1, 2, 3]
     assert doc["plan"]["schedulers"][0] == KUBE_SCHEDULER
     assert {t["met"] for t in doc["targets"]} == {True, None}
+
+
+def test_ours_must_wait_no_longer_than_a_peer_that_waits_for_load() -> None:
+    """Fewer hot node-minutes bought with longer waits does not count: ours is judged
+    against Koordinator's pod-wait minutes (its filter turns pods away for load)."""
+    target = "skewed: no more pod-wait minutes than any peer that waits for load"
+
+    def waited(ours: float, koordinator: float) -> list[Runs]:
+        out = runs([100] * 3, [40] * 3, peers=50)
+        for r in out:
+            results = dict(r.results)
+            results[DECICE] = replace(
+                results[DECICE], metrics=replace(results[DECICE].metrics, wait_minutes=ours)
+            )
+            k = results[KOORDINATOR]
+            results[KOORDINATOR] = replace(k, metrics=replace(k.metrics, wait_minutes=koordinator))
+            out[out.index(r)] = Runs(r.seed, results)
+        return out
+
+    assert verdicts({"skewed": waited(100.0, 100.0)})[target] is True
+    assert verdicts({"skewed": waited(101.0, 100.0)})[target] is False
+    assert verdicts({"skewed": runs([100] * 3, [40] * 3)})[target] is None  # no peer run
+
+
+def test_a_peak_predictor_is_judged_by_how_often_it_is_exceeded_later() -> None:
+    """A (mean, sd) predicted at t is checked 5 minutes on: node a at 0.5 +- 0.1 is seen
+    at 0.65 (over 1 sd, under 2), b at 0.5 +- 0.1 at 0.95 (over all three); a node with
+    no spread is not judged, and nothing predicted reads -1."""
+    calibration = PeakCalibration()
+    assert calibration.shares() == (-1.0, -1.0, -1.0)
+    calibration.predicted(0.0, {"a": (0.5, 0.1), "b": (0.5, 0.1), "c": (0.5, 0.0)})
+    calibration.observe(285.0, ["a", "b", "c"], [0.99, 0.99, 0.99])  # not due yet
+    calibration.observe(300.0, ["a", "b", "c"], [0.65, 0.95, 0.99])
+    assert calibration.shares() == pytest.approx((1.0, 0.5, 0.5))
