@@ -1034,6 +1034,36 @@ def _cli(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     return out.getvalue()
 
 
+FEATURE_GATES_ENV = "DECICE_SCHEDULER_FEATURE_GATES"
+"""kube-scheduler's --feature-gates for a whole run (`A=true,B=false`): the e2e suite
+with a gate turned the way a later release will ship it."""
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """`A=true,B=false` (kube-scheduler's --feature-gates syntax) as a mapping."""
+    gates: dict[str, bool] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, sep, value = part.partition("=")
+        if not sep or value.strip().lower() not in ("true", "false"):
+            raise ValueError(f"{FEATURE_GATES_ENV}: {part!r} is not NAME=true|false")
+        gates[name.strip()] = value.strip().lower() == "true"
+    return gates
+
+
+def feature_gates_from_env() -> dict[str, bool]:
+    return parse_feature_gates(os.environ.get(FEATURE_GATES_ENV, ""))
+
+
+def feature_gates_flag(gates: Mapping[str, bool]) -> list[str]:
+    """`--feature-gates=...` for kube-scheduler (nothing when no gate is set)."""
+    if not gates:
+        return []
+    joined = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
+    return [f"--feature-gates={joined}"]
+
+
 def with_port(url: str, port: int) -> str:
     """`url` with its port replaced (scheme, host and path kept)."""
     parts = urlsplit(url)
@@ -1053,11 +1083,19 @@ class ControlPlane:
         binaries: Binaries | None = None,
         apiserver_args: Sequence[str] = (),
         scheduler_verbosity: int = 2,
+        scheduler_feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         self.workdir = workdir
         self.binaries = binaries
         self.apiserver_args = [*APISERVER_EXTRA_ARGS, *apiserver_args]
         self.scheduler_verbosity = scheduler_verbosity
+        self.scheduler_feature_gates: dict[str, bool] = (
+            dict(scheduler_feature_gates)
+            if scheduler_feature_gates is not None
+            else feature_gates_from_env()
+        )
+        """kube-scheduler's --feature-gates for every start that names none (default:
+        $DECICE_SCHEDULER_FEATURE_GATES, e.g. `SchedulerAsyncAPICalls=true`)."""
         self.pki = workdir / "pki"
         self.ca_file = self.pki / "ca.crt"
         self.tokens: dict[str, str] = {}
@@ -1073,6 +1111,7 @@ class ControlPlane:
         self._kube: Kube | None = None
         self._logs: dict[str, Path] = {}
         self._scheduler_starts = 0
+        self._scheduler_gates: dict[str, bool] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -1435,9 +1474,11 @@ class ControlPlane:
         qps: float | None = None,
         timeout: float = 60.0,
         weight: int | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> JSON:
         """Start kube-scheduler on the config our CLI prints for `service`'s policy (with
-        `--weight` when given); the config it runs."""
+        `--weight` when given); the config it runs. `feature_gates`: its --feature-gates
+        (None: the control plane's, `scheduler_feature_gates`)."""
         config = self.decice_scheduler_config(
             service.config,
             service.port,
@@ -1446,7 +1487,7 @@ class ControlPlane:
             env=service.env,
             weight=weight,
         )
-        self.start_scheduler(config, timeout=timeout)
+        self.start_scheduler(config, timeout=timeout, feature_gates=feature_gates)
         return config
 
     def start_scheduler(
@@ -1455,9 +1496,11 @@ class ControlPlane:
         *,
         extender_port: int | None = None,
         timeout: float = 60.0,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         """Start kube-scheduler on any KubeSchedulerConfiguration (YAML text or a mapping,
-        e.g. the chart's rendered one). `clientConnection.kubeconfig` is set (replaced) to
+        e.g. the chart's rendered one), with `feature_gates` as its --feature-gates (None:
+        `scheduler_feature_gates`). `clientConnection.kubeconfig` is set (replaced) to
         the scheduler user's kubeconfig and, when `extender_port` is given, every
         extender's urlPrefix gets that port; nothing else is changed. A Lease other than
         the default one gets its RBAC (`grant_lease`) first. Returns once /readyz answers
@@ -1483,6 +1526,8 @@ class ControlPlane:
             self.grant_lease(*lease)
         before = self._holder(lease) if lease else None
         scheduler, kubeconfig = self.binaries.scheduler, str(self.kubeconfig(SCHEDULER_USER))
+        gates = self.scheduler_feature_gates if feature_gates is None else feature_gates
+        self._scheduler_gates = dict(gates)
 
         def argv() -> list[str]:
             self.scheduler_port = free_port()
@@ -1495,6 +1540,7 @@ class ControlPlane:
                 f"--secure-port={self.scheduler_port}",
                 f"--cert-dir={self.workdir / 'scheduler-certs'}",
                 f"--v={self.scheduler_verbosity}",
+                *feature_gates_flag(gates),
             ]
 
         with httpx.Client(verify=False) as http:
@@ -1536,7 +1582,9 @@ class ControlPlane:
         if config is None:
             raise ControlPlaneError("kube-scheduler never started")
         self.stop_scheduler()
-        self.start_scheduler(config.read_text(), timeout=timeout)
+        self.start_scheduler(
+            config.read_text(), timeout=timeout, feature_gates=self._scheduler_gates
+        )
 
     @property
     def scheduler_config(self) -> JSON | None:

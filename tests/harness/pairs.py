@@ -29,6 +29,7 @@ from tests.harness.controlplane import (
     ControlPlane,
     ControlPlaneError,
     Process,
+    feature_gates_flag,
     tail,
 )
 from tests.harness.loopback import LOCALHOST, free_port
@@ -90,6 +91,7 @@ class Pair:
                 f"--secure-port={self.port}",
                 f"--cert-dir={self.workdir / 'certs'}",
                 "--v=2",
+                *feature_gates_flag(cp.scheduler_feature_gates),
             ]
             self.scheduler = Process(f"kube-scheduler-{self.name}", argv, self.scheduler_log)
             self.scheduler.start()
