@@ -47,12 +47,29 @@ class Released:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """A pod without a node yet."""
+    """A pod without a node yet, nominated to none."""
 
     uid: str
 
 
-PodChange = Assigned | Released | Waiting
+@dataclass(frozen=True, slots=True)
+class Nominated:
+    """A pod without a node, nominated to one (`status.nominatedNodeName`): load about to
+    land there. kube-scheduler nominates a preemptor to the node its victims are leaving
+    (and, with NominatedNodeNameForExpectation, a pod whose binding waits on Permit or
+    PreBind); it counts the nominated pods of equal or higher priority on their node when
+    it filters other pods, and so does the herd guard (decisions.state.nominate)."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    cores: float | None
+    owners: Any = None
+    labels: Any = None
+
+
+PodChange = Assigned | Released | Waiting | Nominated
 
 
 def _scheduled_at(status: Any) -> float | None:
@@ -65,6 +82,15 @@ def _scheduled_at(status: Any) -> float | None:
         ):
             return api_time(condition.get("lastTransitionTime"))
     return None
+
+
+def _cores(spec: dict[str, Any], status: dict[str, Any]) -> float | None:
+    """The pod's CPU request as the scheduler counts a pod on its node (pods.cpu_request,
+    with what its status says of resizes); None: counted with the policy's default."""
+    try:
+        return cpu_request(spec, status=status)
+    except PodError:
+        return None
 
 
 def pod_change(event_type: str, pod: Any) -> PodChange | None:
@@ -85,11 +111,19 @@ def pod_change(event_type: str, pod: Any) -> PodChange | None:
     spec = pod.get("spec")
     node = spec.get("nodeName") if isinstance(spec, dict) else None
     if not isinstance(spec, dict) or not isinstance(node, str) or not node:
-        return Waiting(uid)
-    try:
-        cores = cpu_request(spec)
-    except PodError:
-        cores = None  # counted with the policy's default request
+        nominated = status.get("nominatedNodeName")
+        if not isinstance(spec, dict) or not isinstance(nominated, str) or not nominated:
+            return Waiting(uid)
+        return Nominated(
+            uid=uid,
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            node=nominated,
+            cores=_cores(spec, status),
+            owners=meta.get("ownerReferences"),
+            labels=meta.get("labels"),
+        )
+    cores = _cores(spec, status)
     assigned_at = _scheduled_at(status) or api_time(meta.get("creationTimestamp"))
     namespace = str(meta.get("namespace") or "")
     return Assigned(

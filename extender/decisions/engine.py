@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from itertools import filterfalse
 
+from extender.decisions.estimate import MEASURED
+from extender.decisions.herd import data_time, unshown_share
 from extender.decisions.model import (
     FilterDecision,
     NodeName,
@@ -17,7 +19,7 @@ from extender.decisions.model import (
     Snapshot,
 )
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, shown
-from extender.decisions.preemption import passing_after_victims
+from extender.decisions.preemption import ShownUse, passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import (
@@ -27,7 +29,7 @@ from extender.decisions.scoring import (
     top_hosts,
 )
 from extender.decisions.shortlist import shortlist, shortlist_size
-from extender.decisions.state import DecisionState
+from extender.decisions.state import NOMINATED, DecisionState
 from extender.decisions.table import Table
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
@@ -133,8 +135,9 @@ class Engine(DecisionState):
             return {}
         table = self.table(now, policy)
         cores = self.guard.expected(args.pod, self._snapshot, now).cores
+        shown = self._shown_use(policy, now)
         kept = passing_after_victims(
-            policy, table, self._snapshot, self._herd, args.victims, cores, now
+            policy, table, self._snapshot, self._herd, args.victims, cores, now, shown, args.pod.uid
         )
         self.preemptions.remember(args.pod.uid, kept, now)
         return kept
@@ -145,12 +148,53 @@ class Engine(DecisionState):
         """The nodes where /preempt accepted victims for `pod`, still passing once those
         victims are gone (decisions.preemption: the scheduler asks again before our pod
         watch sees them deleted)."""
-        victims = self.preemptions.of(pod.uid, now)
-        if not victims:
+        accepted = self.preemptions.get(pod.uid, now)
+        held = self._herd.reservations.get(pod.uid)
+        nominated = held.node if held is not None and held.source == NOMINATED else None
+        if accepted is None and nominated is None:
             return frozenset()
+        victims = dict(accepted.victims) if accepted is not None else {}
+        if nominated is not None:  # its own room: judged without it, then with it
+            victims.setdefault(nominated, {"Pods": [], "NumPDBViolations": 0})
         cores = self.guard.expected(pod, self._snapshot, now).cores
-        kept = passing_after_victims(policy, table, self._snapshot, self._herd, victims, cores, now)
+        shown = self._shown_use(policy, now, gone_at=accepted.at if accepted else None)
+        kept = passing_after_victims(
+            policy, table, self._snapshot, self._herd, victims, cores, now, shown, pod.uid
+        )
         return frozenset(kept)
+
+    def _shown_use(self, policy: Policy, now: float, gone_at: float | None = None) -> ShownUse:
+        """Cores of a victim's measured use that the herd metric shows now (preemption.py):
+        its own measured use or its workload's quantile, in the share its reservation no
+        longer holds (all of it without one); none when we know no measurement of it.
+        `gone_at`: when the victims were deleted (a preemptor's retry): from then on the
+        metric shows a stopped pod less, as it showed a new one more."""
+        snapshot, settle = self._snapshot, self.settings.herd_guard.settle
+        window = self.guard.window.seconds
+        data_at = data_time(snapshot, [policy.herd_metric]) if policy.herd_metric else None
+        fading = 1.0 if gone_at is None else unshown_share(gone_at, data_at, settle, window)
+
+        def shown(uid: str, node: NodeName) -> float:
+            reservation = self._herd.reservations.get(uid)
+            if fading <= 0 or (reservation is not None and reservation.node != node):
+                return 0.0
+            memo = self.pods.get(uid)
+            if memo is not None:
+                facts = memo.facts
+            elif reservation is not None and reservation.pod is not None:
+                namespace, name = reservation.pod
+                facts = PodFacts(uid, name, namespace, "", None)
+            else:
+                return 0.0
+            expected = self.guard.expected(facts, snapshot, now)
+            if expected.source not in MEASURED:
+                return 0.0
+            held = 0.0
+            if reservation is not None:
+                held = unshown_share(reservation.bound_at, data_at, settle, window)
+            return expected.cores * (1.0 - held) * fading
+
+        return shown
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""

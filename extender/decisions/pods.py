@@ -148,15 +148,20 @@ def cpu_cores(quantity: str) -> float | None:
     return cores if math.isfinite(cores) else None
 
 
-def _cpu_of(resources: Any) -> float | None:
-    """`resources.requests.cpu` in cores; None when absent or not a quantity."""
-    requests = resources.get("requests") if isinstance(resources, dict) else None
-    cpu = requests.get("cpu") if isinstance(requests, dict) else None
+def _cpu_in(resource_list: Any) -> float | None:
+    """`cpu` of a ResourceList (`{"cpu": "500m", ...}`) in cores; None when absent or not a
+    quantity."""
+    cpu = resource_list.get("cpu") if isinstance(resource_list, dict) else None
     if isinstance(cpu, bool):
         return None
     if isinstance(cpu, (int, float)):
         cpu = str(cpu)
     return cpu_cores(cpu) if isinstance(cpu, str) else None
+
+
+def _cpu_of(resources: Any) -> float | None:
+    """`resources.requests.cpu` in cores; None when absent or not a quantity."""
+    return _cpu_in(resources.get("requests") if isinstance(resources, dict) else None)
 
 
 def _containers(value: Any, where: str) -> list[Any]:
@@ -171,27 +176,88 @@ def _resources(container: Any) -> Any:
     return container.get("resources") if isinstance(container, dict) else None
 
 
-def cpu_request(spec: Mapping[str, Any], where: str = "spec") -> float | None:
-    """The pod's effective CPU request in cores, by the scheduler's rule (PodRequests):
-    pod-level `resources` when set, else the containers' sum, at least the largest init
-    container (sidecars, `restartPolicy: Always`, run beside the ones after them), plus
-    `overhead`. None when no part names a CPU request."""
+def _most(*values: float | None) -> float | None:
+    """The largest of the values given (None: no value at all), as the API helpers'
+    `max` of ResourceLists keeps a resource only some of them name."""
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+class _Statuses:
+    """What a pod's status says of its containers' resources after in-place resizes
+    (KEP-1287, GA in v1.35): for each container the kubelet reports, the requests it
+    runs with (`resources`) and those allocated to it (`allocatedResources`)."""
+
+    def __init__(self, status: Any) -> None:
+        self.by_name: dict[str, Any] = {}
+        if not isinstance(status, dict):
+            status = {}
+        for key in ("containerStatuses", "initContainerStatuses"):
+            found = status.get(key)
+            for cs in found if isinstance(found, list) else ():
+                if isinstance(cs, dict) and isinstance(cs.get("name"), str):
+                    self.by_name[cs["name"]] = cs
+        self.infeasible = _resize_infeasible(status)
+
+    def cpu(self, container: Any) -> float | None:
+        """The container's CPU request as the scheduler counts a pod on its node
+        (component-helpers `determineContainerReqs`): the largest of what its spec asks, what
+        it runs with and what is allocated; a resize the node cannot take (condition
+        PodResizePending, reason Infeasible) counts only what runs and is allocated."""
+        asked = _cpu_of(_resources(container))
+        name = container.get("name") if isinstance(container, dict) else None
+        cs = self.by_name.get(name) if isinstance(name, str) else None
+        if cs is None or not isinstance(cs.get("resources"), dict):
+            return asked  # the kubelet reported no resources for it: the spec counts
+        running = _cpu_of(cs["resources"])
+        allocated = _cpu_in(cs.get("allocatedResources"))
+        if self.infeasible:
+            return _most(running, allocated)
+        return _most(asked, running, allocated)
+
+
+def _resize_infeasible(status: dict[str, Any]) -> bool:
+    """The first PodResizePending condition says Infeasible (component-helpers
+    `IsPodResizeInfeasible`; the older `status.resize` field is no longer read there)."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == "PodResizePending":
+            return condition.get("reason") == "Infeasible"
+    return False
+
+
+def cpu_request(
+    spec: Mapping[str, Any], where: str = "spec", *, status: Any = None
+) -> float | None:
+    """The pod's effective CPU request in cores, by the scheduler's rule (component-helpers
+    `resource.PodRequests`, as kube-scheduler's NodeInfo counts a pod on its node): the
+    containers' sum, at least the largest init container (sidecars, `restartPolicy:
+    Always`, run beside the ones after them), pod-level `resources.requests.cpu` in their
+    place when set (KEP-2837), plus `overhead`. With `status` (a pod on its node), each
+    container counts what in-place resizes left it (`_Statuses.cpu`). None when no part
+    names a CPU request.
+
+    Upstream: kubernetes staging/src/k8s.io/component-helpers/resource/helpers.go
+    (PodRequests, AggregateContainerRequests, determineContainerReqs)."""
+    statuses = _Statuses(status)
     seen = False
     pod_level = _cpu_of(spec.get("resources"))
     total = 0.0
     for c in _containers(spec.get("containers"), f"{where}.containers"):
-        cpu = _cpu_of(_resources(c))
+        cpu = statuses.cpu(c)
         if cpu is not None:
             seen = True
             total += cpu
     sidecars = 0.0
     init_peak = 0.0
     for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
-        cpu = _cpu_of(_resources(c))
+        sidecar = isinstance(c, dict) and c.get("restartPolicy") == "Always"
+        # Only sidecars keep running, so only their resizes count.
+        cpu = statuses.cpu(c) if sidecar else _cpu_of(_resources(c))
         if cpu is not None:
             seen = True
         amount = cpu or 0.0
-        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+        if sidecar:
             total += amount
             sidecars += amount
             init_peak = max(init_peak, sidecars)
@@ -239,7 +305,7 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         name=_str(meta, "name", f"{where}.metadata", required=True),
         namespace=namespace,
         scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
-        cpu_request=cpu_request(spec, f"{where}.spec"),
+        cpu_request=cpu_request(spec, f"{where}.spec", status=pod.get("status")),
         node_name=_str(spec, "nodeName", f"{where}.spec"),
         policy=_policy_of(meta.get("annotations")),
         owners=meta.get("ownerReferences"),
@@ -382,13 +448,16 @@ class Preemptions:
 
     def of(self, uid: str, now: float) -> Mapping[NodeName, object]:
         """The victims accepted for `uid`'s preemption, while remembered (else empty)."""
+        found = self.get(uid, now)
+        return {} if found is None else found.victims
+
+    def get(self, uid: str, now: float) -> Preemption | None:
+        """`uid`'s accepted preemption (when, and the victims), while remembered."""
         found = self._by_uid.get(uid)
-        if found is None:
-            return {}
-        if now - found.at > self._seconds:
+        if found is not None and now - found.at > self._seconds:
             del self._by_uid[uid]
-            return {}
-        return found.victims
+            return None
+        return found
 
     def forget(self, uid: str) -> None:
         self._by_uid.pop(uid, None)

@@ -105,10 +105,12 @@ class Sizes:
     """The nodes' CPU cores, as the node watch reports them."""
 
     cores: Mapping[NodeName, float]
-    default: float
-    """For a node whose size is unknown (herdGuard.defaultNodeCores)."""
+    default: float | None
+    """For a node whose size is unknown (herdGuard.defaultNodeCores); None when a node watch
+    tells sizes: a node it has not told of has no room figure, so no pod is turned away
+    from it for want of room (the scheduler's resource checks stand)."""
 
-    def of(self, node: NodeName) -> float:
+    def of(self, node: NodeName) -> float | None:
         return self.cores.get(node) or self.default
 
 
@@ -125,7 +127,11 @@ def rooms_of(
     rule: FitRule, evals: Mapping[NodeName, NodeEval], nodes: Iterable[NodeName], sizes: Sizes
 ) -> dict[NodeName, float | None]:
     """node -> its room (None: not indexed), for `nodes`."""
-    return {n: room_of(rule, evals[n], sizes.of(n)) for n in nodes}
+    out: dict[NodeName, float | None] = {}
+    for n in nodes:
+        size = sizes.of(n)
+        out[n] = None if size is None else room_of(rule, evals[n], size)
+    return out
 
 
 def tight_nodes(

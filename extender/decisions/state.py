@@ -23,6 +23,9 @@ from extender.decisions.usage import UsageTable
 from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 
+NOMINATED = "nominated"
+"""The source of a reservation held for a nominated pod (DecisionState.nominate)."""
+
 
 class DecisionState:
     def __init__(
@@ -40,6 +43,7 @@ class DecisionState:
         """The victims /preempt accepted, by preemptor (decisions.preemption)."""
         self.turned_away = turned_away
         """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
+        self._sizes_watched = False
         self._snapshot = snapshot
         sizes = self.sizes
         self._tables = PolicyTables(build_tables(settings, snapshot, {}, now, sizes), sizes)
@@ -100,8 +104,22 @@ class DecisionState:
 
     @property
     def sizes(self) -> Sizes:
-        """The nodes' cores as the node watch told them (for the rooms' index)."""
-        return Sizes(self._herd.node_cores, self.settings.herd_guard.default_node_cores)
+        """The nodes' cores as the node watch told them (for the rooms' index); a node it
+        has not told of is of unknown size once sizes are watched (`watch_sizes`)."""
+        default = None if self._sizes_watched else self.settings.herd_guard.default_node_cores
+        return Sizes(self._herd.node_cores, default)
+
+    def watch_sizes(self, now: float) -> None:
+        """A node watch tells node sizes (cluster.nodewatch): until it has told a node's, no
+        verb turns a pod away from that node for a reason resting on its size (the herd
+        guard's room and reservation shares, /preempt's arithmetic); they fail open to the
+        scheduler's own resource checks. Without a node watch, herdGuard.defaultNodeCores
+        stands in for every node, as configured."""
+        if not self._sizes_watched:
+            self._sizes_watched = True
+            self._herd.watch_sizes()
+            self._tables.resize(self.policies.values(), self.sizes)
+            self._tables.replace(self.policies, self._snapshot, {}, self.herd(), now)
 
     def policy_of(self, pod: PodFacts) -> Policy | None:
         """The policy the pod asks for (decice.io/policy), else the default; None when it
@@ -139,6 +157,9 @@ class DecisionState:
         """Herd guard: count a placed pod on its node until the metric shows it (guard.py),
         once per UID, told by our "bind" or the pod "watch". Its expected use comes from
         `pod` (the watch's reading), else our filter call's, else the request `cores`."""
+        held = self._herd.reservations.get(uid)
+        if held is not None and held.source == NOMINATED and source != NOMINATED:
+            self.release(uid, now)  # the nominated pod landed: from now on it is placed
         memo = self.pods.get(uid) if pod is None else None
         facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
         expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
@@ -147,6 +168,41 @@ class DecisionState:
         self.pods.expect(uid, str(expectation))
         self._patch(node, now)
         return True
+
+    def nominate(self, uid: str, node: NodeName, pod: PodFacts, now: float) -> bool:
+        """Count a pod nominated to `node` (`status.nominatedNodeName`, no node yet) there, as
+        placed a moment ago: kube-scheduler keeps that room for it, and a pod our filter
+        would send elsewhere must not take it first. A pod nominated elsewhere now moves;
+        its own filter does not count it against its node (Engine._cleared_for_preemptor).
+        Like kube-scheduler's nominator, but for pods of every priority (it counts only
+        those of equal or higher priority than the pod it filters)."""
+        held = self._herd.reservations.get(uid)
+        if held is not None:
+            if held.source != NOMINATED or held.node == node:
+                return False
+            self.release(uid, now)
+        return self.reserve(uid, node, pod.cpu_request, now, NOMINATED, pod=pod)
+
+    def unnominate(self, uid: str, now: float) -> bool:
+        """The pod is nominated to no node any more (the scheduler cleared it after a failed
+        attempt, or a gang's members were rolled back): its room is free again."""
+        held = self._herd.reservations.get(uid)
+        return held is not None and held.source == NOMINATED and self.release(uid, now)
+
+    def resized(self, uid: str, pod: PodFacts, now: float) -> bool:
+        """A held pod's CPU request changed (an in-place resize, or its pod-level resources):
+        it counts at what it is expected to use now, from when it was placed (a reservation
+        from measured use does not move with its request)."""
+        held = self._herd.reservations.get(uid)
+        if held is None:
+            return False
+        expected = self.guard.expected(pod, self._snapshot, now)
+        if abs(expected.cores - held.cores) < 1e-9:
+            return False
+        self.release(uid, now)
+        return self.reserve(
+            uid, held.node, pod.cpu_request, now, held.source, pod=pod, assigned_at=held.bound_at
+        )
 
     def release(self, uid: str, now: float) -> bool:
         """The pod was deleted or finished: what it reserved is free again."""

@@ -1,0 +1,97 @@
+"""Nominated pods in the herd guard (decisions.state.DecisionState.nominate): a pod
+kube-scheduler nominated to a node (a preemptor whose victims are leaving) counts there
+until it is bound or its nomination is cleared; its own filter does not count it against
+its node; and an in-place resize moves what a held pod counts at (`resized`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from extender.decisions.assignments import Nominated, Waiting, pod_change
+from extender.decisions.engine import Engine
+from extender.decisions.pods import PodFacts
+from extender.decisions.wire import encode_filter, parse_extender_args
+from tests.harness.fixtures import APISERVER, NOW, make_settings, make_snapshot
+
+CPU = {"n1": 0.3, "n2": 0.4}
+GUARD = {"settle": 45, "window": 60, "waitForRoom": 0, "estimate": "request"}
+
+
+def engine() -> Engine:
+    settings = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.85}}], herdGuard=GUARD)
+    e = Engine(settings, make_snapshot({"cpu": CPU}), NOW)
+    e.set_node_cores({"n1": 8.0, "n2": 8.0})
+    return e
+
+
+def pod(name: str, cpu: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}"},
+        "spec": {
+            "schedulerName": "decice_sched",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+
+
+def passed(e: Engine, name: str, cpu: str, now: float = NOW) -> list[str]:
+    args = parse_extender_args(orjson.dumps({"Pod": pod(name, cpu), "NodeNames": ["n1", "n2"]}))
+    kept: list[str] = orjson.loads(encode_filter(args, e.filter(args, now)))["NodeNames"] or []
+    return kept
+
+
+def facts(name: str, cpu: float) -> PodFacts:
+    return PodFacts(f"u-{name}", name, "ns", "decice_sched", cpu)
+
+
+def test_a_nominated_pod_keeps_its_room_from_the_next_pod() -> None:
+    """urgent (3 cores) is nominated to n1 (0.3): the next 3-core pod would take n1 to
+    0.3 + 3/8 + 3/8 = 1.05, so it goes to n2 (0.4 + 0.375); urgent itself still passes n1."""
+    e = engine()
+    assert passed(e, "next", "3") == ["n1", "n2"]  # before: both have room
+    assert e.nominate("u-urgent", "n1", facts("urgent", 3.0), NOW)
+    assert e.reservations["u-urgent"].source == "nominated"
+    assert passed(e, "next", "3") == ["n2"]
+    assert passed(e, "urgent", "3") == ["n1", "n2"]  # not counted against its own node
+
+
+def test_a_bind_turns_the_nomination_into_a_placement_and_a_clear_frees_the_room() -> None:
+    e = engine()
+    e.nominate("u-urgent", "n1", facts("urgent", 3.0), NOW)
+    e.nominate("u-urgent", "n1", facts("urgent", 3.0), NOW + 1)  # the same: nothing moves
+    assert e.reservations["u-urgent"].bound_at == NOW
+    assert e.reserve("u-urgent", "n1", 3.0, NOW + 2, source="bind")
+    held = e.reservations["u-urgent"]
+    assert (held.source, held.bound_at) == ("bind", NOW + 2)
+    assert not e.unnominate("u-urgent", NOW + 3)  # bound: a cleared nomination frees nothing
+
+    e.nominate("u-other", "n2", facts("other", 2.0), NOW)
+    e.nominate("u-other", "n1", facts("other", 2.0), NOW + 1)  # nominated elsewhere now
+    assert e.reservations["u-other"].node == "n1"
+    assert e.unnominate("u-other", NOW + 2)
+    assert "u-other" not in e.reservations
+
+
+def test_a_resize_moves_what_a_held_pod_counts_at() -> None:
+    e = engine()
+    e.reserve("u-web", "n1", 1.0, NOW, source="watch", pod=facts("web", 1.0))
+    assert e.herd()["n1"] == 1.0 / 8
+    assert e.resized("u-web", facts("web", 3.0), NOW + 5)
+    held = e.reservations["u-web"]
+    assert (held.cores, held.bound_at, held.source) == (3.0, NOW, "watch")  # same placement
+    assert e.herd()["n1"] == 3.0 / 8
+    assert not e.resized("u-web", facts("web", 3.0), NOW + 6)  # the same figure
+    assert not e.resized("u-gone", facts("gone", 3.0), NOW + 6)  # held by nobody
+
+
+def test_the_api_servers_nominated_pod_reads_as_nominated() -> None:
+    doc = orjson.loads((APISERVER / "pod-status-nominated.json").read_bytes())["response"]
+    change = pod_change("MODIFIED", doc)
+    assert isinstance(change, Nominated) and (change.node, change.cores) == ("node-1", 2.0)
+    del doc["status"]["nominatedNodeName"]
+    assert pod_change("MODIFIED", doc) == Waiting(doc["metadata"]["uid"])
+    bound = orjson.loads((APISERVER / "get-pod-bound-after-nomination.json").read_bytes())
+    # Bound: the API server cleared the nomination (ClearingNominatedNodeNameAfterBinding).
+    assert "nominatedNodeName" not in bound["response"]["status"]
