@@ -60,6 +60,9 @@ class PodEventHandler:
         self._clock = clock
         self.sieve = PodSieve()
         """Give it to the pod watch: it drops the lines this handler would ignore."""
+        engine.nominations = self.sieve.nominate  # /preempt nominates pods too
+        self._nominated: set[str] = set()
+        """Pods the watch showed nominated and not since bound, cleared or gone."""
         # A UID counted once within the span in which it can count at all.
         self._counted = AssignmentLog(keep=2 * (engine.guard.span + CLOCK_SKEW))
 
@@ -70,12 +73,13 @@ class PodEventHandler:
         engine = self._engine
         now = self._clock()
         if isinstance(change, Released):
+            self._nominated.discard(change.uid)
             engine.release(change.uid, now)
             self._drop(change.uid)
             self.sieve.forget(change.uid)
         elif isinstance(change, Assigned):
+            self._nominated.discard(change.uid)
             self._drop(change.uid)
-            self.sieve.nominate(change.uid, False)
             self._assigned(change, pod, now)
             # Counted now, or too old to count: its later updates change nothing here,
             # but for a resize while the herd guard holds it.
@@ -93,10 +97,13 @@ class PodEventHandler:
                 labels=change.labels,
             )
             engine.nominate(change.uid, change.node, facts, now)
-            self.sieve.nominate(change.uid, change.uid in engine.reservations)
-        elif isinstance(change, Waiting):
+            self._nominated.add(change.uid)
+        elif isinstance(change, Waiting) and change.uid in self._nominated:
+            # Cleared after the watch showed it set. (A pod /preempt nominated that the
+            # watch never showed nominated keeps its room: an event without the
+            # nomination may just be older than it, the watch coming a batch late.)
+            self._nominated.discard(change.uid)
             engine.unnominate(change.uid, now)
-            self.sieve.nominate(change.uid, False)
 
     def _drop(self, uid: str) -> None:
         if self._engine.turned_away is not None:

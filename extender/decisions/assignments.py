@@ -16,7 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from extender.decisions.pods import PodError, api_time, cpu_request
+from extender.decisions.pods import api_time
+from extender.decisions.resources import PodError, cpu_request
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 CLOCK_SKEW = 5.0

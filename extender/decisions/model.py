@@ -106,10 +106,8 @@ class FilterDecision:
     """The nodes of one filter request that fail, with the reason; the rest pass."""
 
     failed: Mapping[NodeName, str]
-    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes)."""
-    resolvable: Mapping[NodeName, str] = field(default_factory=dict)
-    """Rejected for this pod only: too little room (FailedNodes, so the scheduler may try
-    preemption there, which our /preempt judges). Given when it fits on no node."""
+    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes): for what the
+    metrics say, or, when the pod fits on no node, too little room for it."""
     left_out: frozenset[NodeName] = frozenset()
     """Too little room for this pod, while it fits on another node: left out of the
     answer's names without a reason (the scheduler reads reasons only when a pod fits

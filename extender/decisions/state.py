@@ -24,7 +24,7 @@ from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 
 NOMINATED = "nominated"
-"""The source of a reservation held for a nominated pod (DecisionState.nominate)."""
+"""The source of a reservation held for a nominated pod (decisions.held)."""
 
 
 class DecisionState:
@@ -44,6 +44,11 @@ class DecisionState:
         self.turned_away = turned_away
         """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
         self._sizes_watched = False
+        self._tentative: dict[str, float] = {}
+        """Nominations /preempt expects, not yet shown by the pod watch: uid -> until when."""
+        self.nominations: Callable[[str, bool], None] = lambda uid, counted: None
+        """Told of each pod counted (True) or no longer counted (False) on a nominated node:
+        the pod watch's sieve keeps that pod's lines (cluster.podsieve)."""
         self._snapshot = snapshot
         sizes = self.sizes
         self._tables = PolicyTables(build_tables(settings, snapshot, {}, now, sizes), sizes)
@@ -160,6 +165,8 @@ class DecisionState:
         held = self._herd.reservations.get(uid)
         if held is not None and held.source == NOMINATED and source != NOMINATED:
             self.release(uid, now)  # the nominated pod landed: from now on it is placed
+            self.nominations(uid, False)
+            self._tentative.pop(uid, None)
         memo = self.pods.get(uid) if pod is None else None
         facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
         expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
@@ -168,41 +175,6 @@ class DecisionState:
         self.pods.expect(uid, str(expectation))
         self._patch(node, now)
         return True
-
-    def nominate(self, uid: str, node: NodeName, pod: PodFacts, now: float) -> bool:
-        """Count a pod nominated to `node` (`status.nominatedNodeName`, no node yet) there, as
-        placed a moment ago: kube-scheduler keeps that room for it, and a pod our filter
-        would send elsewhere must not take it first. A pod nominated elsewhere now moves;
-        its own filter does not count it against its node (Engine._cleared_for_preemptor).
-        Like kube-scheduler's nominator, but for pods of every priority (it counts only
-        those of equal or higher priority than the pod it filters)."""
-        held = self._herd.reservations.get(uid)
-        if held is not None:
-            if held.source != NOMINATED or held.node == node:
-                return False
-            self.release(uid, now)
-        return self.reserve(uid, node, pod.cpu_request, now, NOMINATED, pod=pod)
-
-    def unnominate(self, uid: str, now: float) -> bool:
-        """The pod is nominated to no node any more (the scheduler cleared it after a failed
-        attempt, or a gang's members were rolled back): its room is free again."""
-        held = self._herd.reservations.get(uid)
-        return held is not None and held.source == NOMINATED and self.release(uid, now)
-
-    def resized(self, uid: str, pod: PodFacts, now: float) -> bool:
-        """A held pod's CPU request changed (an in-place resize, or its pod-level resources):
-        it counts at what it is expected to use now, from when it was placed (a reservation
-        from measured use does not move with its request)."""
-        held = self._herd.reservations.get(uid)
-        if held is None:
-            return False
-        expected = self.guard.expected(pod, self._snapshot, now)
-        if abs(expected.cores - held.cores) < 1e-9:
-            return False
-        self.release(uid, now)
-        return self.reserve(
-            uid, held.node, pod.cpu_request, now, held.source, pod=pod, assigned_at=held.bound_at
-        )
 
     def release(self, uid: str, now: float) -> bool:
         """The pod was deleted or finished: what it reserved is free again."""

@@ -176,8 +176,8 @@ class HerdGuardSettings(Model):
     says what was read and why."""
     fit: StrictBool = True
     """The herd metric's filter.above counts the pod being placed: a node its expected use
-    would push past the threshold is turned away for this pod (as FailedNodes, so the
-    scheduler may preempt there: /preempt judges the node without its victims)."""
+    would push past the threshold is turned away for this pod (unresolvable: the scheduler's
+    preemption picks victims by its own filters, which that node passes)."""
     wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 1800.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
     it when a node has room); then it goes to the roomiest. 0: at once. The default is

@@ -9,10 +9,16 @@ from typing import Any
 
 import orjson
 
+from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.assignments import Nominated, Waiting, pod_change
 from extender.decisions.engine import Engine
 from extender.decisions.pods import PodFacts
-from extender.decisions.wire import encode_filter, parse_extender_args
+from extender.decisions.wire import (
+    PreemptionArgs,
+    encode_filter,
+    parse_extender_args,
+    parse_preemption_args,
+)
 from tests.harness.fixtures import APISERVER, NOW, make_settings, make_snapshot
 
 CPU = {"n1": 0.3, "n2": 0.4}
@@ -95,3 +101,58 @@ def test_the_api_servers_nominated_pod_reads_as_nominated() -> None:
     bound = orjson.loads((APISERVER / "get-pod-bound-after-nomination.json").read_bytes())
     # Bound: the API server cleared the nomination (ClearingNominatedNodeNameAfterBinding).
     assert "nominatedNodeName" not in bound["response"]["status"]
+
+
+def preemption(victims: dict[str, list[str]]) -> PreemptionArgs:
+    meta = {
+        n: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": 0}
+        for n, uids in victims.items()
+    }
+    body = {"Pod": pod("urgent", "3"), "NodeNameToMetaVictims": meta}
+    return parse_preemption_args(orjson.dumps(body))
+
+
+def test_preempt_counts_the_preemptor_at_once_on_the_one_node_it_leaves() -> None:
+    """The scheduler nominates the preemptor to a node /preempt kept: when only one is
+    left, that is the node, and the next pod's filter may come before the pod watch shows
+    the nomination (its events come a batch late)."""
+    e = engine()
+    assert e.reserve("u-fill", "n1", 7.0, NOW, source="watch")
+    assert e.reserve("u-hot", "n2", 6.0, NOW, source="watch")
+    kept = e.preempt(preemption({"n1": ["u-fill"], "n2": ["other"]}), NOW)
+    assert list(kept) == ["n1"]  # n2: 0.4 + 6/8 + 3/8 even without "other"
+    held = e.reservations["u-urgent"]
+    assert (held.node, held.source, held.cores) == ("n1", "nominated", 3.0)
+    e.release("u-fill", NOW)  # the victim is gone
+    e.release("u-hot", NOW)  # and n2's pod has finished
+    # n1 keeps the preemptor's room: 0.3 + 3/8 + 3/8 for the next 3-core pod; n2 has room.
+    assert passed(e, "next", "3") == ["n2"]
+    assert passed(e, "urgent", "3") == ["n1", "n2"]
+
+
+def test_with_several_nodes_left_the_pod_watch_tells_which() -> None:
+    e = engine()
+    kept = e.preempt(preemption({"n1": ["a"], "n2": ["b"]}), NOW)
+    assert set(kept) == {"n1", "n2"} and "u-urgent" not in e.reservations
+
+
+def watch_pod(status: dict[str, Any]) -> dict[str, Any]:
+    doc = pod("urgent", "3")
+    doc["metadata"]["resourceVersion"] = "7"
+    doc["status"] = status
+    return doc
+
+
+def test_an_event_older_than_the_nomination_does_not_undo_it() -> None:
+    """/preempt counted urgent on n1; the watch, a batch late, then delivers urgent's
+    creation (no nomination yet): that is older news, and the room stays. Once the watch
+    has shown the nomination, its clearing frees the room."""
+    e = engine()
+    handler = PodEventHandler(e, clock=lambda: NOW)
+    e.preempt(preemption({"n1": ["gone"]}), NOW)
+    assert e.reservations["u-urgent"].source == "nominated"
+    handler("ADDED", watch_pod({"phase": "Pending"}))
+    assert "u-urgent" in e.reservations
+    handler("MODIFIED", watch_pod({"phase": "Pending", "nominatedNodeName": "n1"}))
+    handler("MODIFIED", watch_pod({"phase": "Pending"}))  # the scheduler cleared it
+    assert "u-urgent" not in e.reservations

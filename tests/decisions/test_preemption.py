@@ -11,8 +11,9 @@ import pytest
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import NodeInventory
-from extender.decisions.pods import PodFacts, PodMemo, Preemptions, cpu_cores
+from extender.decisions.pods import PodFacts, PodMemo, Preemptions
 from extender.decisions.preemption import victim_uids
+from extender.decisions.resources import cpu_cores
 from extender.decisions.usage import UsageTable
 from extender.decisions.wire import (
     PreemptionArgs,

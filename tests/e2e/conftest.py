@@ -30,10 +30,12 @@ from tests.harness.controlplane import (
     Stack,
     StartStack,
     fake_nodes,
+    shipped_policy,
     static_policy,
     tail,
     unavailable_reason,
 )
+from tests.harness.promharness import FakeExporter, PrometheusServer, prometheus_binary
 
 _NAMESPACES = itertools.count(1)
 
@@ -57,6 +59,27 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         yield plane
     finally:
         plane.stop()
+
+
+#: What the shared Prometheus (`shipped_prometheus`) shows of node CPU: node-1 hot,
+#: node-2 and node-3 cool, node-4 warm. A node no story makes simply has no pods.
+SHIPPED_VALUES = {"node-1": 0.95, "node-2": 0.30, "node-3": 0.30, "node-4": 0.40}
+
+
+@pytest.fixture(scope="session")
+def shipped_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """A real Prometheus scraping an exporter of the series a stock kube-prometheus-stack
+    records (tests/harness/promharness.py), answering config/extender.yaml's query with
+    `SHIPPED_VALUES`: started once for every story that runs the shipped policy (its
+    first scrape takes about 5 s)."""
+    with FakeExporter() as exporter:
+        for node, value in SHIPPED_VALUES.items():
+            exporter.set(node, value)
+        workdir = tmp_path_factory.mktemp("prometheus")
+        with PrometheusServer([exporter.target], workdir=workdir, binary=prometheus_binary()) as p:
+            query = shipped_policy()["metrics"][0]["query"]
+            p.wait_for(query, lambda result: len(result) == len(SHIPPED_VALUES), timeout=60)
+            yield p
 
 
 @pytest.fixture
@@ -98,6 +121,8 @@ def stack(
         percentage_of_nodes_to_score: int | None = None,
         qps: float | None = None,
         weight: int | None = None,
+        gates: Mapping[str, bool] | None = None,
+        scheduler_overrides: Mapping[str, Any] | None = None,
     ) -> Stack:
         wanted = fake_nodes(nodes) if isinstance(nodes, int) else list(nodes)
         seconds = control_plane.kube.ensure_nodes(wanted)
@@ -108,7 +133,8 @@ def stack(
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
             qps=qps,
             weight=weight,
-            feature_gates=scheduler_gates,
+            feature_gates={**scheduler_gates, **(gates or {})},
+            overrides=scheduler_overrides,
         )
         control_plane.wait_scheduler_nodes(len(wanted))
         return Stack(control_plane, namespace, service, config, wanted, seconds)

@@ -1447,12 +1447,13 @@ class ControlPlane:
         qps: float | None = None,
         env: Mapping[str, str] | None = None,
         weight: int | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> JSON:
         """What `decice-extender scheduler-config --config <policy> --full --host 127.0.0.1`
         (`--weight` when given) prints (`env`: the service's environment), plus only what a
         harness must add: the service's actual port in the urlPrefix, QPS (burst 2x) and
-        percentageOfNodesToScore when given; `start_scheduler` adds the scheduler's
-        kubeconfig."""
+        percentageOfNodesToScore when given, and `overrides` (top-level fields a story sets,
+        e.g. podInitialBackoffSeconds); `start_scheduler` adds the scheduler's kubeconfig."""
         argv = ["scheduler-config", "--config", str(policy_file), "--full", "--host", LOCALHOST]
         if weight is not None:
             argv += ["--weight", str(weight)]
@@ -1464,6 +1465,7 @@ class ControlPlane:
             config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
         if qps is not None:
             config["clientConnection"] = {"qps": qps, "burst": int(2 * qps)}
+        config.update(overrides or {})
         return config
 
     def start_scheduler_for(
@@ -1475,10 +1477,11 @@ class ControlPlane:
         timeout: float = 60.0,
         weight: int | None = None,
         feature_gates: Mapping[str, bool] | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> JSON:
         """Start kube-scheduler on the config our CLI prints for `service`'s policy (with
-        `--weight` when given); the config it runs. `feature_gates`: its --feature-gates
-        (None: the control plane's, `scheduler_feature_gates`)."""
+        `--weight` when given, `overrides` set on it); the config it runs. `feature_gates`:
+        its --feature-gates (None: the control plane's, `scheduler_feature_gates`)."""
         config = self.decice_scheduler_config(
             service.config,
             service.port,
@@ -1486,6 +1489,7 @@ class ControlPlane:
             qps=qps,
             env=service.env,
             weight=weight,
+            overrides=overrides,
         )
         self.start_scheduler(config, timeout=timeout, feature_gates=feature_gates)
         return config
@@ -1673,6 +1677,12 @@ def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) 
 # --- a whole stack, for the e2e fixtures ------------------------------------------------------
 
 
+def shipped_policy() -> JSON:
+    """config/extender.yaml as shipped (a story sets PROMETHEUS_URL, and says what else)."""
+    policy: JSON = yaml.safe_load((REPO / "config" / "extender.yaml").read_text())
+    return policy
+
+
 def static_policy(values: Mapping[str, float], *, threshold: float = 0.9, **overrides: Any) -> JSON:
     """A static-provider policy: metric `cpu` with exactly these node values (lower is
     better, 0..1), filtered above `threshold`; bind on; Events on placed pods on (the
@@ -1735,7 +1745,9 @@ class StartStack(Protocol):
     `values` are the static policy's node values (`static_policy`), unless `policy` (a
     mapping, or a Path to a YAML policy) is given; `nodes` is a count (`fake_nodes`) or
     the nodes themselves; `weight` is the extender weight the CLI prints the config with
-    (`scheduler-config --weight`; default 1)."""
+    (`scheduler-config --weight`; default 1); `gates` are kube-scheduler feature gates on
+    top of the test's (`scheduler_gates`), `scheduler_overrides` top-level fields of its
+    KubeSchedulerConfiguration."""
 
     def __call__(
         self,
@@ -1747,4 +1759,6 @@ class StartStack(Protocol):
         percentage_of_nodes_to_score: int | None = None,
         qps: float | None = None,
         weight: int | None = None,
+        gates: Mapping[str, bool] | None = None,
+        scheduler_overrides: Mapping[str, Any] | None = None,
     ) -> Stack: ...

@@ -51,8 +51,8 @@ def test_a_burst_then_an_urgent_pod_that_must_preempt(story_factory: Any) -> Non
     name, victim_node = where[victim]
     assert victim_node == node and story.api.pod(NS, name) is None
     # The fillers fit on no node by their expected use (7 of 8 cores): our filter gives
-    # them FailedNodes (preemption could make room), so the scheduler tried and found no
-    # victim of lower priority for them. The urgent pod's preemption found its node.
+    # those nodes as unresolvable (kube-scheduler's preemption, choosing victims by its own
+    # filters, could free nothing there). The urgent pod's preemption found its node.
     assert uid_of(story, urgent) not in story.player.played.no_candidate
     placed = small + [f for f in fillers if story.api.pod(NS, f) is not None] + [urgent]
     report("preemption", story.check(placed))
