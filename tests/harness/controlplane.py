@@ -840,6 +840,24 @@ class Kube:
             list(names),
         )
 
+    def resize_pod(self, namespace: str, name: str, container: str, cpu: str) -> JSON:
+        """An in-place resize of one container's CPU request (and limit, when it has one)
+        through the pods/resize subresource, as `kubectl patch --subresource resize` sends
+        it (a strategic merge patch). With no kubelet, the spec changes and nothing reports
+        the resize done: the pod's status has no `containerStatuses`."""
+        pod = self.pod(namespace, name)
+        [found] = [c for c in pod["spec"]["containers"] if c["name"] == container]
+        resources: JSON = {"requests": {"cpu": cpu}}
+        if "cpu" in (found.get("resources") or {}).get("limits", {}):
+            resources["limits"] = {"cpu": cpu}
+        body = {"spec": {"containers": [{"name": container, "resources": resources}]}}
+        return self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/resize",
+            body,
+            content_type="application/strategic-merge-patch+json",
+        )
+
     def pod_events(self, namespace: str, name: str) -> list[PodEvent]:
         """Events regarding pod `name`, from core/v1 and events.k8s.io/v1 (one per object:
         the two APIs show the same Events), oldest first."""
