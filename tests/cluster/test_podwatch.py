@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -338,3 +339,32 @@ def test_status_updates_of_placed_and_pending_pods_are_dropped_undecoded(
         # the pod it already read as assigned was dropped.
         assert watch.status.events == 3
         assert stack.readyz()["watches"]["pods"]["dropped"] == 7
+
+
+def test_an_api_server_arriving_late_vetoes_no_node_on_a_size_it_does_not_know(
+    api: FakeKubeAPI,
+) -> None:
+    """The service starts before the API server answers: its node cache is empty, /readyz
+    says so, and no node is turned away for want of room it cannot size (the scheduler's
+    own resource checks stand). Within a second of the API server answering, the cache
+    is synced and node-a (4 cores) is too small for a 3.5-core pod again."""
+    api.add_node("node-c", "10.0.0.3", cpu="16")
+    pod = {
+        "metadata": {"name": "big", "namespace": NS, "uid": "uid-big"},
+        "spec": {
+            "schedulerName": "decice_sched",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3500m"}}}],
+        },
+    }
+    api.go_away()
+    values = {"node-a": {"cpu": 0.3}, "node-c": {"cpu": 0.3}}
+    with Stack(api, values) as stack:
+        ready = stack.readyz()
+        assert ready["nodeCacheSynced"] is False and ready["watches"]["nodes"]["synced"] is False
+        assert stack.filter(pod, ["node-a", "node-c"])["NodeNames"] == ["node-a", "node-c"]
+        api.come_back()
+        began = time.monotonic()
+        wait_until(lambda: stack.readyz()["nodeCacheSynced"], 5, "the node cache synced")
+        print(f"\nnode cache synced {time.monotonic() - began:.2f} s after the API server answered")
+        assert stack.filter(pod, ["node-a", "node-c"])["NodeNames"] == ["node-c"]
+        assert stack.readyz()["watches"]["nodes"]["synced"] is True

@@ -108,9 +108,29 @@ def scheduler_gates(control_plane: ControlPlane, request: pytest.FixtureRequest)
     return {**control_plane.scheduler_feature_gates, **extra}
 
 
+#: How late the API server is for our service in the fault stories that run both ways
+#: (`@pytest.mark.parametrize("api_late", API_LATE, indirect=True)`): on time, or arriving
+#: a second after the service's first list failed. A second stands for any delay: before
+#: its first list the service retries every 0.5-1 s whatever the delay (5 s, 20 s, 40 s,
+#: minutes: tests/cluster/test_informer.py runs the schedule for each), so a longer
+#: delay costs wall time and tests nothing more; test_start_order.py waits 5 s for real.
+API_LATE = [pytest.param(None, id="api-on-time"), pytest.param(1.0, id="api-late")]
+
+
+@pytest.fixture
+def api_late(request: pytest.FixtureRequest) -> float | None:
+    """Seconds the API server is late for our service (None: it answers at once)."""
+    late: float | None = getattr(request, "param", None)
+    return late
+
+
 @pytest.fixture
 def stack(
-    control_plane: ControlPlane, namespace: str, tmp_path: Path, scheduler_gates: dict[str, bool]
+    control_plane: ControlPlane,
+    namespace: str,
+    tmp_path: Path,
+    scheduler_gates: dict[str, bool],
+    api_late: float | None,
 ) -> Iterator[StartStack]:
     def start(
         values: Mapping[str, float] | None = None,
@@ -127,7 +147,14 @@ def stack(
         wanted = fake_nodes(nodes) if isinstance(nodes, int) else list(nodes)
         seconds = control_plane.kube.ensure_nodes(wanted)
         chosen = policy if policy is not None else static_policy(values or {})
-        service = control_plane.start_extender(chosen, env=env, workdir=tmp_path)
+        learned = None
+        if api_late is None:
+            service = control_plane.start_extender(chosen, env=env, workdir=tmp_path)
+        else:
+            service, learned = control_plane.start_extender_before_api(
+                chosen, api_late, env=env, workdir=tmp_path
+            )
+            print(f"\nthe API server {api_late:g} s late: nodes known {learned:.2f} s after it")
         config = control_plane.start_scheduler_for(
             service,
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
@@ -137,7 +164,7 @@ def stack(
             overrides=scheduler_overrides,
         )
         control_plane.wait_scheduler_nodes(len(wanted))
-        return Stack(control_plane, namespace, service, config, wanted, seconds)
+        return Stack(control_plane, namespace, service, config, wanted, seconds, learned)
 
     yield start
     control_plane.stop_scheduler()

@@ -104,6 +104,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from extender.policy import scheduler_config as sc
+from tests.harness.gate import TcpGate
 from tests.harness.loopback import LOCALHOST, free_port, wait_until, wait_until_logged
 from tests.harness.service import Service, die_with_parent
 
@@ -1130,6 +1131,7 @@ class ControlPlane:
         self._logs: dict[str, Path] = {}
         self._scheduler_starts = 0
         self._scheduler_gates: dict[str, bool] = {}
+        self._api_gate: TcpGate | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -1453,6 +1455,72 @@ class ControlPlane:
         if service is not None and service.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):  # then Service.stop killed it
                 service.stop(timeout)
+        gate, self._api_gate = self._api_gate, None
+        if gate is not None:
+            gate.close()
+
+    @property
+    def gate(self) -> TcpGate | None:
+        """The API gate `api_gate` made, while it stands."""
+        return self._api_gate
+
+    def api_gate(self, workdir: Path) -> tuple[TcpGate, Path]:
+        """A TCP gate in front of the API server (closed: nothing answers) and a kubeconfig
+        of the user decice-extender through it (the same TLS name), for a service started
+        before the API server answers it; closed with the extender (`stop_extender`)."""
+        if self._api_gate is not None:
+            raise ControlPlaneError("an API gate is open already")
+        gate = TcpGate(self.apiserver_port)
+        config = yaml.safe_load(self.kubeconfig(EXTENDER_USER).read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = with_port(self.server, gate.port)
+        path = workdir / "extender-through-gate.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        self._api_gate = gate
+        return gate, path
+
+    def start_extender_before_api(
+        self,
+        policy: Mapping[str, Any] | Path,
+        late: float,
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: Path | None = None,
+        sync_within: float = 5.0,
+    ) -> tuple[Service, float]:
+        """Our service started while the API server does not answer it: through a closed
+        `api_gate`, opened `late` seconds after the service's first list failed (a chart
+        rollout or a control-plane restart starts it first). Returns the service and the
+        seconds from the gate opening to its node cache synced (/readyz nodeCacheSynced),
+        which must come within `sync_within`: a bounded wait, far under the doubling
+        back-off's 30 s, for a retry due within a second (extender/cluster/informer.py;
+        the schedule itself is tested in tests/cluster/test_informer.py)."""
+        where = workdir or self.workdir
+        gate, kubeconfig = self.api_gate(where)
+        service = self.start_extender(
+            policy,
+            env={**(env or {}), "KUBECONFIG": str(kubeconfig)},
+            workdir=workdir,
+            wait_synced=False,
+        )
+        wait_until(lambda: "first list failed" in service.stderr(), 30, "the first list failed")
+        time.sleep(late)  # how late the API server is: the story's delay, not a wait
+        gate.open()
+        opened = time.monotonic()
+
+        def synced() -> bool:
+            _, body = service.get("/readyz")
+            return bool(orjson.loads(body).get("nodeCacheSynced"))
+
+        wait_until_logged(
+            synced,
+            sync_within,
+            f"the extender's node cache synced (log {service.stderr_path})",
+            lambda: service.stderr()[-3000:],
+        )
+        learned = time.monotonic() - opened
+        self.wait_extender_synced(service)
+        return service, learned
 
     # -- the scheduler ----------------------------------------------------------------------
 
@@ -1729,6 +1797,9 @@ class Stack:
     nodes: list[FakeNode]
     #: Seconds `Kube.ensure_nodes` took to make the nodes (0 when they were there).
     nodes_seconds: float
+    #: With the API server late for our service: seconds from its answering to our node
+    #: cache synced (`ControlPlane.start_extender_before_api`); else None.
+    api_learned_in: float | None = None
 
     @property
     def kube(self) -> Kube:

@@ -51,7 +51,10 @@ class Pair:
         workdir: Path,
         *,
         lease: Mapping[str, str] = SHORT_LEASE,
+        kubeconfig: Path | None = None,
     ) -> None:
+        """`kubeconfig`: the extender's (default: the user decice-extender's, straight to
+        the API server; `ControlPlane.api_gate` gives one through a gate)."""
         self.control_plane = control_plane
         self.name = name
         self.workdir = workdir / f"pair-{name}"
@@ -59,7 +62,7 @@ class Pair:
         self.extender = Service(
             dict(policy),
             self.workdir,
-            {"KUBECONFIG": str(control_plane.kubeconfig(EXTENDER_USER))},
+            {"KUBECONFIG": str(kubeconfig or control_plane.kubeconfig(EXTENDER_USER))},
         )
         self.lease = dict(lease)
         self.scheduler: Process | None = None
@@ -69,6 +72,10 @@ class Pair:
     def start(self, timeout: float = 60.0) -> Pair:
         """The extender until its watches listed, then its scheduler until /readyz."""
         self.extender.start(timeout)
+        return self.start_scheduler(timeout)
+
+    def start_scheduler(self, timeout: float = 60.0) -> Pair:
+        """Its scheduler until /readyz, once its extender (started) has listed."""
         self.control_plane.wait_extender_synced(self.extender, timeout)
         cp = self.control_plane
         config = cp.decice_scheduler_config(
