@@ -98,10 +98,11 @@ class _PlacementCollector(Collector):
         held = GaugeMetricFamily(
             "decice_herd_reservations",
             "Placed pods the herd guard counts on their node until fresh metrics include "
-            "them, by who told us: bind (our own) or watch (any binder, from the pod watch).",
+            "them, by who told us: bind (our own), watch (any binder, from the pod watch) "
+            "or nominated (nominated to the node, not bound yet: a preemptor's room).",
             labels=["source"],
         )
-        for source in ("bind", "watch"):
+        for source in ("bind", "watch", "nominated"):
             held.add_metric([source], float(reservations.get(source, 0)))
         yield held
         estimates = CounterMetricFamily(

@@ -325,6 +325,12 @@ class Process:
     def describe(self) -> str:
         return f"{self.name} (pid {self.pid}), log {self.log}:\n{tail(self.log)}"
 
+    def output(self) -> str:
+        """What this start of the process wrote so far (its log is appended to)."""
+        with self.log.open("rb") as f:
+            f.seek(self._log_from)
+            return f.read().decode(errors="replace")
+
     def wait_ready(self, probe: Callable[[], bool], timeout: float, what: str) -> None:
         """Poll `probe` until it holds; ControlPlaneError (with the log) on exit or timeout."""
         deadline = time.monotonic() + timeout
@@ -1684,6 +1690,12 @@ class ControlPlane:
             return None
         loaded: JSON = yaml.safe_load(self._scheduler_config.read_text())
         return loaded
+
+    def scheduler_output(self) -> str:
+        """kube-scheduler's log since it was last started."""
+        if self._scheduler is None:
+            raise ControlPlaneError("kube-scheduler is not running")
+        return self._scheduler.output()
 
     @property
     def scheduler_running(self) -> bool:
