@@ -12,6 +12,7 @@ import orjson
 from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.assignments import Nominated, Waiting, pod_change
 from extender.decisions.engine import Engine
+from extender.decisions.held import TENTATIVE_SECONDS
 from extender.decisions.pods import PodFacts
 from extender.decisions.wire import (
     PreemptionArgs,
@@ -156,3 +157,20 @@ def test_an_event_older_than_the_nomination_does_not_undo_it() -> None:
     handler("MODIFIED", watch_pod({"phase": "Pending", "nominatedNodeName": "n1"}))
     handler("MODIFIED", watch_pod({"phase": "Pending"}))  # the scheduler cleared it
     assert "u-urgent" not in e.reservations
+
+
+def test_a_nomination_the_pod_watch_never_confirms_frees_its_room() -> None:
+    """/preempt left one node, but the scheduler never nominated the pod (another extender
+    dropped the node, the preemption failed, or the pod does not exist): the room is held
+    TENTATIVE_SECONDS, then freed at the next verb; one the watch confirmed stays."""
+    e = engine()
+    e.preempt(preemption({"n1": ["gone"]}), NOW)
+    assert "u-urgent" in e.reservations
+    assert "n1" not in passed(e, "next", "3", NOW + TENTATIVE_SECONDS - 0.1)
+    assert "n1" in passed(e, "next", "3", NOW + TENTATIVE_SECONDS)
+    assert "u-urgent" not in e.reservations
+
+    e.preempt(preemption({"n1": ["gone"]}), NOW)
+    e.nominate("u-urgent", "n1", facts("urgent", 3.0), NOW + 0.2)  # the watch shows it
+    passed(e, "next", "3", NOW + 10)
+    assert e.reservations["u-urgent"].source == "nominated"

@@ -29,6 +29,7 @@ import json
 
 import pytest
 
+from tests.e2e.conftest import GATE_VARIANTS
 from tests.harness.controlplane import (
     ApiError,
     FakeNode,
@@ -66,6 +67,7 @@ def table_verdicts(s: Stack, cpu: str) -> dict[str, str]:
         pytest.param({"nodes": 1, "share": 0.01}, id="shortlist-of-one"),
     ],
 )
+@pytest.mark.parametrize("scheduler_gates", GATE_VARIANTS, indirect=True)
 def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
     stack: StartStack, shortlist: dict[str, float] | None
 ) -> None:

@@ -33,8 +33,15 @@ PYTHONPATH):
   reproduce on main; nothing in its logs pointed elsewhere (one /preempt, the victim's
   node kept, the pod bound 15 ms after its victim was deleted).
 - story 2 failed: the second pod took node-2 (our filter passed it: 0.30 measured, the
-  nominated preemptor not counted), and the preemptor, back from its back-off, was turned
-  away by our filter (0.30 + 3/8 + 3/8 > 0.85) and preempted the second pod.
+  nominated preemptor not counted). The preemptor, back from its back-off, was turned
+  away by our filter there (0.30 + 3/8 + 3/8 > 0.85, "cpu above 0.85 with this pod", then
+  in FailedNodes); kube-scheduler tried to preempt on node-2, where its own filters found
+  room without any victim, and v1.35.4 failed the attempt: `preemption: expected at least
+  one victim pod on node "node-2"`. The preemptor stayed pending (the shipped
+  waitForRoom is 30 minutes).
+- with the pod watch alone counting the nomination, story 2 still failed one run in two:
+  the watch's events come a batch (0.1 s) late, and the second pod was filtered before the
+  nomination arrived; /preempt now counts the preemptor at once when it leaves one node.
 """
 
 from __future__ import annotations
