@@ -1,6 +1,5 @@
 """The service's sections of the policy file: listeners, Prometheus, the Kubernetes client,
-bind, the herd guard, requeue, the rebalancer, prioritize and explain.
-"""
+bind, the herd guard, requeue, the rebalancer, prioritize and explain."""
 
 from __future__ import annotations
 
@@ -164,7 +163,8 @@ class HerdGuardSettings(Model):
     default_cpu_request: Positive = 0.1
     """Cores counted for a pod without a CPU request (and nothing better known)."""
     default_node_cores: Positive = 4.0
-    """Node size used when the node's allocatable CPU is unknown."""
+    """Node size where nothing watches nodes (no Kubernetes API); with a node watch, a node
+    not yet known vetoes nothing on its size instead."""
     settle: Annotated[float, Strict(), Field(ge=0)] = 45.0
     """Seconds after a bind before the node metric can show any of the pod: the scrape
     interval, the recording rule's evaluation interval and our refresh, at worst. The

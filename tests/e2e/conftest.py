@@ -64,6 +64,12 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 #: What the shared Prometheus (`shipped_prometheus`) shows of node CPU: node-1 hot,
 #: node-2 and node-3 cool, node-4 warm. A node no story makes simply has no pods.
 SHIPPED_VALUES = {"node-1": 0.95, "node-2": 0.30, "node-3": 0.30, "node-4": 0.40}
+#: The cluster the preemption stories of issues 35 and 46 measured: 4, 8 and 4 cores.
+MIXED_NODES = [
+    FakeNode("node-1", cores=4, zone="zone-1"),
+    FakeNode("node-2", cores=8, zone="zone-2"),
+    FakeNode("node-3", cores=4, zone="zone-1"),
+]
 
 
 @pytest.fixture(scope="session")

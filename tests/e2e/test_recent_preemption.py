@@ -51,9 +51,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import GATE_VARIANTS
+from tests.e2e.conftest import GATE_VARIANTS, MIXED_NODES
 from tests.harness.controlplane import (
-    ApiError,
     FakeNode,
     Stack,
     StartStack,
@@ -64,11 +63,7 @@ from tests.harness.promharness import PrometheusServer
 
 pytestmark = pytest.mark.e2e
 
-NODES = [
-    FakeNode("node-1", cores=4, zone="zone-1"),
-    FakeNode("node-2", cores=8, zone="zone-2"),
-    FakeNode("node-3", cores=4, zone="zone-1"),
-]
+NODES = MIXED_NODES
 #: name -> (node, CPU request): each node filled by request.
 FILLERS = {
     "fill-1": ("node-1", "3800m"),
@@ -119,17 +114,6 @@ def fill(s: Stack, direct: bool) -> dict[str, str]:
     return {name: node for name, (node, _) in FILLERS.items()}
 
 
-def gone(s: Stack, names: list[str]) -> list[str]:
-    out = []
-    for name in names:
-        try:
-            s.pod(name)
-        except ApiError as exc:
-            assert exc.status == 404, exc
-            out.append(name)
-    return out
-
-
 def scheduled_once(s: Stack, names: list[str]) -> None:
     """Every pod got exactly one Scheduled Event (bound once)."""
     events = s.kube.events_by_pod(s.namespace)
@@ -159,7 +143,7 @@ def test_victims_bound_3s_before_the_preemptor_make_room_for_it(
     # node-1 and node-3 (4 cores) stay over 0.85 with a 3-core pod whatever leaves them
     # (0.30 + 3/4); node-2 holds 0.30 + 3/8 once fill-2 and its reservation are gone.
     assert node == "node-2"
-    assert gone(s, list(FILLERS)) == ["fill-2"]
+    assert s.deleted(list(FILLERS)) == ["fill-2"]
     preempted = s.wait_event("fill-2", "Preempted", 30)
     uid = s.pod("urgent")["metadata"]["uid"]
     assert preempted.message == f"Preempted by pod {uid} on node node-2", preempted
@@ -188,7 +172,7 @@ def test_the_room_a_preemption_frees_is_the_preemptors(
     urgent = pod_manifest("urgent", cpu="3", priority_class_name=HIGH)
     urgent["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "zone-2"}
     s.kube.create_pod(s.namespace, urgent)
-    s.kube.wait_until(lambda: gone(s, ["fill-2"]), 30, "the preemption deleted fill-2")
+    s.kube.wait_until(lambda: s.deleted(["fill-2"]), 30, "the preemption deleted fill-2")
     nominated = s.pod("urgent")
     assert nominated["status"].get("nominatedNodeName") == "node-2", nominated["status"]
     assert not nominated["spec"].get("nodeName"), "urgent bound already: no window to test"
@@ -199,6 +183,6 @@ def test_the_room_a_preemption_frees_is_the_preemptors(
 
     assert s.wait_bound("next", 30) == "node-4"
     assert s.wait_bound("urgent", 30) == "node-2"
-    assert gone(s, [*FILLERS, "next", "urgent"]) == ["fill-2"]
+    assert s.deleted([*FILLERS, "next", "urgent"]) == ["fill-2"]
     scheduled_once(s, ["urgent", "next"])
     assert s.extender_metric("decice_herd_reservations", {"source": "nominated"}) == 0

@@ -35,10 +35,10 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.conftest import MIXED_NODES
 from tests.harness.controlplane import (
     ApiError,
     ControlPlane,
-    FakeNode,
     metric_value,
     pod_manifest,
     shipped_policy,
@@ -48,11 +48,7 @@ from tests.harness.service import Service
 
 pytestmark = pytest.mark.e2e
 
-NODES = [
-    FakeNode("node-1", cores=4, zone="zone-1"),
-    FakeNode("node-2", cores=8, zone="zone-2"),
-    FakeNode("node-3", cores=4, zone="zone-1"),
-]
+NODES = MIXED_NODES
 #: What the shared Prometheus shows them (tests/e2e/conftest.py SHIPPED_VALUES): node-1 hot.
 LOW, HIGH = "start-order-low", "start-order-high"
 #: Seconds between the fillers and the urgent pod, as the issue tells it.

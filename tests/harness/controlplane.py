@@ -1827,6 +1827,17 @@ class Stack:
     def wait_bound(self, name: str, timeout: float = 60.0) -> str:
         return self.kube.wait_bound(self.namespace, name, timeout)
 
+    def deleted(self, names: Iterable[str]) -> list[str]:
+        """Those of the pods `names` the API server no longer has (404), in order."""
+        out = []
+        for name in names:
+            try:
+                self.pod(name)
+            except ApiError as exc:
+                assert exc.status == 404, exc
+                out.append(name)
+        return out
+
     def wait_event(self, name: str, reason: str, timeout: float = 60.0) -> PodEvent:
         return self.kube.wait_event(self.namespace, name, reason, timeout)
 
