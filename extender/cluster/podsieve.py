@@ -38,6 +38,7 @@ _GENERATION = b'"generation":'
 _UID = b'"uid":"'
 _NODE = b'"nodeName":"'
 _NOMINATED = b'"nominatedNodeName":"'
+_STATUS = b'"status":{'
 _DELETING = b'"deletionTimestamp"'
 _PHASE = b'"phase":"'
 _SIFTED_TYPES = (b'{"type":"MODIFIED"', b'{"type":"ADDED"')
@@ -133,7 +134,7 @@ class PodSieve:
         if uid in self._nominated:
             return True  # nominated: its nomination may move, clear or become a bind
         settled = uid in self._settled
-        if not settled and (_NODE in line or _NOMINATED in line):
+        if not settled and (_NODE in line or self._nominated_in(line)):
             return True  # a new assignment, or a new nomination
         if (
             settled
@@ -154,6 +155,13 @@ class PodSieve:
             return True
         self.dropped += 1
         return False
+
+    @staticmethod
+    def _nominated_in(line: bytearray) -> bool:
+        """The pod's status names a nominated node. The status is a pod's last field, so the
+        search starts at its key, found from the end (a status holds no object `"status"`)."""
+        at = line.rfind(_STATUS)
+        return at != -1 and line.find(_NOMINATED, at) != -1
 
     @staticmethod
     def _generation(line: bytearray, rv: int) -> bytes:
