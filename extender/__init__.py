@@ -55,12 +55,13 @@ PACKAGES: dict[str, Package] = {
         ("decisions", "policy", "errors"),
     ),
     "rebalancing": Package(
-        "which running pods to move (the plan, pure), and the loop that evicts them",
-        ("decisions", "policy", "errors"),
+        "which running pods to move (the plan, pure), and the loop that evicts them "
+        "(through cluster.kubeapi, while cluster.leader's Lease is held)",
+        ("cluster", "decisions", "policy", "errors"),
     ),
     "doctor": Package(
         "checks of a policy against a live Prometheus and cluster",
-        ("metrics", "decisions", "policy", "errors"),
+        ("metrics", "cluster", "decisions", "policy", "errors"),
     ),
     "service": Package(
         "the HTTP service: routes, OpenAPI, telemetry, logs, and the composition root "
@@ -83,7 +84,7 @@ PACKAGES: dict[str, Package] = {
 
 LIBRARIES: dict[str, tuple[str, ...]] = {
     "kubernetes": ("cluster",),
-    "aiohttp": ("cluster",),
+    "aiohttp": ("cluster", "cli"),
     "prometheus_api_client": ("metrics",),
     "requests": ("metrics",),
     "starlette": ("service", "cli"),

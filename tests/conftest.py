@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import NoReturn
 
 import hypothesis
 import pytest
@@ -88,3 +89,68 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 @pytest.fixture
 def settings_factory() -> Callable[..., Settings]:
     return make_settings
+
+
+# --- the image (tests marked `image`: .ci/run's step after the suite) ------------------------
+# Building the image takes a minute or more, so the default run (scripts/test) leaves these
+# tests out; `pytest --image -m image` runs them. DECICE_IMAGE names an image already built
+# (.ci/run builds it with scripts/image first); otherwise the session builds one.
+IMAGE_TAG = "localhost/decice-extender:test"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--image",
+        action="store_true",
+        help="run the tests marked image: build the image (scripts/image) and run it",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--image"):
+        return
+    left_out = [item for item in items if item.get_closest_marker("image")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("image")]
+
+
+def _skip_image(reason: str) -> NoReturn:
+    pytest.skip(reason)
+
+
+#: Where every image skip is reported, so `-ra` folds them into one line.
+_IMAGE_SKIP_AT = (__file__, _skip_image.__code__.co_firstlineno + 1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Every "image tests: ... not installed" skip reported at one place: one line with -ra."""
+    report = yield
+    if (
+        report.skipped
+        and isinstance(report.longrepr, tuple)
+        and "image tests: " in report.longrepr[2]
+    ):
+        report.longrepr = (*_IMAGE_SKIP_AT, report.longrepr[2])
+    return report
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The image's tag: DECICE_IMAGE, else built now with scripts/image. Where it cannot be
+    built (no buildah/mmdebstrap, docker or podman), skipped with one line; under CI=true
+    that, and a failed build, fail."""
+    from tests.harness.image import build_image, image_unavailable_reason
+
+    named = os.environ.get("DECICE_IMAGE", "")
+    if named:
+        return named
+    reason = image_unavailable_reason()
+    if reason is not None:
+        if HYPOTHESIS_PROFILE == "ci":
+            pytest.fail(f"{reason} (CI=true: the image must be built)")
+        _skip_image(reason)
+    return build_image(IMAGE_TAG)

@@ -3,16 +3,25 @@ a heading), every repository path and module a doc names exists, and no doc cite
 a reader of the project does not have (the workspace's `../shared/`, a "DESIGN.md").
 
 Links to the web are not fetched (no network here); their form is checked.
+
+And every default a doc states is the code's: the chart README's `| key | default |` tables
+against values.yaml, every `--help` that says "(default X)" against the parser (or the
+constant the command applies), every `helm install`/`helm upgrade` example rendered, and
+the defaults stated in prose (STATED in `_stated`) against the code that holds them.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -241,3 +250,376 @@ def test_nothing_cites_the_authors_workspace(path: Path) -> None:
         if word in line
     ]
     assert not cited, "\n".join(cited)
+
+
+# --- Defaults the docs state are the code's ------------------------------------------------
+# Three sweeps and one list. The sweeps: every `| key | default | ... |` table of the
+# chart's README against values.yaml; every `--help` of the CLI that states a default
+# against the parser's (or, where the default is applied later, the constant the code
+# applies); every `helm install`/`helm upgrade` example of the docs, rendered. The list
+# (STATED): defaults stated in prose, each with a pattern that finds them and the code
+# that holds the value. A new prose default gets a line there.
+
+CHART = ROOT / "deploy" / "helm" / "decice-extender"
+_CELL_CODE = re.compile(r"`([^`]*)`")
+
+
+def chart_values() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    return loaded
+
+
+def value_at(values: dict[str, Any], dotted: str) -> Any:
+    node: Any = values
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(dotted)
+        node = node[part]
+    return node
+
+
+def table_rows(path: Path) -> list[tuple[int, list[str]]]:
+    """(line, cells) of every row of the tables whose header is `| key | default | ...`."""
+    rows: list[tuple[int, list[str]]] = []
+    inside = False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| key | default |"):
+            inside = True
+        elif not line.startswith("|"):
+            inside = False
+        elif inside and not set(cells[0]) <= {"-", ":"}:
+            rows.append((number, cells))
+    return rows
+
+
+def row_keys(cell: str) -> list[str]:
+    """`a.b.c` / `d` -> [a.b.c, a.b.d]: a key without a dot is a sibling of the first."""
+    keys = _CELL_CODE.findall(cell)
+    parent = keys[0].rsplit(".", 1)[0] if keys and "." in keys[0] else ""
+    return [k if "." in k or not parent else f"{parent}.{k}" for k in keys]
+
+
+_RESOURCES = re.compile(r"requests (\w+)/(\w+), limit (\w+)")
+#: Rows whose default cell is prose, not a value: the table's word for what they hold.
+PROSE_DEFAULTS = {
+    "policy": "kube-prometheus-stack CPU query",
+    "podSecurityContext": "non-root 65532, seccomp RuntimeDefault",
+    "securityContext": "read-only root, no privilege escalation, drop ALL",
+    "networkPolicy.metricsFrom": "namespace `monitoring`",
+}
+
+
+def stated_value_problems(path: Path) -> list[str]:
+    """What the `| key | default |` tables of `path` state that values.yaml does not hold."""
+    values = chart_values()
+    problems = []
+    for number, (key_cell, default_cell, *_rest) in table_rows(path):
+        keys = row_keys(key_cell)
+        where = f"{path.name}:{number} {', '.join(keys)}"
+        try:
+            actual = [value_at(values, k) for k in keys]
+        except KeyError as missing:
+            problems.append(f"{where}: values.yaml has no {missing}")
+            continue
+        if keys[0] in PROSE_DEFAULTS:
+            if default_cell != PROSE_DEFAULTS[keys[0]]:
+                problems.append(f"{where}: the prose default changed: {default_cell!r}")
+            continue
+        if keys[0].endswith("resources"):
+            match = _RESOURCES.search(default_cell)
+            want = actual[0]
+            if match is None or match.groups() != (
+                want["requests"]["cpu"],
+                want["requests"]["memory"],
+                want["limits"]["memory"],
+            ):
+                problems.append(f"{where}: states {default_cell!r}, values.yaml has {want}")
+            continue
+        if default_cell == "empty":  # a row of several empty maps and lists
+            if any(a not in ({}, [], "", None) for a in actual):
+                problems.append(f"{where}: states empty, values.yaml has {actual}")
+            continue
+        stated = _CELL_CODE.findall(re.sub(r"\([^)]*\)", "", default_cell))  # not (notes)
+        if len(stated) == 1 and len(keys) > 1:
+            stated = stated * len(keys)  # one value for every key of the row
+        if len(stated) != len(keys):
+            problems.append(f"{where}: {len(keys)} keys but {len(stated)} defaults stated")
+            continue
+        for key, text, value in zip(keys, stated, actual, strict=True):
+            if yaml.safe_load(text) != value:
+                problems.append(f"{where}: states {key} = {text}, values.yaml has {value!r}")
+    return problems
+
+
+def test_the_chart_readmes_tables_state_values_yaml() -> None:
+    assert len(table_rows(CHART / "README.md")) > 60
+    assert stated_value_problems(CHART / "README.md") == []
+
+
+def test_the_table_check_finds_a_wrong_default(tmp_path: Path) -> None:
+    doc = tmp_path / "README.md"
+    doc.write_text(
+        "| key | default | description |\n|---|---|---|\n"
+        "| `scheduler.extender.weight` | `1` | |\n"
+        "| `replicas` | `1` | |\n"
+        "| `extender.resources` | requests 100m/320Mi, limit 1Gi | |\n"
+        "| `scheduler.extender.httpTimeout` / `ignorable` | `5s` / `true` | |\n"
+    )
+    problems = stated_value_problems(doc)
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "states scheduler.extender.weight = 1, values.yaml has 2",
+        "states 'requests 100m/320Mi, limit 1Gi', values.yaml has "
+        + str(chart_values()["extender"]["resources"]),
+        "states scheduler.extender.ignorable = true, values.yaml has False",
+    ]
+
+
+_HELP_DEFAULT = re.compile(r"\(default ([^\s,;:)]+)")
+"""`(default 5s)`, `(default 2, as shipped)`: a literal default (not `(default: the ...)`)."""
+
+
+def late_defaults() -> dict[tuple[str, str], object]:
+    """Options whose parser default is None because the command applies its default later
+    (to tell "not given" apart): the value it applies, from the code that applies it."""
+    from extender.cli import simulate
+    from extender.policy import scheduler_config as sc
+    from extender.replay.reconstruct import DEFAULT_SCHEDULER
+
+    return {
+        ("scheduler-config", "--weight"): sc.DEFAULT_WEIGHT,
+        ("scheduler-config", "--http-timeout"): sc.DEFAULT_HTTP_TIMEOUT,
+        ("scheduler-config", "--lease-name"): sc.DEFAULT_LEASE_NAME,
+        ("scheduler-config", "--lease-namespace"): sc.DEFAULT_LEASE_NAMESPACE,
+        ("scheduler-config", "--service-account"): sc.DEFAULT_SERVICE_ACCOUNT,
+        ("simulate", "--nodes"): simulate.DEFAULTS["nodes"],
+        ("simulate", "--burst"): simulate.DEFAULTS["burst"],
+        ("simulate", "--warmup"): simulate.DEFAULTS["warmup"],
+        ("simulate", "--duration"): simulate.DEFAULTS["duration"],
+        ("replay", "--scheduler-name"): DEFAULT_SCHEDULER,
+        ("rebalance", "--port"): "server.metricsPort",
+        ("shadow", "--port"): "server.metricsPort",
+    }
+
+
+def same_value(stated: str, value: object) -> bool:
+    """`5s` is 5.0 seconds, `2` is 2, `cpu` is "cpu"."""
+    if isinstance(value, bool) or value is None:
+        return stated == str(value)
+    if isinstance(value, int | float):
+        seconds = re.fullmatch(r"([\d.]+)s", stated)
+        number = float(seconds.group(1)) if seconds else float(stated)
+        return number == float(value)
+    return stated == str(value)
+
+
+class _Commands:
+    """Stands in for the subparsers action a command's `add_to` fills: each subcommand's
+    parser, kept, its help one line per option (public argparse only)."""
+
+    def __init__(self) -> None:
+        self.parsers: dict[str, argparse.ArgumentParser] = {}
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.pop("help", None)
+        wide = lambda prog: argparse.HelpFormatter(prog, width=10_000, max_help_position=200)  # noqa: E731
+        self.parsers[name] = argparse.ArgumentParser(prog=name, formatter_class=wide, **kwargs)
+        return self.parsers[name]
+
+
+_OPTION_LINE = re.compile(r"^  (?P<flags>-[^ ,]+(?:, -[^ ,]+)*)(?: \S+)*?\s{2,}(?P<help>\S.*)$")
+
+
+def option_helps() -> Iterator[tuple[str, str, str, argparse.ArgumentParser]]:
+    """(command, its longest flag, that option's help, the command's parser)."""
+    from extender.cli.main import COMMANDS
+
+    commands = _Commands()
+    for command in COMMANDS:
+        command.add_to(cast(Any, commands))
+    for name, sub in commands.parsers.items():
+        for line in sub.format_help().splitlines():
+            match = _OPTION_LINE.match(line)
+            if match:
+                flag = match.group("flags").split(", ")[-1]
+                yield name, flag, match.group("help"), sub
+
+
+def help_default_problems() -> list[str]:
+    late = late_defaults()
+    problems, seen = [], 0
+    for command, option, text, sub in option_helps():
+        match = _HELP_DEFAULT.search(text)
+        if match is None:
+            continue
+        seen += 1
+        stated = match.group(1)
+        default = sub.get_default(option.lstrip("-").replace("-", "_"))
+        if default not in (None, []):
+            value = default
+        elif (command, option) in late:
+            value = late[command, option]
+        else:
+            problems.append(f"{command} {option}: states default {stated}, code has none")
+            continue
+        if not same_value(stated, value):
+            problems.append(f"{command} {option}: --help says {stated}, the code {value!r}")
+    assert seen > 20, f"only {seen} stated defaults found: the pattern broke"
+    return problems
+
+
+def test_every_default_help_states_is_the_codes() -> None:
+    assert help_default_problems() == []
+
+
+def test_the_help_check_tells_seconds_numbers_and_words() -> None:
+    assert same_value("5s", 5.0) and same_value("2", 2) and same_value("cpu", "cpu")
+    assert not same_value("1", 2) and not same_value("5s", 10.0)
+
+
+# The prose: (doc, pattern whose group 1 is the stated value, what holds it in the code).
+def _shipped_threshold() -> float:
+    from extender.policy.loading import load_settings
+
+    shipped = load_settings(ROOT / "config" / "extender.yaml")
+    [cpu] = [m for m in shipped.fetched_metrics if m.name == "cpu"]
+    assert cpu.filter is not None and cpu.filter.above is not None
+    return float(cpu.filter.above)
+
+
+def _chart_series_at_15000() -> int:
+    policy = chart_values()["policy"]
+    return 15_000 * (1 + len(policy["metrics"]))  # one policy's scores + each metric's values
+
+
+def _operating_cpu_ms(column: int) -> float:
+    """The first (current) figure of operating.md's "extender CPU per pod placed" row."""
+    text = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| extender CPU per pod"))
+    cell = row.strip("|").split("|")[column]
+    figure = re.search(r"([\d.]+)(?:-([\d.]+))? ms", cell)
+    assert figure is not None, cell
+    return float(figure.group(2) or figure.group(1))  # a range: its upper end
+
+
+def _stated() -> list[tuple[str, str, Callable[[], object]]]:
+    from extender.cli import simulate
+    from extender.policy import scheduler_config as sc
+    from extender.policy.backend import PrometheusSettings
+    from extender.policy.sections import ShadowSettings
+
+    render = _load_render()
+    chart_readme, values = (
+        "deploy/helm/decice-extender/README.md",
+        "deploy/helm/decice-extender/values.yaml",
+    )
+    return [
+        ("README.md", r"`weight: (\d+)`", lambda: sc.DEFAULT_WEIGHT),
+        ("README.md", r"    weight: (\d+) +# docs/operating.md", lambda: sc.DEFAULT_WEIGHT),
+        ("README.md", r"`httpTimeout: (\w+)`", lambda: sc.DEFAULT_HTTP_TIMEOUT),
+        ("README.md", r"0/5000 nodes are available: .* decice: cpu above ([\d.]+)\.",
+         _shipped_threshold),
+        ("README.md", r"\(`config/extender.yaml`, threshold ([\d.]+)\)", _shipped_threshold),
+        ("README.md", r"misrequested and diurnal, on (\d+)$", lambda: simulate.DEFAULTS["nodes"]),
+        ("README.md", r"^nodes, (\d+) min warm-up", lambda: simulate.DEFAULTS["warmup"]),
+        ("README.md", r"warm-up then (\d+) min measured", lambda: simulate.DEFAULTS["duration"]),
+        ("README.md", r"^([\d,]+) by default\):", lambda: ShadowSettings().keep),
+        ("docs/operating.md", r"series, ([\d,]+) by default, so",
+         lambda: PrometheusSettings().child_process_above),
+        ("docs/operating.md", r"\(0\.1 core / ([\d.]+) ms\)", lambda: _operating_cpu_ms(1)),
+        ("docs/operating.md", r"\(0\.1 / ([\d.]+) ms\)", lambda: _operating_cpu_ms(2)),
+        ("docs/operating.md", r"to (v[\d.]+) \(the header says so\)",
+         lambda: render.SCHEDULER_VERSION),
+        (chart_readme, r"pins\nkube-scheduler to (v[\d.]+)", lambda: render.SCHEDULER_VERSION),
+        (chart_readme, r"\*\*([\d,]+) at 15,000 nodes\*\*", _chart_series_at_15000),
+        (values, r"per replica: [\d,]+ at 1,000 nodes, ([\d,]+) at 15,000",
+         _chart_series_at_15000),
+    ]  # fmt: skip
+
+
+def _load_render() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("deploy_render", ROOT / "deploy" / "render.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stated_problems() -> list[str]:
+    problems = []
+    for doc, pattern, code in _stated():
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        found = re.findall(pattern, text, re.MULTILINE)
+        if not found:
+            problems.append(f"{doc}: nothing matches {pattern!r} (reworded? update the list)")
+        for stated in found:
+            value = code()
+            number = stated.replace(",", "")
+            same = same_value(number, value) if isinstance(value, int | float) else stated == value
+            if not same:
+                problems.append(f"{doc}: states {stated} ({pattern!r}), the code has {value!r}")
+    return problems
+
+
+def test_every_default_stated_in_prose_is_the_codes() -> None:
+    assert stated_problems() == []
+
+
+def test_operating_md_sizes_cpu_from_its_own_table() -> None:
+    """The CPU bullet's pods a second are 100m / the table's CPU per pod."""
+    text = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
+    bullet = text.split("- **CPU.** ", 1)[1].split("\n- ", 1)[0]
+    stated = [int(n) for n in re.findall(r"about (\d+)", bullet)]
+    assert stated == [round(100 / _operating_cpu_ms(1)), round(100 / _operating_cpu_ms(2))]
+
+
+_HELM = re.compile(r"^\s*>?\s*(helm (?:install|upgrade)\b.*?)(?<!\\)$", re.MULTILINE | re.DOTALL)
+_EXAMPLE_VARIABLES = {"$REGISTRY": "registry.example.com/platform"}
+
+
+def helm_examples() -> list[tuple[str, list[str]]]:
+    """(where, the --set expressions) of every `helm install`/`helm upgrade` of the chart in
+    the docs (a fenced block's lines joined at their trailing backslashes)."""
+    out = []
+    for path in markdown_files():
+        text = path.read_text(encoding="utf-8")
+        joined = re.sub(r"\\\n\s*>?\s*", " ", text)
+        for number, line in enumerate(joined.splitlines(), 1):
+            command = line.strip().lstrip(">").strip()
+            if not re.match(r"helm (install|upgrade)\b.*deploy/helm/decice-extender", command):
+                continue
+            sets = re.findall(r"--set ('[^']*'|\S+)", command)
+            for name, value in _EXAMPLE_VARIABLES.items():
+                sets = [s.replace(name, value) for s in sets]
+            out.append((f"{path.relative_to(ROOT)}~{number}", [s.strip("'") for s in sets]))
+    return out
+
+
+def test_every_helm_example_of_the_docs_renders() -> None:
+    """What a reader pastes renders: each example's --set values (Helm's own parser)
+    on the chart's defaults."""
+    import helm_python as helm
+
+    examples = helm_examples()
+    assert len(examples) >= 5, examples
+    render = _load_render()
+    for where, sets in examples:
+        values: dict[str, Any] = {}
+        for expression in sets:
+            values = deep_merge(values, helm.parse_set_string(expression))
+        try:
+            render.render_chart(values, operator_crds=False)
+        except helm.HelmError as exc:
+            pytest.fail(f"{where}: {' '.join(sets)}: {exc}")
+
+
+def deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for key, value in b.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -4,12 +4,11 @@ logging flags."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import socket
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,20 +51,32 @@ def log_options(command: argparse.ArgumentParser) -> None:
 
 
 def fetch_json(url: str, timeout: float, command: str) -> Any:
-    """GET a running service's JSON document; None (the cause printed to stderr, naming
-    `command`) when there is no answer or an error answer."""
+    """GET a running service's JSON document (through aiohttp, the project's one HTTP
+    client); None (the cause printed to stderr, naming `command`) when there is no answer
+    or an error answer."""
+    import aiohttp
+
+    async def get() -> tuple[int, str, bytes]:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.get(url) as response,
+        ):
+            return response.status, response.reason or "", await response.read()
+
+    base = url.split("?", 1)[0].rsplit("/", 1)[0]
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read()).get("Error", "")
-        except ValueError:
-            message = ""
-        print(f"decice-extender {command}: {exc.code}: {message or exc.reason}", file=sys.stderr)
-    except (OSError, ValueError) as exc:
-        base = url.split("?", 1)[0].rsplit("/", 1)[0]
-        print(f"decice-extender {command}: cannot reach {base}: {exc}", file=sys.stderr)
+        status, reason, body = asyncio.run(get())
+        if status >= 400:
+            try:
+                message = json.loads(body).get("Error", "")
+            except (ValueError, AttributeError):
+                message = ""
+            print(f"decice-extender {command}: {status}: {message or reason}", file=sys.stderr)
+            return None
+        return json.loads(body)
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        cause = str(exc) or type(exc).__name__  # a timeout has no text of its own
+        print(f"decice-extender {command}: cannot reach {base}: {cause}", file=sys.stderr)
     return None
 
 

@@ -141,27 +141,6 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-class Bar:
-    """A progress bar on stderr: redrawn in place on a terminal, else a line per quarter."""
-
-    def __init__(self, stream: Any = sys.stderr) -> None:
-        self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self._shown: dict[str, int] = {}
-
-    def __call__(self, label: str, done: float) -> None:
-        pct = int(100 * min(1.0, max(0.0, done)))
-        if self.tty:
-            bar = "#" * (pct // 4)
-            self.stream.write(f"\r{label:<16} [{bar:<25}] {pct:3d}%")
-            if pct == 100:
-                self.stream.write("\n")
-            self.stream.flush()
-        elif pct // 25 > self._shown.get(label, -1):
-            self._shown[label] = pct // 25
-            print(f"{label}: {pct}%", file=self.stream)
-
-
 def run(args: argparse.Namespace) -> int:
     from extender.cli.common import load
 
@@ -261,6 +240,8 @@ def _replay(
         max_memory=args.max_memory,
         jobs=args.jobs,
     )
+    from extender.cli.progress import Bar
+
     bar = Bar()
     began = time.perf_counter()
     try:

@@ -24,11 +24,15 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(--rbac). docs/scheduler.md",
     )
     g.add_argument("--config", help="policy YAML file (required, except with --rbac)")
-    g.add_argument("--weight", type=sc.extender_weight, help="extender weight, 1..100 (default 1)")
+    g.add_argument(
+        "--weight",
+        type=sc.extender_weight,
+        help=f"extender weight, 1..100 (default {sc.DEFAULT_WEIGHT})",
+    )
     g.add_argument(
         "--http-timeout",
         type=sc.go_duration,
-        help="Go duration with units: 5s, 500ms, 1m30s (default 5s)",
+        help=f"Go duration with units: 5s, 500ms, 1m30s (default {sc.DEFAULT_HTTP_TIMEOUT})",
     )
     g.add_argument(
         "--host",

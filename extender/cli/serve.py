@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +17,9 @@ from extender.policy.sections import exposure_problem
 from extender.policy.settings import Settings
 
 if TYPE_CHECKING:
-    from extender.cluster.kubeside import KubeSide
     from extender.cluster.leader.elector import LeaderElector
+
+log = logging.getLogger("decice.service")
 
 
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         raise ConfigError([f"--host: {problem}"], args.config)
     logs.log_startup(settings, args.config, Path(args.config).read_bytes(), host, args.port)
+    _removed_settings(os.environ)
     kube = open_kube(settings)
     policy_file = PolicyFile(Path(args.config), dict(os.environ), sha256)
     service = build_service(
@@ -54,7 +58,6 @@ def run(args: argparse.Namespace) -> int:
         kube_problem=kube.problem,
         policy_file=policy_file,
         overload_leader=_overload_leader(settings) if kube.client is not None else None,
-        kube_side=_kube_side(settings) if kube.client is not None else None,
     )
     port = args.port if args.port is not None else server.port
     apps: list[Listener] = [(service.app, host, port, options)]
@@ -68,17 +71,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 KUBE_PROCESS = "DECICE_KUBE_PROCESS"
-"""Set to 1: binds and Events go through a Kubernetes-side process of their own
-(extender.cluster.kubeside), off the interpreter that answers filter and prioritize."""
+"""Removed: binds and Events went through a process of their own when it was 1. They run
+in the service's process; a setting left behind is named in a warning, once."""
 
 
-def _kube_side(settings: Settings) -> KubeSide | None:
-    if os.environ.get(KUBE_PROCESS, "").strip() != "1":
-        return None
-    from extender.cluster.kubeside import KubeSide, worker_argv
-
-    bind = settings.bind
-    return KubeSide(worker_argv(settings.kubernetes.kubeconfig, bind.timeout, bind.retries))
+def _removed_settings(environ: Mapping[str, str]) -> None:
+    if KUBE_PROCESS in environ:
+        log.warning(
+            "%s is no longer read (binds and Events run in the service's process, and "
+            "the child process that took them is gone); unset it",
+            KUBE_PROCESS,
+        )
 
 
 def _overload_leader(settings: Settings) -> LeaderElector | None:

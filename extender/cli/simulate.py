@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
 QUICK = {"nodes": 20, "warmup": 10.0, "duration": 30.0, "burst": 100}
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+"""The cores this process may run on: --jobs' default."""
 DEFAULTS = {"nodes": 100, "warmup": 60.0, "duration": 120.0, "burst": 500}
 
 
@@ -93,6 +96,13 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument(
         "--refresh-interval", type=int, help="seconds (default: the policy's prometheus.interval)"
     )
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=CORES,
+        help=f"runs (a scenario and seed each) at once, in processes of their own; the "
+        f"results are the same whatever it is (default: the cores there are, {CORES} here)",
+    )
     s.add_argument("--json", metavar="FILE", help="write the report as JSON")
     s.add_argument(
         "--plot", metavar="DIR", help="a PNG per scenario of node CPU over time (needs matplotlib)"
@@ -142,9 +152,36 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
     )
 
 
+def _run(key: tuple[str, int], job: tuple[Settings, Plan]) -> Runs:
+    """One scenario and seed under every scheduler of the plan (a worker's task)."""
+    from extender.simulation.experiment import run_scenario
+
+    return run_scenario(job[0], job[1], *key)
+
+
+def run_plan_on(settings: Settings, plan: Plan, jobs: int) -> dict[str, list[Runs]]:
+    """extender.simulation.experiment.run_plan on `jobs` processes (replay's pool,
+    extender.replay.runs.fork_map), with a count and an ETA on stderr: the same results
+    whatever `jobs` is, since every run is seeded and shares nothing."""
+    from extender.cli.progress import counter
+    from extender.replay.runs import fork_map
+
+    keys = [(name, seed) for name in plan.scenarios for seed in plan.seeds]
+    bar = counter(len(keys), "simulating", "run")
+
+    def finished(key: tuple[str, int], _: Runs) -> None:
+        bar.set_postfix_str(f"{key[0]} seed {key[1]} done", refresh=False)
+        bar.update(1)
+
+    try:
+        runs = fork_map(_run, (settings, plan), keys, jobs, finished)
+    finally:
+        bar.close()
+    return {name: [runs[name, seed] for seed in plan.seeds] for name in plan.scenarios}
+
+
 def run(args: argparse.Namespace) -> int:
     from extender.cli.common import load
-    from extender.simulation.experiment import run_plan
     from extender.simulation.report import build_report, describe, render, to_json
 
     if args.config is None and not SHIPPED.is_file():
@@ -156,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     path = args.config or str(SHIPPED)
     settings = load(path)
+    if args.jobs < 1:
+        print("decice-extender simulate: --jobs must be at least 1", file=sys.stderr)
+        return 2
     try:
         plan = _plan(args, settings)
     except ValueError as exc:
@@ -179,18 +219,15 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     started = time.perf_counter()
-
-    def progress(name: str, seed: int) -> None:
-        print(f"simulating {name}, seed {seed} ...", file=sys.stderr)
-
-    results = run_plan(settings, plan, progress)
+    jobs = min(args.jobs, len(plan.scenarios) * len(plan.seeds))
+    results = run_plan_on(settings, plan, jobs)
     report = build_report(plan, path, results, describe(results, plan.size))
     print(render(report))
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
     if pyplot is not None:
         plot(results, Path(args.plot), plan.size.warmup, pyplot)
-    print(f"ran in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(f"ran in {time.perf_counter() - started:.1f} s ({jobs} jobs)", file=sys.stderr)
     return 0
 
 

@@ -16,10 +16,10 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Protocol
 
+from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.engine import Engine
-from extender.decisions.pods import PodFacts, PodMemo, name_problem, shown
+from extender.decisions.pods import PodMemo, name_problem, shown
 from extender.decisions.wire import BindingArgs
 from extender.policy.settings import Settings
 
@@ -58,11 +58,6 @@ def _not_bound(exc: Exception) -> bool:
     return isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
 
 
-class KubeBinder(Protocol):
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
-    async def get_pod(self, namespace: str, name: str) -> PodFacts: ...
-
-
 class BindRefused(Exception):
     """Our own guard said no; the message goes to the scheduler as the bind Error."""
 
@@ -72,7 +67,7 @@ class Binder:
         self,
         settings: Settings,
         engine: Engine,
-        kube: KubeBinder | None,
+        kube: KubeAPI | None,
         clock: Callable[[], float] = time.time,
         on_outcome: Callable[[str], None] | None = None,
         on_placed: Callable[[str], None] | None = None,
@@ -163,11 +158,6 @@ class Binder:
                 "no Kubernetes client is configured (set KUBECONFIG or run in-cluster)"
             )
         kube = self._kube
-        # Binds through a Kubernetes-side process (cluster.kubeside): none while it is
-        # down, refused before anything is reserved.
-        down = getattr(kube, "unavailable", None)
-        if down is not None and (why := down()) is not None:
-            raise BindRefused(why)
         memo = self._engine.pods.get(args.pod_uid)
         cores: float | None
         if memo is not None:

@@ -16,18 +16,14 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.explain import explain_nodes, placement_note
 from extender.decisions.model import PodEvent
 from extender.decisions.pods import PodMemo, PodMemory, name_problem
+from extender.errors.rounds import Pace
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.events")
-
-
-class EventSink(Protocol):
-    async def create_event(self, event: PodEvent) -> None:
-        """Post one Event; raises on failure."""
-        ...
 
 
 class EventCounter(Protocol):
@@ -68,7 +64,7 @@ class EventPoster:
         self,
         settings: Settings,
         pods: PodMemory,
-        sink: EventSink,
+        sink: KubeAPI,
         counter: EventCounter,
         clock: Callable[[], float] = time.time,
         instance: str | None = None,
@@ -81,7 +77,7 @@ class EventPoster:
         self._clock = clock
         self._instance = instance or socket.gethostname()
         self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize=explain.event_queue)
-        self._interval = 1.0 / explain.events_per_second
+        self._per_second = explain.events_per_second
 
     def placed(self, uid: str) -> None:
         """Queue the Event of a pod we just bound; drop it (counted) when the queue is full."""
@@ -92,11 +88,11 @@ class EventPoster:
 
     async def run(self) -> None:
         """Post the queued Events forever, one per `1 / eventsPerSecond` at most."""
+        pace = Pace()
         while True:
             uid = await self._queue.get()
-            started = time.monotonic()
+            await pace.turn(self._per_second)
             await self._post(uid)
-            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
 
     async def _post(self, uid: str) -> None:
         memo = self._pods.get(uid)

@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from extender.cluster.kubeapi import KubeAPI
 from extender.errors.backoff import Backoff
 from extender.errors.causes import describe
 
@@ -48,19 +49,6 @@ QUIET_LOG = 30.0
 
 EventHandler = Callable[[str, Any], object]
 """(event type, object) for ADDED / MODIFIED / DELETED."""
-
-
-class Watcher(Protocol):
-    def watch(
-        self,
-        path: str,
-        *,
-        resource_version: str,
-        timeout_seconds: int,
-        bookmarks: bool = True,
-        opened: Callable[[], None] | None = None,
-        sieve: Callable[[bytearray], bool] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]: ...
 
 
 class LineSieve(Protocol):
@@ -123,7 +111,7 @@ class Informer:
         self,
         resource: str,
         path: str,
-        kube: Watcher,
+        kube: KubeAPI,
         start: Callable[[], Awaitable[str]],
         handle: EventHandler,
         *,

@@ -20,9 +20,11 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from extender.cluster.taints import OverloadCounter, TaintAPI, TaintWriter, ours
+from extender.cluster.kubeapi import KubeAPI
+from extender.cluster.leader import Leadership
+from extender.cluster.taints import OverloadCounter, TaintWriter, ours
 from extender.decisions.engine import Engine
 from extender.decisions.model import NodeName
 from extender.decisions.nodes import NodeCache
@@ -37,11 +39,6 @@ from extender.errors.rounds import backoff, check_forever
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.overload")
-
-
-class Leadership(Protocol):
-    @property
-    def is_leader(self) -> bool: ...
 
 
 def watched_metrics(settings: Settings) -> list[Watched]:
@@ -71,7 +68,7 @@ class Tainter:
         self,
         engine: Engine,
         nodes: NodeCache,
-        kube: TaintAPI,
+        kube: KubeAPI,
         leader: Leadership,
         counter: OverloadCounter,
         clock: Callable[[], float] = time.time,

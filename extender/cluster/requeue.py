@@ -16,21 +16,17 @@ import datetime
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol
 
+from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.turnedaway import TurnedAway
+from extender.errors.rounds import Pace
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.requeue")
 
 ANNOTATION = "decice.io/metrics-recovered"
-
-
-class PodAnnotator(Protocol):
-    async def annotate_pod(
-        self, namespace: str, name: str, uid: str, annotations: Mapping[str, str | None]
-    ) -> None: ...
 
 
 class RequeueCounter(Protocol):
@@ -57,7 +53,7 @@ class Requeuer:
     def __init__(
         self,
         settings: Settings,
-        kube: PodAnnotator,
+        kube: KubeAPI,
         counter: RequeueCounter,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -65,7 +61,7 @@ class Requeuer:
         self._counter = counter
         self._clock = clock
         self._capacity = settings.requeue.max_pods
-        self._interval = 1.0 / settings.requeue.patches_per_second
+        self._per_second = settings.requeue.patches_per_second
         self._pending: OrderedDict[str, tuple[TurnedAway, float]] = OrderedDict()
         self._wake = asyncio.Event()
 
@@ -89,14 +85,16 @@ class Requeuer:
             self._counter.requeued("skipped")
 
     async def run(self) -> None:
+        """Patch the queued pods forever, the oldest first, `patchesPerSecond` at most."""
+        pace = Pace()
         while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
+            while not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+            await pace.turn(self._per_second)
+            if self._pending:  # a pod the watch saw bound meanwhile was forgotten
                 _, (pod, at) = self._pending.popitem(last=False)
-                started = time.monotonic()
                 await self._patch(pod, at)
-                await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
 
     async def _patch(self, pod: TurnedAway, snapshot_time: float) -> None:
         who = f"{pod.namespace}/{pod.name} ({pod.uid})"

@@ -6,33 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.model import PodEvent
 from extender.decisions.overload import TAINT_KEY, Change
 from extender.errors.causes import describe
+from extender.errors.rounds import Pace
 from extender.policy.sections import OverloadSettings
 
 log = logging.getLogger("decice.overload")
 
 ATTEMPTS = 3
 """Reads and patches of one node before a change is given up (conflicts with writers)."""
-
-
-class TaintAPI(Protocol):
-    """What the writer asks of the Kubernetes API (extender.cluster.client.KubeClient)."""
-
-    async def get_node(self, name: str) -> dict[str, Any]: ...
-
-    async def set_node_taints(
-        self, name: str, resource_version: str, taints: Any
-    ) -> dict[str, Any]: ...
-
-    async def create_event(self, event: PodEvent) -> None: ...
 
 
 class OverloadCounter(Protocol):
@@ -52,7 +41,7 @@ def ours(node_taints: Any) -> dict[str, str] | None:
 class TaintWriter:
     def __init__(
         self,
-        kube: TaintAPI,
+        kube: KubeAPI,
         counter: OverloadCounter,
         clock: Callable[[], float] = time.time,
         instance: str | None = None,
@@ -63,7 +52,7 @@ class TaintWriter:
         self._clock = clock
         self._instance = instance or socket.gethostname()
         self._sleep = sleep
-        self._last_patch = -math.inf
+        self._pace = Pace(sleep)
 
     async def apply(self, change: Change, rules: OverloadSettings) -> bool:
         """Write one change (dry-run: log it); False when it failed."""
@@ -73,7 +62,7 @@ class TaintWriter:
             )
             self._counter.overload_changed(change.action, "dry-run")
             return True
-        await self._pace(rules.patches_per_second)
+        await self._pace.turn(rules.patches_per_second)
         for _ in range(ATTEMPTS):
             try:
                 node = await self._kube.get_node(change.node)
@@ -107,12 +96,6 @@ class TaintWriter:
         )
         self._counter.overload_changed(change.action, "conflict")
         return False
-
-    async def _pace(self, per_second: float) -> None:
-        wait = self._last_patch + 1.0 / per_second - time.monotonic()
-        if wait > 0:
-            await self._sleep(wait)
-        self._last_patch = time.monotonic()
 
     async def _event(self, change: Change, node: Mapping[str, Any], effect: str) -> None:
         """A Warning Event on the Node (namespace default), best-effort."""

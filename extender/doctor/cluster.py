@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from extender.decisions.model import NodeInfo
 from extender.doctor.rows import Row, few
@@ -30,22 +29,6 @@ class Permission:
     def name(self) -> str:
         what = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
         return f"{self.verb} {what}" + (f".{self.group}" if self.group else "")
-
-
-class Kube(Protocol):
-    """What the doctor asks of the Kubernetes API (extender.cluster.client.KubeClient)."""
-
-    async def list_nodes(self) -> tuple[list[NodeInfo], str]: ...
-
-    async def access_review(
-        self,
-        verb: str,
-        resource: str,
-        *,
-        group: str = "",
-        subresource: str = "",
-        namespace: str = "",
-    ) -> tuple[bool, str]: ...
 
 
 # --- Kubernetes ------------------------------------------------------------------------

@@ -13,10 +13,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
+from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.model import NodeInfo
 from extender.decisions.usage import WorkloadKey, WorkloadUse
 from extender.doctor.backend import AskBuildInfo, BuildInfo, backend_row, identify, tenant_row
-from extender.doctor.cluster import Kube, nodes_row, permission_row, permissions
+from extender.doctor.cluster import nodes_row, permission_row, permissions
 from extender.doctor.herd import present, usage_row, window_row
 from extender.doctor.prometheus import (
     Query,
@@ -40,7 +41,7 @@ from extender.policy.windows import herd_window
 async def examine(
     settings: Settings,
     query: Query | None,
-    kube: Kube | None,
+    kube: KubeAPI | None,
     kube_problem: str | None = None,
     clock: Callable[[], float] = time.time,
     build_info: AskBuildInfo | None = None,

@@ -1,11 +1,15 @@
 """Background loops that check on an interval: the wait, backed off (errors.backoff) after
-failed rounds, and a round that fails (or has a bug) never stopping the next one."""
+failed rounds, and a round that fails (or has a bug) never stopping the next one; and the
+pace of the loops that write to the API one item at a time (requeue's patches, Events,
+taints)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
+import time
 from collections.abc import Awaitable, Callable
 
 from extender.errors.backoff import Backoff
@@ -49,3 +53,23 @@ async def check_forever(
         except Exception:
             failed()
             log.exception("%s check failed unexpectedly", what)
+
+
+class Pace:
+    """At most `per_second` starts a second: `await pace.turn(per_second)` before each one
+    waits out what is left of the interval since the one before (the first never waits)."""
+
+    def __init__(
+        self,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sleep = sleep
+        self._clock = clock
+        self._last = -math.inf
+
+    async def turn(self, per_second: float) -> None:
+        wait = self._last + 1.0 / per_second - self._clock()
+        if wait > 0:
+            await self._sleep(wait)
+        self._last = self._clock()

@@ -22,18 +22,21 @@ PrometheusProvider from a script must guard its entry point (`if __name__ ==
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from extender.decisions.model import NodeInventory, NodeName
-from extender.errors.causes import BadAnswer, PartialAnswer, describe
+from extender.errors.causes import BadAnswer, PartialAnswer
 from extender.policy.backend import PrometheusSettings
 
 log = logging.getLogger("decice.metrics")
@@ -72,8 +75,9 @@ class Fetched:
 
 # -- in the child ------------------------------------------------------------------------
 
-_provider: object = None
-_provider_settings: PrometheusSettings | None = None
+Work = Callable[[PrometheusSettings, str, NodeInventory], Fetched]
+"""What the child runs for one query: a module-level function (the child imports it by
+name), metrics.providers.fetch_in_child."""
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -88,22 +92,6 @@ def _start_child(parent: int) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
-def fetch_in_child(settings: PrometheusSettings, query: str, inventory: NodeInventory) -> Fetched:
-    """Runs in the child: one query through the same provider code as in the service."""
-    from extender.metrics.providers import PrometheusProvider, map_series
-
-    global _provider, _provider_settings
-    if not isinstance(_provider, PrometheusProvider) or _provider_settings != settings:
-        _provider = PrometheusProvider(settings, child=False)  # one session, kept alive
-        _provider_settings = settings
-    try:
-        result = _provider.query(query)
-    except Exception as exc:
-        return Fetched(error=describe(exc), partial=isinstance(exc, PartialAnswer))
-    mapped = map_series(result, settings.node_label, inventory)
-    return Fetched(mapped.values, mapped.dropped, len(result))
-
-
 # -- in the service ----------------------------------------------------------------------
 
 
@@ -111,9 +99,12 @@ class ChildProcess:
     """One child process that fetches for a PrometheusProvider, started at first use and
     again after it died."""
 
-    def __init__(self, settings: PrometheusSettings) -> None:
+    def __init__(self, settings: PrometheusSettings, work: Work) -> None:
         self._settings = settings
+        self._work = work
         self._pool: ProcessPoolExecutor | None = None
+        self._pid: int | None = None
+        """The running child's process ID, as it told it when it started."""
         self._lock = threading.Lock()
 
     def fetch(self, query: str, inventory: NodeInventory) -> Fetched:
@@ -124,7 +115,9 @@ class ChildProcess:
         needed = inventory if self._settings.node_label == "instance" else NodeInventory()
         pool = self._running()
         try:
-            future: Future[Fetched] = pool.submit(fetch_in_child, self._settings, query, needed)
+            if self._pid is None:  # started: ask it who it is (to kill it when it hangs)
+                self._pid = pool.submit(os.getpid).result(timeout=GRACE_SECONDS)
+            future: Future[Fetched] = pool.submit(self._work, self._settings, query, needed)
             fetched = future.result(timeout=self._settings.timeout + GRACE_SECONDS)
         except BrokenProcessPool as exc:
             self._discard(pool)
@@ -143,11 +136,11 @@ class ChildProcess:
 
     def pids(self) -> list[int]:
         """The running child's process ID (tests kill it)."""
-        return [p.pid for p in _processes(self._pool) if p.pid is not None]
+        return [self._pid] if self._pool is not None and self._pid is not None else []
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
+            pool, self._pool, self._pid = self._pool, None, None
         if pool is not None:  # a fetch still running ends with its timeout; exit joins it
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -164,16 +157,11 @@ class ChildProcess:
 
     def _discard(self, pool: ProcessPoolExecutor, kill: bool = False) -> None:
         with self._lock:
+            pid = self._pid
             if self._pool is pool:
-                self._pool = None
-        if kill:
-            for process in _processes(pool):
-                process.kill()
+                self._pool, self._pid = None, None
+        if kill and pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         pool.shutdown(wait=False, cancel_futures=True)
         log.warning("the metrics fetch process is gone; the next refresh starts a new one")
-
-
-def _processes(pool: ProcessPoolExecutor | None) -> list[multiprocessing.process.BaseProcess]:
-    """The pool's worker processes: concurrent.futures keeps them in `_processes` (no
-    public accessor), and a shut-down pool has None there."""
-    return list((getattr(pool, "_processes", None) or {}).values())

@@ -138,16 +138,9 @@ class HistoryReader(PrometheusProvider):
             return None
 
     def _flags_retention(self) -> str | None:
-        session, base = self._client._session, self._client.url
+        base = self._client.url
         for root in dict.fromkeys((base, base.removesuffix("/prometheus"))):
-            response = session.get(
-                f"{root}/flags",
-                headers=self.headers(),
-                auth=self._client.auth,
-                verify=session.verify,
-                cert=session.cert,
-                timeout=self._settings.timeout,
-            )
+            response = self._request("/flags", {}, root=root)
             text = response.content.decode("utf-8", "replace")
             if response.status_code != 200 or not text.startswith("-"):
                 continue

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
+import requests
 from prometheus_api_client import PrometheusConnect
+from requests.adapters import HTTPAdapter
 
 from extender.decisions.model import NodeInventory, NodeName
-from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, excerpt
-from extender.metrics.child_process import ChildProcess, in_child
+from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, describe, excerpt
+from extender.metrics.child_process import ChildProcess, Fetched, in_child
 from extender.policy.backend import TENANT_HEADER, PrometheusSettings
 from extender.policy.policies import MetricSettings
 from extender.policy.settings import Settings
@@ -104,37 +106,35 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
 
 class PrometheusProvider:
     """PromQL instant queries on any server with the Prometheus query API (Prometheus,
-    VictoriaMetrics, Thanos Query, Mimir, Cortex), through prometheus-api-client's
-    session (headers, auth, TLS, timeout)."""
+    VictoriaMetrics, Thanos Query, Mimir, Cortex), through a prometheus-api-client
+    `PrometheusConnect` given our own requests session (headers, auth, TLS, timeout)."""
 
-    def __init__(
-        self,
-        settings: PrometheusSettings,
-        client: PrometheusConnect | None = None,
-        child: bool = True,
-    ) -> None:
+    def __init__(self, settings: PrometheusSettings, child: bool = True) -> None:
         """`child`: big answers are fetched in a child process (metrics.child_process)
         when prometheus.childProcessAbove says so; the child's own provider has none."""
         self._settings = settings
         self._series: dict[str, int] = {}
         """metric -> series in its last answer: whether the next goes to the child."""
         self._child = (
-            ChildProcess(settings) if child and settings.child_process_above is not None else None
+            ChildProcess(settings, fetch_in_child)
+            if child and settings.child_process_above is not None
+            else None
         )
-        self._client = client or PrometheusConnect(
+        session = requests.Session()
+        session.verify = False if settings.insecure_skip_verify else (settings.ca_file or True)
+        self._session = session
+        self._client = PrometheusConnect(
             url=settings.url,
             headers=dict(settings.headers),
-            disable_ssl=settings.insecure_skip_verify,
             auth=_basic_auth(settings),
             timeout=settings.timeout,
+            session=session,
         )
-        if settings.ca_file and not settings.insecure_skip_verify:
-            self._client._session.verify = settings.ca_file
-        # The client retries 5xx and timeouts itself with back-off; we own back-off, so one
-        # try per refresh. It mounts its retrying adapter on its own URL, the most specific
-        # prefix, so that prefix is replaced too (else a slow server costs 4 timeouts).
+        # The client mounts an adapter that retries 5xx and timeouts with back-off on its
+        # URL; we own back-off, so one try per refresh: that prefix is replaced too (else a
+        # slow server costs 4 timeouts).
         for prefix in ("http://", "https://", self._client.url):
-            self._client._session.mount(prefix, _single_try_adapter())
+            session.mount(prefix, HTTPAdapter(max_retries=0))
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         last = self._series.get(metric.name)
@@ -214,10 +214,13 @@ class PrometheusProvider:
             text = response.content.decode("utf-8", "replace")
             raise BadAnswer(f"Prometheus answered 200 but not JSON: {excerpt(text)}") from exc
 
-    def _request(self, path: str, params: Mapping[str, str], timeout: float | None = None) -> Any:
-        session = self._client._session
+    def _request(
+        self, path: str, params: Mapping[str, str], timeout: float | None = None, root: str = ""
+    ) -> Any:
+        """GET `path` under the server's URL (or under `root`)."""
+        session = self._session
         return session.get(
-            f"{self._client.url}{path}",
+            f"{root or self._client.url}{path}",
             params=params,
             headers=self.headers(),
             auth=self._client.auth,
@@ -276,10 +279,22 @@ def _basic_auth(settings: PrometheusSettings) -> tuple[str, str] | None:
     return (settings.basic_auth.username, password)
 
 
-def _single_try_adapter() -> Any:
-    from requests.adapters import HTTPAdapter
+_in_child: tuple[PrometheusSettings, PrometheusProvider] | None = None
+"""The child process' provider (one session, kept alive), and the settings it was made for."""
 
-    return HTTPAdapter(max_retries=0)
+
+def fetch_in_child(settings: PrometheusSettings, query: str, inventory: NodeInventory) -> Fetched:
+    """Runs in the child (metrics.child_process): one query through the same code as in
+    the service."""
+    global _in_child
+    if _in_child is None or _in_child[0] != settings:
+        _in_child = (settings, PrometheusProvider(settings, child=False))
+    try:
+        result = _in_child[1].query(query)
+    except Exception as exc:
+        return Fetched(error=describe(exc), partial=isinstance(exc, PartialAnswer))
+    mapped = map_series(result, settings.node_label, inventory)
+    return Fetched(mapped.values, mapped.dropped, len(result))
 
 
 def provider_for(settings: Settings) -> MetricsProvider:

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Literal, Protocol
 
+from extender.cluster.kubeapi import KubeAPI
+from extender.cluster.leader import Leadership
 from extender.decisions.model import PodEvent
 from extender.errors.causes import describe
 from extender.rebalancing.backoff import RefusalBackoff
@@ -17,19 +19,6 @@ from extender.rebalancing.plan import Decision
 log = logging.getLogger("decice.rebalancer")
 
 Made = Literal["made", "refused", "gone", "stop"]
-
-
-class EvictionAPI(Protocol):
-    async def evict(
-        self, namespace: str, name: str, uid: str, *, dry_run: bool = False
-    ) -> None: ...
-
-    async def create_event(self, event: PodEvent) -> None: ...
-
-
-class Leadership(Protocol):
-    @property
-    def is_leader(self) -> bool: ...
 
 
 class RebalanceCounter(Protocol):
@@ -72,7 +61,7 @@ class Evictor:
 
     def __init__(
         self,
-        kube: EvictionAPI,
+        kube: KubeAPI,
         leader: Leadership,
         counter: RebalanceCounter,
         backoff: RefusalBackoff,

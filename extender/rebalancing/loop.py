@@ -24,10 +24,11 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol
 
+from extender.cluster.kubeapi import KubeAPI
+from extender.cluster.leader import Leadership
 from extender.decisions.engine import Engine
 from extender.decisions.model import NodeName
 from extender.decisions.resources import PodError
@@ -35,33 +36,18 @@ from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
 from extender.rebalancing.backoff import RefusalBackoff
 from extender.rebalancing.budgets import Budgets
-from extender.rebalancing.evictor import (
-    EvictionAPI,
-    Evictor,
-    Leadership,
-    RebalanceCounter,
-)
+from extender.rebalancing.evictor import Evictor, RebalanceCounter
 from extender.rebalancing.plan import Moves, Plan, decide
 from extender.rebalancing.pods import RunningPod, read_running_pod
 
 log = logging.getLogger("decice.rebalancer")
 
 
-class RebalanceAPI(EvictionAPI, Protocol):
-    """What the rebalancer asks of the Kubernetes API (extender.cluster.client.KubeClient)."""
-
-    def list_pods(
-        self, field_selector: str, *, limit: int = 500
-    ) -> AsyncIterator[dict[str, Any]]: ...
-
-    async def list_pdbs(self) -> list[dict[str, Any]]: ...
-
-
 class Rebalancer:
     def __init__(
         self,
         engine: Engine,
-        kube: RebalanceAPI,
+        kube: KubeAPI,
         leader: Leadership,
         counter: RebalanceCounter,
         node_cores: Callable[[], Mapping[NodeName, float]],

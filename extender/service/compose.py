@@ -20,7 +20,8 @@ from starlette.types import ASGIApp
 from extender.cluster.binder import Binder
 from extender.cluster.connect import missing_client_problems
 from extender.cluster.informer import Informer
-from extender.cluster.kubeside import KubeSide
+from extender.cluster.kubeapi import KubeAPI
+from extender.cluster.leader import Leadership
 from extender.cluster.requeue import Requeuer
 from extender.decisions.engine import Engine
 from extender.decisions.nodes import NodeCache
@@ -38,8 +39,8 @@ from extender.service.app import (
     rebalancer_apps,
     shadow_apps,
 )
-from extender.service.parts import KubeAPI, PolicyFile, SharedParts
-from extender.service.rebalance_mode import Elector, for_rebalancing, rebalancer_detail
+from extender.service.parts import PolicyFile, SharedParts
+from extender.service.rebalance_mode import for_rebalancing, rebalancer_detail
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
 from extender.service.telemetry import RebalanceTelemetry, ShadowTelemetry, Telemetry
 from extender.service.verbs import Verbs, handlers
@@ -87,8 +88,7 @@ def build_service(
     kube_problem: str | None = None,
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
-    overload_leader: Elector | None = None,
-    kube_side: KubeSide | None = None,
+    overload_leader: Leadership | None = None,
 ) -> Service:
     """The scheduler's extender: the engine, refresher, binder, watches and the verbs.
 
@@ -100,26 +100,23 @@ def build_service(
     The first refresh runs when the app starts. With `policy_file`, a change of that
     file or SIGHUP reloads its policies (extender.policy.reload). With
     `overload.enabled`, the extender writes overload taints while `overload_leader` (an
-    elector on its own Lease) holds it (extender.cluster.overload). With `kube_side`,
-    binds and Events go through that Kubernetes-side process (extender.cluster.kubeside),
-    which the app supervises; the watches and the rest stay on `kube`.
+    elector on its own Lease) holds it (extender.cluster.overload).
     """
     shared = parts.shared_parts(settings, kube, clock)
     refresher = parts.refresher(shared, provider)
-    placed, event_tasks = parts.placement_events(shared, kube_side)
-    binder = _binder(shared, placed, kube_side)
+    placed, event_tasks = parts.placement_events(shared)
+    binder = _binder(shared, placed)
     informers, watch_tasks = parts.watches(shared, binder.binding, placed)
     reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
     tainter, taint_tasks, taint_details = parts.tainter(shared, overload_leader)
     problems = missing_client_problems(settings, kube_problem) if kube is None else ()
-    side_tasks: parts.Tasks = {"kube-side": kube_side.run} if kube_side is not None else {}
     lifecycle = Lifecycle(
         settings,
         binder,
         refresher,
-        {**side_tasks, **event_tasks, **watch_tasks, **reload_tasks, **taint_tasks},
+        {**event_tasks, **watch_tasks, **reload_tasks, **taint_tasks},
         prepare=lambda: prepare(informers, reloader),
-        shutdown=parts.shutdown(kube, reloader, kube_side),
+        shutdown=parts.shutdown(kube, reloader),
         stopping=tainter.remove_all if tainter is not None else None,
     )
     details = {**parts.details(shared, reloader), **taint_details}
@@ -134,7 +131,7 @@ def build_service(
 def build_rebalancer(
     settings: Settings,
     *,
-    leader: Elector,
+    leader: Leadership,
     kube: KubeAPI | None,
     kube_problem: str | None = None,
     provider: MetricsProvider | None = None,
@@ -211,13 +208,11 @@ def build_shadow(
     return _service(shared, apps, binder, refresher, informers, reloader, shadow=observer)
 
 
-def _binder(
-    shared: SharedParts, placed: Callable[[str], None], kube_side: KubeSide | None = None
-) -> Binder:
+def _binder(shared: SharedParts, placed: Callable[[str], None]) -> Binder:
     return Binder(
         shared.settings,
         shared.engine,
-        kube_side if kube_side is not None and shared.kube is not None else shared.kube,
+        shared.kube,
         clock=shared.clock,
         on_outcome=shared.telemetry.bound,
         on_placed=placed,

@@ -13,17 +13,16 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from extender.cluster.binder import KubeBinder
-from extender.cluster.event_poster import EventPoster, EventSink
+from extender.cluster.event_poster import EventPoster
 from extender.cluster.informer import Informer, WatchStatus
-from extender.cluster.kubeside import KubeSide
+from extender.cluster.kubeapi import KubeAPI
+from extender.cluster.leader import Leadership
 from extender.cluster.nodewatch import NodeEventHandler
 from extender.cluster.overload import Tainter, tainted_nodes
 from extender.cluster.podwatch import PodEventHandler
-from extender.cluster.requeue import PodAnnotator, Requeuer
-from extender.cluster.taints import TaintAPI
+from extender.cluster.requeue import Requeuer
 from extender.decisions.assignments import Assigned
 from extender.decisions.engine import Engine, node_figures
 from extender.decisions.model import Snapshot
@@ -34,11 +33,9 @@ from extender.metrics.providers import MetricsProvider, provider_for
 from extender.metrics.refresher import Refresher
 from extender.policy.reload import PolicyReloader, effective
 from extender.policy.settings import Settings
-from extender.rebalancing.loop import RebalanceAPI
 from extender.service.app import Task
-from extender.service.rebalance_mode import Elector
 from extender.service.telemetry import OverloadTelemetry, PlacementFigures, Telemetry
-from extender.service.watches import Lister, ignore_pod, node_informer, pod_informer
+from extender.service.watches import ignore_pod, node_informer, pod_informer
 
 log = logging.getLogger("decice.service")
 
@@ -46,12 +43,6 @@ Tasks = dict[str, Task]
 """Background tasks by name, run while the app serves (service.app.Lifecycle)."""
 Details = dict[str, Callable[[], object]]
 """More /readyz sections by name, each read when asked."""
-
-
-class KubeAPI(KubeBinder, EventSink, Lister, PodAnnotator, RebalanceAPI, TaintAPI, Protocol):
-    """What the service asks of the Kubernetes API (extender.cluster.client.KubeClient)."""
-
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +112,12 @@ def refresher(parts: SharedParts, provider: MetricsProvider | None) -> Refresher
     )
 
 
-def placement_events(
-    parts: SharedParts, sink: EventSink | None = None
-) -> tuple[Callable[[str], None], Tasks]:
-    """The Event poster for the pods we place, when enabled: its `placed` callback. `sink`:
-    where Events go when not the client (the Kubernetes-side process)."""
-    sink = sink if sink is not None else parts.kube
-    if not parts.settings.explain.events or parts.kube is None or sink is None:
+def placement_events(parts: SharedParts) -> tuple[Callable[[str], None], Tasks]:
+    """The Event poster for the pods we place, when enabled: its `placed` callback."""
+    kube = parts.kube
+    if not parts.settings.explain.events or kube is None:
         return ignore_pod, {}
-    poster = EventPoster(parts.settings, parts.engine.pods, sink, parts.telemetry, parts.clock)
+    poster = EventPoster(parts.settings, parts.engine.pods, kube, parts.telemetry, parts.clock)
     return poster.placed, {"events": poster.run}
 
 
@@ -229,7 +217,7 @@ def policy_detail(settings: Settings, policy: PolicyReloader | None) -> dict[str
     return detail
 
 
-def tainter(parts: SharedParts, leader: Elector | None) -> tuple[Tainter | None, Tasks, Details]:
+def tainter(parts: SharedParts, leader: Leadership | None) -> tuple[Tainter | None, Tasks, Details]:
     """With overload.enabled: the taint writer, while `leader` holds its Lease, and its
     /readyz section."""
     kube = parts.kube
@@ -245,16 +233,13 @@ def tainter(parts: SharedParts, leader: Elector | None) -> tuple[Tainter | None,
 
 
 def shutdown(
-    kube: KubeAPI | None, policy: PolicyReloader | None, kube_side: KubeSide | None = None
+    kube: KubeAPI | None, policy: PolicyReloader | None
 ) -> Callable[[], Coroutine[object, object, None]]:
-    """What the app does last: stop listening for SIGHUP, close the API client (and stop
-    the Kubernetes-side process)."""
+    """What the app does last: stop listening for SIGHUP, close the API client."""
 
     async def stop() -> None:
         if policy is not None:
             policy.triggers.remove_sighup()
-        if kube_side is not None:
-            await kube_side.close()
         if kube is not None:
             await kube.close()
 

@@ -3,19 +3,9 @@ extender, no verbs, and the rebalancer acting while this replica holds the Lease
 
 from __future__ import annotations
 
-from typing import Protocol
-
+from extender.cluster.leader import Leadership
 from extender.policy.settings import Settings
-from extender.rebalancing.evictor import Leadership
 from extender.rebalancing.loop import Rebalancer
-
-
-class Elector(Leadership, Protocol):
-    """The rebalancer's leader election (extender.cluster.leader.elector.LeaderElector)."""
-
-    async def run(self) -> None: ...
-
-    def detail(self) -> dict[str, object]: ...
 
 
 def for_rebalancing(settings: Settings) -> Settings:
@@ -30,7 +20,7 @@ def for_rebalancing(settings: Settings) -> Settings:
 
 
 def rebalancer_detail(
-    settings: Settings, leader: Elector, rebalancer: Rebalancer
+    settings: Settings, leader: Leadership, rebalancer: Rebalancer
 ) -> dict[str, object]:
     """/readyz's rebalancer section: the mode, the lease, and what the last check decided."""
     last = rebalancer.last

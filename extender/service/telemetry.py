@@ -6,13 +6,16 @@ Per-request updates are O(1): one counter and one histogram observation per call
 
 from __future__ import annotations
 
+import os
+import platform
 import time
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from extender import __version__
 from extender.decisions.estimate import SOURCES as ESTIMATE_SOURCES
 from extender.decisions.model import Snapshot
 from extender.decisions.wire import VERBS, Verb
@@ -97,9 +100,8 @@ class _PlacementCollector(Collector):
         reservations, turned_away, pending, watches = self._figures()
         held = GaugeMetricFamily(
             "decice_herd_reservations",
-            "Placed pods the herd guard counts on their node until fresh metrics include "
-            "them, by who told us: bind (our own), watch (any binder, from the pod watch) "
-            "or nominated (nominated to the node, not bound yet: a preemptor's room).",
+            "Pods the herd guard counts on their node until fresh metrics include them, by "
+            "who told us: bind (ours), watch (any binder) or nominated (not bound yet).",
             labels=["source"],
         )
         for source in ("bind", "watch", "nominated"):
@@ -269,10 +271,31 @@ class ShadowTelemetry:
             self.rejected.labels(policy, reason).inc()
 
 
+GIT_COMMIT_ENV = "DECICE_GIT_COMMIT"
+"""Where the image keeps the commit it was built from (the Dockerfile's GIT_COMMIT)."""
+
+
+def build_labels(environ: Mapping[str, str]) -> dict[str, str]:
+    """decice_build_info's labels: our version, Python's, and the git commit the image was
+    built from ("" when unknown, e.g. a pip install from a source tree)."""
+    return {
+        "version": __version__,
+        "python_version": platform.python_version(),
+        "git_commit": environ.get(GIT_COMMIT_ENV, ""),
+    }
+
+
 class Telemetry:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, environ: Mapping[str, str] = os.environ
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        Info(
+            "decice_build",
+            "The running build: decice-extender's version, Python's, and the git commit.",
+            registry=r,
+        ).info(build_labels(environ))
         self.requests = Counter(
             "decice_requests",
             "Extender requests by verb and HTTP status.",

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
 
-from extender.cluster.informer import Informer, WatchCounter, Watcher
+from extender.cluster.informer import Informer, WatchCounter
+from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.nodewatch import NodeEventHandler
 from extender.cluster.podwatch import PodEventHandler
-from extender.decisions.model import NodeInfo
 from extender.policy.reload import PolicyReloader
 from extender.policy.settings import Settings
 
@@ -23,23 +22,8 @@ PREPARE_TIMEOUT = 10.0
 """Seconds each watch's first list may take before the service serves without it."""
 
 
-class Lister(Watcher, Protocol):
-    """What the watches ask of the Kubernetes API (extender.cluster.client.KubeClient)."""
-
-    async def list_nodes(self) -> tuple[list[NodeInfo], str]: ...
-
-    async def list_page(
-        self,
-        path: str,
-        *,
-        limit: int,
-        continue_token: str | None = None,
-        field_selector: str = "",
-    ) -> dict[str, Any]: ...
-
-
 def node_informer(
-    settings: Settings, kube: Lister, nodes: NodeEventHandler, counter: WatchCounter
+    settings: Settings, kube: KubeAPI, nodes: NodeEventHandler, counter: WatchCounter
 ) -> Informer:
     async def start() -> str:
         found, version = await kube.list_nodes()
@@ -67,7 +51,7 @@ MAX_LIST_PAGES = 400
 
 def pod_informer(
     settings: Settings,
-    kube: Lister,
+    kube: KubeAPI,
     handler: PodEventHandler,
     counter: WatchCounter,
     clock: Callable[[], float] = time.time,

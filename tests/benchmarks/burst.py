@@ -134,8 +134,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def cpu_with_children(pid: int) -> float:
-    """utime + stime of `pid` and every live descendant, seconds (/proc): a service whose
-    binds go through a Kubernetes-side process counts that process too."""
+    """utime + stime of `pid` and every live descendant, seconds (/proc): a service with a
+    metrics fetch process (metrics.child_process) counts that process too."""
     total = 0.0
     todo = [pid]
     while todo:

@@ -1,7 +1,8 @@
 """What pod churn the service does not need costs it, on the real API server.
 
     python -m tests.benchmarks.churn [--quick] [--nodes 2000] [--pods 4000] [--rate 200]
-        [--seconds 20] [--runs 3] [--variants on,off] [--before-tree DIR] [--json FILE]
+        [--seconds 20] [--runs 3] [--variants on,off] [--before-tree DIR]
+        [--shape kubelet|lean] [--json FILE]
 
 A real control plane (tests/harness/controlplane.py: etcd and kube-apiserver on
 127.0.0.1), N fake nodes, P pods created already bound to them (`spec.nodeName`, placed
@@ -15,12 +16,19 @@ Then for each run of each variant, interleaved (on 1, off 1, on 2, ...):
    commit, run with PYTHONPATH there), and lists;
 2. **churn**: the pods' status is patched at R a second (the Ready condition flipped and
    its time moved, through the status subresource, as kubelets report) for S seconds;
+   with `--shape kubelet` (the default) the pods are a Deployment's (labels, an owner)
+   and each report is the whole status a kubelet writes for a running pod (five
+   conditions, host and pod IPs, the container's status with its image and container
+   IDs, resources and mounts): about twice the bytes of a `lean` one (the Ready and
+   PodScheduled conditions alone), and what a user's cluster sends;
    the service's CPU seconds over that window (utime + stime of the process and its
    children, /proc) per 1,000 updates (`cpu_ms_per_1000`), and the API server's and
    etcd's (`apiserver_cpu_ms_per_1000`: what the watch costs on the other side of it);
 3. **churn + verbs**: the same churn while one client sends filter and prioritize (every
    node's name, the captured pod) at `VERB_RATE` a second each: server time
-   (`Server-Timing`) and round trip, p50 and p99;
+   (`Server-Timing`) and round trip, p50 and p99, and the service's CPU per 1,000 updates
+   with the verbs' in it (`churn.cpu_ms_per_1000`: on minus off is the watch's cost while
+   the verbs are answered, as in a cluster whose scheduler calls us);
 4. **quiet + verbs**: the verbs alone, no churn (what the API server's own CPU on these
    shared cores does to the verbs shows in the difference).
 
@@ -84,6 +92,9 @@ class Sizes:
     runs: int
 
 
+SHAPES = ("kubelet", "lean")
+"""How big each pod and each status report are: a kubelet's, or the old bench's lean ones."""
+
 FULL = Sizes(nodes=2000, pods=4000, rate=200.0, seconds=20.0, runs=3)
 QUICK = Sizes(nodes=50, pods=100, rate=40.0, seconds=1.5, runs=1)
 
@@ -111,22 +122,106 @@ class ChurnFailed(RuntimeError):
 # -- the churn --------------------------------------------------------------------------------
 
 
-def status_patch(i: int) -> JSON:
-    """The i-th report of a pod: Running, its Ready condition flipped, a new time."""
+def status_patch(i: int, shape: str = "kubelet", pod: int = 0) -> JSON:
+    """The i-th report of pod number `pod`: Running, its Ready condition flipped, a new
+    time; `kubelet`: with the rest of what a kubelet reports of a running pod."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (i % 2)))
     ready = "True" if i % 2 else "False"
+    if shape == "lean":
+        return {
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True"},
+                    {"type": "Ready", "status": ready, "lastTransitionTime": stamp},
+                ],
+            }
+        }
+    started = "2026-01-01T00:00:00Z"
+    conditions = [
+        {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": started}
+        for kind in ("PodReadyToStartContainers", "Initialized")
+    ]
+    conditions += [
+        {"type": kind, "status": ready, "lastProbeTime": None, "lastTransitionTime": stamp}
+        for kind in ("Ready", "ContainersReady")
+    ]
+    conditions.append(
+        {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": started,
+        }
+    )
+    host, ip = (
+        f"10.0.{pod // 250 % 256}.{pod % 250 + 1}",
+        f"10.244.{pod // 250 % 256}.{pod % 250 + 2}",
+    )
+    digest = f"{pod:064x}"
     return {
         "status": {
             "phase": "Running",
-            "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Ready", "status": ready, "lastTransitionTime": stamp},
+            "conditions": conditions,
+            "hostIP": host,
+            "hostIPs": [{"ip": host}],
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": started,
+            "containerStatuses": [
+                {
+                    "name": "c0",
+                    "state": {"running": {"startedAt": started}},
+                    "lastState": {},
+                    "ready": ready == "True",
+                    "restartCount": 0,
+                    "image": "registry.k8s.io/pause:3.10",
+                    "imageID": "registry.k8s.io/pause@sha256:" + "f" * 64,  # a digest's size
+                    "containerID": f"containerd://{digest}",
+                    "started": True,
+                    "allocatedResources": {"cpu": "100m", "memory": "64Mi"},
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                    "volumeMounts": [
+                        {
+                            "name": "kube-api-access-7xk2p",
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                            "readOnly": True,
+                            "recursiveReadOnly": "Disabled",
+                        }
+                    ],
+                }
             ],
+            "qosClass": "Burstable",
         }
     }
 
 
-def churn(kube: Kube, names: Sequence[str], rate: float, seconds: float) -> int:
+def churn_pod(name: str, node: str, index: int, shape: str) -> JSON:
+    """A pod another scheduler placed on `node`; `kubelet`: one of a Deployment's."""
+    if shape == "lean":
+        return pod_manifest(name, scheduler_name="default-scheduler", node_name=node)
+    template = f"web-{index % 40}-5d8f7c9b6d"
+    return pod_manifest(
+        name,
+        scheduler_name="default-scheduler",
+        node_name=node,
+        labels={"app.kubernetes.io/name": f"web-{index % 40}", "pod-template-hash": "5d8f7c9b6d"},
+        owner_references=[
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": template,
+                "uid": f"00000000-0000-4000-8000-{index % 40:012d}",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    )
+
+
+def churn(
+    kube: Kube, names: Sequence[str], rate: float, seconds: float, shape: str = "kubelet"
+) -> int:
     """Patch the pods' status at `rate` a second for `seconds` (round robin over `names`),
     from PATCH_WORKERS threads on one schedule; the updates made."""
     total = max(1, int(rate * seconds))
@@ -141,8 +236,11 @@ def churn(kube: Kube, names: Sequence[str], rate: float, seconds: float) -> int:
             time.sleep(wait)
         if time.monotonic() > deadline:
             raise ChurnFailed(f"the churn fell {SLACK:.0f} s behind its schedule")
-        name = names[i % len(names)]
-        kube.merge_patch(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/status", status_patch(i))
+        pod = i % len(names)
+        kube.merge_patch(
+            f"/api/v1/namespaces/{NAMESPACE}/pods/{names[pod]}/status",
+            status_patch(i, shape, pod),
+        )
         with lock:
             count[0] += 1
 
@@ -218,6 +316,7 @@ class Bench:
     policy: JSON
     before_tree: Path | None
     log: Log
+    shape: str = "kubelet"
     runs: list[JSON] = field(default_factory=list)
 
     def run(self, variant: str, index: int) -> JSON:
@@ -240,17 +339,19 @@ class Bench:
         plane = [p for name, p in self.cp.pids().items() if name in CONTROL_PLANE]
         plane0 = sum(cpu_with_children(p) for p in plane)
         cpu0, t0 = cpu_with_children(pid), time.monotonic()
-        updates = churn(kube, self.names, sizes.rate, sizes.seconds)
+        updates = churn(kube, self.names, sizes.rate, sizes.seconds, self.shape)
         cpu1, t1 = cpu_with_children(pid), time.monotonic()
         plane_cpu = sum(cpu_with_children(p) for p in plane) - plane0
         halt = threading.Event()
+        cpu2 = cpu_with_children(pid)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             timed = pool.submit(verbs, port, self.body, sizes.seconds + SLACK, halt)
             try:
-                updates_b = churn(kube, self.names, sizes.rate, sizes.seconds)
+                updates_b = churn(kube, self.names, sizes.rate, sizes.seconds, self.shape)
             finally:
                 halt.set()
             during = timed.result(timeout=SLACK + sizes.seconds)
+        cpu_b = cpu_with_children(pid) - cpu2
         quiet = verbs(port, self.body, sizes.seconds, threading.Event())
         detail = self._watch_detail(port)
         cpu = cpu1 - cpu0
@@ -262,7 +363,11 @@ class Bench:
             "cpu_s": round(cpu, 3),
             "cpu_ms_per_1000": round(cpu * 1000 / updates * 1000, 2),
             "apiserver_cpu_ms_per_1000": round(plane_cpu * 1000 / updates * 1000, 2),
-            "churn": {"updates": updates_b, **during.summary()},
+            "churn": {
+                "updates": updates_b,
+                "cpu_ms_per_1000": round(cpu_b * 1000 / updates_b * 1000, 2),
+                **during.summary(),
+            },
             "quiet": quiet.summary(),
             "watch_events": detail.get("events"),
             "watch_dropped": detail.get("dropped"),
@@ -299,6 +404,7 @@ def spread(values: Sequence[float | None]) -> JSON:
 SUMMARY: tuple[tuple[str, Callable[[JSON], float | None]], ...] = (
     ("cpu_ms_per_1000", lambda r: r["cpu_ms_per_1000"]),
     ("apiserver_cpu_ms_per_1000", lambda r: r.get("apiserver_cpu_ms_per_1000")),
+    ("churn_cpu_ms_per_1000", lambda r: r["churn"].get("cpu_ms_per_1000")),
     ("churn_filter_server_p99", lambda r: r["churn"]["filter_server_p99"]),
     ("churn_prioritize_server_p99", lambda r: r["churn"]["prioritize_server_p99"]),
     ("churn_filter_rtt_p99", lambda r: r["churn"]["filter_rtt_p99"]),
@@ -337,6 +443,13 @@ def summarize(runs: Sequence[JSON], variants: Sequence[str]) -> tuple[JSON, JSON
             )
             if mine is not None and off is not None:
                 ratios[f"{v} / off"]["cpu_ms_per_1000_beyond_off"] = round(mine - off, 2)
+            # The same, while the verbs are answered (the CPU of the verbs is in both).
+            mine, off = (
+                summary[v]["churn_cpu_ms_per_1000"]["median"],
+                summary["off"]["churn_cpu_ms_per_1000"]["median"],
+            )
+            if mine is not None and off is not None:
+                ratios[f"{v} / off"]["churn_cpu_ms_per_1000_beyond_off"] = round(mine - off, 2)
     return summary, ratios
 
 
@@ -371,6 +484,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", type=int)
     p.add_argument("--variants", default=",".join(VARIANTS), help=", ".join(ALL_VARIANTS))
     p.add_argument("--before-tree", type=Path, help="a tree with an older `extender` package")
+    p.add_argument(
+        "--shape",
+        choices=SHAPES,
+        default=SHAPES[0],
+        help="the pods and their status reports: a kubelet's (default) or lean",
+    )
     p.add_argument("--json", type=Path)
     p.add_argument("--workdir", type=Path)
     args = p.parse_args(argv)
@@ -422,12 +541,7 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
         t = time.monotonic()
         cp.kube.create_pods(
             NAMESPACE,
-            [
-                pod_manifest(
-                    n, scheduler_name="default-scheduler", node_name=nodes[i % len(nodes)].name
-                )
-                for i, n in enumerate(names)
-            ],
+            [churn_pod(n, nodes[i % len(nodes)].name, i, args.shape) for i, n in enumerate(names)],
         )
         log(f"{sizes.pods} pods placed by another scheduler in {time.monotonic() - t:.1f} s")
         if not args.quick:
@@ -444,7 +558,15 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
             {"Pod": captured["Pod"], "Nodes": None, "NodeNames": [n.name for n in nodes]}
         )
         bench = Bench(
-            cp, work, sizes, names, body, burst_policy(nodes, False), args.before_tree, log
+            cp,
+            work,
+            sizes,
+            names,
+            body,
+            burst_policy(nodes, False),
+            args.before_tree,
+            log,
+            args.shape,
         )
         for index in range(1, sizes.runs + 1):
             for variant in args.variants:
@@ -461,6 +583,7 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
     result = {
         "quick": args.quick,
         "sizes": vars(sizes),
+        "shape": args.shape,
         "variants": args.variants,
         "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": sys.version.split()[0]},
         "runs": bench.runs,
@@ -469,7 +592,7 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
         "seconds": round(time.monotonic() - began, 1),
     }
     print(
-        f"{sizes.nodes} nodes, {sizes.pods} pods, {sizes.rate:g} updates/s for "
+        f"{sizes.nodes} nodes, {sizes.pods} {args.shape} pods, {sizes.rate:g} updates/s for "
         f"{sizes.seconds:g} s a phase, {sizes.runs} run(s); medians (min-max); "
         f"{result['seconds']} s in all"
     )

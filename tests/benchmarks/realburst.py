@@ -136,9 +136,7 @@ HERE = Path(__file__).resolve().parent
 DONOTHING = HERE / "donothing.py"
 
 VARIANTS = ("ours-bind", "ours-nobind", "donothing")
-ALL_VARIANTS = (*VARIANTS, "ours-split", "ours-all", "ours-before", "donothing-bind", "none")
-SPLIT_ENV = {"DECICE_KUBE_PROCESS": "1"}
-"""`ours-split`: ours-bind with binds and Events through the Kubernetes-side process."""
+ALL_VARIANTS = (*VARIANTS, "ours-all", "ours-before", "donothing-bind", "none")
 BASELINE = "donothing"
 
 SEED = 42
@@ -279,7 +277,6 @@ def our_policies(
     """The policy of each of our variants."""
     return {
         "ours-bind": policy(nodes, True, max_hosts, shortlist),
-        "ours-split": policy(nodes, True, max_hosts, shortlist),
         "ours-before": policy(nodes, True, max_hosts, shortlist),
         "ours-all": policy(nodes, True, max_hosts, OFF),
         "ours-nobind": policy(nodes, False, max_hosts, shortlist),
@@ -584,7 +581,7 @@ def start_extender(
         return start_donothing(work, kubeconfig=cp.kubeconfig(EXTENDER_USER))
     if variant == "none":
         return Extender("none")
-    env = SPLIT_ENV if variant == "ours-split" else None
+    env: dict[str, str] | None = None
     if variant == "ours-before":
         if before_tree is None:
             raise RunFailed("variant ours-before needs --before-tree")
@@ -601,7 +598,7 @@ def process_cpu(pids: Mapping[str, int | None]) -> dict[str, float]:
     for name, pid in pids.items():
         if pid is not None:
             with contextlib.suppress(OSError):
-                # The extender's children too (the Kubernetes-side process of ours-split).
+                # The extender's children too (its metrics fetch process, if any).
                 out[name] = cpu_with_children(pid)
     return out
 

@@ -537,12 +537,14 @@ def reset_peak_rss() -> bool:
 
 class Responses:
     """The provider's own HTTP responses, through a hook on its requests session when it
-    has one (`_client._session`): how they were encoded and how large they were decoded."""
+    has one (the session it gives PrometheusConnect; an older tree's was the client's
+    `_session`): how they were encoded and how large they were decoded."""
 
     def __init__(self, provider: PrometheusProvider) -> None:
         self.kept: list[requests.Response] = []
-        client = getattr(provider, "_client", None)
-        session = getattr(client, "_session", None)
+        session = getattr(provider, "_session", None)
+        if session is None:
+            session = getattr(getattr(provider, "_client", None), "_session", None)
         self.hooked = isinstance(session, requests.Session)
         if isinstance(session, requests.Session):
             session.hooks["response"].append(self._keep)

@@ -42,6 +42,7 @@ def test_churn_quick_writes_every_key_and_the_watch_drops_what_it_does_not_use(
         assert row["updates"] == int(QUICK.rate * QUICK.seconds)
         for phase in ("churn", "quiet"):
             assert row[phase]["filter_calls"] > 0 and row[phase]["prioritize_calls"] > 0
+        assert row["churn"]["cpu_ms_per_1000"] >= 0
     # Watch on: every update of a pod placed long ago was dropped undecoded (two churn
     # phases), none reached the handler. Watch off: no pod watch at all.
     on = rows["on"]

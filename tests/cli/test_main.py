@@ -60,9 +60,12 @@ def test_scores_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_serve_demo_as_a_process(tmp_path: Path) -> None:
     """`decice-extender serve` on the demo policy, as scripts/demo runs it (the helper
-    picks a free port and starts again on another one if the port was taken meanwhile)."""
+    picks a free port and starts again on another one if the port was taken meanwhile).
+    DECICE_KUBE_PROCESS, a setting that was removed, is named in a warning and changes
+    nothing."""
     demo = yaml.safe_load(Path(DEMO).read_text())
-    with running_service(demo, tmp_path) as svc:
+    with running_service(demo, tmp_path, env={"DECICE_KUBE_PROCESS": "1"}) as svc:
+        assert "DECICE_KUBE_PROCESS is no longer read" in svc.stderr()
         request = urllib.request.Request(
             f"{svc.url}/prioritize",
             data=fixture_bytes("prioritize-nodecache.json"),

@@ -538,6 +538,27 @@ async def test_through_a_proxy_with_its_headers(api: FakeKubeAPI, kube: Make) ->
     assert request.headers["proxy-authorization"] == "Basic cHJveHk6cHc="
 
 
+async def test_the_proxy_of_the_environment_and_no_proxy(
+    api: FakeKubeAPI, kube: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$HTTP_PROXY / $HTTPS_PROXY and $NO_PROXY, as client-go and the `kubernetes` package
+    read them: calls and watches take the proxy, one path with or without it."""
+    monkeypatch.setenv("HTTP_PROXY", api.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = kube(configuration_for("http://kube.invalid:6443"))
+    assert await client.bind(NS, "p1", UID1, "node-1") == "bound"
+    version = (await client.list_page("/api/v1/pods", limit=1))["metadata"]["resourceVersion"]
+    api.assign(NS, "p2", "node-2")
+    events = await collect(client, "/api/v1/pods", version)
+    assert [e["object"]["metadata"]["name"] for e in events if e["type"] == "MODIFIED"] == ["p2"]
+    assert {r.headers["host"] for r in api.requests} == {"kube.invalid:6443"}
+    monkeypatch.setenv("NO_PROXY", "kube.invalid")
+    bypassing = kube(configuration_for("http://kube.invalid:6443"), retries=0, timeout=5)
+    with pytest.raises(KubeUnavailable, match=r"cannot resolve kube\.invalid"):
+        await bypassing.get_pod(NS, "p1")
+
+
 def test_a_socks_proxy_is_a_config_error() -> None:
     configuration = configuration_for("http://kube.invalid:6443")
     configuration.proxy = "socks5://127.0.0.1:1080"

@@ -24,6 +24,7 @@ from extender.decisions.wire import parse_extender_args
 from extender.service.compose import build_service
 from tests.harness.fixtures import APISERVER, NOW, make_settings, make_snapshot
 from tests.harness.kubeapi import FakeKubeAPI, client_for
+from tests.harness.kubecalls import KubeCalls
 from tests.harness.loopback import wait_until, wait_until_async
 
 CPU = {"node-1": 0.4, "node-2": 0.95, "node-3": 0.1}
@@ -46,7 +47,7 @@ def filter_body(name: str = "with-requests", uid: str = UID) -> bytes:
     return orjson.dumps({"Pod": pod, "NodeNames": list(CPU)})
 
 
-class Sink:
+class Sink(KubeCalls):
     def __init__(self, fail: bool = False) -> None:
         self.events: list[PodEvent] = []
         self.fail = fail

@@ -19,6 +19,7 @@ from extender.cluster.informer import (
     Informer,
 )
 from extender.cluster.podsieve import PodSieve
+from tests.harness.kubecalls import KubeCalls
 
 
 class ApiError(Exception):
@@ -30,7 +31,7 @@ class ApiError(Exception):
 Script = list[dict[str, Any] | BaseException]
 
 
-class ScriptedWatcher:
+class ScriptedWatcher(KubeCalls):
     """Each watch() call plays the next script: events, then an exception or a clean end."""
 
     def __init__(self, scripts: list[Script]) -> None:

@@ -11,6 +11,7 @@ import pytest
 from extender.cluster.requeue import ANNOTATION, Requeuer
 from extender.decisions.turnedaway import TurnedAway
 from tests.harness.fixtures import NOW, make_settings
+from tests.harness.kubecalls import KubeCalls
 from tests.harness.loopback import wait_until_async
 
 
@@ -20,7 +21,7 @@ class ApiError(Exception):
         self.status = status
 
 
-class Annotator:
+class Annotator(KubeCalls):
     def __init__(self, answers: dict[str, int] | None = None) -> None:
         self.answers = answers or {}
         self.patches: list[tuple[str, str, str, dict[str, str | None]]] = []

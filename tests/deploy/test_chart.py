@@ -230,15 +230,36 @@ def _check_service_monitor(obj: dict[str, Any], objs: list[dict[str, Any]]) -> N
     assert set(obj) <= {"apiVersion", "kind", "metadata", "spec"}
     spec = obj["spec"]
     assert set(spec) <= {"selector", "namespaceSelector", "endpoints", "jobLabel", "targetLabels"}
-    service = find(objs, "Service")
-    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    selected = [
+        o
+        for o in objs
+        if o["kind"] == "Service"
+        and spec["selector"]["matchLabels"].items() <= o["metadata"]["labels"].items()
+    ]
+    assert selected, "the ServiceMonitor selects no Service"
     assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
-    port_names = {p["name"] for p in service["spec"]["ports"]}
     for endpoint in spec["endpoints"]:
-        assert set(endpoint) <= {"port", "path", "scheme", "interval", "scrapeTimeout"}
-        assert endpoint["port"] in port_names
+        keys = {
+            "port",
+            "path",
+            "scheme",
+            "interval",
+            "scrapeTimeout",
+            "bearerTokenFile",
+            "tlsConfig",
+        }
+        assert set(endpoint) <= keys
+        [service] = [
+            s for s in selected if endpoint["port"] in {p["name"] for p in s["spec"]["ports"]}
+        ]
         assert endpoint["path"] == "/metrics"
         assert re.fullmatch(r"\d+[smh]", endpoint["interval"])
+        if endpoint["scheme"] == "https":  # kube-scheduler's secure port, its own job
+            assert service["metadata"]["name"].endswith("-scheduler-metrics")
+            assert (
+                endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+            )
+            assert set(endpoint["tlsConfig"]) == {"insecureSkipVerify"}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -312,7 +333,11 @@ def test_containers_and_probes() -> None:
         get = sched[probe]["httpGet"]
         assert (get["path"], get["port"], get["scheme"]) == ("/healthz", 10259, "HTTPS")
     ext = c["extender"]
-    assert ext["args"] == ["--config", "/etc/decice/extender.yaml"]
+    assert ext["args"] == ["--config", "/etc/decice/extender.yaml", "--log-level", "info"]
+    logs = {"extender": {"logLevel": "debug", "logFormat": "json"}}
+    assert containers(render_objects(logs))["extender"]["args"][2:] == [
+        "--log-level", "debug", "--log-format", "json"
+    ]  # fmt: skip
     assert {"name": "policy", "mountPath": "/etc/decice", "readOnly": True} in ext["volumeMounts"]
     # Probes on the metrics listener (pod IP); the verbs have no containerPort at all.
     assert ext["ports"] == [{"name": "metrics", "containerPort": 8889, "protocol": "TCP"}]
@@ -454,21 +479,57 @@ def test_service_monitor_scrapes_the_metrics_listener_behind_a_network_policy() 
         "name": "PROMETHEUS_URL",
         "value": "http://kube-prometheus-stack-prometheus.monitoring.svc:9090",
     } in ext["env"]
-    service = find(objs, "Service")
+    service = find(objs, "Service", f"{RELEASE}-metrics")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    scheduler = find(objs, "Service", f"{RELEASE}-scheduler-metrics")
+    assert scheduler["spec"]["ports"] == [
+        {"name": "https-metrics", "port": 10259, "targetPort": "https-sched", "protocol": "TCP"}
+    ]
     monitor = find(objs, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http-metrics", "https-metrics"]
+    # Prometheus may GET kube-scheduler's /metrics: the ClusterRole its account needs
+    reader = find(objs, "ClusterRole", f"{RELEASE}-scheduler-metrics")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    binding = find(objs, "ClusterRoleBinding", f"{RELEASE}-scheduler-metrics")
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": "kube-prometheus-stack-prometheus",
+            "namespace": "monitoring",
+        }
+    ]
     policy = find(objs, "NetworkPolicy")["spec"]
     assert policy["policyTypes"] == ["Ingress"]
-    assert [r["ports"] for r in policy["ingress"]] == [[{"port": 8889, "protocol": "TCP"}]]
-    assert policy["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"] == {
-        "kubernetes.io/metadata.name": "monitoring"
-    }
+    assert [r["ports"] for r in policy["ingress"]] == [
+        [{"port": 8889, "protocol": "TCP"}],
+        [{"port": 10259, "protocol": "TCP"}],  # kube-scheduler's /metrics
+    ]
+    for rule in policy["ingress"]:
+        assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {
+            "kubernetes.io/metadata.name": "monitoring"
+        }
 
 
 def test_ha_values_give_two_replicas_and_a_pdb() -> None:
+    """ci/ha-values.yaml sets replicas: 2 and leaves the rest to the chart: a PDB, a rolling
+    update that keeps both replicas, the replicas preferably on distinct nodes."""
     objs = objects("ha-values")
-    assert find(objs, "Deployment")["spec"]["replicas"] == 2
+    deployment = find(objs, "Deployment")["spec"]
+    assert deployment["replicas"] == 2
+    assert deployment["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    [term] = deployment["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+        == deployment["selector"]["matchLabels"]
+    )
+    assert "podDisruptionBudget" not in values_for("ha-values")  # the chart's own choice
     pdb = find(objs, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     assert (
@@ -936,12 +997,21 @@ def test_without_mutual_tls_the_extender_refuses_an_exposed_verbs_address(
         render_mod.render_chart({"extender": {"tls": {"certManager": {"enabled": True}}}})
 
 
-def test_the_chart_refuses_to_render_without_an_image() -> None:
-    """No public image is published: without extender.image.repository the chart stops
-    with what to do, rather than deploy a pod that would sit in ImagePullBackOff."""
-    with pytest.raises(Exception, match=r"extender\.image\.repository is required") as refused:
+def test_the_image_defaults_to_what_the_release_workflow_pushes() -> None:
+    """The default image is the release workflow's (tests/deploy/test_release.py checks the
+    two agree); an empty repository is refused, by the schema and by the template."""
+    deployment = find(objects("default"), "Deployment")
+    [extender] = [
+        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "extender"
+    ]
+    assert extender["image"] == "ghcr.io/decice/decice-extender:0.1.0"
+    with pytest.raises(helm.HelmValuesError, match=r"/extender/image/repository"):
         render_mod.render_chart({"extender": {"image": {"repository": ""}}})
-    assert "Dockerfile" in str(refused.value)
+    assert any(
+        "repository" in e for e in schema_errors({"extender": {"image": {"repository": ""}}})
+    )
+    helper = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
+    assert 'required "extender.image.repository is empty' in helper  # without the schema too
     built = render_mod.render_chart(
         {"extender": {"image": {"repository": "registry.example/decice"}}}
     )

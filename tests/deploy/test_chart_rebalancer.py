@@ -399,13 +399,18 @@ def test_no_extender_selector_matches_rebalancer_pods() -> None:
     ]
     for selector in rebalancer_selectors:
         assert matches(selector, rebalancer_pod) and not matches(selector, extender_pod)
-    # Each ServiceMonitor selects its own Service only.
+    # Each ServiceMonitor selects its own Services only (the extender's pod: its metrics
+    # and kube-scheduler's).
     services = {
         s["metadata"]["name"]: s["metadata"]["labels"] for s in objs if s["kind"] == "Service"
     }
-    for monitor, service in ((RELEASE, f"{RELEASE}-metrics"), (NAME, f"{NAME}-metrics")):
+    own = {
+        RELEASE: [f"{RELEASE}-metrics", f"{RELEASE}-scheduler-metrics"],
+        NAME: [f"{NAME}-metrics"],
+    }
+    for monitor, wanted in own.items():
         selector = find(objs, "ServiceMonitor", monitor)["spec"]["selector"]["matchLabels"]
-        assert [n for n, labels in services.items() if matches(selector, labels)] == [service]
+        assert [n for n, labels in services.items() if matches(selector, labels)] == wanted
     # The extender's selector is unchanged (Deployment selectors are immutable).
     assert find(objs, "Deployment", RELEASE)["spec"]["selector"]["matchLabels"] == {
         "app.kubernetes.io/name": RELEASE,

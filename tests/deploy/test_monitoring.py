@@ -5,7 +5,10 @@
   and not firing; skipped only when promtool is not installed (CI installs it).
 - the dashboard JSON, offline: unique panel ids, gridPos, datasource and targets, defined
   variables, and only series extender/service/telemetry.py exports (counters only under rate),
-  the shadow mode's included; the "Shadow mode" row shows those and only those.
+  the shadow mode's included; the "Shadow mode" row shows those and only those; the
+  "kube-scheduler" row only series the real kube-scheduler v1.35.4 exports
+  (tests/fixtures/kube-scheduler/metrics.txt), joined to the chosen job on the pod (their
+  values on a real scheduler: tests/e2e/test_scheduler_metrics.py).
 - the chart: both objects render and pass `helm lint --strict`; the ConfigMap carries the
   dashboard JSON and the sidecar label; the PrometheusRule carries the rules file's groups,
   with the release's job and the policy's maxAge.
@@ -69,6 +72,14 @@ FIXTURES = ROOT / "tests" / "fixtures" / "kube-scheduler"
 #: "decice-extender", which prometheus-operator gives the ServiceMonitor's targets.
 JOB = "decice-extender-metrics"
 JOB_SELECTOR = f'job="{JOB}"'
+#: kube-scheduler's own job: the chart's Service <fullname>-scheduler-metrics.
+SCHEDULER_JOB_SELECTOR = 'job="decice-extender-scheduler-metrics"'
+#: How the "kube-scheduler" row ties kube-scheduler's series to the chosen extender job:
+#: both containers share the pod, and decice_build_info is one series a pod.
+SCHEDULER_JOIN = (
+    ' * on (namespace, pod) group_left () decice_build_info{namespace="$namespace", job="$job"}'
+)
+SCHEDULER_METRICS = FIXTURES / "metrics.txt"
 STALE_ALERT = "DeciceMetricDataStale"
 BOTH_ON: dict[str, Any] = {
     "metrics": {"dashboard": {"enabled": True}, "prometheusRule": {"enabled": True}}
@@ -146,9 +157,29 @@ def exported_series() -> dict[str, str]:
         elif family.type == "histogram":
             for suffix in ("_bucket", "_count", "_sum"):
                 names[f"{family.name}{suffix}"] = "histogram"
+        elif family.type == "info":
+            names[f"{family.name}_info"] = "info"
         else:
             names[family.name] = family.type
     return names
+
+
+def kube_scheduler_series() -> dict[str, str]:
+    """Every series name of the real kube-scheduler's /metrics (captured from v1.35.4 with
+    the shipped chain: tests/fixtures/kube-scheduler/README.md) -> its metric type."""
+    names = {}
+    text = SCHEDULER_METRICS.read_text(encoding="utf-8")
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            names[sample.name] = family.type
+    return names
+
+
+def is_scheduler_panel(panel: dict[str, Any]) -> bool:
+    """A panel of kube-scheduler's own series (the "kube-scheduler" row)."""
+    return any(
+        n.startswith("scheduler_") for t in panel["targets"] for n in metric_names(t["expr"])
+    )
 
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -265,8 +296,13 @@ def test_every_alert_has_for_severity_summary_description_and_runbook() -> None:
         assert set(notes) == {"summary", "description", "runbook_url"}, name
         anchor = notes["runbook_url"].rsplit("#", 1)[1]
         assert anchor == name.lower() and f"\n#### {name}\n" in readme, name
-        assert JOB_SELECTOR in rule["expr"], f"{name} does not select the job"
-        assert metric_names(rule["expr"]) <= set(exported_series()), name
+        names = metric_names(rule["expr"])
+        if all(n.startswith("scheduler_") for n in names):
+            assert SCHEDULER_JOB_SELECTOR in rule["expr"], f"{name} does not select the job"
+            assert names <= set(kube_scheduler_series()), name
+        else:
+            assert JOB_SELECTOR in rule["expr"], f"{name} does not select the job"
+            assert names <= set(exported_series()), name
     stale = alert_rules()[STALE_ALERT]["expr"]
     assert stale.strip().endswith(" > 60"), "templates/prometheusrule.yaml replaces this"
 
@@ -317,7 +353,7 @@ def test_dashboard_structure() -> None:
 
 
 def test_dashboard_queries_only_series_the_service_exports() -> None:
-    exported = exported_series()
+    exported = {**exported_series(), **kube_scheduler_series()}
     defined = {v["name"] for v in dashboard()["templating"]["list"]} | GRAFANA_VARIABLES
     used: set[str] = set()
     for where, target in dashboard_targets():
@@ -328,10 +364,15 @@ def test_dashboard_queries_only_series_the_service_exports() -> None:
         assert not unknown, f"{where}: {sorted(unknown)} are not exported"
         used |= names
         assert variables_in(expr) <= defined, f"{where}: undefined variables in {expr!r}"
-        # every series is narrowed to the chosen namespace and job
+        # every series is narrowed to the chosen namespace and job (kube-scheduler's through
+        # the pod it shares with the extender)
         for name, blocks in selectors(expr).items():
             for block in blocks:
-                assert 'namespace="$namespace"' in block and 'job="$job"' in block, (where, name)
+                assert 'namespace="$namespace"' in block, (where, name)
+                if name.startswith("scheduler_"):
+                    assert SCHEDULER_JOIN in expr, (where, name)
+                else:
+                    assert 'job="$job"' in block, (where, name)
         # counters and histogram buckets only under rate/increase, gauges never
         for match in re.finditer(r"\b(rate|increase)\(\s*([a-zA-Z_:][\w:]*)", expr):
             assert match.group(2).endswith(("_total", "_bucket")), (where, match.group(2))
@@ -343,7 +384,7 @@ def test_dashboard_queries_only_series_the_service_exports() -> None:
     for variable in dashboard()["templating"]["list"][1:]:
         assert metric_names(re.sub(r"label_values\((.*),\s*\w+\)", r"\1", variable["definition"]))
     # and every family the service exports has a panel
-    families = {re.sub(r"_(total|bucket|count|sum)$", "", n) for n in exported}
+    families = {re.sub(r"_(total|bucket|count|sum)$", "", n) for n in exported_series()}
     shown = {re.sub(r"_(total|bucket|count|sum)$", "", n) for n in used}
     assert families - shown == set(), "exported but on no panel"
 
@@ -480,12 +521,16 @@ def test_prometheus_rule_follows_the_release_job_and_max_age() -> None:
     }
     rule = prometheus_rule(values, name="sched")
     job = "sched-decice-extender-metrics"  # <fullname>-metrics, the Service's name
-    service = find(render({"metrics": {"serviceMonitor": {"enabled": True}}}, "sched"), "Service")
-    assert service["metadata"]["name"] == job
+    scheduler_job = "sched-decice-extender-scheduler-metrics"  # kube-scheduler's Service
+    services = render({"metrics": {"serviceMonitor": {"enabled": True}}}, "sched")
+    assert find(services, "Service", job) and find(services, "Service", scheduler_job)
     assert rule["metadata"]["namespace"] == "monitoring"
     exprs = {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
     expected = {
-        name: r["expr"].replace(JOB_SELECTOR, f'job="{job}"') for name, r in alert_rules().items()
+        name: r["expr"]
+        .replace(JOB_SELECTOR, f'job="{job}"')
+        .replace(SCHEDULER_JOB_SELECTOR, f'job="{scheduler_job}"')
+        for name, r in alert_rules().items()
     }
     expected[STALE_ALERT] = expected[STALE_ALERT].strip().removesuffix(" > 60") + " > 120"
     assert exprs == expected
@@ -493,12 +538,16 @@ def test_prometheus_rule_follows_the_release_job_and_max_age() -> None:
         own = alert_rules()[r["alert"]]["labels"]
         assert r["labels"] == {"team": "sched", **own}  # the alert's severity wins
         assert r["annotations"] == alert_rules()[r["alert"]]["annotations"]
-    # explicit job and threshold
-    values["metrics"]["prometheusRule"].update(job="kubernetes-pods", metricMaxAge=90.5)
+    # explicit jobs and threshold
+    values["metrics"]["prometheusRule"].update(
+        job="kubernetes-pods", schedulerJob="kube-scheduler", metricMaxAge=90.5
+    )
     exprs = {
         r["alert"]: r["expr"] for g in prometheus_rule(values)["spec"]["groups"] for r in g["rules"]
     }
-    assert all('job="kubernetes-pods"' in e and JOB not in e for e in exprs.values())
+    for name, expr in exprs.items():
+        wanted = "kube-scheduler" if name in ON_THE_SCHEDULER else "kubernetes-pods"
+        assert f'job="{wanted}"' in expr and "decice-extender" not in expr, expr
     assert exprs[STALE_ALERT] == 'decice_metric_age_seconds{job="kubernetes-pods"} > 90.5'
 
 
@@ -548,6 +597,8 @@ INDUCED = {
 }
 #: Alerts of a healthy service: their series exist but the final comparison holds for none.
 QUIET = {"DeciceExtenderDown", "DeciceExtenderAbsent", "DeciceWatchDown"}
+#: Alerts on kube-scheduler's own series: tests/e2e/test_scheduler_metrics.py, on a real one.
+ON_THE_SCHEDULER = {"DeciceSchedulerPodsPending"}
 #: The dashboard row of `mode: shadow` and its panels.
 SHADOW_ROW = "Shadow mode"
 SHADOW_PANELS = [
@@ -954,6 +1005,8 @@ def test_every_dashboard_target_returns_series(live: Stack) -> None:
     now = time.time()
     empty = []
     for panel in query_panels():
+        if is_scheduler_panel(panel):
+            continue  # no kube-scheduler here: tests/e2e/test_scheduler_metrics.py
         for target in panel["targets"]:
             where = f"{panel['title']}/{target['refId']}"
             expr = interpolate(target["expr"], variables[shown_for(panel)])
@@ -983,7 +1036,8 @@ def test_every_dashboard_series_is_one_prometheus_scraped(live: Stack) -> None:
     for panel in query_panels():
         for target in panel["targets"]:
             where = f"{panel['title']}/{target['refId']}"
-            assert metric_names(target["expr"]) <= scraped_names[shown_for(panel)], where
+            names = {n for n in metric_names(target["expr"]) if not n.startswith("scheduler_")}
+            assert names <= scraped_names[shown_for(panel)], where
 
 
 def test_the_shadow_row_is_empty_for_an_extender(live: Stack) -> None:
@@ -1012,7 +1066,7 @@ def test_every_alert_expression_against_the_real_service(live: Stack) -> None:
     returns series, the whole one returns none."""
     prom = live.prometheus
     rules = alert_rules()
-    assert set(rules) == set(INDUCED) | QUIET, "a new alert needs a check here"
+    assert set(rules) == set(INDUCED) | QUIET | ON_THE_SCHEDULER, "a new alert needs a check"
     for name, labels in INDUCED.items():
         result = prom.query(rules[name]["expr"])
         assert result, f"{name} does not fire: {rules[name]['expr']}"

@@ -112,13 +112,22 @@ class Service:
                 self.port = free_port()
         raise AssertionError(f"service found its port taken 3 times:\n{self.stderr()}")
 
-    def _start_once(self, timeout: float) -> Service:
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PROMETHEUS_URL")}
-        env.update(self.env)
+    def argv(self) -> list[str]:
+        """The command line of the process (tests/harness/image.py runs it in the image)."""
         argv = [*command(), self.mode, "--config", str(self.config), "--port", str(self.port)]
         if self.mode in ("rebalance", "shadow"):
             argv += ["--host", LOCALHOST]
-        argv += ["--log-level", self.log_level]
+        return [*argv, "--log-level", self.log_level]
+
+    def process_env(self) -> dict[str, str]:
+        """The process's environment: this one's, without a cluster or Prometheus of its
+        own, plus the service's `env`."""
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "PROMETHEUS_URL")}
+        env.update(self.env)
+        return env
+
+    def _start_once(self, timeout: float) -> Service:
+        argv, env = self.argv(), self.process_env()
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
                 argv,

@@ -29,6 +29,7 @@ from extender.service.compose import build_rebalancer
 from extender.service.telemetry import RebalanceTelemetry
 from tests.harness.fixtures import NOW, make_snapshot
 from tests.harness.kubeapi import FakeKubeAPI, client_for
+from tests.harness.kubecalls import KubeCalls
 from tests.rebalancing.test_plan import KRAKE, krake_values
 
 OLD = NOW - 3600
@@ -47,6 +48,12 @@ class Lease:
         if self.lose_after is not None and self.api is not None:
             return self.leading and len(self.api.evictions) < self.lose_after
         return self.leading
+
+    async def run(self) -> None:
+        """Nothing to campaign for: leading is set by the test."""
+
+    def detail(self) -> dict[str, object]:
+        return {"identity": "test", "leading": self.is_leader}
 
 
 class Counts:
@@ -80,7 +87,7 @@ async def api() -> AsyncIterator[FakeKubeAPI]:
         yield server
 
 
-class Hooked:
+class Hooked(KubeCalls):
     """The real client, with `after_list` run once the pods were listed: a test's way to
     change the cluster between the check's list and its evictions."""
 
@@ -89,14 +96,22 @@ class Hooked:
         self.after_list: Callable[[], None] = lambda: None
 
     async def list_pods(
-        self, field_selector: str, *, limit: int = 500
+        self,
+        field_selector: str = "",
+        *,
+        namespace: str | None = None,
+        limit: int = 500,
+        max_pages: int = 100,
     ) -> AsyncIterator[dict[str, Any]]:
-        async for doc in self.kube.list_pods(field_selector, limit=limit):
+        pods = self.kube.list_pods(
+            field_selector, namespace=namespace, limit=limit, max_pages=max_pages
+        )
+        async for doc in pods:
             yield doc
         self.after_list()
 
-    async def list_pdbs(self) -> list[dict[str, Any]]:
-        return await self.kube.list_pdbs()
+    async def list_pdbs(self, *, limit: int = 500, max_pages: int = 100) -> list[dict[str, Any]]:
+        return await self.kube.list_pdbs(limit=limit, max_pages=max_pages)
 
     async def evict(self, namespace: str, name: str, uid: str, *, dry_run: bool = False) -> None:
         await self.kube.evict(namespace, name, uid, dry_run=dry_run)
@@ -382,9 +397,6 @@ class Elector(Lease):
 
     async def run(self) -> None:
         await asyncio.Event().wait()  # campaigns until cancelled
-
-    def detail(self) -> dict[str, object]:
-        return {"identity": "test", "leading": self.is_leader}
 
 
 async def test_rebalance_mode_serves_health_and_no_verbs(api: FakeKubeAPI) -> None:

@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import ssl
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes.client
 import kubernetes.config
@@ -73,6 +76,66 @@ def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
         raise KubeError(f"cannot load {where}: {exc}", reason="ConfigError") from exc
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the API server is and how to reach it, as a `kubernetes.client.Configuration`
+    says (kubeconfig or in-cluster): what the client passes aiohttp with each request."""
+
+    base: str
+    """The server's URL without a trailing slash (a path prefix included)."""
+    where: str
+    """host:port, for messages."""
+    tls: ssl.SSLContext | None
+    """None for plain HTTP."""
+    options: dict[str, Any]
+    """aiohttp's per-request options: no redirects; the proxy and its headers; the TLS
+    server name when the configuration names one."""
+    static: dict[str, str]
+    """Headers sent with every request: basic auth, a plain-HTTP proxy's headers."""
+
+
+def endpoint_of(config: Any) -> Endpoint:
+    """The endpoint of a `kubernetes.client.Configuration`; KubeError (ConfigError) for a
+    URL that is not an API server's, bad TLS files or a SOCKS proxy."""
+    base = str(config.host or "").rstrip("/")
+    url = urlsplit(base)
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    if url.scheme not in ("http", "https") or not url.hostname or not port:
+        raise KubeError(f"not an API server URL: {base!r}", reason="ConfigError")
+    tls: ssl.SSLContext | None = None
+    if url.scheme == "https":
+        try:
+            tls = ssl_context(config)
+        except (OSError, ValueError) as exc:
+            raise KubeError(f"bad TLS settings: {exc}", reason="ConfigError") from exc
+    options: dict[str, Any] = {"allow_redirects": False}
+    static: dict[str, str] = {}
+    proxy = proxy_for(config, base)
+    if proxy is not None:
+        options["proxy"] = proxy
+        if config.proxy_headers:
+            # aiohttp sends proxy_headers on a tunnel's CONNECT only: through a plain-HTTP
+            # proxy they ride with each request.
+            if tls is not None:
+                options["proxy_headers"] = dict(config.proxy_headers)
+            else:
+                static.update(config.proxy_headers)
+    server_name = config.tls_server_name or (
+        config.assert_hostname
+        if isinstance(config.assert_hostname, str) and config.assert_hostname
+        else None
+    )
+    if tls is not None and server_name:
+        options["server_hostname"] = str(server_name)
+    if config.username or config.password:
+        pair = f"{config.username or ''}:{config.password or ''}".encode()
+        static["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+    return Endpoint(base, f"{url.hostname}:{port}", tls, options, static)
+
+
 def ssl_context(configuration: Any) -> ssl.SSLContext:
     """The TLS settings of a `kubernetes.client.Configuration` as an `ssl.SSLContext`."""
     cafile = configuration.ssl_ca_cert or None
@@ -89,6 +152,9 @@ def ssl_context(configuration: Any) -> ssl.SSLContext:
 
 
 def proxy_for(configuration: Any, host: str) -> str | None:
+    """The proxy for `host`, as the `kubernetes` package resolves it: the kubeconfig's
+    `proxy-url`, else $HTTPS_PROXY / $HTTP_PROXY, unless `no_proxy` ($NO_PROXY) names the
+    host."""
     proxy = getattr(configuration, "proxy", None) or None
     if proxy is None:
         return None

@@ -170,7 +170,7 @@ def _is_tls_failure(exc: BaseException) -> bool:
 
 
 def error_from_transport(exc: BaseException, where: str, timeout: float | None) -> KubeError:
-    """Map an aiohttp / socket / ssl failure (no HTTP answer) to our hierarchy."""
+    """Map an aiohttp failure (no HTTP answer) to our hierarchy."""
     if _is_tls_failure(exc):
         return KubeError(f"TLS with {where} failed: {exc}", reason="TLSError")
     if isinstance(exc, TimeoutError):
@@ -190,17 +190,13 @@ def error_from_transport(exc: BaseException, where: str, timeout: float | None) 
         return KubeUnavailable(
             f"cannot connect to {where}: {cause.strerror or cause}", reason="Unreachable"
         )
-    if isinstance(exc, socket.gaierror):  # a plain socket's (the lean watch stream)
-        return KubeUnavailable(
-            f"cannot resolve {where}: {exc.strerror or exc}", reason="Unreachable"
-        )
-    if isinstance(exc, ConnectionRefusedError):
-        return KubeUnavailable(
-            f"cannot connect to {where}: connection refused", reason="Unreachable"
-        )
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return KubeUnavailable(
             f"{where} closed the connection before answering", reason="Unreachable"
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return KubeUnavailable(
+            f"{where} closed the connection before the end of its answer", reason="Unreachable"
         )
     detail = str(exc) or type(exc).__name__
     return KubeUnavailable(f"{where}: {detail}", reason="Unreachable")

@@ -6,7 +6,7 @@ import datetime
 
 import orjson
 
-from extender.cluster.client.api import KubeTransport
+from extender.cluster.client.api import Transport
 from extender.decisions.model import PodEvent
 
 REPORTING_CONTROLLER = "decice.io/extender"
@@ -18,28 +18,25 @@ def _micro_time(seconds: float) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class EventPosting(KubeTransport):
-    """Event posting."""
-
-    async def create_event(self, event: PodEvent) -> None:
-        """POST an events.k8s.io/v1 Event about a pod or a node (once: events are
-        best-effort)."""
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            # generateName must be a DNS subdomain prefix: "<pod>-", never "<pod>."
-            "metadata": {"generateName": f"{event.name[:200]}-", "namespace": event.namespace},
-            "eventTime": _micro_time(event.time),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": event.instance[:128],
-            "action": event.action,
-            "reason": event.reason,
-            "regarding": _regarding(event),
-            "note": event.note[:1024],
-            "type": event.type,
-        }
-        path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events"
-        await self._request("POST", path, body=orjson.dumps(body), retries=0)
+async def create_event(api: Transport, event: PodEvent) -> None:
+    """POST an events.k8s.io/v1 Event about a pod or a node (once: events are
+    best-effort)."""
+    body = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        # generateName must be a DNS subdomain prefix: "<pod>-", never "<pod>."
+        "metadata": {"generateName": f"{event.name[:200]}-", "namespace": event.namespace},
+        "eventTime": _micro_time(event.time),
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": event.instance[:128],
+        "action": event.action,
+        "reason": event.reason,
+        "regarding": _regarding(event),
+        "note": event.note[:1024],
+        "type": event.type,
+    }
+    path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events"
+    await api.request("POST", path, body=orjson.dumps(body), retries=0)
 
 
 def _regarding(event: PodEvent) -> dict[str, str]:

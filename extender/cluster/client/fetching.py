@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from extender.cluster.client.api import KubeTransport
+from extender.cluster.client.api import Transport
 from extender.cluster.client.errors import KubeError
 from extender.decisions.model import NodeInfo
 from extender.decisions.nodes import node_info
@@ -17,137 +17,139 @@ _LIST_PAGE = 500
 MAX_LIST_PAGES = 100
 
 
-class Fetching(KubeTransport):
-    """Reads of pods, nodes and PodDisruptionBudgets."""
-
-    async def get_pod(self, namespace: str, name: str) -> PodFacts:
-        """The pod, read as the filter path reads it; `KubeError` 404 when it is gone."""
-        if not namespace or not name:
-            raise ValueError("get_pod: namespace and name must be non-empty")
-        doc = await self._request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        try:
-            return read_pod(doc)
-        except PodError as exc:
-            raise KubeError(
-                f"unexpected pod {namespace}/{name}: {exc!r}", reason="BadResponse"
-            ) from exc
-
-    async def get_node(self, name: str) -> dict[str, Any]:
-        """The node as the API holds it (spec.taints, metadata.resourceVersion...)."""
-        if not name:
-            raise ValueError("get_node: name must be non-empty")
-        doc = await self._request("GET", f"/api/v1/nodes/{name}")
-        if not isinstance(doc, dict):
-            raise KubeError(f"GET node {name}: answer is not an object", reason="BadResponse")
-        return doc
-
-    async def list_page(
-        self,
-        path: str,
-        *,
-        limit: int,
-        continue_token: str | None = None,
-        field_selector: str = "",
-    ) -> dict[str, Any]:
-        """One page of a list (`GET path?limit=N&continue=T&fieldSelector=S`), decoded as
-        it came.
-
-        `list_page("/api/v1/pods", limit=1)["metadata"]["resourceVersion"]` starts a watch
-        from now without listing every pod."""
-        if limit < 1:
-            raise ValueError("list_page: limit must be >= 1")
-        params = {"limit": str(limit)}
-        if continue_token:
-            params["continue"] = continue_token
-        if field_selector:
-            params["fieldSelector"] = field_selector
-        doc = await self._request("GET", path, params=params)
-        if not isinstance(doc, dict):
-            raise KubeError(f"GET {path}: answer is not a list", reason="BadResponse")
-        return doc
-
-    async def list_pods(
-        self,
-        field_selector: str = "",
-        *,
-        namespace: str | None = None,
-        limit: int = _LIST_PAGE,
-        max_pages: int = MAX_LIST_PAGES,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The pods matching `field_selector` (e.g. "spec.schedulerName=decice_sched,
-        status.phase=Running"), of every namespace or of `namespace`, as the API lists
-        them (items without kind / apiVersion), read `limit` at a time following
-        `continue` tokens: one page in memory at a time.
-
-        Raises `KubeError` (reason "TooManyPages") when a `max_pages`-th page still
-        announces more, and the API's error for a failed page (a 410 `Expired` when a
-        `continue` token went stale: list again). Pages are retried like any read.
-        """
-        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
-        async for item in self.list_items(
-            path, "pods", field_selector=field_selector, limit=limit, max_pages=max_pages
-        ):
-            yield item
-
-    async def list_pdbs(
-        self, *, limit: int = _LIST_PAGE, max_pages: int = MAX_LIST_PAGES
-    ) -> list[dict[str, Any]]:
-        """Every PodDisruptionBudget of every namespace (policy/v1, list-pdbs.json), as the
-        API lists them: `status.disruptionsAllowed` says whether an eviction passes now."""
-        path = "/apis/policy/v1/poddisruptionbudgets"
-        return [
-            item
-            async for item in self.list_items(path, "budgets", limit=limit, max_pages=max_pages)
-        ]
-
-    async def list_items(
-        self,
-        path: str,
-        what: str,
-        *,
-        field_selector: str = "",
-        limit: int = _LIST_PAGE,
-        max_pages: int = MAX_LIST_PAGES,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The items of the list at `path`, `limit` a page, following `continue` tokens:
-        one page in memory at a time, at most `max_pages` pages (`KubeError` "TooManyPages"
-        beyond; `what` names the items in its message)."""
-        if max_pages < 1:
-            raise ValueError("list_items: max_pages must be >= 1")
-        token: str | None = None
-        for _ in range(max_pages):
-            doc = await self.list_page(
-                path, limit=limit, continue_token=token, field_selector=field_selector
-            )
-            items = doc.get("items") or ()
-            metadata = doc.get("metadata") or {}
-            if not isinstance(items, list | tuple) or not isinstance(metadata, dict):
-                raise KubeError(f"GET {path}: unexpected list", reason="BadResponse")
-            for item in items:
-                if isinstance(item, dict):
-                    yield item
-            token = metadata.get("continue") or None
-            if token is None:
-                return
+async def get_pod(api: Transport, namespace: str, name: str) -> PodFacts:
+    """The pod, read as the filter path reads it; `KubeError` 404 when it is gone."""
+    if not namespace or not name:
+        raise ValueError("get_pod: namespace and name must be non-empty")
+    doc = await api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    try:
+        return read_pod(doc)
+    except PodError as exc:
         raise KubeError(
-            f"GET {path}: more than {max_pages} pages of {limit} {what}; gave up",
-            reason="TooManyPages",
-        )
+            f"unexpected pod {namespace}/{name}: {exc!r}", reason="BadResponse"
+        ) from exc
 
-    async def list_nodes(self) -> tuple[list[NodeInfo], str]:
-        """Every node (name, InternalIP addresses, allocatable CPU cores), and the list's
-        resourceVersion, to watch from."""
-        nodes: list[NodeInfo] = []
-        version = ""
-        token: str | None = None
-        while True:
-            doc = await self.list_page("/api/v1/nodes", limit=_LIST_PAGE, continue_token=token)
-            try:
-                nodes.extend(node_info(item) for item in doc.get("items") or ())
-                metadata = doc.get("metadata") or {}
-                version = version or str(metadata.get("resourceVersion") or "")
-                token = metadata.get("continue") or None
-            except (AttributeError, KeyError, TypeError, ValueError) as exc:
-                raise KubeError(f"unexpected node list: {exc!r}", reason="BadResponse") from exc
-            if token is None:
-                return nodes, version
+
+async def get_node(api: Transport, name: str) -> dict[str, Any]:
+    """The node as the API holds it (spec.taints, metadata.resourceVersion...)."""
+    if not name:
+        raise ValueError("get_node: name must be non-empty")
+    doc = await api.request("GET", f"/api/v1/nodes/{name}")
+    if not isinstance(doc, dict):
+        raise KubeError(f"GET node {name}: answer is not an object", reason="BadResponse")
+    return doc
+
+
+async def list_page(
+    api: Transport,
+    path: str,
+    *,
+    limit: int,
+    continue_token: str | None = None,
+    field_selector: str = "",
+) -> dict[str, Any]:
+    """One page of a list (`GET path?limit=N&continue=T&fieldSelector=S`), decoded as
+    it came.
+
+    `list_page("/api/v1/pods", limit=1)["metadata"]["resourceVersion"]` starts a watch
+    from now without listing every pod."""
+    if limit < 1:
+        raise ValueError("list_page: limit must be >= 1")
+    params = {"limit": str(limit)}
+    if continue_token:
+        params["continue"] = continue_token
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    doc = await api.request("GET", path, params=params)
+    if not isinstance(doc, dict):
+        raise KubeError(f"GET {path}: answer is not a list", reason="BadResponse")
+    return doc
+
+
+async def list_pods(
+    api: Transport,
+    field_selector: str = "",
+    *,
+    namespace: str | None = None,
+    limit: int = _LIST_PAGE,
+    max_pages: int = MAX_LIST_PAGES,
+) -> AsyncIterator[dict[str, Any]]:
+    """The pods matching `field_selector` (e.g. "spec.schedulerName=decice_sched,
+    status.phase=Running"), of every namespace or of `namespace`, as the API lists
+    them (items without kind / apiVersion), read `limit` at a time following
+    `continue` tokens: one page in memory at a time.
+
+    Raises `KubeError` (reason "TooManyPages") when a `max_pages`-th page still
+    announces more, and the API's error for a failed page (a 410 `Expired` when a
+    `continue` token went stale: list again). Pages are retried like any read.
+    """
+    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+    async for item in list_items(
+        api, path, "pods", field_selector=field_selector, limit=limit, max_pages=max_pages
+    ):
+        yield item
+
+
+async def list_pdbs(
+    api: Transport, *, limit: int = _LIST_PAGE, max_pages: int = MAX_LIST_PAGES
+) -> list[dict[str, Any]]:
+    """Every PodDisruptionBudget of every namespace (policy/v1, list-pdbs.json), as the
+    API lists them: `status.disruptionsAllowed` says whether an eviction passes now."""
+    path = "/apis/policy/v1/poddisruptionbudgets"
+    return [
+        item async for item in list_items(api, path, "budgets", limit=limit, max_pages=max_pages)
+    ]
+
+
+async def list_items(
+    api: Transport,
+    path: str,
+    what: str,
+    *,
+    field_selector: str = "",
+    limit: int = _LIST_PAGE,
+    max_pages: int = MAX_LIST_PAGES,
+) -> AsyncIterator[dict[str, Any]]:
+    """The items of the list at `path`, `limit` a page, following `continue` tokens:
+    one page in memory at a time, at most `max_pages` pages (`KubeError` "TooManyPages"
+    beyond; `what` names the items in its message)."""
+    if max_pages < 1:
+        raise ValueError("list_items: max_pages must be >= 1")
+    token: str | None = None
+    for _ in range(max_pages):
+        doc = await list_page(
+            api, path, limit=limit, continue_token=token, field_selector=field_selector
+        )
+        items = doc.get("items") or ()
+        metadata = doc.get("metadata") or {}
+        if not isinstance(items, list | tuple) or not isinstance(metadata, dict):
+            raise KubeError(f"GET {path}: unexpected list", reason="BadResponse")
+        for item in items:
+            if isinstance(item, dict):
+                yield item
+        token = metadata.get("continue") or None
+        if token is None:
+            return
+    raise KubeError(
+        f"GET {path}: more than {max_pages} pages of {limit} {what}; gave up",
+        reason="TooManyPages",
+    )
+
+
+async def list_nodes(api: Transport) -> tuple[list[NodeInfo], str]:
+    """Every node (name, InternalIP addresses, allocatable CPU cores), and the list's
+    resourceVersion, to watch from."""
+    nodes: list[NodeInfo] = []
+    version = ""
+    token: str | None = None
+    while True:
+        doc = await list_page(api, "/api/v1/nodes", limit=_LIST_PAGE, continue_token=token)
+        try:
+            nodes.extend(node_info(item) for item in doc.get("items") or ())
+            metadata = doc.get("metadata") or {}
+            version = version or str(metadata.get("resourceVersion") or "")
+            token = metadata.get("continue") or None
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise KubeError(f"unexpected node list: {exc!r}", reason="BadResponse") from exc
+        if token is None:
+            return nodes, version

@@ -1,27 +1,29 @@
-"""Watch streams: the events of a watch, line by line, bounded in size."""
+"""Watch streams: the events of a watch, read line by line from aiohttp's stream reader (as
+kopf reads its watches), the lines a sieve drops never decoded, each bounded in size."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
 import orjson
 
-from extender.cluster.client.api import KubeTransport
-from extender.cluster.client.errors import (
-    TRANSPORT_ERRORS,
-    KubeError,
-    KubeUnavailable,
-    error_from_status,
-    error_from_transport,
-)
-from extender.cluster.client.linestream import watch_lines
+from extender.cluster.client.api import Transport
+from extender.cluster.client.errors import TRANSPORT_ERRORS, KubeError, KubeUnavailable
 
-#: The longest watch event line accepted (a hostile server cannot exhaust memory).
 MAX_WATCH_LINE = 16 * 1024 * 1024
-#: A watch stream may be silent for its whole `timeoutSeconds`; the read timeout is longer.
+"""The longest watch event line accepted (a hostile server cannot exhaust memory)."""
 _WATCH_GRACE = 10.0
+"""A watch stream may be silent for its whole `timeoutSeconds`; the bound is longer."""
+BATCH = 0.1
+"""Seconds the connection is left unread after a small read, so the events of a busy
+cluster are taken a batch at a time (one wake-up of the watch, one pass of the TLS layer
+and of aiohttp's parser for several events); a watch event is late by that much at most."""
+BATCH_BYTES = 64 * 1024
+"""A read this big is never followed by a pause: the stream is busier than batches can
+hold, and the API server drops a watcher that falls behind."""
 
 
 def _watch_event(line: bytearray, what: str) -> dict[str, Any]:
@@ -34,141 +36,90 @@ def _watch_event(line: bytearray, what: str) -> dict[str, Any]:
     return event
 
 
-class Watching(KubeTransport):
-    """Watch streams."""
+async def watch(
+    api: Transport,
+    path: str,
+    *,
+    resource_version: str,
+    timeout_seconds: int,
+    bookmarks: bool = True,
+    opened: Callable[[], None] | None = None,
+    sieve: Callable[[bytearray], bool] | None = None,
+) -> AsyncGenerator[dict[str, Any], None]:
+    """The events of a watch from `resource_version` (`{"type": ..., "object": ...}`),
+    `ERROR` events included, until the server ends the stream (at `timeout_seconds`).
 
-    async def watch(
-        self,
-        path: str,
-        *,
-        resource_version: str,
-        timeout_seconds: int,
-        bookmarks: bool = True,
-        opened: Callable[[], None] | None = None,
-        sieve: Callable[[bytearray], bool] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """The events of a watch from `resource_version` (`{"type": ..., "object": ...}`),
-        `ERROR` events included, until the server ends the stream (at `timeout_seconds`).
+    `opened()` is called once the server answered the request with a stream (a real API
+    server may then send nothing for minutes on a quiet cluster). `sieve(line)`: False
+    for an event line to drop undecoded (cluster.podsieve).
 
-        `opened()` is called once the server answered the request with a stream (a real API
-        server may then send nothing for minutes on a quiet cluster). `sieve(line)`: False
-        for an event line to drop undecoded (cluster.podsieve).
-
-        Not retried: an error answer raises its `KubeError`, a stream that breaks raises
-        `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when
-        leaving early.
-        """
-        if timeout_seconds < 1:
-            raise ValueError("watch: timeout_seconds must be >= 1")
-        params = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "timeoutSeconds": str(timeout_seconds),
-        }
-        if bookmarks:
-            params["allowWatchBookmarks"] = "true"
-        silence = timeout_seconds + max(_WATCH_GRACE, self._timeout)
-        # The server ends the stream at `timeout_seconds`; a stream still open `silence`
-        # after the request is dead. A bound on the whole stream, not on each read: a read
-        # timeout is re-armed on every chunk (a timer cancelled and set per event, a
-        # sixth of the stream's Python time in a profile of a churning cluster).
-        timeout = aiohttp.ClientTimeout(total=silence, sock_connect=self._timeout)
-        what = f"watch {path}"
-        if "proxy" not in self._options:  # aiohttp's path speaks to proxies
-            async for event in self._lean_watch(path, params, silence, what, opened, sieve):
-                yield event
-            return
-        streaming = False
+    Not retried: an error answer raises its `KubeError`, a stream that breaks raises
+    `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when
+    leaving early.
+    """
+    if timeout_seconds < 1:
+        raise ValueError("watch: timeout_seconds must be >= 1")
+    params = {
+        "watch": "true",
+        "resourceVersion": resource_version,
+        "timeoutSeconds": str(timeout_seconds),
+    }
+    if bookmarks:
+        params["allowWatchBookmarks"] = "true"
+    # The server ends the stream at `timeout_seconds`; a stream still open `silence`
+    # after the request is dead. A bound on the whole stream, not on each read.
+    silence = timeout_seconds + max(_WATCH_GRACE, api.timeout)
+    what = f"watch {path}"
+    async with api.stream(path, params, total=silence, what=what) as response:
+        if opened is not None:
+            opened()
+        body = response.content
+        buffer = bytearray()
         try:
-            async with self._http().get(
-                self._base + path,
-                params=params,
-                headers=self._headers(),
-                timeout=timeout,
-                **self._options,
-            ) as response:
-                if response.status >= 300:
-                    if response.status == 401:  # a rotated token: ask the hooks again
-                        self._auth.expire()
-                    err = error_from_status(response.status, await response.read(), response.reason)
-                    err.message = f"{what}: {err.message}"
-                    raise err
-                streaming = True
-                if opened is not None:
-                    opened()
-                buffer = bytearray()
-                async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    begin = 0
-                    while (end := buffer.find(b"\n", begin)) != -1:
-                        line = buffer[begin:end]
-                        begin = end + 1
-                        if line.strip() and (sieve is None or sieve(line)):
-                            yield _watch_event(line, what)
-                    del buffer[:begin]
-                    if len(buffer) > MAX_WATCH_LINE:
-                        raise KubeError(
-                            f"{what}: an event is longer than {MAX_WATCH_LINE} bytes",
-                            reason="BadResponse",
-                        )
-                if buffer.strip() and (sieve is None or sieve(buffer)):
-                    yield _watch_event(buffer, what)
+            while chunk := await body.readany():
+                buffer += chunk
+                begin = 0
+                while (end := buffer.find(b"\n", begin)) != -1:
+                    line = buffer[begin:end]
+                    begin = end + 1
+                    if line and not line.isspace() and (sieve is None or sieve(line)):
+                        yield _watch_event(line, what)
+                del buffer[:begin]
+                if len(buffer) > MAX_WATCH_LINE:
+                    raise KubeError(
+                        f"{what}: an event is longer than {MAX_WATCH_LINE} bytes",
+                        reason="BadResponse",
+                    )
+                if len(chunk) < BATCH_BYTES:
+                    await unread(response, BATCH)
         except TRANSPORT_ERRORS as exc:
-            if not streaming:
-                err = error_from_transport(exc, self._where, self._timeout)
-                err.message = f"{what}: {err.message}"
-                raise err from exc
             if isinstance(exc, TimeoutError):
                 raise KubeUnavailable(
-                    f"{what}: the watch stream was still open {silence:g} s after the request, "
-                    f"past its timeoutSeconds ({timeout_seconds}): the connection is dead",
+                    f"{what}: the watch stream was still open {silence:g} s after the "
+                    f"request, past its timeoutSeconds ({timeout_seconds}): the connection "
+                    "is dead",
                     reason="Timeout",
                 ) from exc
             raise KubeUnavailable(
                 f"{what}: the watch stream broke: {exc or type(exc).__name__}",
                 reason="Unreachable",
             ) from exc
+        if buffer and not buffer.isspace() and (sieve is None or sieve(buffer)):
+            yield _watch_event(buffer, what)
 
-    async def _lean_watch(
-        self,
-        path: str,
-        params: dict[str, str],
-        silence: float,
-        what: str,
-        opened: Callable[[], None] | None,
-        sieve: Callable[[bytearray], bool] | None,
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """The watch through extender.cluster.client.linestream (no proxy)."""
 
-        def status_error(status: int, body: bytes, reason: str) -> BaseException:
-            err = self._status_error(status, body, reason)
-            err.message = f"{what}: {err.message}"
-            return err
-
-        stream = watch_lines(
-            host=self._hostname,
-            port=self._port,
-            tls=self._ssl,
-            server_hostname=self._options.get("server_hostname"),
-            path=self._prefix + path,
-            params=params,
-            headers=self._lean_headers(),
-            connect_timeout=self._timeout,
-            total_timeout=silence,
-            what=what,
-            max_line=MAX_WATCH_LINE,
-            sieve=sieve,
-            opened=opened,
-            on_status=status_error,
-        )
-        try:
-            async for event in stream:
-                yield event
-        except KubeError:
-            raise
-        except (OSError, TimeoutError) as exc:  # no stream yet: connect, TLS, the head
-            err = error_from_transport(exc, self._where, self._timeout)
-            err.message = f"{what}: {err.message}"
-            raise err from exc
-        finally:
-            await stream.aclose()
+async def unread(response: aiohttp.ClientResponse, seconds: float) -> None:
+    """Leave the response's connection unread for `seconds` (its transport paused: what
+    arrives meanwhile waits in the socket, and is then decrypted and parsed in one go).
+    Called when the reader is empty, so aiohttp's own flow control has not paused it."""
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    if transport is None or transport.is_closing():
+        await asyncio.sleep(seconds)
+        return
+    transport.pause_reading()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        if not transport.is_closing():
+            transport.resume_reading()

@@ -47,6 +47,25 @@ read-only RBAC; no kube-scheduler, no scheduler config, no lease. "true" or "".
 {{- if eq (toString .Values.mode) "shadow" }}true{{ end }}
 {{- end }}
 
+{{/*
+The Prometheus Operator's objects (ServiceMonitor, PrometheusRule) are rendered: the API
+serves monitoring.coreos.com/v1, or metrics.operatorCRDs says they are installed. "true" or "".
+*/}}
+{{- define "decice-extender.operatorCRDs" -}}
+{{- if or (eq (toString .Values.metrics.operatorCRDs) "installed") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") }}true{{ end }}
+{{- end }}
+
+{{/* kube-scheduler's own /metrics get a Service (and a ServiceMonitor endpoint). */}}
+{{- define "decice-extender.schedulerMetrics" -}}
+{{- if and (not (include "decice-extender.shadow" .)) .Values.metrics.scheduler.enabled (include "decice-extender.serviceEnabled" .) }}true{{ end }}
+{{- end }}
+
+{{/* The PodDisruptionBudget: podDisruptionBudget.enabled, or (null) replicas > 1. */}}
+{{- define "decice-extender.pdb" -}}
+{{- $enabled := .Values.podDisruptionBudget.enabled }}
+{{- if or (eq (toString $enabled) "true") (and (kindIs "invalid" $enabled) (gt (int .Values.replicas) 1)) }}true{{ end }}
+{{- end }}
+
 {{/* The metrics Service exists for metrics.service or metrics.serviceMonitor. */}}
 {{- define "decice-extender.serviceEnabled" -}}
 {{- if or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled }}true{{ end }}
@@ -297,10 +316,10 @@ MAP), so the values need not spell the release name out.
 {{- end }}
 
 {{/*
-The extender's image. No public image is published, so the chart refuses to render until
-extender.image.repository names the one you built and pushed.
+The extender's image: extender.image.repository (default ghcr.io/decice/decice-extender,
+what the release workflow pushes on a tag), the tag defaulting to the appVersion.
 */}}
 {{- define "decice-extender.image" -}}
-{{- $repository := required "extender.image.repository is required: no public decice-extender image is published. Build one from the repository's Dockerfile (docker build -t REGISTRY/decice-extender:TAG .), push it where your nodes pull from, and set extender.image.repository (and .tag): the chart README's first section" .Values.extender.image.repository -}}
+{{- $repository := required "extender.image.repository is empty: leave the default (ghcr.io/decice/decice-extender, pushed by the release workflow on a tag) or name your own build (scripts/image, or docker build -t REGISTRY/decice-extender:TAG .): the chart README's first section" .Values.extender.image.repository -}}
 {{- printf "%s:%s" $repository (.Values.extender.image.tag | default .Chart.AppVersion) -}}
 {{- end }}
