@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from itertools import filterfalse
 
+from extender.decisions.estimate import MEASURED
+from extender.decisions.held import HeldPods
+from extender.decisions.herd import data_time, unshown_share
 from extender.decisions.model import (
     FilterDecision,
     NodeName,
@@ -17,7 +20,7 @@ from extender.decisions.model import (
     Snapshot,
 )
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
-from extender.decisions.preemption import passing_after_victims
+from extender.decisions.preemption import ShownUse, passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import (
@@ -27,7 +30,7 @@ from extender.decisions.scoring import (
     top_hosts,
 )
 from extender.decisions.shortlist import shortlist, shortlist_size
-from extender.decisions.state import DecisionState
+from extender.decisions.state import NOMINATED
 from extender.decisions.table import Table
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
@@ -38,12 +41,13 @@ UNKNOWN_POLICY = 'decice: unknown policy "{}"'
 surfaces in the pod's FailedScheduling event (one entry, the text is the same)."""
 
 
-class Engine(DecisionState):
-    """The verbs' decisions over the state (state.DecisionState) they read."""
+class Engine(HeldPods):
+    """The verbs' decisions over the state (state.DecisionState, held.HeldPods) they read."""
 
     def filter(self, args: ExtenderArgs, now: float) -> FilterDecision:
         if not self.is_ours(args.pod):
             return FilterDecision(failed={})
+        self.expire_tentative(now)
         names = args.names
         policy = self.policy_of(args.pod)
         if policy is None:
@@ -58,20 +62,23 @@ class Engine(DecisionState):
         tight, needs = self.guard.fit(policy, table, args.pod, names, failed, self._snapshot, now)
         if cleared and tight:
             tight = tight - cleared
-        rule = fit_rule(policy)
-        resolvable = dict.fromkeys(tight, rule.reason) if tight and rule is not None else {}
-        rejected = frozenset(failed).union(tight) if tight else frozenset(failed)
+        if tight:
+            # Too small for this pod: unresolvable, as kube-scheduler's preemption dry run
+            # (SelectVictimsOnNode) runs its own Filter plugins only, which the node passed:
+            # it finds no victim there and v1.35.4 fails the attempt with "expected at least
+            # one victim pod on node" (tests/e2e/test_recent_preemption.py).
+            reason = fit_rule(policy).reason  # type: ignore[union-attr]
+            failed = {**failed, **dict.fromkeys(tight, reason)}
+        rejected = frozenset(failed)
         since = overflow = None
         if rejected and rejected.issuperset(names):  # it fits on no node: it waits for room
             since = _waiting_since(self.pods.get(args.pod.uid), args.pod, now)
             if now - since >= self.settings.herd_guard.wait_for_room:
-                rejects = {**failed, **resolvable}
                 overflow = self.guard.overflow(
-                    policy, table, rejects, self._snapshot, self.sizes, now
+                    policy, table, failed, self._snapshot, self.sizes, now
                 )
             if overflow is not None:  # waited long enough: where it does least harm
                 failed = {n: r for n, r in failed.items() if n != overflow}
-                resolvable.pop(overflow, None)
                 rejected = rejected - {overflow}
         passed = None
         if since is None and not cleared:
@@ -84,7 +91,7 @@ class Engine(DecisionState):
             waits = since is not None and overflow is None
             until = since + self.settings.herd_guard.wait_for_room if waits else None  # type: ignore[operator]
             _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
-        return FilterDecision(failed=failed, resolvable=resolvable, passed=passed)
+        return FilterDecision(failed=failed, passed=passed)
 
     def _shortlisted(
         self, table: Table, args: ExtenderArgs, rejected: int, tight: Set[NodeName]
@@ -132,15 +139,23 @@ class Engine(DecisionState):
         the victims are gone (decisions.preemption)."""
         if not self.is_ours(args.pod):
             return args.victims
+        self.expire_tentative(now)
         policy = self.policy_of(args.pod)
         if policy is None:
             return {}
         table = self.table(now, policy)
         cores = self.guard.expected(args.pod, self._snapshot, now).cores
+        shown = self._shown_use(policy, now)
         kept = passing_after_victims(
-            policy, table, self._snapshot, self._herd, args.victims, cores, now
+            policy, table, self._snapshot, self._herd, args.victims, cores, now, shown, args.pod.uid
         )
         self.preemptions.remember(args.pod.uid, kept, now)
+        if len(kept) == 1:
+            # The scheduler nominates the pod to the one node left it, at once: counted
+            # there now, not when the pod watch shows the nomination (its events come up
+            # to a batch late, and the next pod may be filtered before).
+            [node] = kept
+            self.nominate(args.pod.uid, node, args.pod, now, tentative=True)
         return kept
 
     def _cleared_for_preemptor(
@@ -149,12 +164,53 @@ class Engine(DecisionState):
         """The nodes where /preempt accepted victims for `pod`, still passing once those
         victims are gone (decisions.preemption: the scheduler asks again before our pod
         watch sees them deleted)."""
-        victims = self.preemptions.of(pod.uid, now)
-        if not victims:
+        accepted = self.preemptions.get(pod.uid, now)
+        held = self._herd.reservations.get(pod.uid)
+        nominated = held.node if held is not None and held.source == NOMINATED else None
+        if accepted is None and nominated is None:
             return frozenset()
+        victims = dict(accepted.victims) if accepted is not None else {}
+        if nominated is not None:  # its own room: judged without it, then with it
+            victims.setdefault(nominated, {"Pods": [], "NumPDBViolations": 0})
         cores = self.guard.expected(pod, self._snapshot, now).cores
-        kept = passing_after_victims(policy, table, self._snapshot, self._herd, victims, cores, now)
+        shown = self._shown_use(policy, now, gone_at=accepted.at if accepted else None)
+        kept = passing_after_victims(
+            policy, table, self._snapshot, self._herd, victims, cores, now, shown, pod.uid
+        )
         return frozenset(kept)
+
+    def _shown_use(self, policy: Policy, now: float, gone_at: float | None = None) -> ShownUse:
+        """Cores of a victim's measured use that the herd metric shows now (preemption.py):
+        its own measured use or its workload's quantile, in the share its reservation no
+        longer holds (all of it without one); none when we know no measurement of it.
+        `gone_at`: when the victims were deleted (a preemptor's retry): from then on the
+        metric shows a stopped pod less, as it showed a new one more."""
+        snapshot, settle = self._snapshot, self.settings.herd_guard.settle
+        window = self.guard.window.seconds
+        data_at = data_time(snapshot, [policy.herd_metric]) if policy.herd_metric else None
+        fading = 1.0 if gone_at is None else unshown_share(gone_at, data_at, settle, window)
+
+        def shown(uid: str, node: NodeName) -> float:
+            reservation = self._herd.reservations.get(uid)
+            if fading <= 0 or (reservation is not None and reservation.node != node):
+                return 0.0
+            memo = self.pods.get(uid)
+            if memo is not None:
+                facts = memo.facts
+            elif reservation is not None and reservation.pod is not None:
+                namespace, name = reservation.pod
+                facts = PodFacts(uid, name, namespace, "", None)
+            else:
+                return 0.0
+            expected = self.guard.expected(facts, snapshot, now)
+            if expected.source not in MEASURED:
+                return 0.0
+            held = 0.0
+            if reservation is not None:
+                held = unshown_share(reservation.bound_at, data_at, settle, window)
+            return expected.cores * (1.0 - held) * fading
+
+        return shown
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""

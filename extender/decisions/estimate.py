@@ -23,6 +23,8 @@ from extender.policy.sections import HerdGuardSettings
 
 SOURCES = ("workload", "own", "request", "default")
 """Where an estimate came from (the label of decice_herd_estimates_total)."""
+MEASURED = frozenset({"workload", "own"})
+"""The sources that are measured use, not a pod's request."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,15 @@ class HerdGuard:
             now,
         )
 
+    def release(
+        self, uid: str, gone: PodFacts | None, snapshot: Snapshot, now: float
+    ) -> NodeName | None:
+        """The pod was deleted or finished (`gone`: on that node); its node, or None."""
+        if gone is None or not gone.node_name:
+            return self.ledger.release(uid)
+        shown = self.shown_use(gone, snapshot, now)
+        return self.ledger.release(uid, (gone.node_name, shown, now))
+
     def shown_use(self, pod: PodFacts, snapshot: Snapshot, now: float) -> float | None:
         """Cores the metric shows a running pod using, as far as we know it: its own
         measured use, else its workload's (no more than its request: the quantile is a

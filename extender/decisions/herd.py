@@ -43,7 +43,8 @@ class Reservation:
     """Its expected use when placed (estimate.expected_use)."""
     bound_at: float
     source: str = "bind"
-    """"bind" (ours) or "watch" (seen assigned through the pod watch)."""
+    """"bind" (ours), "watch" (seen assigned through the pod watch) or "nominated" (seen
+    nominated to the node, not bound yet: decisions.state.DecisionState.nominate)."""
     basis: str = ""
     """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
     pod: tuple[str, str] | None = None
@@ -99,6 +100,7 @@ class HerdLedger:
         self._load: dict[NodeName, float] = {}
         """node -> utilisation the reservations add (the sum of `_charged`)."""
         self._node_cores: Mapping[NodeName, float] = {}
+        self._sizes_watched = False
         self._data_at: float | None = None
         self._usage: UsageTable = EMPTY
 
@@ -110,10 +112,6 @@ class HerdLedger:
         self._recount()
 
     @property
-    def window(self) -> float:
-        return self._window
-
-    @property
     def reservations(self) -> Mapping[str, Reservation]:
         return self._reservations
 
@@ -122,13 +120,6 @@ class HerdLedger:
         """The live per-node load (not a copy: read it, do not keep it)."""
         return self._load
 
-    def charged(self, uid: str) -> float:
-        """Cores the pod's reservation adds now (0 when it has none)."""
-        reservation = self._reservations.get(uid)
-        if reservation is None:
-            return 0.0
-        return self._charged[uid] * self._cores_of(reservation.node)
-
     @property
     def node_cores(self) -> Mapping[NodeName, float]:
         return self._node_cores
@@ -136,6 +127,14 @@ class HerdLedger:
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
         if cores != self._node_cores:
             self._node_cores = cores
+            self._recount()
+
+    def watch_sizes(self) -> None:
+        """Node sizes come from a node watch: a node it has not told of is of unknown size,
+        and its reservations count nothing until it is (no veto rests on a guessed size;
+        herdGuard.defaultNodeCores stands in only where nothing watches nodes)."""
+        if not self._sizes_watched:
+            self._sizes_watched = True
             self._recount()
 
     def reserve(self, reservation: Reservation) -> bool:
@@ -187,7 +186,7 @@ class HerdLedger:
             reservation = self._reservations.get(uid)
             if reservation is not None and reservation.node == node:
                 load -= self._charged[uid]
-        load += arriving / self._cores_of(node)
+        load += arriving / self.cores_of(node)
         return max(load, 0.0)
 
     def drop_node(self, node: NodeName) -> list[str]:
@@ -262,7 +261,7 @@ class HerdLedger:
         unshown = unshown_share(r.bound_at, data_at, self._guard.settle, self._window)
         if unshown <= 0:
             return 0.0
-        return self._cores(r, usage) * unshown / self._cores_of(r.node)
+        return self._cores(r, usage) * unshown / self.cores_of(r.node)
 
     def _cores(self, r: Reservation, usage: UsageTable) -> float:
         """Its expected use, or its own measured use once Prometheus has it."""
@@ -277,5 +276,10 @@ class HerdLedger:
         usage = snapshot.usage
         return usage if usage_fresh(usage, self._guard, snapshot.taken_at) else EMPTY
 
-    def _cores_of(self, node: NodeName) -> float:
-        return self._node_cores.get(node) or self._guard.default_node_cores
+    def cores_of(self, node: NodeName) -> float:
+        """The node's cores; infinite (a share of nothing) for a node of unknown size when
+        sizes are watched (`watch_sizes`)."""
+        known = self._node_cores.get(node)
+        if known:
+            return known
+        return math.inf if self._sizes_watched else self._guard.default_node_cores

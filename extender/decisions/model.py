@@ -106,13 +106,11 @@ class FilterDecision:
     """The nodes of one filter request that fail, with the reason; the rest pass."""
 
     failed: Mapping[NodeName, str]
-    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes)."""
-    resolvable: Mapping[NodeName, str] = field(default_factory=dict)
-    """Rejected for this pod only: too little headroom for what it is expected to use
-    (FailedNodes, so the scheduler may try preemption there, which our /preempt judges)."""
+    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes): for what the
+    metrics say, or too little headroom for what this pod is expected to use."""
     passed: Sequence[NodeName] | None = None
     """The nodes that pass, when not all the others do: our shortlist (decisions.shortlist),
-    a subset of the request's. None: every node neither failed nor left out."""
+    a subset of the request's. None: every node that did not fail."""
 
 
 @dataclass(frozen=True, slots=True)

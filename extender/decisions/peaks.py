@@ -94,4 +94,3 @@ class NodePeaks:
         """The node's spread (standard deviation) now, or None when it has none yet."""
         s = self._spreads.get(node)
         return math.sqrt(s.variance) if s is not None else None
-

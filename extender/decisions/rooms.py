@@ -110,10 +110,12 @@ class Sizes:
     """The nodes' CPU cores, as the node watch reports them."""
 
     cores: Mapping[NodeName, float]
-    default: float
-    """For a node whose size is unknown (herdGuard.defaultNodeCores)."""
+    default: float | None
+    """For a node whose size is unknown (herdGuard.defaultNodeCores); None when a node watch
+    tells sizes: a node it has not told of has no room figure, so no pod is turned away
+    from it for want of room (the scheduler's resource checks stand)."""
 
-    def of(self, node: NodeName) -> float:
+    def of(self, node: NodeName) -> float | None:
         return self.cores.get(node) or self.default
 
 
@@ -130,7 +132,11 @@ def rooms_of(
     rule: FitRule, evals: Mapping[NodeName, NodeEval], nodes: Iterable[NodeName], sizes: Sizes
 ) -> dict[NodeName, float | None]:
     """node -> its room (None: not indexed), for `nodes`."""
-    return {n: room_of(rule, evals[n], sizes.of(n)) for n in nodes}
+    out: dict[NodeName, float | None] = {}
+    for n in nodes:
+        size = sizes.of(n)
+        out[n] = None if size is None else room_of(rule, evals[n], size)
+    return out
 
 
 def tight_nodes(
@@ -155,19 +161,18 @@ def overflow_node(
     evals: Mapping[NodeName, NodeEval],
     candidates: Iterable[NodeName],
     sizes: Sizes,
-    ceiling: float = 1.0,
 ) -> NodeName | None:
     """The node with the most headroom (cores under the threshold, negative above it) of
     `candidates`, for a pod that has waited `herdGuard.waitForRoom` for room on any node:
     rather than wait on, it goes where it does least harm. None when no candidate has a
-    value of the herd metric to judge by."""
+    value of the herd metric to judge by. A node of unknown size counts as one core."""
     best: tuple[float, NodeName] | None = None
     for n in candidates:
         e = evals.get(n)
         value = e.values[rule.index] if e is not None else None
-        if value is None or value >= ceiling:
+        if value is None:
             continue
-        room = (rule.above - value) * sizes.of(n)
+        room = (rule.above - value) * (sizes.of(n) or 1.0)
         if best is None or (room, n) > best:
             best = (room, n)
     return best[1] if best is not None else None

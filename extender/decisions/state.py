@@ -23,6 +23,9 @@ from extender.decisions.usage import UsageTable
 from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 
+NOMINATED = "nominated"
+"""The source of a reservation held for a nominated pod (decisions.held)."""
+
 
 class DecisionState:
     def __init__(
@@ -40,6 +43,12 @@ class DecisionState:
         """The victims /preempt accepted, by preemptor (decisions.preemption)."""
         self.turned_away = turned_away
         """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
+        self._sizes_watched = False
+        self._tentative: dict[str, float] = {}
+        """Nominations /preempt expects, not yet shown by the pod watch: uid -> until when."""
+        self.nominations: Callable[[str, bool], None] = lambda uid, counted: None
+        """Told of each pod counted (True) or no longer counted (False) on a nominated node:
+        the pod watch's sieve keeps that pod's lines (cluster.podsieve)."""
         self._snapshot = snapshot
         sizes = self.sizes
         self._tables = PolicyTables(build_tables(settings, snapshot, {}, now, sizes), sizes)
@@ -100,8 +109,22 @@ class DecisionState:
 
     @property
     def sizes(self) -> Sizes:
-        """The nodes' cores as the node watch told them (for the rooms' index)."""
-        return Sizes(self._herd.node_cores, self.settings.herd_guard.default_node_cores)
+        """The nodes' cores as the node watch told them (for the rooms' index); a node it
+        has not told of is of unknown size once sizes are watched (`watch_sizes`)."""
+        default = None if self._sizes_watched else self.settings.herd_guard.default_node_cores
+        return Sizes(self._herd.node_cores, default)
+
+    def watch_sizes(self, now: float) -> None:
+        """A node watch tells node sizes (cluster.nodewatch): until it has told a node's, no
+        verb turns a pod away from that node for a reason resting on its size (the herd
+        guard's room and reservation shares, /preempt's arithmetic); they fail open to the
+        scheduler's own resource checks. Without a node watch, herdGuard.defaultNodeCores
+        stands in for every node, as configured."""
+        if not self._sizes_watched:
+            self._sizes_watched = True
+            self._herd.watch_sizes()
+            self._tables.resize(self.policies.values(), self.sizes)
+            self._tables.replace(self.policies, self._snapshot, {}, self.herd(), now)
 
     def policy_of(self, pod: PodFacts) -> Policy | None:
         """The policy the pod asks for (decice.io/policy), else the default; None when it
@@ -139,6 +162,11 @@ class DecisionState:
         """Herd guard: count a placed pod on its node until the metric shows it (guard.py),
         once per UID, told by our "bind" or the pod "watch". Its expected use comes from
         `pod` (the watch's reading), else our filter call's, else the request `cores`."""
+        held = self._herd.reservations.get(uid)
+        if held is not None and held.source == NOMINATED and source != NOMINATED:
+            self.release(uid, now)  # the nominated pod landed: from now on it is placed
+            self.nominations(uid, False)
+            self._tentative.pop(uid, None)
         memo = self.pods.get(uid) if pod is None else None
         facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
         expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
@@ -148,18 +176,14 @@ class DecisionState:
         self._patch(node, now)
         return True
 
-    def release(self, uid: str, now: float, pod: PodFacts | None = None) -> bool:
-        """The pod was deleted or finished: what it reserved is free again, and with `pod`
-        (its node and workload, from the watch) what the metric still shows of it is
-        credited to its node until the metric no longer shows it (herd.Departure)."""
-        gone = None
-        if pod is not None and pod.node_name and self.settings.herd_guard.departures:
-            gone = (pod.node_name, self.guard.shown_use(pod, self._snapshot, now), now)
-        node = self._herd.release(uid, gone)
-        if node is None:
-            return False
-        self._patch(node, now)
-        return True
+    def release(self, uid: str, now: float, gone: PodFacts | None = None) -> bool:
+        """The pod was deleted or finished: what it reserved is free again; with `gone`
+        (the pod on the node it ran on) its node is credited what the metric still shows
+        of it (herd.departure)."""
+        node = self.guard.release(uid, gone, self._snapshot, now)
+        if node is not None:
+            self._patch(node, now)
+        return node is not None
 
     def _patch(self, node: NodeName, now: float) -> None:
         self._tables.patch(self.policies.values(), node, self._snapshot, self._herd.load, now)

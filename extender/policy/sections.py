@@ -1,6 +1,5 @@
 """The service's sections of the policy file: listeners, Prometheus, the Kubernetes client,
-bind, the herd guard, requeue, the rebalancer, prioritize and explain.
-"""
+bind, the herd guard, requeue, the rebalancer, prioritize and explain."""
 
 from __future__ import annotations
 
@@ -127,7 +126,8 @@ class HerdGuardSettings(Model):
     default_cpu_request: Positive = 0.1
     """Cores counted for a pod without a CPU request (and nothing better known)."""
     default_node_cores: Positive = 4.0
-    """Node size used when the node's allocatable CPU is unknown."""
+    """Node size where nothing watches nodes (no Kubernetes API); with a node watch, a node
+    not yet known vetoes nothing on its size instead."""
     settle: Annotated[float, Strict(), Field(ge=0)] = 45.0
     """Seconds after a bind before the node metric can show any of the pod: the scrape
     interval, the recording rule's evaluation interval and our refresh, at worst. The
@@ -139,8 +139,8 @@ class HerdGuardSettings(Model):
     says what was read and why."""
     fit: StrictBool = True
     """The herd metric's filter.above counts the pod being placed: a node its expected use
-    would push past the threshold is turned away for this pod (as FailedNodes, so the
-    scheduler may preempt there: /preempt judges the node without its victims)."""
+    would push past the threshold is turned away for this pod (unresolvable: the scheduler's
+    preemption picks victims by its own filters, which that node passes)."""
     wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 1800.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
     it when a node has room); then it goes to the roomiest. 0: at once. The default is
@@ -155,9 +155,6 @@ class HerdGuardSettings(Model):
     peak_window: Annotated[float, Strict(), Field(gt=0)] = 600.0
     """Seconds the spread of a node's value is measured over (an exponentially weighted
     window)."""
-    departures: StrictBool = True
-    """Credit a node with what a pod that left it still shows in the metric, until the
-    metric's window has passed over its departure (herd.Departure)."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU

@@ -138,6 +138,7 @@ def watches(
             requeuer.recovered(engine.recovered(now), now)
 
     if kube is not None:
+        engine.watch_sizes(parts.clock())  # node sizes come from the node watch now
         nodes = NodeEventHandler(parts.nodes, engine, changed=nodes_changed, clock=parts.clock)
         informers.append(node_informer(settings, kube, nodes, parts.telemetry))
         if settings.kubernetes.watch_pods or seen is not None:

@@ -17,7 +17,8 @@ from extender.decisions.assignments import Assigned
 from extender.decisions.eligibility import read_eligibility
 from extender.decisions.engine import Engine
 from extender.decisions.nodes import NodeCache
-from extender.decisions.pods import PodError, PodMemo, read_pod
+from extender.decisions.pods import PodMemo, read_pod
+from extender.decisions.resources import PodError
 from extender.decisions.shadow import Assignment, ShadowLog, covers, judge
 from extender.policy.settings import Settings
 

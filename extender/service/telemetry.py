@@ -100,11 +100,11 @@ class _PlacementCollector(Collector):
         reservations, turned_away, pending, watches = self._figures()
         held = GaugeMetricFamily(
             "decice_herd_reservations",
-            "Placed pods the herd guard counts on their node until fresh metrics include "
-            "them, by who told us: bind (our own) or watch (any binder, from the pod watch).",
+            "Pods the herd guard counts on their node until fresh metrics include them, by "
+            "who told us: bind (ours), watch (any binder) or nominated (not bound yet).",
             labels=["source"],
         )
-        for source in ("bind", "watch"):
+        for source in ("bind", "watch", "nominated"):
             held.add_metric([source], float(reservations.get(source, 0)))
         yield held
         estimates = CounterMetricFamily(

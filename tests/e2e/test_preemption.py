@@ -29,8 +29,8 @@ import json
 
 import pytest
 
+from tests.e2e.conftest import GATE_VARIANTS
 from tests.harness.controlplane import (
-    ApiError,
     FakeNode,
     Stack,
     StartStack,
@@ -66,6 +66,7 @@ def table_verdicts(s: Stack, cpu: str) -> dict[str, str]:
         pytest.param({"nodes": 1, "share": 0.01}, id="shortlist-of-one"),
     ],
 )
+@pytest.mark.parametrize("scheduler_gates", GATE_VARIANTS, indirect=True)
 def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
     stack: StartStack, shortlist: dict[str, float] | None
 ) -> None:
@@ -113,13 +114,7 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
 
     assert node != "node-1"
     [victim] = [name for name, on in where.items() if on == node]
-    gone = []
-    for name in fillers:
-        try:
-            s.pod(name)
-        except ApiError as exc:
-            assert exc.status == 404, exc
-            gone.append(name)
+    gone = s.deleted(fillers)
     assert gone == [victim], f"deleted: {gone}, expected only {victim} (on {node})"
     assert s.extender_metric("decice_requests_total", {"verb": "preempt", "code": "200"}) >= 1
     preempted = s.wait_event(victim, "Preempted", 30)

@@ -75,7 +75,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 
-from tests.harness.loopback import LoopbackServer
+from tests.harness.loopback import LOCALHOST, LoopbackServer
 
 JSON = dict[str, Any]
 
@@ -361,9 +361,12 @@ class FakeKubeAPI:
 
     @property
     def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("FakeKubeAPI is not started")
-        return self._server.url
+        """Where it serves; while away (`go_away`), where it will serve again."""
+        if self._server is not None:
+            return self._server.url
+        if self._port:
+            return f"http://{LOCALHOST}:{self._port}"
+        raise RuntimeError("FakeKubeAPI is not started")
 
     def start(self) -> FakeKubeAPI:
         handler = type("Handler", (_Handler,), {"api": self})

@@ -1,0 +1,81 @@
+"""Pods the herd guard holds as they change before the metric shows them: nominated to a
+node (kube-scheduler keeps the room for a preemptor there), landed, or resized in place.
+
+`HeldPods` adds these to the state (state.DecisionState); the pod watch (cluster.podwatch)
+and /preempt (Engine.preempt) tell them. Pure: `now` is passed in.
+"""
+
+from __future__ import annotations
+
+from extender.decisions.model import NodeName
+from extender.decisions.pods import PodFacts
+from extender.decisions.state import NOMINATED, DecisionState
+
+TENTATIVE_SECONDS = 2.0
+"""How long a nomination /preempt expects waits for the pod watch to show it: the
+scheduler writes it within milliseconds of asking /preempt, the watch shows it a batch
+(0.1 s) later; a pod it never nominates (another extender dropped the node, the
+preemption failed, or /preempt was asked about a pod that does not exist) holds the room
+no longer."""
+
+
+class HeldPods(DecisionState):
+    def nominate(
+        self, uid: str, node: NodeName, pod: PodFacts, now: float, *, tentative: bool = False
+    ) -> bool:
+        """Count a pod nominated to `node` (`status.nominatedNodeName`, no node yet) there, as
+        placed a moment ago: kube-scheduler keeps that room for it, and a pod our filter
+        would send elsewhere must not take it first. A pod nominated elsewhere now moves;
+        its own filter does not count it against its node (Engine._cleared_for_preemptor).
+        Like kube-scheduler's nominator, but for pods of every priority (it counts only
+        those of equal or higher priority than the pod it filters).
+
+        `tentative`: we expect the nomination (/preempt left the scheduler one node) before
+        the pod watch shows it; unless it does within TENTATIVE_SECONDS, the room is freed
+        (the scheduler may have given up, or the pod never existed)."""
+        if tentative:
+            self._tentative[uid] = now + TENTATIVE_SECONDS
+        else:
+            self._tentative.pop(uid, None)  # the pod watch confirms it
+        held = self._herd.reservations.get(uid)
+        if held is not None:
+            if held.source != NOMINATED or held.node == node:
+                return False
+            self.release(uid, now)
+        counted = self.reserve(uid, node, pod.cpu_request, now, NOMINATED, pod=pod)
+        self.nominations(uid, counted)
+        return counted
+
+    def unnominate(self, uid: str, now: float) -> bool:
+        """The pod is nominated to no node any more (the scheduler cleared it after a failed
+        attempt, or a gang's members were rolled back): its room is free again."""
+        self._tentative.pop(uid, None)
+        held = self._herd.reservations.get(uid)
+        if held is None or held.source != NOMINATED:
+            return False
+        self.nominations(uid, False)
+        return self.release(uid, now)
+
+    def expire_tentative(self, now: float) -> None:
+        """Free the rooms of tentative nominations the pod watch never confirmed. O(1) while
+        there are none (the verbs call it)."""
+        if not self._tentative:
+            return
+        for uid, until in list(self._tentative.items()):
+            if now >= until:
+                self.unnominate(uid, now)
+
+    def resized(self, uid: str, pod: PodFacts, now: float) -> bool:
+        """A held pod's CPU request changed (an in-place resize, or its pod-level resources):
+        it counts at what it is expected to use now, from when it was placed (a reservation
+        from measured use does not move with its request)."""
+        held = self._herd.reservations.get(uid)
+        if held is None:
+            return False
+        expected = self.guard.expected(pod, self._snapshot, now)
+        if abs(expected.cores - held.cores) < 1e-9:
+            return False
+        self.release(uid, now)
+        return self.reserve(
+            uid, held.node, pod.cpu_request, now, held.source, pod=pod, assigned_at=held.bound_at
+        )
