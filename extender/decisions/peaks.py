@@ -3,12 +3,13 @@ the next refresh shows a pod placed there. Pure.
 
 The herd guard already adds what the metric does not show yet (herd.py); what is left is
 the swing no scheduler explains: work of other schedulers, daemons, noisy neighbours, a
-workload whose use moves. A node that has swung widely lately is likely to swing again,
+workload whose use moves. A node that has swung up lately is likely to swing up again,
 so it gets less headroom than a steady one at the same level. The spread is tracked per
-node as an exponentially weighted mean and variance of the value we predict for it (the
-metric plus the herd guard's load, so that our own placements, which the herd guard
-explains, add little to it), over `herdGuard.peakWindow`; the margin is
-`herdGuard.peakSigmas` times that spread, at most MAX_MARGIN. LoadVariationRiskBalancing
+node as an exponentially weighted mean and upward variance (swings above the mean only: a
+node that dropped has the room it shows) of the value we predict for it (the metric plus
+the herd guard's load, so that our own placements, which the herd guard explains, add
+little to it), over `herdGuard.peakWindow`; the margin is `herdGuard.peakSigmas` times how
+far that spread is above the typical node's, at most MAX_MARGIN. LoadVariationRiskBalancing
 (scheduler-plugins pkg/trimaran/loadvariationriskbalancing) scores on mean + margin x sd
 the same way, from load-watcher's 15-minute window; here the spread also filters.
 """
@@ -58,7 +59,10 @@ class NodePeaks:
         alpha = 1.0 - math.exp(-(at - old.at) / self.window)
         delta = value - old.mean
         mean = old.mean + alpha * delta
-        variance = (1.0 - alpha) * (old.variance + alpha * delta * delta)
+        # Swings up only (a semi-variance): a node that dropped, whose pods left or whose
+        # unseen work ended, has room now; it is no riskier for having been busier.
+        up = max(delta, 0.0)
+        variance = (1.0 - alpha) * (old.variance + alpha * up * up)
         return Spread(mean, variance, at)
 
     def preview(self, values: Mapping[NodeName, float], at: float) -> dict[NodeName, float]:

@@ -107,12 +107,6 @@ def story(
     kube.priority_class(LOW, 0)
     kube.priority_class(HIGH, 1000)
     policy = shipped_policy()
-    # The fillers are sized to fill their nodes by request (7 of node-2's 8 cores, 3 of
-    # node-3's 4): by expected use they fit under the threshold nowhere, so the shipped herd guard
-    # would hold each for herdGuard.waitForRoom (1800 s) before the roomiest node. That wait
-    # is shown elsewhere (tests/stories: compressed to 4 s; tests/decisions/test_rooms.py);
-    # here they go at once, as kube-scheduler alone would place them.
-    policy["herdGuard"]["waitForRoom"] = 0
     service, learned = control_plane.start_extender_before_api(
         policy, late, env={"PROMETHEUS_URL": prometheus.url}, workdir=tmp_path
     )
@@ -133,10 +127,13 @@ def story(
     assert refreshes(service) == ticks, "a refresh ran: the probe proved nothing"
     control_plane.wait_scheduler_nodes(len(NODES))
 
-    kube.create_pod(namespace, pod_manifest("filler-7", cpu="7", priority_class_name=LOW))
-    assert kube.wait_bound(namespace, "filler-7", 30) == "node-2"
-    kube.create_pod(namespace, pod_manifest("filler-3", cpu="3", priority_class_name=LOW))
-    assert kube.wait_bound(namespace, "filler-3", 30) == "node-3"
+    # The fillers fill their nodes by request (7 of node-2's 8 cores, 3 of node-3's 4),
+    # bound straight onto them (by expected use they fit under the threshold nowhere, and the
+    # shipped herd guard would hold each for herdGuard.waitForRoom: tests/decisions).
+    for name, cpu, where in (("filler-7", "7", "node-2"), ("filler-3", "3", "node-3")):
+        filler = pod_manifest(name, cpu=cpu, priority_class_name=LOW, node_name=where)
+        kube.create_pod(namespace, filler)
+        assert kube.wait_bound(namespace, name, 30) == where
     time.sleep(PAUSE)  # the story's pause, not a wait for a condition
     kube.create_pod(namespace, pod_manifest("urgent", cpu="3", priority_class_name=HIGH))
     node = kube.wait_bound(namespace, "urgent", 60)
