@@ -198,14 +198,15 @@ def test_a_pod_that_stopped_credits_its_node_what_the_metric_still_shows() -> No
     handler, engine, _ = handler_and_log()
     engine.set_node_cores({"node-1": 4.0})
     engine.install_usage(UsageTable(pods={("shop", "web-1"): 1.0}, fetched_at=NOW), NOW)
-    pod = {
-        "metadata": {"uid": "u-web-1", "name": "web-1", "namespace": "shop"},
+    meta = {"uid": "u-web-1", "name": "web-1", "namespace": "shop"}
+    pod: dict[str, Any] = {
+        "metadata": meta,
         "spec": {"nodeName": "node-1", "containers": [{"name": "c"}]},
         "status": {"phase": "Running"},
     }
     terminating = {
         **pod,
-        "metadata": {**pod["metadata"], "deletionTimestamp": "2027-01-15T08:00:00Z"},
+        "metadata": {**meta, "deletionTimestamp": "2027-01-15T08:00:00Z"},
     }
     handler("MODIFIED", terminating)
     assert engine.herd() == {}
