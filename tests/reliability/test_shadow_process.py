@@ -1,17 +1,21 @@
 """`decice-extender shadow` as a real process against the loopback API server, and
 `decice-extender shadow-report` reading it: another scheduler's placements are judged,
-and nothing is written to the API."""
+and nothing is written to the API; with a real Prometheus, a chosen node going over the
+threshold after a placement is counted as an exceedance."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from extender.cli.main import main
 from tests.harness.kubeapi import FakeKubeAPI, write_kubeconfig
 from tests.harness.loopback import wait_until_logged
+from tests.harness.promharness import FakeExporter, PrometheusServer
 from tests.harness.service import Service
 
 NS = "web"
@@ -59,3 +63,106 @@ def test_the_shadow_judges_and_the_report_reads_it(
             assert {r.method for r in api.requests} == {"GET"}  # read-only
         finally:
             shadow.kill()
+
+
+def test_the_shadow_counts_a_chosen_node_going_over_the_threshold_after(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    exporter: FakeExporter,
+    prometheus: PrometheusServer,
+) -> None:
+    """With a real Prometheus: a placement on our best node, whose node then goes over the
+    threshold, exceeded (as on a node already over it); one whose node stays cool waits out
+    its window. /metrics, /shadow, /explain and shadow-report all say so."""
+    cpu = {"node-a": 0.1, "node-b": 0.5, "node-c": 0.95}
+    for node, value in cpu.items():
+        exporter.set(node, value)
+    prometheus.wait_for("decice_node_cpu", lambda r: len(r) == len(cpu))
+    policy = {
+        "provider": "prometheus",
+        "prometheus": {"url": prometheus.url, "interval": 0.5, "timeout": 2, "maxBackoff": 1},
+        "metrics": [{"name": "cpu", "query": "decice_node_cpu", "filter": {"above": 0.9}}],
+        "herdGuard": {"enabled": False},
+        "shadow": {"schedulerNames": ["default-scheduler"], "exceedanceWindow": 3600},
+    }
+    with FakeKubeAPI(token="shadow-token") as api:
+        for i, name in enumerate(cpu, start=1):
+            api.add_node(name, f"10.0.0.{i}", cpu="4")
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, "shadow-token")
+        shadow = Service(policy, tmp_path, {"KUBECONFIG": str(kubeconfig)}, mode="shadow")
+        shadow.start()
+        try:
+            wait_until_logged(watching(shadow), 30, "the shadow watches", shadow.stderr)
+            wait_until_logged(
+                lambda: 'decice_metric_nodes{metric="cpu"} 3.0' in metrics(shadow),
+                30,
+                "the exporter's values",
+                shadow.stderr,
+            )
+            for name, node in (("p1", "node-a"), ("p2", "node-b"), ("p3", "node-c")):
+                api.add_pod(NS, name, f"uid-{name}", scheduler_name="default-scheduler")
+                api.assign(NS, name, node)
+
+            def exceedance() -> dict[str, Any]:
+                doc: dict[str, Any] = json.loads(shadow.get("/shadow")[1])["exceedance"]
+                return doc
+
+            wait_until_logged(
+                lambda: exceedance()["byVerdict"]["rejected"]["exceeded"] == 1,
+                30,
+                "the placement on node-c, already over, exceeded",
+                shadow.stderr,
+            )
+            exporter.set("node-a", 0.97)  # our best node turns hot after the placement
+            wait_until_logged(
+                lambda: exceedance()["byVerdict"]["best"]["exceeded"] == 1,
+                30,
+                "the placement on node-a exceeded",
+                shadow.stderr,
+            )
+            doc = exceedance()
+            assert doc["overall"] == {"judged": 2, "exceeded": 2, "share": 1.0}
+            assert doc["waiting"] == 1  # p2: node-b stays at 0.5, its window open an hour
+            assert doc["thresholds"] == {"default": "cpu above 0.9"}
+            exposed = metrics(shadow)
+            for verdict, outcome, count in (
+                ("best", "exceeded", 1),
+                ("rejected", "exceeded", 1),
+                ("top3", "exceeded", 0),
+                ("top3", "under", 0),
+            ):
+                labels = f'outcome="{outcome}",policy="default",verdict="{verdict}"'
+                assert f"decice_shadow_exceedance_total{{{labels}}} {count}.0" in exposed
+            explained = json.loads(shadow.get(f"/explain?pod={NS}/p1")[1])["shadow"]
+            assert explained["verdict"] == "best"
+            assert explained["exceedance"]["outcome"] == "exceeded"
+            assert explained["exceedance"]["value"] == 0.97
+            waiting = json.loads(shadow.get(f"/explain?pod={NS}/p2")[1])["shadow"]
+            assert waiting["exceedance"]["outcome"] == "waiting"
+
+            assert main(["shadow-report", "--url", shadow.url]) == 0
+            out = capsys.readouterr().out
+            assert (
+                "exceedance: the chosen node over the threshold (cpu above 0.9) within 60 min "
+                "after, since the start\n"
+            ) in out
+            assert "  on our best node                   100.0 % (1 of 1)" in out
+            assert "  on a node our filter rejects       100.0 % (1 of 1)" in out
+            assert "  all placements                     100.0 % (2 of 2)" in out
+            assert "  not counted: 1 in their window still, 0 with no fresh data" in out
+            assert {r.method for r in api.requests} == {"GET"}  # read-only
+        finally:
+            shadow.kill()
+
+
+def watching(shadow: Service) -> Callable[[], bool]:
+    def up() -> bool:
+        status, body = shadow.get("/readyz")
+        watches = json.loads(body).get("watches", {}) if status == 200 else {}
+        return bool(watches) and all(w["watching"] for w in watches.values())
+
+    return up
+
+
+def metrics(shadow: Service) -> str:
+    return shadow.get("/metrics")[1].decode()
