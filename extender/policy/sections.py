@@ -309,7 +309,12 @@ class ShadowSettings(Model):
     label_selector: LabelSelectorSettings | None = None
     """Judge only pods whose labels this selector matches (matchLabels, matchExpressions)."""
     keep: Count = 10_000
-    """Assignments kept for the summary (the last ones: a ring, so memory stays bounded)."""
+    """Assignments kept for the summary (the last ones: a ring, so memory stays bounded);
+    also the most placements watched for exceedance at once (the oldest let go beyond)."""
+    exceedance_window: Seconds = 300.0
+    """Seconds after a placement within which its node going over the policy's threshold
+    (its herd metric's filter.above; without one, its first metric with a filter.above)
+    counts as an exceedance, as the refreshes after the placement see it."""
 
 
 class OverloadSettings(Model):

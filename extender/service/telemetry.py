@@ -237,40 +237,6 @@ class OverloadTelemetry:
         self.changes.labels(action, outcome).inc()
 
 
-class ShadowTelemetry:
-    """Shadow mode's series: every placement judged, the score gaps, the rejections."""
-
-    GAP_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.assignments = Counter(
-            "decice_shadow_assignments",
-            "Placements another scheduler made, judged against our scores: best (our best "
-            "node), top3, other (a node our filter passes), rejected (one it rejects).",
-            ["policy", "verdict"],
-            registry=registry,
-        )
-        self.gap = Histogram(
-            "decice_shadow_score_gap",
-            "Our best node's score (0..10) less the chosen node's.",
-            ["policy"],
-            buckets=self.GAP_BUCKETS,
-            registry=registry,
-        )
-        self.rejected = Counter(
-            "decice_shadow_rejected",
-            "Placements onto nodes our filter rejects, by its reason.",
-            ["policy", "reason"],
-            registry=registry,
-        )
-
-    def judged(self, policy: str, verdict: str, gap: int, reason: str | None) -> None:
-        self.assignments.labels(policy, verdict).inc()
-        self.gap.labels(policy).observe(gap)
-        if reason is not None:
-            self.rejected.labels(policy, reason).inc()
-
-
 GIT_COMMIT_ENV = "DECICE_GIT_COMMIT"
 """Where the image keeps the commit it was built from (the Dockerfile's GIT_COMMIT)."""
 
