@@ -112,6 +112,7 @@ import yaml
 
 from extender.policy.windows import query_window
 from tests.e2e.test_workload_estimate import HOT, RULES, measured_use, node_values
+from tests.harness.controllers import ReplicaSetPlayer
 from tests.harness.controlplane import (
     REPO,
     SCHEDULER_NAME,
@@ -144,7 +145,7 @@ RUNNING_ON = ("node-4", "node-5", "node-6", "node-7")
 HISTORY = 420.0
 """Seconds the running pods and the nodes' counters have run before the run starts."""
 TEMPLATE_HASH = "5f8c9d7b6a"
-VARIANTS = ("kube-scheduler", "ours", "ours-rule-only")
+VARIANTS = ("kube-scheduler", "ours", "ours-no-rebalancer", "ours-rule-only")
 RUNS = 3
 ORDER = [(variant, run) for run in range(1, RUNS + 1) for variant in VARIANTS]
 """The runs, interleaved: a slow spell of the machine falls on every variant alike."""
@@ -183,6 +184,20 @@ def cpu_query(raw: dict[str, Any]) -> str:
 
 
 @dataclass
+class Move:
+    """A pod the rebalancer evicted, and its ReplicaSet's successor (the bench plays it)."""
+
+    second: int
+    """When the bench saw it gone (seconds after the first pod)."""
+    pod: str
+    node: str | None
+    successor: str
+    landed: str | None = None
+    """Where the successor started (None: not bound by the end)."""
+    landed_at: int | None = None
+
+
+@dataclass
 class Run:
     variant: str
     number: int
@@ -197,6 +212,12 @@ class Run:
     """Seconds from the run's start to its first pod."""
     seen: list[tuple[int, dict[str, float]]] = field(default_factory=list)
     """(second, node -> cpu value our service held) for the moving nodes (ours only)."""
+    moves: list[Move] = field(default_factory=list)
+    """The pods that left their node (evicted by the rebalancer), in order."""
+
+    @property
+    def moved(self) -> int:
+        return len(self.moves)
 
     @property
     def hot_seconds(self) -> int:
@@ -234,6 +255,15 @@ class Run:
         for second, values in self.seen:
             row = " ".join(f"{n[5:]}:{values.get(n, float('nan')):.2f}" for n in MOVING)
             lines.append(f"  our cpu value at {second:3d} s: {row}")
+        if self.moves:
+            lines.append(
+                f"  pods moved: {self.moved}: "
+                + "; ".join(
+                    f"{m.second} s {(m.node or '?')[5:]} -> {(m.landed or 'unbound')[5:]}"
+                    + (f" ({m.landed_at} s)" if m.landed_at is not None else "")
+                    for m in self.moves
+                )
+            )
         return "\n".join(lines)
 
     def spells(self) -> list[str]:
@@ -269,11 +299,15 @@ def summary(found: list[Run]) -> str:
             figures = [r.hot_seconds for r in runs]
             listed = " ".join(str(f) for f in figures)
             busy = " ".join(f"{r.onto_busy[0]}/{r.onto_busy[1]}" for r in runs)
+            moved = " ".join(str(r.moved) for r in runs)
             lines.append(
-                f"  {variant:15s} {listed:16s} median {statistics.median(figures):5g}"
-                f"   onto busy nodes (before/after the move): {busy}"
+                f"  {variant:18s} {listed:16s} median {statistics.median(figures):5g} "
+                f"(spread {min(figures)}-{max(figures)})"
+                f"   onto busy nodes (before/after the move): {busy}; pods moved: {moved}"
             )
     for variant in VARIANTS[1:]:
+        if not any(r.variant == variant for r in found):
+            continue
         window = query_window(cpu_query(policy(variant)))
         lines.append(f"  {variant}: herd guard window {window.seconds:g} s ({window.why})")
     lines.append(
@@ -359,6 +393,13 @@ def moving_load(
                 "our service has read the workloads' measured use",
             )
 
+            if variant != "ours-no-rebalancer":
+                # As the chart ships it: `decice-extender rebalance` beside the service,
+                # on the same policy (rebalance.mode: evict), its own RBAC.
+                control_plane.start_rebalancer(
+                    raw, env={"PROMETHEUS_URL": prometheus.url}, workdir=tmp
+                )
+
             def view() -> dict[str, float]:
                 values = node_values(s)
                 return {n: values[n] for n in MOVING if n in values}
@@ -384,8 +425,22 @@ def arrivals(
     """The scenario: one pod a second for ARRIVALS s, the load moving at MOVE_AT s, every
     node's demand sampled each second until TAIL s after the last arrival."""
     first = len(RUNNING_ON)
-    uids: dict[str, str] = {}
+    arriving: set[str] = set()
     placed: dict[str, tuple[str, int]] = {}
+    moves: dict[str, Move] = {}
+    """successor -> the move that made it."""
+
+    def start(name: str, uid: str, node: str) -> None:
+        exporter.run(namespace, name, node, USE, web.owner, uid=uid)
+
+    def stop(name: str, node: str) -> None:
+        exporter.stop(namespace, name)
+
+    # The kubelet and the ReplicaSet controller, played (no controller runs here).
+    player = ReplicaSetPlayer(
+        kube, namespace, web, next_index=first + ARRIVALS, on_start=start, on_stop=stop
+    )
+    player.running(kube.pods(namespace))
     hot: dict[str, list[int]] = {n.name: [] for n in NODES}
     seen: list[tuple[int, dict[str, float]]] = []
     late = 0.0
@@ -403,15 +458,23 @@ def arrivals(
                 exporter.set_background(n.name, background(n.name, True), now)
         if second < ARRIVALS:
             pod = kube.create_pod(namespace, web.pod(first + second, scheduler_name=SCHEDULER_NAME))
-            uids[pod["metadata"]["name"]] = pod["metadata"]["uid"]
-        # The kubelet's part: a pod the API shows bound starts using its 0.5 core.
-        for name, node in kube.nodes_of(namespace).items():
-            if name in uids and node and name not in placed:
+            player.created(pod)
+            arriving.add(pod["metadata"]["name"])
+        # The kubelet's part: a pod the API shows bound starts using its 0.5 core (and is
+        # reported Running); the ReplicaSet's: an evicted pod gets a successor.
+        step = player.step()
+        for name, node in step.started:
+            if name in arriving:
                 placed[name] = (node, second)
-                exporter.run(namespace, name, node, USE, web.owner, uid=uids[name])
+            elif name in moves:
+                moves[name].landed, moves[name].landed_at = node, second
+        for gone in step.departures:
+            moves[gone.successor] = Move(second, gone.name, gone.node, gone.successor)
         for n in NODES:
             if exporter.demand(n.name) > HOT:
                 hot[n.name].append(second)
         if view is not None and second % VIEW_EVERY == 0:
             seen.append((second, view()))
-    return Run(variant, number, hot, placed, ARRIVALS - len(placed), late, setup, seen)
+    run = Run(variant, number, hot, placed, ARRIVALS - len(placed), late, setup, seen)
+    run.moves = list(moves.values())
+    return run

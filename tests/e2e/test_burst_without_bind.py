@@ -1,10 +1,10 @@
 """A burst stays level without bindVerb: the scheduler's own binder binds, and the herd
 guard learns of each placement from the pod watch alone.
 
-DESIGN.md §8 measured it on this chain: a 12-pod burst into a 3-node zone with one cool
-node went 6/3/3 without our bind, the level split for those loads. Issue 45 found 8 on
-the cool node after the watch's batch pause went from 50 to 100 ms and the fit filter
-came in.
+It was measured on this chain before (November 2026): a 12-pod burst into a 3-node zone
+with one cool node went 6/3/3 without our bind, the level split for those loads. Issue 45
+found 8 on the cool node after the watch's batch pause went from 50 to 100 ms and the fit
+filter came in.
 
 The chain: config/extender.yaml whole with `bind.enabled: false` (so the printed scheduler
 config has no bindVerb), only `prometheus.interval` shortened, reading a real Prometheus

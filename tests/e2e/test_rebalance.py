@@ -24,9 +24,9 @@ minAvailable 1, allows no disruption) and two `web` pods; node-2 and node-3 one 
 each; node-4 none. Every pod requests and uses half a core (0.125 of a node). node-1 is at
 0.575. Then the load moves onto it: background 0.7, node-1 at 1.075, over the filter's
 0.85. Two pods must leave for it to pass again (0.825). `db-0` ranks first to move (the
-same relief, the first name), so this is DESIGN.md §8's case: a refused pod that kept its
-node's one eviction slot left the movable pods beside it where they were. Then the load
-moves away (background 0.2 again).
+same relief, the first name): the case once measured on this chain, where a refused pod
+kept its node's one eviction slot and the movable pods beside it stayed where they were.
+Then the load moves away (background 0.2 again).
 
 What the first runs found (3 of 3 green, 28-31 s each): the two `web` pods of node-1
 moved 3.3-4.1 s after the load did (sustain 2 at a 1 s interval, plus a scrape and a
