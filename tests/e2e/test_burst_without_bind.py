@@ -43,6 +43,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.conftest import GATE_VARIANTS
 from tests.e2e.test_workload_estimate import node_values
 from tests.harness.controlplane import REPO, StartStack, fake_nodes, pod_manifest
 from tests.harness.promharness import FakeExporter, PrometheusServer, prometheus_binary
@@ -65,6 +66,7 @@ def shipped_without_bind() -> dict[str, Any]:
     return policy
 
 
+@pytest.mark.parametrize("scheduler_gates", GATE_VARIANTS, indirect=True)
 def test_a_burst_without_bind_verb_fills_the_nodes_to_the_level(
     stack: StartStack, tmp_path: Path
 ) -> None:
