@@ -48,6 +48,7 @@ class Engine(HeldPods):
         if not self.is_ours(args.pod):
             return FilterDecision(failed={})
         self.expire_tentative(now)
+        self.unexpect(args.pod.uid, now)  # scheduled again: not where we expected it
         names = args.names
         policy = self.policy_of(args.pod)
         if policy is None:
@@ -83,6 +84,8 @@ class Engine(HeldPods):
         passed = None
         if since is None and not cleared:
             passed = self._shortlisted(table, args, len(rejected), tight)
+            if passed is not None and len(passed) == 1 and self.expecting:
+                self.expect(args.pod.uid, passed[0], args.pod, now)
         shortlisted = len(passed) if passed is not None else None
         self.pods.remember(
             _memo(args, policy, table, rejected, self._snapshot, now, since, shortlisted)
@@ -99,12 +102,20 @@ class Engine(HeldPods):
         """Our best measured nodes that pass (`prioritize.shortlist`), plus every passing node
         we have no data for (decisions.shortlist); None when every passing node goes: the
         shortlist is off, no more nodes pass than that, or the pod weighs nodes itself (its
-        preferred affinities and spreading are the scheduler's to score)."""
+        preferred affinities and spreading are the scheduler's to score). Our best one only
+        while pods we expect are not seen bound yet (held.HeldPods.expecting)."""
         rule = self.settings.prioritize.shortlist
         names = args.names
-        if rule is None or args.pod.prefers:
+        if args.pod.prefers:
             return None
-        keep = shortlist_size(rule.nodes, rule.share, len(names) - rejected)
+        passing = len(names) - rejected
+        if self.expecting and (self.unconfirmed or passing == 1):
+            # A burst we learn of late, or one node left it: the pod goes where it counts.
+            keep: int | None = 1 if passing >= 1 else None
+        elif rule is None:
+            return None
+        else:
+            keep = shortlist_size(rule.nodes, rule.share, passing)
         if keep is None:
             return None
         whole = table.whole.nodes  # the measured nodes that pass
@@ -124,15 +135,28 @@ class Engine(HeldPods):
         policy = self.policy_of(args.pod) if self.is_ours(args.pod) else None
         if policy is None:  # not ours, or an unknown policy (the filter rejected it)
             return Priorities(names, whole=NO_SCORES)
+        self.expire_tentative(now)
+        self.unexpect(args.pod.uid, now)  # asked again (no filterVerb): judged without it
         table = self.table(now, policy)
         if self.pods.get(args.pod.uid) is None:  # no filterVerb: remember it here
             self.pods.remember(_memo(args, policy, table, frozenset(), self._snapshot, now))
+        guarded = self.expecting
         max_hosts = self.settings.prioritize.max_hosts
         if has_candidates_metric(policy) or (max_hosts is not None and len(names) > max_hosts):
-            return _scored(policy, table, args, max_hosts)
-        if args.exactly is table.whole.nodes:  # the common case: see table.WholeAnswer
-            return Priorities(names, whole=table.whole.encoded())
-        return Priorities(names, fragments=table.fragments)
+            answer = _scored(policy, table, args, max_hosts)
+            best = _best_scored(answer, args.pod.uid) if guarded else None
+        else:
+            whole = args.exactly is table.whole.nodes  # the common case: table.WholeAnswer
+            if whole:
+                answer = Priorities(names, whole=table.whole.encoded())
+            else:
+                answer = Priorities(names, fragments=table.fragments)
+            best = _best_ranked(table, args, whole) if guarded else None
+        if best is not None:
+            # Counted there now: the scheduler decides its next pods before the watch
+            # shows this one bound (held.HeldPods.expecting).
+            self.expect(args.pod.uid, best, args.pod, now)
+        return answer
 
     def preempt(self, args: PreemptionArgs, now: float) -> Mapping[str, object]:
         """Keep the scheduler's victims exactly, for the nodes our filter would pass once
@@ -303,6 +327,30 @@ def _scored(policy: Policy, table: Table, args: ExtenderArgs, max_hosts: int | N
         return Priorities(names, scores=scores)
     keep = top_hosts(names, scores, max_hosts, tie_start(args.pod.uid, len(names)))
     return Priorities([names[i] for i in keep], scores=[scores[i] for i in keep])
+
+
+def _best_ranked(table: Table, args: ExtenderArgs, whole: bool) -> NodeName | None:
+    """The node of `args` our table ranks first (ties from the pod's own starting point,
+    as the shortlist breaks them), or None when a node we have no data for may outscore it."""
+    asked = None if whole else frozenset(args.names)
+    best = shortlist(table.ranking, 1, args.pod.uid, asked)
+    if not best:
+        return None
+    outscored = not whole and table.unknown_score > table.scores[best[0]]
+    if outscored and any(n not in table.evals for n in args.names):
+        return None
+    return best[0]
+
+
+def _best_scored(answer: Priorities, uid: str) -> NodeName | None:
+    """The highest-scored host of an answer scored for its request (ties from the pod's
+    own starting point)."""
+    hosts, scores = answer.hosts, answer.scores
+    if not hosts:
+        return None
+    top = max(scores)
+    tied = [h for h, s in zip(hosts, scores, strict=True) if s == top]
+    return tied[tie_start(uid, len(tied))]
 
 
 def _rejected(table: Table, names: list[str]) -> dict[str, str]:

@@ -43,8 +43,9 @@ class Reservation:
     """Its expected use when placed (estimate.expected_use)."""
     bound_at: float
     source: str = "bind"
-    """"bind" (ours), "watch" (seen assigned through the pod watch) or "nominated" (seen
-    nominated to the node, not bound yet: decisions.state.DecisionState.nominate)."""
+    """"bind" (ours), "watch" (seen assigned through the pod watch), "nominated" (seen
+    nominated to the node, not bound yet: decisions.held.HeldPods.nominate) or "expected"
+    (where our prioritize answer sends it, not bound yet: decisions.held.HeldPods.expect)."""
     basis: str = ""
     """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
     pod: tuple[str, str] | None = None

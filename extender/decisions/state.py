@@ -25,6 +25,9 @@ from extender.policy.settings import Settings
 
 NOMINATED = "nominated"
 """The source of a reservation held for a nominated pod (decisions.held)."""
+EXPECTED = "expected"
+"""The source of a reservation held where our prioritize answer sends a pod, until our
+bind or the pod watch says where it went (decisions.held.HeldPods.expect)."""
 
 
 class DecisionState:
@@ -46,6 +49,7 @@ class DecisionState:
         self._sizes_watched = False
         self._tentative: dict[str, float] = {}
         """Nominations /preempt expects, not yet shown by the pod watch: uid -> until when."""
+        self._expected: dict[str, float] = {}  # EXPECTED pods: uid -> until, earliest first
         self.nominations: Callable[[str, bool], None] = lambda uid, counted: None
         """Told of each pod counted (True) or no longer counted (False) on a nominated node:
         the pod watch's sieve keeps that pod's lines (cluster.podsieve)."""
@@ -162,11 +166,6 @@ class DecisionState:
         """Herd guard: count a placed pod on its node until the metric shows it (guard.py),
         once per UID, told by our "bind" or the pod "watch". Its expected use comes from
         `pod` (the watch's reading), else our filter call's, else the request `cores`."""
-        held = self._herd.reservations.get(uid)
-        if held is not None and held.source == NOMINATED and source != NOMINATED:
-            self.release(uid, now)  # the nominated pod landed: from now on it is placed
-            self.nominations(uid, False)
-            self._tentative.pop(uid, None)
         memo = self.pods.get(uid) if pod is None else None
         facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
         expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)

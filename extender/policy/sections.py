@@ -192,7 +192,10 @@ class HerdGuardSettings(Model):
 
 class BindSettings(Model):
     enabled: StrictBool = True
-    """Answer /bind (set bindVerb in the scheduler config)."""
+    """Answer /bind (set bindVerb in the scheduler config). Off, the scheduler's own binder
+    binds: each pod is counted where we let it go, and while such pods are not seen bound
+    the filter passes the next pod only our best node (a burst is decided long before the
+    pod watch shows a bind)."""
     foreign_pods: ForeignPods = "refuse"
     """A bind for a pod whose schedulerName is not ours: refuse (an Error naming the fix)
     or bind it."""

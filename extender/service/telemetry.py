@@ -101,10 +101,10 @@ class _PlacementCollector(Collector):
         held = GaugeMetricFamily(
             "decice_herd_reservations",
             "Pods the herd guard counts on their node until fresh metrics include them, by "
-            "who told us: bind (ours), watch (any binder) or nominated (not bound yet).",
+            "who told us: bind (ours), watch (any binder), nominated or expected (not bound yet).",
             labels=["source"],
         )
-        for source in ("bind", "watch", "nominated"):
+        for source in ("bind", "watch", "nominated", "expected"):
             held.add_metric([source], float(reservations.get(source, 0)))
         yield held
         estimates = CounterMetricFamily(

@@ -173,6 +173,7 @@ def stack(
         return Stack(control_plane, namespace, service, config, wanted, seconds, learned)
 
     yield start
+    control_plane.stop_rebalancer()  # a story may have started one (start_rebalancer)
     control_plane.stop_scheduler()
     control_plane.stop_extender()
 

@@ -31,7 +31,9 @@ bootstrap ClusterRoles system:kube-scheduler and system:volume-scheduler are alr
 bound to that user; the Role for its Lease ``decice-system/decice-scheduler`` is what
 ``decice-extender scheduler-config --rbac --user system:kube-scheduler`` prints, applied
 as printed) and ``decice-extender`` (the Helm chart's extender ClusterRole, rendered:
-`extender_rbac`).
+`extender_rbac`) and ``decice-rebalancer`` (the chart's rebalancer ClusterRole and its
+Lease's Role in ``decice-system``, rendered: `rebalancer_rbac`; `start_rebalancer` runs
+`decice-extender rebalance` as it).
 
 Speed (measured on the shared 2-core machine: kube-apiserver v1.36.2, kube-scheduler
 v1.35.4, Debian etcd 3.4.23; ranges over several runs, the high ends while other work
@@ -119,6 +121,7 @@ SCHEDULER_NAME = "decice_sched"
 ADMIN_USER = "admin"
 SCHEDULER_USER = "system:kube-scheduler"
 EXTENDER_USER = "decice-extender"
+REBALANCER_USER = "decice-rebalancer"
 #: The scheduler's Lease, as `decice-extender scheduler-config --full` prints it.
 LEASE_NAMESPACE = sc.DEFAULT_LEASE_NAMESPACE
 LEASE_NAME = sc.DEFAULT_LEASE_NAME
@@ -163,6 +166,32 @@ def extender_rbac() -> list[JSON]:
     user = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": EXTENDER_USER}
     binding[0]["subjects"] = [user]
     return [role[0], binding[0]]
+
+
+def rebalancer_rbac() -> list[JSON]:
+    """The rebalancer's RBAC as the Helm chart gives it, rendered from
+    deploy/helm/decice-extender/templates/rebalancer-rbac.yaml with `rebalancer.enabled`:
+    its ClusterRole (pods, pods/eviction, PodDisruptionBudgets, nodes, Events) and the
+    Role on its Lease in the release namespace, each bound to the user
+    `decice-rebalancer` instead of the chart's ServiceAccount."""
+    from tests.deploy.chart import render_mod
+
+    rendered = render_mod.render_chart({"rebalancer": {"enabled": True}})
+    docs = [yaml.safe_load(doc) for doc in render_mod.documents(rendered)]
+    name = f"{render_mod.RELEASE}-rebalancer"
+    kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    found = [
+        d
+        for d in docs
+        if d["kind"] in kinds and d["metadata"]["name"] in (name, f"{name}-leader-election")
+    ]
+    if len(found) != 4:
+        raise ControlPlaneError(f"the chart renders no rebalancer RBAC {name}")
+    user = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": REBALANCER_USER}
+    for doc in found:
+        if doc["kind"].endswith("Binding"):
+            doc["subjects"] = [user]
+    return found
 
 
 # --- binaries -------------------------------------------------------------------------------
@@ -1133,6 +1162,7 @@ class ControlPlane:
         self._scheduler: Process | None = None
         self._scheduler_config: Path | None = None
         self._extender: Service | None = None
+        self._rebalancer: Service | None = None
         self._kube: Kube | None = None
         self._logs: dict[str, Path] = {}
         self._scheduler_starts = 0
@@ -1182,6 +1212,7 @@ class ControlPlane:
             except Exception as exc:  # keep stopping the rest
                 failures.append(exc)
 
+        attempt(self.stop_rebalancer)
         attempt(self.stop_extender)
         attempt(self.stop_scheduler)
         if self._kube is not None:
@@ -1216,10 +1247,12 @@ class ControlPlane:
 
     def log_paths(self) -> dict[str, Path]:
         """One log file per process started so far: etcd, kube-apiserver, kube-scheduler,
-        extender (our service's stderr)."""
+        extender (our service's stderr), rebalancer."""
         paths = dict(self._logs)
         if self._extender is not None:
             paths["extender"] = self._extender.stderr_path
+        if self._rebalancer is not None:
+            paths["rebalancer"] = self._rebalancer.stderr_path
         return paths
 
     def pids(self) -> dict[str, int]:
@@ -1262,7 +1295,8 @@ class ControlPlane:
             )
         )
         self.tokens = {
-            u: secrets.token_hex(16) for u in (ADMIN_USER, SCHEDULER_USER, EXTENDER_USER)
+            u: secrets.token_hex(16)
+            for u in (ADMIN_USER, SCHEDULER_USER, EXTENDER_USER, REBALANCER_USER)
         }
         groups = {ADMIN_USER: "system:masters"}
         lines = [
@@ -1356,6 +1390,7 @@ class ControlPlane:
             self.kubeconfig(user).write_text(_kubeconfig(self.server, self.ca_file, user, token))
         self.grant_lease(LEASE_NAMESPACE, LEASE_NAME)
         self.kube.apply_all(extender_rbac())
+        self.kube.apply_all(rebalancer_rbac())  # its Lease's Role: in LEASE_NAMESPACE
 
     def grant_lease(self, namespace: str, name: str) -> None:
         """The namespace, and the Role + RoleBinding that
@@ -1464,6 +1499,62 @@ class ControlPlane:
         gate, self._api_gate = self._api_gate, None
         if gate is not None:
             gate.close()
+
+    # -- the rebalancer -------------------------------------------------------------------
+
+    @property
+    def rebalancer(self) -> Service | None:
+        return self._rebalancer
+
+    def start_rebalancer(
+        self,
+        policy: Mapping[str, Any] | Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: Path | None = None,
+        log_level: str = "info",
+        timeout: float = 60.0,
+    ) -> Service:
+        """`decice-extender rebalance --config <policy>` as the user decice-rebalancer (the
+        chart's rebalancer RBAC, `rebalancer_rbac`) in the chart's namespace (POD_NAMESPACE,
+        where its Lease is), beside our service; `env` adds e.g. PROMETHEUS_URL. Returns
+        once it holds its Lease and its watches have listed (/readyz)."""
+        if self._rebalancer is not None:
+            raise ControlPlaneError("the rebalancer already runs: stop_rebalancer() first")
+        raw = yaml.safe_load(policy.read_text()) if isinstance(policy, Path) else dict(policy)
+        full_env = {
+            "KUBECONFIG": str(self.kubeconfig(REBALANCER_USER)),
+            "POD_NAMESPACE": LEASE_NAMESPACE,
+            "POD_NAME": "decice-rebalancer-0",
+            **(env or {}),
+        }
+        where = workdir or self.workdir
+        service = Service(raw, where, full_env, log_level=log_level, mode="rebalance")
+        self._rebalancer = service
+        service.start(timeout)
+
+        def leads() -> bool:
+            _, body = service.get("/readyz")
+            doc = orjson.loads(body)
+            watches = doc.get("watches") or {}
+            listed = all(w.get("resourceVersion") for w in watches.values())
+            leader = (doc.get("rebalancer") or {}).get("leader") or {}
+            return bool(leader.get("leading")) and listed
+
+        wait_until_logged(
+            leads,
+            timeout,
+            f"the rebalancer holds its Lease and has listed (log {service.stderr_path})",
+            lambda: service.stderr()[-3000:],
+        )
+        return service
+
+    def stop_rebalancer(self, timeout: float = 15.0) -> None:
+        """SIGTERM (it releases its Lease, so the next one leads at once), bounded."""
+        service, self._rebalancer = self._rebalancer, None
+        if service is not None and service.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # then Service.stop killed it
+                service.stop(timeout)
 
     @property
     def gate(self) -> TcpGate | None:
