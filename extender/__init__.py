@@ -70,8 +70,9 @@ PACKAGES: dict[str, Package] = {
     ),
     "simulation": Package(
         "a seeded simulation of placements, kube-scheduler's default scoring against ours "
-        "and the peers' (pure; `decice-extender simulate` prints it)",
-        ("decisions", "policy"),
+        "and the peers', our rebalancer's plan included (pure; `decice-extender simulate` "
+        "prints it)",
+        ("rebalancing", "decisions", "policy"),
     ),
     "replay": Package(
         "the user's own Prometheus history replayed under each scheduler model (range "

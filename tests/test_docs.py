@@ -524,6 +524,8 @@ def _stated() -> list[tuple[str, str, Callable[[], object]]]:
         ("README.md", r"^nodes, (\d+) min warm-up", lambda: simulate.DEFAULTS["warmup"]),
         ("README.md", r"warm-up then (\d+) min measured", lambda: simulate.DEFAULTS["duration"]),
         ("README.md", r"^([\d,]+) by default\):", lambda: ShadowSettings().keep),
+        ("README.md", r"`shadow.exceedanceWindow` \((\d+) minutes by default\)",
+         lambda: ShadowSettings().exceedance_window / 60),
         ("docs/operating.md", r"series, ([\d,]+) by default, so",
          lambda: PrometheusSettings().child_process_above),
         ("docs/operating.md", r"\(0\.1 core / ([\d.]+) ms\)", lambda: _operating_cpu_ms(1)),

@@ -122,7 +122,11 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--seed", type=int, default=1, help="kube-scheduler's tie-breaks (1)")
     s.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (2)")
     s.add_argument(
-        "--scrape-interval", type=int, default=30, help="seconds (30, kube-prometheus-stack's)"
+        "--scrape-interval",
+        type=int,
+        default=30,
+        help="seconds between scrapes (30, kube-prometheus-stack's); also what one "
+        "kube_pod_info sample spans, for when a pod no scrape saw deleted ended",
     )
     s.add_argument("--rate-window", type=int, default=300, help="seconds, the rule's [5m]")
     s.add_argument("--rule-interval", type=int, default=30, help="seconds (30)")
@@ -237,6 +241,7 @@ def _replay(
         node_label=prometheus.node_label,
         selection=selection,
         lead=args.lead_in,
+        scrape=args.scrape_interval,
         max_memory=args.max_memory,
         jobs=args.jobs,
     )

@@ -7,7 +7,12 @@ watch counts as up once the server answered its request (on a quiet cluster a re
 server sends no event, not even a BOOKMARK, for about a minute).
 A `410 Gone` (an `ERROR` event with code 410, or the status) starts over from a new list;
 any other failure backs off (errors.backoff: a wait drawn under a ceiling of 1 s doubling
-to `MAX_BACKOFF`) and resumes by itself. The
+to `MAX_BACKOFF`) and resumes by itself. Until its first list succeeds the loop retries
+within a second instead (`FIRST_SYNC_BACKOFF`), for as long as the API server does not
+answer at all (a refused connection costs it nothing) and for its first
+`FIRST_SYNC_ANSWERED` answered failures (an API server coming up answers 403 or 5xx for
+a moment): a service started before the API server learns the cluster within a second of
+its answering, not after a back-off grown to 30 s while it was away. The
 events go to a handler that runs on the event loop and must be quick (O(1) per event).
 Nothing here blocks filter or prioritize: they read what the handlers left behind.
 """
@@ -34,6 +39,13 @@ MIN_BACKOFF = 1.0
 at once."""
 MAX_BACKOFF = 30.0
 """The ceiling of the wait after many failures."""
+FIRST_SYNC_BACKOFF = (0.5, 1.0)
+"""Before the first list: each wait drawn between these (seconds)."""
+FIRST_SYNC_ANSWERED = 5
+"""Answered failures (an HTTP status) retried that fast before the first list; then the
+doubling back-off (a lasting 403 is a missing permission, not a server coming up)."""
+QUIET_LOG = 30.0
+"""Seconds between two warnings of the same failure before the first list."""
 
 EventHandler = Callable[[str, Any], object]
 """(event type, object) for ADDED / MODIFIED / DELETED."""
@@ -63,6 +75,8 @@ class WatchStatus:
 
     resource: str
     watching: bool = False
+    synced: bool = False
+    """Its first list succeeded: the cache holds the cluster."""
     resource_version: str = ""
     events: int = 0
     restarts: dict[str, int] = field(default_factory=dict)
@@ -76,6 +90,7 @@ class WatchStatus:
 
     def detail(self) -> dict[str, object]:
         return {
+            "synced": self.synced,
             "watching": self.watching,
             "resourceVersion": self.resource_version,
             "events": self.events,
@@ -109,7 +124,13 @@ class Informer:
         """`rng`: the back-off's random source (seeded in tests); `sieve`: drops event
         lines before they are decoded."""
         self.status = WatchStatus(resource, sieve=sieve)
-        self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=rng or random.Random())
+        rng = rng or random.Random()
+        self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=rng)
+        low, high = FIRST_SYNC_BACKOFF
+        self.first_sync_backoff = Backoff(base=high, cap=high, floor=low, rng=rng)
+        """The waits before the first list succeeded (see the module's docstring)."""
+        self._answered = 0
+        self._warned: tuple[str, float] | None = None
         self._path = path
         self._kube = kube
         self._start = start
@@ -125,6 +146,7 @@ class Informer:
         """The first list, before the service answers (bounded); `run` starts from it."""
         try:
             self._version = await asyncio.wait_for(self._start(), timeout)
+            self.status.synced = True
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # run() lists again, with back-off
@@ -143,6 +165,7 @@ class Informer:
             try:
                 if version is None:
                     version = await self._start()
+                    self.status.synced = True
                 opened = time.monotonic()
                 version = await self._watch(version)
                 if time.monotonic() - opened < MIN_BACKOFF:
@@ -159,17 +182,37 @@ class Informer:
                     self._restart("expired")
                     version = None
                     continue
-                self._failures += 1
                 self._restart("error")
                 self.status.error = describe(exc)
-                delay = self.backoff.wait(self._failures)
-                log.warning(
-                    "%s watch failed (%s); retrying in %.1f s",
-                    self.status.resource,
-                    self.status.error,
-                    delay,
-                )
+                delay = self._delay(exc)
+                self._warn(delay)
                 await self._sleep(delay)
+
+    def _delay(self, exc: BaseException) -> float:
+        """The wait before the next try (the module's docstring says which schedule)."""
+        answered = getattr(exc, "status", None) is not None
+        if not self.status.synced and (not answered or self._answered < FIRST_SYNC_ANSWERED):
+            self._answered += answered
+            return self.first_sync_backoff.wait(1)
+        self._failures += 1
+        return self.backoff.wait(self._failures)
+
+    def _warn(self, delay: float) -> None:
+        """One warning per failure; before the first list, where it retries every second,
+        the same failure again only every QUIET_LOG seconds."""
+        error = self.status.error or ""
+        now = time.monotonic()
+        if not self.status.synced and self._warned is not None:
+            last, at = self._warned
+            if last == error and now - at < QUIET_LOG:
+                log.debug("%s: still no first list (%s)", self.status.resource, error)
+                return
+        self._warned = (error, now)
+        if self.status.synced:
+            what = f"{self.status.resource} watch failed"
+        else:
+            what = f"{self.status.resource}: no first list yet"
+        log.warning("%s (%s); retrying in %.1f s", what, error, delay)
 
     async def _watch(self, version: str) -> str:
         """Watch from `version` until the server ends the stream; the last version seen."""

@@ -7,10 +7,12 @@ reports of running pods, other schedulers' pending pods. The service uses few of
 herd guard, requeue, the shadow), and a pod deleted, being deleted or finished (its
 reservation released, a turned-away pod forgotten). So a line is dropped when
 
-- the pod has no node (no `"nodeName":"` key in the line: the handler reads such a pod as
-  waiting, and does nothing with it), or its UID is one the handler already read as
-  assigned (`settle`): a pod's node never changes once set, and its assignment counted
-  (or was too old to count) the first time;
+- the pod has no node (no `"nodeName":"` key in the line) and no nomination (no
+  `"nominatedNodeName":"`, and not one the handler counts as nominated: `nominate`), or
+  its UID is one the handler already read as assigned (`settle`): a pod's node never
+  changes once set, and its assignment counted (or was too old to count) the first time,
+  unless the herd guard still holds it and its spec changed (`track`: an in-place resize
+  bumps `metadata.generation`, and what the pod counts at changes with it);
 - and nothing in it says the pod is going: not a DELETED event, no `deletionTimestamp`,
   no terminal phase.
 
@@ -32,8 +34,11 @@ from __future__ import annotations
 from collections.abc import Collection
 
 _VERSION = b'"resourceVersion":"'
+_GENERATION = b'"generation":'
 _UID = b'"uid":"'
 _NODE = b'"nodeName":"'
+_NOMINATED = b'"nominatedNodeName":"'
+_STATUS = b'"status":{'
 _DELETING = b'"deletionTimestamp"'
 _PHASE = b'"phase":"'
 _SIFTED_TYPES = (b'{"type":"MODIFIED"', b'{"type":"ADDED"')
@@ -49,6 +54,10 @@ class PodSieve:
     def __init__(self) -> None:
         self._settled: set[bytes] = set()
         """UIDs (as bytes) of the pods read as assigned: their updates change nothing."""
+        self._nominated: set[bytes] = set()
+        """UIDs of pods counted on their nominated node: every line of theirs is kept."""
+        self._generations: dict[bytes, bytes] = {}
+        """Settled pods the herd guard still holds -> their `metadata.generation` then."""
         self._version: bytes | bytearray = b""
         self.dropped = 0
         """Lines dropped since the start."""
@@ -62,12 +71,37 @@ class PodSieve:
 
     def forget(self, uid: str) -> None:
         """The pod is gone (deleted or finished)."""
-        self._settled.discard(uid.encode())
+        key = uid.encode()
+        self._settled.discard(key)
+        self._nominated.discard(key)
+        self._generations.pop(key, None)
+
+    def nominate(self, uid: str, counted: bool) -> None:
+        """The handler counts (or stopped counting) the pod on its nominated node."""
+        if counted:
+            self._nominated.add(uid.encode())
+        else:
+            self._nominated.discard(uid.encode())
+
+    def track(self, uid: str, generation: object) -> None:
+        """Keep the settled pod's lines whose `metadata.generation` is not `generation`
+        (None: stop): the herd guard holds it, and a resize changes what it counts."""
+        key = uid.encode()
+        if generation is None:
+            self._generations.pop(key, None)
+        else:
+            self._generations[key] = str(generation).encode()
+
+    @property
+    def tracked(self) -> int:
+        """Pods kept an eye on: nominated, or held with their generation."""
+        return len(self._nominated) + len(self._generations)
 
     def keep_only(self, uids: Collection[str]) -> None:
         """A whole list replaced the watch: the pods it lacks are gone."""
         listed = {uid.encode() for uid in uids}
         self._settled &= listed
+        self._generations = {k: g for k, g in self._generations.items() if k in listed}
 
     @property
     def version(self) -> str:
@@ -96,8 +130,18 @@ class PodSieve:
         end = line.find(b'"', at)
         if end == -1:
             return True
-        if bytes(line[at:end]) not in self._settled and _NODE in line:
-            return True  # a pod we did not read as assigned has a node: a new assignment
+        uid = bytes(line[at:end])
+        if uid in self._nominated:
+            return True  # nominated: its nomination may move, clear or become a bind
+        settled = uid in self._settled
+        if not settled and (_NODE in line or self._nominated_in(line)):
+            return True  # a new assignment, or a new nomination
+        if (
+            settled
+            and uid in self._generations
+            and self._generation(line, rv) != (self._generations[uid])
+        ):
+            return True  # a held pod's spec changed (an in-place resize)
         # Settled, or without a node: kept only when the pod is going.
         if rv == -1:
             if _DELETING in line:
@@ -111,3 +155,23 @@ class PodSieve:
             return True
         self.dropped += 1
         return False
+
+    @staticmethod
+    def _nominated_in(line: bytearray) -> bool:
+        """The pod's status names a nominated node. The status is a pod's last field, so the
+        search starts at its key, found from the end (a status holds no object `"status"`)."""
+        at = line.rfind(_STATUS)
+        return at != -1 and line.find(_NOMINATED, at) != -1
+
+    @staticmethod
+    def _generation(line: bytearray, rv: int) -> bytes:
+        """`metadata.generation` of a pod line: ObjectMeta writes it right after
+        `resourceVersion` (b"" when the line has none)."""
+        at = line.find(_GENERATION, max(rv, 0), (rv + _META_WINDOW) if rv != -1 else len(line))
+        if at == -1:
+            return b""
+        at += len(_GENERATION)
+        end = at
+        while end < len(line) and 48 <= line[end] <= 57:
+            end += 1
+        return bytes(line[at:end])

@@ -2,6 +2,12 @@
 
 - a pod recently assigned to a node, by any binder: the herd guard counts its CPU request
   there (engine.reserve, once per UID: our own binds reserved already);
+- a pod nominated to a node (`status.nominatedNodeName`, no node yet: a preemptor whose
+  victims are leaving, or with NominatedNodeNameForExpectation a pod whose binding waits):
+  the herd guard counts it there until it is bound or its nomination is cleared
+  (engine.nominate / unnominate);
+- a pod the herd guard holds whose spec changed (an in-place resize through pods/resize):
+  it counts at its new request (engine.resized);
 - a pod deleted or finished: whatever it reserved is released;
 - a pod bound or gone: it is no longer a turned-away pod to requeue;
 - a pod of ours that another binder bound: its decision records the node, and it gets
@@ -22,12 +28,15 @@ from extender.decisions.assignments import (
     CLOCK_SKEW,
     Assigned,
     AssignmentLog,
+    Nominated,
     Released,
+    Waiting,
     is_recent,
     pod_change,
 )
 from extender.decisions.engine import Engine
 from extender.decisions.pods import PodFacts
+from extender.decisions.state import NOMINATED
 
 
 class PodEventHandler:
@@ -51,6 +60,9 @@ class PodEventHandler:
         self._clock = clock
         self.sieve = PodSieve()
         """Give it to the pod watch: it drops the lines this handler would ignore."""
+        engine.nominations = self.sieve.nominate  # /preempt nominates pods too
+        self._nominated: set[str] = set()
+        """Pods the watch showed nominated and not since bound, cleared or gone."""
         # A UID counted once within the span in which it can count at all.
         self._counted = AssignmentLog(keep=2 * (engine.guard.span + CLOCK_SKEW))
 
@@ -61,14 +73,37 @@ class PodEventHandler:
         engine = self._engine
         now = self._clock()
         if isinstance(change, Released):
-            engine.release(change.uid, now)
+            self._nominated.discard(change.uid)
+            engine.release(change.uid, now, change.gone)
             self._drop(change.uid)
             self.sieve.forget(change.uid)
         elif isinstance(change, Assigned):
+            self._nominated.discard(change.uid)
             self._drop(change.uid)
             self._assigned(change, pod, now)
-            # Counted now, or too old to count: its later updates change nothing here.
+            # Counted now, or too old to count: its later updates change nothing here,
+            # but for a resize while the herd guard holds it.
             self.sieve.settle(change.uid)
+            held = change.uid in engine.reservations
+            self.sieve.track(change.uid, _generation(pod) if held else None)
+        elif isinstance(change, Nominated):
+            facts = PodFacts(
+                change.uid,
+                change.name,
+                change.namespace,
+                "",
+                change.cores,
+                owners=change.owners,
+                labels=change.labels,
+            )
+            engine.nominate(change.uid, change.node, facts, now)
+            self._nominated.add(change.uid)
+        elif isinstance(change, Waiting) and change.uid in self._nominated:
+            # Cleared after the watch showed it set. (A pod /preempt nominated that the
+            # watch never showed nominated keeps its room: an event without the
+            # nomination may just be older than it, the watch coming a batch late.)
+            self._nominated.discard(change.uid)
+            engine.unnominate(change.uid, now)
 
     def _drop(self, uid: str) -> None:
         if self._engine.turned_away is not None:
@@ -77,20 +112,19 @@ class PodEventHandler:
 
     def _assigned(self, pod: Assigned, doc: Any, now: float) -> None:
         engine = self._engine
-        if not is_recent(pod, now, engine.guard.span) or not self._counted.first_time(pod.uid, now):
+        recent = is_recent(pod, now, engine.guard.span)
+        if not recent or not self._counted.first_time(pod.uid, now):
+            # Too old to count, or counted already: a later update that reaches here is a
+            # resize of a pod the herd guard holds (cluster.podsieve), or a relist.
+            held = engine.reservations.get(pod.uid)
+            if held is not None and held.source == NOMINATED:
+                engine.unnominate(pod.uid, now)
+            elif held is not None:
+                engine.resized(pod.uid, _facts(pod), now)
             return
         if self._seen is not None:
             self._seen(pod, doc, now)
-        facts = PodFacts(
-            pod.uid,
-            pod.name,
-            pod.namespace,
-            "",
-            pod.cores,
-            pod.node,
-            owners=pod.owners,
-            labels=pod.labels,
-        )
+        facts = _facts(pod)
         engine.reserve(
             pod.uid,
             pod.node,
@@ -125,3 +159,23 @@ class PodEventHandler:
         for uid in gone:
             engine.release(uid, now)
             self._drop(uid)
+
+
+def _facts(pod: Assigned) -> PodFacts:
+    return PodFacts(
+        pod.uid,
+        pod.name,
+        pod.namespace,
+        "",
+        pod.cores,
+        pod.node,
+        owners=pod.owners,
+        labels=pod.labels,
+    )
+
+
+def _generation(pod: Any) -> object:
+    """`metadata.generation` as sent (None when absent: then every spec change is missed,
+    as before an API server tracked pod generations)."""
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    return meta.get("generation") if isinstance(meta, dict) else None

@@ -16,7 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from extender.decisions.pods import PodError, api_time, cpu_request
+from extender.decisions.pods import PodFacts, api_time
+from extender.decisions.resources import PodError, cpu_request
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 CLOCK_SKEW = 5.0
@@ -43,16 +44,37 @@ class Released:
     """A pod deleted, being deleted, or finished: it holds nothing any more."""
 
     uid: str
+    gone: PodFacts | None = None
+    """The pod, once it no longer runs (deleted, or finished) on the node it ran on: what
+    the metric still shows of it is credited there (herd.departure). None while it is only
+    being deleted (it may run out its grace period) or was never on a node."""
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """A pod without a node yet."""
+    """A pod without a node yet, nominated to none."""
 
     uid: str
 
 
-PodChange = Assigned | Released | Waiting
+@dataclass(frozen=True, slots=True)
+class Nominated:
+    """A pod without a node, nominated to one (`status.nominatedNodeName`): load about to
+    land there. kube-scheduler nominates a preemptor to the node its victims are leaving
+    (and, with NominatedNodeNameForExpectation, a pod whose binding waits on Permit or
+    PreBind); it counts the nominated pods of equal or higher priority on their node when
+    it filters other pods, and so does the herd guard (decisions.state.nominate)."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    cores: float | None
+    owners: Any = None
+    labels: Any = None
+
+
+PodChange = Assigned | Released | Waiting | Nominated
 
 
 def _scheduled_at(status: Any) -> float | None:
@@ -67,6 +89,15 @@ def _scheduled_at(status: Any) -> float | None:
     return None
 
 
+def _cores(spec: dict[str, Any], status: dict[str, Any]) -> float | None:
+    """The pod's CPU request as the scheduler counts a pod on its node (pods.cpu_request,
+    with what its status says of resizes); None: counted with the policy's default."""
+    try:
+        return cpu_request(spec, status=status)
+    except PodError:
+        return None
+
+
 def pod_change(event_type: str, pod: Any) -> PodChange | None:
     """What one watch event (`ADDED`, `MODIFIED`, `DELETED`) says; None when unreadable."""
     if not isinstance(pod, dict):
@@ -76,20 +107,31 @@ def pod_change(event_type: str, pod: Any) -> PodChange | None:
         return None
     raw_status = pod.get("status")
     status: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
-    if (
-        event_type == "DELETED"
-        or meta.get("deletionTimestamp")
-        or status.get("phase") in TERMINAL_PHASES
-    ):
-        return Released(uid)
     spec = pod.get("spec")
+    stopped = event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES
+    if stopped or meta.get("deletionTimestamp"):
+        ran = spec.get("nodeName") if stopped and isinstance(spec, dict) else None
+        if not isinstance(spec, dict) or not isinstance(ran, str) or not ran:
+            return Released(uid)
+        owners, labels = meta.get("ownerReferences"), meta.get("labels")
+        name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        cores = _cores(spec, status)
+        return Released(uid, PodFacts(uid, name, namespace, "", cores, ran, None, owners, labels))
     node = spec.get("nodeName") if isinstance(spec, dict) else None
     if not isinstance(spec, dict) or not isinstance(node, str) or not node:
-        return Waiting(uid)
-    try:
-        cores = cpu_request(spec)
-    except PodError:
-        cores = None  # counted with the policy's default request
+        nominated = status.get("nominatedNodeName")
+        if not isinstance(spec, dict) or not isinstance(nominated, str) or not nominated:
+            return Waiting(uid)
+        return Nominated(
+            uid=uid,
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            node=nominated,
+            cores=_cores(spec, status),
+            owners=meta.get("ownerReferences"),
+            labels=meta.get("labels"),
+        )
+    cores = _cores(spec, status)
     assigned_at = _scheduled_at(status) or api_time(meta.get("creationTimestamp"))
     namespace = str(meta.get("namespace") or "")
     return Assigned(

@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from itertools import filterfalse
 
+from extender.decisions.estimate import MEASURED
+from extender.decisions.held import HeldPods
+from extender.decisions.herd import data_time, unshown_share
 from extender.decisions.model import (
     FilterDecision,
     NodeName,
     Priorities,
     Snapshot,
 )
-from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, shown
-from extender.decisions.preemption import passing_after_victims
+from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
+from extender.decisions.preemption import ShownUse, passing_after_victims
 from extender.decisions.readiness import readiness
 from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import (
@@ -27,7 +30,7 @@ from extender.decisions.scoring import (
     top_hosts,
 )
 from extender.decisions.shortlist import shortlist, shortlist_size
-from extender.decisions.state import DecisionState
+from extender.decisions.state import NOMINATED
 from extender.decisions.table import Table
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
@@ -38,12 +41,14 @@ UNKNOWN_POLICY = 'decice: unknown policy "{}"'
 surfaces in the pod's FailedScheduling event (one entry, the text is the same)."""
 
 
-class Engine(DecisionState):
-    """The verbs' decisions over the state (state.DecisionState) they read."""
+class Engine(HeldPods):
+    """The verbs' decisions over the state (state.DecisionState, held.HeldPods) they read."""
 
     def filter(self, args: ExtenderArgs, now: float) -> FilterDecision:
         if not self.is_ours(args.pod):
             return FilterDecision(failed={})
+        self.expire_tentative(now)
+        self.unexpect(args.pod.uid, now)  # scheduled again: not where we expected it
         names = args.names
         policy = self.policy_of(args.pod)
         if policy is None:
@@ -55,32 +60,41 @@ class Engine(DecisionState):
         cleared = self._cleared_for_preemptor(policy, table, args.pod, now)
         if cleared:
             failed = {n: r for n, r in failed.items() if n not in cleared}
-        memo = self.pods.get(args.pod.uid)
-        waiting = memo.room_wait_since if memo is not None else None
-        tight, since, needs = self.guard.fit(
-            policy, table, args.pod, names, failed, waiting, self._snapshot, now
-        )
+        tight, needs = self.guard.fit(policy, table, args.pod, names, failed, self._snapshot, now)
         if cleared and tight:
             tight = tight - cleared
-            since = None if not tight else since
-        rejected = frozenset(failed).union(tight) if tight else frozenset(failed)
-        fits = since is None or not tight
+        if tight:
+            # Too small for this pod: unresolvable, as kube-scheduler's preemption dry run
+            # (SelectVictimsOnNode) runs its own Filter plugins only, which the node passed:
+            # it finds no victim there and v1.35.4 fails the attempt with "expected at least
+            # one victim pod on node" (tests/e2e/test_recent_preemption.py).
+            reason = fit_rule(policy).reason  # type: ignore[union-attr]
+            failed = {**failed, **dict.fromkeys(tight, reason)}
+        rejected = frozenset(failed)
+        since = overflow = None
+        if rejected and rejected.issuperset(names):  # it fits on no node: it waits for room
+            since = _waiting_since(self.pods.get(args.pod.uid), args.pod, now)
+            if now - since >= self.settings.herd_guard.wait_for_room:
+                overflow = self.guard.overflow(
+                    policy, table, failed, self._snapshot, self.sizes, now
+                )
+            if overflow is not None:  # waited long enough: where it does least harm
+                failed = {n: r for n, r in failed.items() if n != overflow}
+                rejected = rejected - {overflow}
         passed = None
-        if fits and not cleared:
+        if since is None and not cleared:
             passed = self._shortlisted(table, args, len(rejected), tight)
+            if passed is not None and len(passed) == 1 and self.expecting:
+                self.expect(args.pod.uid, passed[0], args.pod, now)
         shortlisted = len(passed) if passed is not None else None
         self.pods.remember(
             _memo(args, policy, table, rejected, self._snapshot, now, since, shortlisted)
         )
         if self.turned_away is not None:
-            until = None if since is None else since + self.settings.herd_guard.wait_for_room
+            waits = since is not None and overflow is None
+            until = since + self.settings.herd_guard.wait_for_room if waits else None  # type: ignore[operator]
             _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
-        if fits:  # it fits on some node: no reasons to give
-            return FilterDecision(failed=failed, left_out=frozenset(tight), passed=passed)
-        rule = fit_rule(policy)
-        return FilterDecision(
-            failed=failed, resolvable=dict.fromkeys(tight, rule.reason if rule else "")
-        )
+        return FilterDecision(failed=failed, passed=passed)
 
     def _shortlisted(
         self, table: Table, args: ExtenderArgs, rejected: int, tight: Set[NodeName]
@@ -88,12 +102,20 @@ class Engine(DecisionState):
         """Our best measured nodes that pass (`prioritize.shortlist`), plus every passing node
         we have no data for (decisions.shortlist); None when every passing node goes: the
         shortlist is off, no more nodes pass than that, or the pod weighs nodes itself (its
-        preferred affinities and spreading are the scheduler's to score)."""
+        preferred affinities and spreading are the scheduler's to score). Our best one only
+        while pods we expect are not seen bound yet (held.HeldPods.expecting)."""
         rule = self.settings.prioritize.shortlist
         names = args.names
-        if rule is None or args.pod.prefers:
+        if args.pod.prefers:
             return None
-        keep = shortlist_size(rule.nodes, rule.share, len(names) - rejected)
+        passing = len(names) - rejected
+        if self.expecting and (self.unconfirmed or passing == 1):
+            # A burst we learn of late, or one node left it: the pod goes where it counts.
+            keep: int | None = 1 if passing >= 1 else None
+        elif rule is None:
+            return None
+        else:
+            keep = shortlist_size(rule.nodes, rule.share, passing)
         if keep is None:
             return None
         whole = table.whole.nodes  # the measured nodes that pass
@@ -113,30 +135,51 @@ class Engine(DecisionState):
         policy = self.policy_of(args.pod) if self.is_ours(args.pod) else None
         if policy is None:  # not ours, or an unknown policy (the filter rejected it)
             return Priorities(names, whole=NO_SCORES)
+        self.expire_tentative(now)
+        self.unexpect(args.pod.uid, now)  # asked again (no filterVerb): judged without it
         table = self.table(now, policy)
         if self.pods.get(args.pod.uid) is None:  # no filterVerb: remember it here
             self.pods.remember(_memo(args, policy, table, frozenset(), self._snapshot, now))
+        guarded = self.expecting
         max_hosts = self.settings.prioritize.max_hosts
         if has_candidates_metric(policy) or (max_hosts is not None and len(names) > max_hosts):
-            return _scored(policy, table, args, max_hosts)
-        if args.exactly is table.whole.nodes:  # the common case: see table.WholeAnswer
-            return Priorities(names, whole=table.whole.encoded())
-        return Priorities(names, fragments=table.fragments)
+            answer = _scored(policy, table, args, max_hosts)
+            best = _best_scored(answer, args.pod.uid) if guarded else None
+        else:
+            whole = args.exactly is table.whole.nodes  # the common case: table.WholeAnswer
+            if whole:
+                answer = Priorities(names, whole=table.whole.encoded())
+            else:
+                answer = Priorities(names, fragments=table.fragments)
+            best = _best_ranked(table, args, whole) if guarded else None
+        if best is not None:
+            # Counted there now: the scheduler decides its next pods before the watch
+            # shows this one bound (held.HeldPods.expecting).
+            self.expect(args.pod.uid, best, args.pod, now)
+        return answer
 
     def preempt(self, args: PreemptionArgs, now: float) -> Mapping[str, object]:
         """Keep the scheduler's victims exactly, for the nodes our filter would pass once
         the victims are gone (decisions.preemption)."""
         if not self.is_ours(args.pod):
             return args.victims
+        self.expire_tentative(now)
         policy = self.policy_of(args.pod)
         if policy is None:
             return {}
         table = self.table(now, policy)
         cores = self.guard.expected(args.pod, self._snapshot, now).cores
+        shown = self._shown_use(policy, now)
         kept = passing_after_victims(
-            policy, table, self._snapshot, self._herd, args.victims, cores, now
+            policy, table, self._snapshot, self._herd, args.victims, cores, now, shown, args.pod.uid
         )
         self.preemptions.remember(args.pod.uid, kept, now)
+        if len(kept) == 1:
+            # The scheduler nominates the pod to the one node left it, at once: counted
+            # there now, not when the pod watch shows the nomination (its events come up
+            # to a batch late, and the next pod may be filtered before).
+            [node] = kept
+            self.nominate(args.pod.uid, node, args.pod, now, tentative=True)
         return kept
 
     def _cleared_for_preemptor(
@@ -145,12 +188,53 @@ class Engine(DecisionState):
         """The nodes where /preempt accepted victims for `pod`, still passing once those
         victims are gone (decisions.preemption: the scheduler asks again before our pod
         watch sees them deleted)."""
-        victims = self.preemptions.of(pod.uid, now)
-        if not victims:
+        accepted = self.preemptions.get(pod.uid, now)
+        held = self._herd.reservations.get(pod.uid)
+        nominated = held.node if held is not None and held.source == NOMINATED else None
+        if accepted is None and nominated is None:
             return frozenset()
+        victims = dict(accepted.victims) if accepted is not None else {}
+        if nominated is not None:  # its own room: judged without it, then with it
+            victims.setdefault(nominated, {"Pods": [], "NumPDBViolations": 0})
         cores = self.guard.expected(pod, self._snapshot, now).cores
-        kept = passing_after_victims(policy, table, self._snapshot, self._herd, victims, cores, now)
+        shown = self._shown_use(policy, now, gone_at=accepted.at if accepted else None)
+        kept = passing_after_victims(
+            policy, table, self._snapshot, self._herd, victims, cores, now, shown, pod.uid
+        )
         return frozenset(kept)
+
+    def _shown_use(self, policy: Policy, now: float, gone_at: float | None = None) -> ShownUse:
+        """Cores of a victim's measured use that the herd metric shows now (preemption.py):
+        its own measured use or its workload's quantile, in the share its reservation no
+        longer holds (all of it without one); none when we know no measurement of it.
+        `gone_at`: when the victims were deleted (a preemptor's retry): from then on the
+        metric shows a stopped pod less, as it showed a new one more."""
+        snapshot, settle = self._snapshot, self.settings.herd_guard.settle
+        window = self.guard.window.seconds
+        data_at = data_time(snapshot, [policy.herd_metric]) if policy.herd_metric else None
+        fading = 1.0 if gone_at is None else unshown_share(gone_at, data_at, settle, window)
+
+        def shown(uid: str, node: NodeName) -> float:
+            reservation = self._herd.reservations.get(uid)
+            if fading <= 0 or (reservation is not None and reservation.node != node):
+                return 0.0
+            memo = self.pods.get(uid)
+            if memo is not None:
+                facts = memo.facts
+            elif reservation is not None and reservation.pod is not None:
+                namespace, name = reservation.pod
+                facts = PodFacts(uid, name, namespace, "", None)
+            else:
+                return 0.0
+            expected = self.guard.expected(facts, snapshot, now)
+            if expected.source not in MEASURED:
+                return 0.0
+            held = 0.0
+            if reservation is not None:
+                held = unshown_share(reservation.bound_at, data_at, settle, window)
+            return expected.cores * (1.0 - held) * fading
+
+        return shown
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""
@@ -199,6 +283,17 @@ def _memo(
     )
 
 
+def _waiting_since(memo: PodMemo | None, pod: PodFacts, now: float) -> float:
+    """Since when the pod has waited for a node: its creation (herdGuard.waitForRoom bounds
+    how long it stays Pending, whatever kept it so before we turned it away), else the
+    first time we found no room for it."""
+    since = memo.room_wait_since if memo is not None else None
+    created = api_time(pod.created)
+    if created is not None and created <= now:
+        return created if since is None else min(since, created)
+    return now if since is None else since
+
+
 def _track(
     turned_away: TurnedAwayPods,
     pod: PodFacts,
@@ -232,6 +327,30 @@ def _scored(policy: Policy, table: Table, args: ExtenderArgs, max_hosts: int | N
         return Priorities(names, scores=scores)
     keep = top_hosts(names, scores, max_hosts, tie_start(args.pod.uid, len(names)))
     return Priorities([names[i] for i in keep], scores=[scores[i] for i in keep])
+
+
+def _best_ranked(table: Table, args: ExtenderArgs, whole: bool) -> NodeName | None:
+    """The node of `args` our table ranks first (ties from the pod's own starting point,
+    as the shortlist breaks them), or None when a node we have no data for may outscore it."""
+    asked = None if whole else frozenset(args.names)
+    best = shortlist(table.ranking, 1, args.pod.uid, asked)
+    if not best:
+        return None
+    outscored = not whole and table.unknown_score > table.scores[best[0]]
+    if outscored and any(n not in table.evals for n in args.names):
+        return None
+    return best[0]
+
+
+def _best_scored(answer: Priorities, uid: str) -> NodeName | None:
+    """The highest-scored host of an answer scored for its request (ties from the pod's
+    own starting point)."""
+    hosts, scores = answer.hosts, answer.scores
+    if not hosts:
+        return None
+    top = max(scores)
+    tied = [h for h, s in zip(hosts, scores, strict=True) if s == top]
+    return tied[tie_start(uid, len(tied))]
 
 
 def _rejected(table: Table, names: list[str]) -> dict[str, str]:

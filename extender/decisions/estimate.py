@@ -23,6 +23,8 @@ from extender.policy.sections import HerdGuardSettings
 
 SOURCES = ("workload", "own", "request", "default")
 """Where an estimate came from (the label of decice_herd_estimates_total)."""
+MEASURED = frozenset({"workload", "own"})
+"""The sources that are measured use, not a pod's request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +84,11 @@ def expected_cores(
     guard: HerdGuardSettings,
     now: float,
 ) -> float:
-    """`expected_use(...).cores` without the words, for the filter path: the workload is
-    named (`workload()`) only when some workload's use is known."""
+    """What the pod being placed will most likely use, for the filter path's fit: as
+    `expected_use`, but its workload's median where the query gives one (one pod is judged
+    by what it most likely uses; the reservations of the pods placed before it are counted
+    at the quantile, which covers a burst of them). The workload is named (`workload()`)
+    only when some workload's use is known."""
     if guard.estimate == "usage" and usage_fresh(usage, guard, now):
         own = usage.pods.get((namespace, name)) if usage.pods else None
         if own is not None:
@@ -91,7 +96,7 @@ def expected_cores(
         if usage.workloads:
             use = usage.workloads.get(workload())  # type: ignore[arg-type]
             if use is not None and use.pods >= guard.min_pods:
-                return use.cores
+                return use.cores if use.median is None else use.median
     factor = guard.request_factor if guard.estimate == "usage" else 1.0
     return request * factor if request is not None else guard.default_cpu_request
 

@@ -165,7 +165,8 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
         doc["shortlisted"] = memo.shortlisted
         doc["shortlist"] = (
             f"the filter passed only our best {memo.shortlisted} of the nodes that pass "
-            "(prioritize.shortlist): kube-scheduler scored those"
+            "(prioritize.shortlist; the best one while pods we count without bindVerb are "
+            "not seen bound yet): kube-scheduler scored those"
         )
     if memo.expected:
         doc["expected"] = memo.expected

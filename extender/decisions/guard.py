@@ -7,17 +7,24 @@ Pure: no I/O; the snapshot and `now` are passed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 
 from extender.decisions.estimate import Expectation, expected_cores, expected_use, usage_fresh
-from extender.decisions.herd import HerdLedger, Reservation
+from extender.decisions.herd import HerdLedger, Reservation, data_time
 from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.peaks import NodePeaks
 from extender.decisions.pods import PodFacts
-from extender.decisions.rooms import fit_rule, tight_nodes
+from extender.decisions.rooms import Sizes, fit_rule, overflow_node, tight_nodes
+from extender.decisions.scoring import evaluate_node
 from extender.decisions.table import Table
 from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 from extender.policy.windows import Window, herd_window
+
+SATURATED = 0.95
+"""A herd metric at or above this on a node: the node is (nearly) out of CPU, so the metric
+no longer tells demand."""
 
 
 def herd_metrics(settings: Settings) -> frozenset[str]:
@@ -28,6 +35,9 @@ def herd_metrics(settings: Settings) -> frozenset[str]:
 class HerdGuard:
     def __init__(self, settings: Settings) -> None:
         self.ledger = HerdLedger(settings.herd_guard, settings.herd_guarded)
+        guard = settings.herd_guard
+        self.peaks = NodePeaks(guard.peak_window, guard.peak_sigmas)
+        """Each node's recent spread: its predicted peak's margin (peaks.py)."""
         self.window = Window(0.0, "")
         self.estimates: dict[str, int] = {}
         """Reservations taken, by where their estimate came from (estimate.SOURCES)."""
@@ -39,6 +49,7 @@ class HerdGuard:
         self._metrics = herd_metrics(settings)
         self.window = herd_window(settings)
         """The window reservations fade over, and why."""
+        self.peaks.configure(settings.herd_guard.peak_window, settings.herd_guard.peak_sigmas)
         self.ledger.configure(settings.herd_guard, settings.herd_guarded, self.window.seconds)
 
     @property
@@ -57,6 +68,39 @@ class HerdGuard:
             self._settings.herd_guard,
             now,
         )
+
+    def release(
+        self, uid: str, gone: PodFacts | None, snapshot: Snapshot, now: float
+    ) -> NodeName | None:
+        """The pod was deleted or finished (`gone`: on that node); its node, or None."""
+        if gone is None or not gone.node_name:
+            return self.ledger.release(uid)
+        shown = self.shown_use(gone, snapshot, now)
+        return self.ledger.release(uid, (gone.node_name, shown, now))
+
+    def shown_use(self, pod: PodFacts, snapshot: Snapshot, now: float) -> float | None:
+        """Cores the metric shows a running pod using, as far as we know it: its own
+        measured use, else its workload's (no more than its request: the quantile is a
+        high one), else None (nothing is credited for a use we do not know). None too on
+        a node the metric shows saturated: there it hides how far demand is over its
+        cores, so a pod leaving need not lower it at all."""
+        guard = self._settings.herd_guard
+        usage = snapshot.usage
+        if guard.estimate != "usage" or not usage_fresh(usage, guard, now):
+            return None
+        for metric in self._metrics:
+            series = snapshot.metrics.get(metric)
+            value = series.values.get(pod.node_name) if series is not None else None
+            if value is not None and value >= SATURATED:
+                return None
+        own = usage.pods.get((pod.namespace, pod.name))
+        if own is not None:
+            return own
+        key = pod.workload if usage.workloads else None
+        use = usage.workloads.get(key) if key is not None else None
+        if use is None or use.pods < guard.min_pods:
+            return None
+        return use.cores if pod.cpu_request is None else min(use.cores, pod.cpu_request)
 
     def reserve(
         self,
@@ -90,36 +134,69 @@ class HerdGuard:
         pod: PodFacts,
         names: Sequence[NodeName],
         failed: Mapping[NodeName, str],
-        waiting: float | None,
         snapshot: Snapshot,
         now: float,
-    ) -> tuple[set[NodeName], float | None, float]:
-        """The asked nodes too small for `pod` (rooms.tight_nodes), since when it fits on
-        none (`waiting`: since when it did before), and the cores it needs."""
+    ) -> tuple[set[NodeName], float]:
+        """The asked nodes too small for `pod` (rooms.tight_nodes) and the cores it needs."""
         rule, guard = fit_rule(policy), self._settings.herd_guard
         if table.rooms is None or rule is None or not guard.fit:
-            return set(), None, 0.0
-        guard_settings = self._settings.herd_guard
+            return set(), 0.0
         needs = expected_cores(
             pod.namespace,
             pod.name,
             lambda: pod.workload,
             pod.cpu_request,
             snapshot.usage,
-            guard_settings,
+            guard,
             now,
         )
-        tight, since = tight_nodes(
-            table.rooms, rule, needs, names, failed, waiting, now, guard.wait_for_room
-        )
-        return tight, since, needs
+        return tight_nodes(table.rooms, needs, names, failed), needs
+
+    def overflow(
+        self,
+        policy: Policy,
+        table: Table,
+        rejected: Mapping[NodeName, str],
+        snapshot: Snapshot,
+        sizes: Sizes,
+        now: float,
+    ) -> NodeName | None:
+        """For a pod that has waited waitForRoom on every node: the one it goes to anyway,
+        the node with the most headroom of those rejected for the herd metric's threshold
+        alone (never for missing data or another metric); None when there is none. Each
+        pod let on is counted there at once (its bind reserves), so a backlog spreads."""
+        rule = fit_rule(policy)
+        if rule is None or not self._settings.herd_guarded:
+            return None
+        allowed = (rule.over, rule.reason)
+        candidates = [n for n, why in rejected.items() if why in allowed]
+        # Only the herd metric's threshold may stand aside: a node that would fail another
+        # metric (or miss data) with its herd value at 0 keeps the pod off.
+        clear = dict.fromkeys(candidates, -math.inf)
+        candidates = [
+            n
+            for n in candidates
+            if evaluate_node(policy, snapshot, n, table.stale, clear, now).reason is None
+        ]
+        return overflow_node(rule, table.evals, candidates, sizes)
 
     def install(self, snapshot: Snapshot) -> None:
+        """A new snapshot: the reservations fade, the nodes' spreads move (peaks.py)."""
         self.ledger.install(snapshot, self._metrics)
+        at = data_time(snapshot, self._metrics)
+        if self.peaks.enabled and at is not None:
+            predicted = _predicted(snapshot, self._metrics, self.ledger.load)
+            self.ledger.set_margins(self.peaks.observe(predicted, at))
 
     def projected(self, snapshot: Snapshot) -> dict[NodeName, float]:
         """The herd load once `snapshot` is installed (for tables built off the loop)."""
-        return self.ledger.projected(snapshot, self._metrics)
+        load = self.ledger.projected(snapshot, self._metrics)
+        at = data_time(snapshot, self._metrics)
+        if self.peaks.enabled and at is not None:
+            predicted = _predicted(snapshot, self._metrics, load)
+            for node, margin in self.peaks.preview(predicted, at).items():
+                load[node] = load.get(node, 0.0) + margin
+        return load
 
     @property
     def load(self) -> Mapping[NodeName, float]:
@@ -151,3 +228,20 @@ class HerdGuard:
                 "error": usage.error,
             }
         return detail
+
+
+def _predicted(
+    snapshot: Snapshot, metrics: Iterable[str], load: Mapping[NodeName, float]
+) -> dict[NodeName, float]:
+    """node -> the herd metrics' largest value with the herd guard's load added: what we
+    predict the node runs at now, whose swings peaks.py follows."""
+    out: dict[NodeName, float] = {}
+    for name in metrics:
+        series = snapshot.metrics.get(name)
+        if series is None:
+            continue
+        for node, value in series.values.items():
+            if math.isfinite(value):
+                x = value + load.get(node, 0.0)
+                out[node] = max(out.get(node, x), x)
+    return out

@@ -8,6 +8,16 @@ reservation is whole until `settle` after the bind, then shrinks with the share 
 window the pod has run, and is gone once the window covers the whole pod
 (`unshown_share`). A pod Prometheus already measures is counted at its own measured use.
 The ledger keeps the reservations and, incrementally, the load they add per node.
+
+The same lag runs the other way: a pod that left a node still shows in the metric until
+the window has passed over its departure. A departure credits the node with what the pod
+was measured using, over the same settle and window as a reservation, so pods waiting for
+room and the rebalancer see the room when it is there. The credit is only ever what the
+metric showed of the pod (its own measured use, else its workload's, no more than its
+request; nothing when unknown, or on a saturated node, whose metric hides demand), and it
+fades over the window a rise shows in: where a query keeps the larger of a fast and a slow
+rate, the slow one holds a drop up for longer, so the credit ends early (never late), and a
+pod arriving where one left is never counted as shown before the fast rate shows it.
 Pure: `now` and the snapshot are passed in.
 """
 
@@ -33,11 +43,20 @@ class Reservation:
     """Its expected use when placed (estimate.expected_use)."""
     bound_at: float
     source: str = "bind"
-    """"bind" (ours) or "watch" (seen assigned through the pod watch)."""
+    """"bind" (ours), "watch" (seen assigned through the pod watch), "nominated" (seen
+    nominated to the node, not bound yet: decisions.held.HeldPods.nominate) or "expected"
+    (where our prioritize answer sends it, not bound yet: decisions.held.HeldPods.expect)."""
     basis: str = ""
     """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
     pod: tuple[str, str] | None = None
     """(namespace, name): its own measured use, once Prometheus has it, replaces `cores`."""
+
+
+def departure(uid: str, node: NodeName, cores: float, left_at: float) -> Reservation:
+    """A pod gone from `node` whose `cores` the metric still shows: a reservation of what
+    it frees (negative), fading as the metric stops showing it, as a placed pod's fades as
+    the metric starts to."""
+    return Reservation(uid, node, -cores, left_at, "left")
 
 
 def unshown_share(bound_at: float, data_at: float | None, settle: float, window: float) -> float:
@@ -74,11 +93,15 @@ class HerdLedger:
         self._guarded = guarded
         self._window = window
         self._reservations: dict[str, Reservation] = {}
+        self._departures: dict[str, Reservation] = {}
+        self._margins: Mapping[NodeName, float] = {}
+        """node -> what its recent swings add to it (peaks.py), as of the last install."""
         self._charged: dict[str, float] = {}
         """uid -> the share of its node's cores it adds now."""
         self._load: dict[NodeName, float] = {}
         """node -> utilisation the reservations add (the sum of `_charged`)."""
         self._node_cores: Mapping[NodeName, float] = {}
+        self._sizes_watched = False
         self._data_at: float | None = None
         self._usage: UsageTable = EMPTY
 
@@ -90,10 +113,6 @@ class HerdLedger:
         self._recount()
 
     @property
-    def window(self) -> float:
-        return self._window
-
-    @property
     def reservations(self) -> Mapping[str, Reservation]:
         return self._reservations
 
@@ -101,13 +120,6 @@ class HerdLedger:
     def load(self) -> Mapping[NodeName, float]:
         """The live per-node load (not a copy: read it, do not keep it)."""
         return self._load
-
-    def charged(self, uid: str) -> float:
-        """Cores the pod's reservation adds now (0 when it has none)."""
-        reservation = self._reservations.get(uid)
-        if reservation is None:
-            return 0.0
-        return self._charged[uid] * self._cores_of(reservation.node)
 
     @property
     def node_cores(self) -> Mapping[NodeName, float]:
@@ -118,6 +130,14 @@ class HerdLedger:
             self._node_cores = cores
             self._recount()
 
+    def watch_sizes(self) -> None:
+        """Node sizes come from a node watch: a node it has not told of is of unknown size,
+        and its reservations count nothing until it is (no veto rests on a guessed size;
+        herdGuard.defaultNodeCores stands in only where nothing watches nodes)."""
+        if not self._sizes_watched:
+            self._sizes_watched = True
+            self._recount()
+
     def reserve(self, reservation: Reservation) -> bool:
         """Count a placed pod on its node; False when the guard is off or it counts already."""
         if not self._guarded or reservation.uid in self._reservations:
@@ -126,18 +146,36 @@ class HerdLedger:
         self._add(reservation)
         return True
 
-    def release(self, uid: str) -> NodeName | None:
-        """The pod was deleted or finished: its node (whose load dropped), or None."""
+    def release(
+        self, uid: str, gone: tuple[NodeName, float | None, float] | None = None
+    ) -> NodeName | None:
+        """The pod was deleted or finished: its node (whose load dropped), or None.
+        `gone`: (its node, the cores the metric shows of it or None, when it left), to
+        credit its node until the metric stops showing it (the module's docstring)."""
+        node = None
         reservation = self._reservations.pop(uid, None)
-        if reservation is None:
-            return None
-        share = self._charged.pop(uid)
-        left = self._load.get(reservation.node, 0.0) - share
-        if left > 1e-9:
-            self._load[reservation.node] = left
+        if reservation is not None:
+            node = reservation.node
+            self._change(node, -self._charged.pop(uid))
+        if gone is None or not self._guarded or uid in self._departures:
+            return node
+        where, measured, left_at = gone
+        if reservation is not None:  # what the metric shows of it: its use less the unshown
+            reserved = self._cores(reservation, self._usage)
+            unshown = unshown_share(reservation.bound_at, left_at, self._guard.settle, self._window)
+            measured = reserved * (1.0 - unshown)
+        if measured is None or measured <= 0 or not where:
+            return node
+        self._departures[uid] = gone_pod = departure(uid, where, measured, left_at)
+        self._add(gone_pod)
+        return where
+
+    def _change(self, node: NodeName, by: float) -> None:
+        left = self._load.get(node, 0.0) + by
+        if abs(left) > 1e-9:
+            self._load[node] = left
         else:
-            self._load.pop(reservation.node, None)
-        return reservation.node
+            self._load.pop(node, None)
 
     def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float) -> float:
         """The load on `node` once the pods `leaving` (UIDs) are gone and a pod expected to
@@ -149,7 +187,7 @@ class HerdLedger:
             reservation = self._reservations.get(uid)
             if reservation is not None and reservation.node == node:
                 load -= self._charged[uid]
-        load += arriving / self._cores_of(node)
+        load += arriving / self.cores_of(node)
         return max(load, 0.0)
 
     def drop_node(self, node: NodeName) -> list[str]:
@@ -157,24 +195,41 @@ class HerdLedger:
         gone = [uid for uid, r in self._reservations.items() if r.node == node]
         for uid in gone:
             self.release(uid)
+        for uid in [u for u, d in self._departures.items() if d.node == node]:
+            del self._departures[uid]
+            del self._charged[uid]
         self._load.pop(node, None)
         return gone
 
     def install(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
         """A new snapshot: each reservation charged at what its metrics do not show yet;
-        those they show whole are dropped."""
+        those they show whole are dropped. The margins go until `set_margins`."""
         self._data_at = data_time(snapshot, metrics) if metrics else math.inf
         self._usage = self._fresh(snapshot)
+        self._margins = {}
         self._recount()
+
+    def set_margins(self, margins: Mapping[NodeName, float]) -> None:
+        """node -> what its recent swings add to its predicted peak (peaks.py), in `load`
+        until the next install."""
+        for node, margin in self._margins.items():
+            self._change(node, -margin)
+        self._margins = margins if self._guarded else {}
+        for node, margin in self._margins.items():
+            self._change(node, margin)
+
+    @property
+    def margins(self) -> Mapping[NodeName, float]:
+        return self._margins
 
     def projected(self, snapshot: Snapshot, metrics: Collection[str]) -> dict[NodeName, float]:
         """The per-node load `install(snapshot, metrics)` would give (for tables built off
         the loop before the install; the install patches what changed meanwhile)."""
         data_at = data_time(snapshot, metrics) if metrics else math.inf
         load: dict[NodeName, float] = {}
-        for r in self._reservations.values():
+        for r in (*self._reservations.values(), *self._departures.values()):
             share = self._share(r, data_at, self._fresh(snapshot))
-            if share > 0:
+            if share:
                 load[r.node] = load.get(r.node, 0.0) + share
         return load
 
@@ -185,14 +240,14 @@ class HerdLedger:
         self._load = {}
         if not self._guarded:
             self._reservations = {}
+            self._departures = {}
             return
-        kept: dict[str, Reservation] = {}
-        for uid, r in self._reservations.items():
-            if self._shown(r):
-                continue
-            kept[uid] = r
+        self._reservations = {u: r for u, r in self._reservations.items() if not self._shown(r)}
+        self._departures = {u: d for u, d in self._departures.items() if not self._shown(d)}
+        for r in (*self._reservations.values(), *self._departures.values()):
             self._add(r)
-        self._reservations = kept
+        for node, margin in self._margins.items():
+            self._change(node, margin)
 
     def _shown(self, r: Reservation) -> bool:
         return unshown_share(r.bound_at, self._data_at, self._guard.settle, self._window) <= 0
@@ -200,24 +255,32 @@ class HerdLedger:
     def _add(self, r: Reservation) -> None:
         share = self._share(r, self._data_at, self._usage)
         self._charged[r.uid] = share
-        self._load[r.node] = self._load.get(r.node, 0.0) + share
+        self._change(r.node, share)
 
     def _share(self, r: Reservation, data_at: float | None, usage: UsageTable) -> float:
         """The share of its node's cores `r` adds while the metric is as of `data_at`."""
         unshown = unshown_share(r.bound_at, data_at, self._guard.settle, self._window)
         if unshown <= 0:
             return 0.0
-        cores = r.cores
+        return self._cores(r, usage) * unshown / self.cores_of(r.node)
+
+    def _cores(self, r: Reservation, usage: UsageTable) -> float:
+        """Its expected use, or its own measured use once Prometheus has it."""
         if r.pod is not None and self._guard.estimate == "usage":
             own = usage.pods.get(r.pod)
             if own is not None:
-                cores = own
-        return cores * unshown / self._cores_of(r.node)
+                return own
+        return r.cores
 
     def _fresh(self, snapshot: Snapshot) -> UsageTable:
         """The snapshot's measured use, or none when it is too old to trust."""
         usage = snapshot.usage
         return usage if usage_fresh(usage, self._guard, snapshot.taken_at) else EMPTY
 
-    def _cores_of(self, node: NodeName) -> float:
-        return self._node_cores.get(node) or self._guard.default_node_cores
+    def cores_of(self, node: NodeName) -> float:
+        """The node's cores; infinite (a share of nothing) for a node of unknown size when
+        sizes are watched (`watch_sizes`)."""
+        known = self._node_cores.get(node)
+        if known:
+            return known
+        return math.inf if self._sizes_watched else self._guard.default_node_cores

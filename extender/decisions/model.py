@@ -106,17 +106,11 @@ class FilterDecision:
     """The nodes of one filter request that fail, with the reason; the rest pass."""
 
     failed: Mapping[NodeName, str]
-    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes)."""
-    resolvable: Mapping[NodeName, str] = field(default_factory=dict)
-    """Rejected for this pod only: too little room (FailedNodes, so the scheduler may try
-    preemption there, which our /preempt judges). Given when it fits on no node."""
-    left_out: frozenset[NodeName] = frozenset()
-    """Too little room for this pod, while it fits on another node: left out of the
-    answer's names without a reason (the scheduler reads reasons only when a pod fits
-    nowhere, and at 5,000 nodes a reason each is a big answer to write and to decode)."""
+    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes): for what the
+    metrics say, or too little headroom for what this pod is expected to use."""
     passed: Sequence[NodeName] | None = None
     """The nodes that pass, when not all the others do: our shortlist (decisions.shortlist),
-    a subset of the request's. None: every node neither failed nor left out."""
+    a subset of the request's. None: every node that did not fail."""
 
 
 @dataclass(frozen=True, slots=True)

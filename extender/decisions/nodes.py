@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from extender.decisions.model import NodeInfo, NodeInventory, NodeName, Snapshot, Taint
-from extender.decisions.pods import cpu_cores
+from extender.decisions.resources import cpu_cores
 
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 """Taint effects that keep a pod that does not tolerate them off a node (the scheduler's

@@ -1,8 +1,9 @@
-"""What we know of a pod: one reader of a v1.Pod, one CPU-request rule, and the memory of
-pods between the scheduler's filter call and its bind call.
+"""What we know of a pod: one reader of a v1.Pod, and the memory of pods between the
+scheduler's filter call and its bind call.
 
 `read_pod` serves both the filter path (the Pod inside ExtenderArgs) and the API path (a
-pod fetched after a restart), so the herd guard counts the same CPU either way. The bind
+pod fetched after a restart), so the herd guard counts the same CPU either way (one rule:
+decisions.resources.cpu_request). The bind
 request carries only name, namespace, UID and node; the rest comes from the filter call
 for that UID, kept in a small bounded map. Pure: no I/O, no Kubernetes client.
 """
@@ -10,17 +11,16 @@ for that UID, kept in a small bounded map. Pure: no I/O, no Kubernetes client.
 from __future__ import annotations
 
 import datetime
-import math
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.preferences import prefers_nodes
+from extender.decisions.resources import PodError as PodError  # what read_pod raises
+from extender.decisions.resources import cpu_request
 from extender.decisions.usage import WorkloadKey, workload_of
 
 if TYPE_CHECKING:
@@ -31,10 +31,6 @@ POLICY_ANNOTATION = "decice.io/policy"
 
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server writes into an empty `spec.schedulerName`."""
-
-
-class PodError(ValueError):
-    """A v1.Pod that cannot be read; the message names the field."""
 
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -97,115 +93,14 @@ class PodFacts:
     prefers: bool = False
     """The pod weighs nodes itself (`prefers_nodes`): kube-scheduler's scores carry what it
     asked for, so our shortlist does not narrow them (decisions.shortlist)."""
+    created: Any = None
+    """`metadata.creationTimestamp` as sent: herdGuard.waitForRoom counts from it."""
 
     @property
     def workload(self) -> WorkloadKey | None:
         """The workload that owns it (usage.workload_of): its siblings tell what it will
         use. Read when the herd guard counts the pod, not on every filter call."""
         return workload_of(self.namespace, self.owners, self.labels)
-
-
-# resource.Quantity: a signed decimal, then a binary or decimal SI suffix or an exponent.
-_QUANTITY = re.compile(
-    r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?", re.ASCII
-)
-_SUFFIX = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
-}
-
-
-@lru_cache(maxsize=1024)
-def cpu_cores(quantity: str) -> float | None:
-    """A Kubernetes CPU quantity ("500m", "2", "1.5", "5e-1") in cores; None when malformed,
-    negative or beyond a float (the API server refuses those, so such a value was never a
-    real request).
-
-    Parsed here rather than by `kubernetes.utils.parse_quantity`: this is the API server's
-    grammar (the library also takes "1 m" and "1_000"), it costs the same
-    (tests/benchmarks/quantities.py), and decisions may not import the Kubernetes client."""
-    match = _QUANTITY.fullmatch(quantity.strip())
-    if match is None:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** int(suffix[1:])
-        value = Decimal(number) * scale
-    except (InvalidOperation, ValueError, OverflowError):
-        return None
-    if value < 0 or not value.is_finite():
-        return None
-    cores = float(value)
-    return cores if math.isfinite(cores) else None
-
-
-def _cpu_of(resources: Any) -> float | None:
-    """`resources.requests.cpu` in cores; None when absent or not a quantity."""
-    requests = resources.get("requests") if isinstance(resources, dict) else None
-    cpu = requests.get("cpu") if isinstance(requests, dict) else None
-    if isinstance(cpu, bool):
-        return None
-    if isinstance(cpu, (int, float)):
-        cpu = str(cpu)
-    return cpu_cores(cpu) if isinstance(cpu, str) else None
-
-
-def _containers(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise PodError(f"{where}: must be a list")
-    return value
-
-
-def _resources(container: Any) -> Any:
-    return container.get("resources") if isinstance(container, dict) else None
-
-
-def cpu_request(spec: Mapping[str, Any], where: str = "spec") -> float | None:
-    """The pod's effective CPU request in cores, by the scheduler's rule (PodRequests):
-    pod-level `resources` when set, else the containers' sum, at least the largest init
-    container (sidecars, `restartPolicy: Always`, run beside the ones after them), plus
-    `overhead`. None when no part names a CPU request."""
-    seen = False
-    pod_level = _cpu_of(spec.get("resources"))
-    total = 0.0
-    for c in _containers(spec.get("containers"), f"{where}.containers"):
-        cpu = _cpu_of(_resources(c))
-        if cpu is not None:
-            seen = True
-            total += cpu
-    sidecars = 0.0
-    init_peak = 0.0
-    for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
-        cpu = _cpu_of(_resources(c))
-        if cpu is not None:
-            seen = True
-        amount = cpu or 0.0
-        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
-            total += amount
-            sidecars += amount
-            init_peak = max(init_peak, sidecars)
-        else:
-            init_peak = max(init_peak, amount + sidecars)
-    total = max(total, init_peak)
-    if pod_level is not None:
-        seen, total = True, pod_level
-    overhead = spec.get("overhead")
-    extra = overhead.get("cpu") if isinstance(overhead, dict) else None
-    extra_cores = cpu_cores(extra) if isinstance(extra, str) else None
-    if extra_cores is not None:
-        seen, total = True, total + extra_cores
-    return total if seen else None
 
 
 def _str(obj: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str:
@@ -239,12 +134,13 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         name=_str(meta, "name", f"{where}.metadata", required=True),
         namespace=namespace,
         scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
-        cpu_request=cpu_request(spec, f"{where}.spec"),
+        cpu_request=cpu_request(spec, f"{where}.spec", status=pod.get("status")),
         node_name=_str(spec, "nodeName", f"{where}.spec"),
         policy=_policy_of(meta.get("annotations")),
         owners=meta.get("ownerReferences"),
         labels=meta.get("labels"),
         prefers=prefers_nodes(spec),
+        created=meta.get("creationTimestamp"),
     )
 
 
@@ -382,13 +278,16 @@ class Preemptions:
 
     def of(self, uid: str, now: float) -> Mapping[NodeName, object]:
         """The victims accepted for `uid`'s preemption, while remembered (else empty)."""
+        found = self.get(uid, now)
+        return {} if found is None else found.victims
+
+    def get(self, uid: str, now: float) -> Preemption | None:
+        """`uid`'s accepted preemption (when, and the victims), while remembered."""
         found = self._by_uid.get(uid)
-        if found is None:
-            return {}
-        if now - found.at > self._seconds:
+        if found is not None and now - found.at > self._seconds:
             del self._by_uid[uid]
-            return {}
-        return found.victims
+            return None
+        return found
 
     def forget(self, uid: str) -> None:
         self._by_uid.pop(uid, None)

@@ -34,7 +34,12 @@ class FitRule:
     def reason(self) -> str:
         """The filter reason of a node too small for the pod: a category (the scheduler
         groups nodes by exact text in FailedScheduling)."""
-        return f"decice: {self.metric} above {self.above:g} with this pod"
+        return f"{self.over} with this pod"
+
+    @property
+    def over(self) -> str:
+        """The filter reason of a node over the threshold (scoring.threshold_reason's)."""
+        return f"decice: {self.metric} above {self.above:g}"
 
 
 def fit_rule(policy: Policy) -> FitRule | None:
@@ -105,10 +110,12 @@ class Sizes:
     """The nodes' CPU cores, as the node watch reports them."""
 
     cores: Mapping[NodeName, float]
-    default: float
-    """For a node whose size is unknown (herdGuard.defaultNodeCores)."""
+    default: float | None
+    """For a node whose size is unknown (herdGuard.defaultNodeCores); None when a node watch
+    tells sizes: a node it has not told of has no room figure, so no pod is turned away
+    from it for want of room (the scheduler's resource checks stand)."""
 
-    def of(self, node: NodeName) -> float:
+    def of(self, node: NodeName) -> float | None:
         return self.cores.get(node) or self.default
 
 
@@ -125,39 +132,47 @@ def rooms_of(
     rule: FitRule, evals: Mapping[NodeName, NodeEval], nodes: Iterable[NodeName], sizes: Sizes
 ) -> dict[NodeName, float | None]:
     """node -> its room (None: not indexed), for `nodes`."""
-    return {n: room_of(rule, evals[n], sizes.of(n)) for n in nodes}
+    out: dict[NodeName, float | None] = {}
+    for n in nodes:
+        size = sizes.of(n)
+        out[n] = None if size is None else room_of(rule, evals[n], size)
+    return out
 
 
 def tight_nodes(
     rooms: Rooms,
-    rule: FitRule,
     needs: float,
     names: Sequence[NodeName],
     failed: Mapping[NodeName, str],
-    waiting_since: float | None,
-    now: float,
-    wait_for_room: float,
-) -> tuple[set[NodeName], float | None]:
-    """The asked nodes (`names`) too small for a pod that needs `needs` cores, and since
-    when it fits on none of them (None while it fits on one).
-
-    A pod that fits on none waits for room (the scheduler retries it; our requeue when a
-    node has room); after `wait_for_room` seconds since `waiting_since` it is let onto
-    the roomiest of them rather than wait on. It waits even when no node could take it
-    now without our reservations: in a live cluster pods end and load moves, and the
-    simulation's burst and diurnal scenarios lose to waiting peers when such pods go to
-    the roomiest at once (BENCHMARKS.md, "Placement knows what a pod will use")."""
+) -> set[NodeName]:
+    """The asked nodes (`names`) too small for a pod that needs `needs` cores, less those
+    the filter rejects anyway."""
     small = rooms.too_small(needs)
     if not small:  # the common case: every node has room for this pod
-        return set(), None
-    asked = set(names)
-    tight = asked.intersection(small)
+        return set()
+    tight = set(names).intersection(small)
     if failed:
         tight.difference_update(failed)
-    if not tight or len(failed) + len(tight) < len(asked):
-        return tight, None
-    since = waiting_since if waiting_since is not None else now
-    if now - since < wait_for_room:
-        return tight, since
-    roomiest = max(rooms.room(n) for n in tight)
-    return {n for n in tight if rooms.room(n) < roomiest}, since
+    return tight
+
+
+def overflow_node(
+    rule: FitRule,
+    evals: Mapping[NodeName, NodeEval],
+    candidates: Iterable[NodeName],
+    sizes: Sizes,
+) -> NodeName | None:
+    """The node with the most headroom (cores under the threshold, negative above it) of
+    `candidates`, for a pod that has waited `herdGuard.waitForRoom` for room on any node:
+    rather than wait on, it goes where it does least harm. None when no candidate has a
+    value of the herd metric to judge by. A node of unknown size counts as one core."""
+    best: tuple[float, NodeName] | None = None
+    for n in candidates:
+        e = evals.get(n)
+        value = e.values[rule.index] if e is not None else None
+        if value is None:
+            continue
+        room = (rule.above - value) * (sizes.of(n) or 1.0)
+        if best is None or (room, n) > best:
+            best = (room, n)
+    return best[1] if best is not None else None

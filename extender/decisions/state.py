@@ -23,6 +23,12 @@ from extender.decisions.usage import UsageTable
 from extender.policy.policies import Policy
 from extender.policy.settings import Settings
 
+NOMINATED = "nominated"
+"""The source of a reservation held for a nominated pod (decisions.held)."""
+EXPECTED = "expected"
+"""The source of a reservation held where our prioritize answer sends a pod, until our
+bind or the pod watch says where it went (decisions.held.HeldPods.expect)."""
+
 
 class DecisionState:
     def __init__(
@@ -40,6 +46,13 @@ class DecisionState:
         """The victims /preempt accepted, by preemptor (decisions.preemption)."""
         self.turned_away = turned_away
         """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
+        self._sizes_watched = False
+        self._tentative: dict[str, float] = {}
+        """Nominations /preempt expects, not yet shown by the pod watch: uid -> until when."""
+        self._expected: dict[str, float] = {}  # EXPECTED pods: uid -> until, earliest first
+        self.nominations: Callable[[str, bool], None] = lambda uid, counted: None
+        """Told of each pod counted (True) or no longer counted (False) on a nominated node:
+        the pod watch's sieve keeps that pod's lines (cluster.podsieve)."""
         self._snapshot = snapshot
         sizes = self.sizes
         self._tables = PolicyTables(build_tables(settings, snapshot, {}, now, sizes), sizes)
@@ -100,8 +113,22 @@ class DecisionState:
 
     @property
     def sizes(self) -> Sizes:
-        """The nodes' cores as the node watch told them (for the rooms' index)."""
-        return Sizes(self._herd.node_cores, self.settings.herd_guard.default_node_cores)
+        """The nodes' cores as the node watch told them (for the rooms' index); a node it
+        has not told of is of unknown size once sizes are watched (`watch_sizes`)."""
+        default = None if self._sizes_watched else self.settings.herd_guard.default_node_cores
+        return Sizes(self._herd.node_cores, default)
+
+    def watch_sizes(self, now: float) -> None:
+        """A node watch tells node sizes (cluster.nodewatch): until it has told a node's, no
+        verb turns a pod away from that node for a reason resting on its size (the herd
+        guard's room and reservation shares, /preempt's arithmetic); they fail open to the
+        scheduler's own resource checks. Without a node watch, herdGuard.defaultNodeCores
+        stands in for every node, as configured."""
+        if not self._sizes_watched:
+            self._sizes_watched = True
+            self._herd.watch_sizes()
+            self._tables.resize(self.policies.values(), self.sizes)
+            self._tables.replace(self.policies, self._snapshot, {}, self.herd(), now)
 
     def policy_of(self, pod: PodFacts) -> Policy | None:
         """The policy the pod asks for (decice.io/policy), else the default; None when it
@@ -148,13 +175,14 @@ class DecisionState:
         self._patch(node, now)
         return True
 
-    def release(self, uid: str, now: float) -> bool:
-        """The pod was deleted or finished: what it reserved is free again."""
-        node = self._herd.release(uid)
-        if node is None:
-            return False
-        self._patch(node, now)
-        return True
+    def release(self, uid: str, now: float, gone: PodFacts | None = None) -> bool:
+        """The pod was deleted or finished: what it reserved is free again; with `gone`
+        (the pod on the node it ran on) its node is credited what the metric still shows
+        of it (herd.departure)."""
+        node = self.guard.release(uid, gone, self._snapshot, now)
+        if node is not None:
+            self._patch(node, now)
+        return node is not None
 
     def _patch(self, node: NodeName, now: float) -> None:
         self._tables.patch(self.policies.values(), node, self._snapshot, self._herd.load, now)

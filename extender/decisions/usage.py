@@ -44,6 +44,9 @@ class WorkloadUse:
     """The quantile (herdGuard.quantile, p90 by default) of its pods' use, in cores."""
     pods: int
     """Running pods measured."""
+    median: float | None = None
+    """The median of its pods' use (None when the usage query gives none): what one more
+    pod of it most likely uses, where the quantile is what a burst of them is counted at."""
 
 
 @dataclass(frozen=True, slots=True)

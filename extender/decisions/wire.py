@@ -22,7 +22,8 @@ import orjson
 
 from extender.decisions import wiretypes
 from extender.decisions.model import FilterDecision, Priorities
-from extender.decisions.pods import PodError, PodFacts, read_pod
+from extender.decisions.pods import PodFacts, read_pod
+from extender.decisions.resources import PodError
 
 JSON = dict[str, Any]
 Verb = Literal["filter", "prioritize", "bind", "preempt"]
@@ -261,15 +262,14 @@ def parse_preemption_args(body: bytes) -> PreemptionArgs:
 def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
     """ExtenderFilterResult in the form the scheduler asked in (NodeNames or Nodes).
 
-    Nodes rejected whatever happens go to FailedAndUnresolvableNodes: preempting pods cannot
-    bring a node's measured load or a missing metric back in time. Nodes too small for this
-    pod go to FailedNodes when it fits on no node (preempting pods there can make room: our
-    /preempt judges it), and are only left out of the names when it fits on another."""
-    failed = decision.failed
-    resolvable = decision.resolvable
-    rejected: Mapping[str, str] | set[str] = failed
-    if resolvable or decision.left_out:
-        rejected = {*failed, *resolvable, *decision.left_out}
+    Every node we reject goes to FailedAndUnresolvableNodes with its reason: preempting
+    pods cannot bring a node's measured load or a missing metric back in time, and
+    kube-scheduler's preemption picks victims by its own Filter plugins, which every node we
+    are asked about passed (it would find none there). Nodes too small for this pod are
+    among them. Every node asked is passed or failed with a reason, but for the nodes a
+    shortlist (prioritize.shortlist) leaves out of the names: the answer stays small at
+    5,000 nodes. FailedNodes stays empty."""
+    failed = rejected = decision.failed
     names = args.names
     shortlisted = decision.passed
     if args.node_list is None:
@@ -283,7 +283,7 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
             {
                 "Nodes": None,
                 "NodeNames": passed,
-                "FailedNodes": resolvable,
+                "FailedNodes": {},
                 "FailedAndUnresolvableNodes": failed,
                 "Error": "",
             }
@@ -302,7 +302,7 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
         {
             "Nodes": nodes,
             "NodeNames": None,
-            "FailedNodes": resolvable,
+            "FailedNodes": {},
             "FailedAndUnresolvableNodes": failed,
             "Error": "",
         }

@@ -63,9 +63,11 @@ def _labels(item: Any) -> dict[str, Any]:
 
 
 def read_workloads(result: Sequence[Any], limit: int) -> dict[WorkloadKey, WorkloadUse]:
-    """Series labelled namespace, workload, workload_type and stat ("quantile" or
-    "pods") -> each workload's use; a workload missing either figure is left out."""
+    """Series labelled namespace, workload, workload_type and stat ("quantile", "median"
+    or "pods") -> each workload's use; a workload missing its quantile or count is left
+    out (the median is optional)."""
     quantiles: dict[WorkloadKey, float] = {}
+    medians: dict[WorkloadKey, float] = {}
     counts: dict[WorkloadKey, int] = {}
     dropped = 0
     for item in result:
@@ -76,13 +78,18 @@ def read_workloads(result: Sequence[Any], limit: int) -> dict[WorkloadKey, Workl
             dropped += 1
             continue
         key = WorkloadKey(str(namespace), str(kind).lower(), str(name))
-        if labels.get("stat") == "pods":
+        stat = labels.get("stat")
+        if stat == "pods":
             counts[key] = int(value)
+        elif stat == "median":
+            medians[key] = value
         elif key in quantiles or len(quantiles) < limit:
             quantiles[key] = value
     if dropped:
         log.debug("usage: %d workload series without namespace/workload/type or value", dropped)
-    return {k: WorkloadUse(v, counts[k]) for k, v in quantiles.items() if k in counts}
+    return {
+        k: WorkloadUse(v, counts[k], medians.get(k)) for k, v in quantiles.items() if k in counts
+    }
 
 
 def read_pods(result: Sequence[Any], limit: int) -> dict[tuple[str, str], float]:

@@ -1,6 +1,5 @@
 """The service's sections of the policy file: listeners, Prometheus, the Kubernetes client,
-bind, the herd guard, requeue, the rebalancer, prioritize and explain.
-"""
+bind, the herd guard, requeue, the rebalancer, prioritize and explain."""
 
 from __future__ import annotations
 
@@ -24,44 +23,7 @@ from extender.policy.fields import (
     SelectorOperator,
     TaintEffect,
 )
-
-DEFAULT_WORKLOAD_USAGE_QUERY = """label_replace(
-  quantile by (namespace, workload, workload_type) ({quantile},
-    sum by (namespace, pod) (
-      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
-    )
-    * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1,
-        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
-      )
-  ),
-  "stat", "quantile", "", ""
-)
-or
-label_replace(
-  count by (namespace, workload, workload_type) (
-    sum by (namespace, pod) (
-      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
-    )
-    * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1,
-        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
-      )
-  ),
-  "stat", "pods", "", ""
-)"""
-"""Per workload, the quantile and the count of its running pods' CPU use, from the
-kube-prometheus-stack recording rules (kubernetes-mixin rules/apps.libsonnet). Bare and
-static pods are no workload of siblings (the rules name each after itself): left out."""
-
-DEFAULT_POD_USAGE_QUERY = """sum by (namespace, pod) (
-  node_namespace_pod_container:container_cpu_usage_seconds_total:sum_irate
-)
-and on (namespace, pod)
-  (time() - max by (namespace, pod) (kube_pod_created{job="kube-state-metrics"}) < 900)"""
-"""Per pod created in the last 15 minutes, its own CPU use now: the stock `sum_irate` rule
-(the rate between its last two samples). Not the `sum_rate5m` rule: a rate divides by its
-whole window, so a pod seconds old would show a few seconds' worth of its use."""
+from extender.policy.usage_queries import DEFAULT_POD_USAGE_QUERY, DEFAULT_WORKLOAD_USAGE_QUERY
 
 RETRY_BACKOFF = 0.2
 """Seconds before the first retry of a Kubernetes call; doubled for each next one."""
@@ -164,7 +126,8 @@ class HerdGuardSettings(Model):
     default_cpu_request: Positive = 0.1
     """Cores counted for a pod without a CPU request (and nothing better known)."""
     default_node_cores: Positive = 4.0
-    """Node size used when the node's allocatable CPU is unknown."""
+    """Node size where nothing watches nodes (no Kubernetes API); with a node watch, a node
+    not yet known vetoes nothing on its size instead."""
     settle: Annotated[float, Strict(), Field(ge=0)] = 45.0
     """Seconds after a bind before the node metric can show any of the pod: the scrape
     interval, the recording rule's evaluation interval and our refresh, at worst. The
@@ -176,13 +139,22 @@ class HerdGuardSettings(Model):
     says what was read and why."""
     fit: StrictBool = True
     """The herd metric's filter.above counts the pod being placed: a node its expected use
-    would push past the threshold is turned away for this pod (as FailedNodes, so the
-    scheduler may preempt there: /preempt judges the node without its victims)."""
+    would push past the threshold is turned away for this pod (unresolvable: the scheduler's
+    preemption picks victims by its own filters, which that node passes)."""
     wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 1800.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
     it when a node has room); then it goes to the roomiest. 0: at once. The default is
     the simulation's: at 600 s a waiting peer (Koordinator) still had fewer hot
     node-minutes on some seeds of the diurnal scenario, at 1800 s on none (BENCHMARKS.md)."""
+    peak_sigmas: Annotated[float, Strict(), Field(ge=0)] = 2.0
+    """A node is judged by its predicted peak: the herd metric (with the herd guard's load)
+    plus this many times how far its recent spread (standard deviation over peakWindow) is
+    above the typical node's, so a node that swings more than the rest gets less headroom
+    (the filter threshold's own margin covers the swings every node has). 0: by its
+    latest value."""
+    peak_window: Annotated[float, Strict(), Field(gt=0)] = 600.0
+    """Seconds the spread of a node's value is measured over (an exponentially weighted
+    window)."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU
@@ -196,7 +168,8 @@ class HerdGuardSettings(Model):
     """A pod without a trusted workload estimate counts its CPU request times this."""
     usage_query: StrictStr = DEFAULT_WORKLOAD_USAGE_QUERY
     """PromQL: per workload (labels namespace, workload, workload_type) the quantile
-    (label `stat="quantile"`) and the count (`stat="pods"`) of its running pods' CPU use.
+    (label `stat="quantile"`), the median (`stat="median"`, optional) and the count
+    (`stat="pods"`) of its running pods' CPU use.
     `{quantile}` is replaced by `quantile`. The default reads kube-prometheus-stack's
     recording rules."""
     pod_usage_query: StrictStr = DEFAULT_POD_USAGE_QUERY
@@ -219,7 +192,10 @@ class HerdGuardSettings(Model):
 
 class BindSettings(Model):
     enabled: StrictBool = True
-    """Answer /bind (set bindVerb in the scheduler config)."""
+    """Answer /bind (set bindVerb in the scheduler config). Off, the scheduler's own binder
+    binds: each pod is counted where we let it go, and while such pods are not seen bound
+    the filter passes the next pod only our best node (a burst is decided long before the
+    pod watch shows a bind)."""
     foreign_pods: ForeignPods = "refuse"
     """A bind for a pod whose schedulerName is not ours: refuse (an Error naming the fix)
     or bind it."""
@@ -268,17 +244,21 @@ class RebalanceSettings(Model):
     the scheduler places the successors with the same policy)."""
 
     mode: RebalanceMode = "dry-run"
-    """dry-run: log, post an Event and count what would move, evict nothing; evict: act."""
-    interval: Seconds = 60.0
+    """dry-run: log, post an Event and count what would move, evict nothing; evict: act
+    (the shipped config/extender.yaml and the chart: BENCHMARKS.md, "Pods moved off nodes
+    that load moves onto")."""
+    interval: Seconds = 30.0
     """Seconds between re-checks of every running pod of ours."""
-    margin: Annotated[int, Strict(), Field(ge=1, le=10)] = 3
+    margin: Annotated[int, Strict(), Field(ge=1, le=10)] = 10
     """Score points (0..10) the best node must beat the pod's node by before the pod is a
-    candidate to move (stickiness: equal or near-equal nodes never cause a move)."""
-    sustain: Count = 3
+    candidate to move (stickiness: equal or near-equal nodes never cause a move). 10:
+    only pods on a node the filter rejects move, so a node that cools pulls none back."""
+    sustain: Count = 2
     """Consecutive checks a pod must be a candidate before it moves (one bad sample never
     moves a pod)."""
-    min_age: Annotated[float, Strict(), Field(ge=0)] = 600.0
-    """Pods younger than this many seconds are left where they are."""
+    min_age: Annotated[float, Strict(), Field(ge=0)] = 120.0
+    """Pods younger than this many seconds are left where they are (the metric shows a pod
+    whole a minute or two after it starts)."""
     max_evictions_per_cycle: Count = 5
     """Evictions (or, in dry-run, would-be evictions) per check, in the whole cluster."""
     max_evictions_per_node: Count = 1
@@ -332,7 +312,12 @@ class ShadowSettings(Model):
     label_selector: LabelSelectorSettings | None = None
     """Judge only pods whose labels this selector matches (matchLabels, matchExpressions)."""
     keep: Count = 10_000
-    """Assignments kept for the summary (the last ones: a ring, so memory stays bounded)."""
+    """Assignments kept for the summary (the last ones: a ring, so memory stays bounded);
+    also the most placements watched for exceedance at once (the oldest let go beyond)."""
+    exceedance_window: Seconds = 300.0
+    """Seconds after a placement within which its node going over the policy's threshold
+    (its herd metric's filter.above; without one, its first metric with a filter.above)
+    counts as an exceedance, as the refreshes after the placement see it."""
 
 
 class OverloadSettings(Model):

@@ -31,7 +31,7 @@ from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
 from extender.decisions.engine import Engine
 from extender.decisions.model import NodeName
-from extender.decisions.pods import PodError
+from extender.decisions.resources import PodError
 from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
 from extender.rebalancing.backoff import RefusalBackoff

@@ -140,7 +140,8 @@ def decide(
         if policy is None:
             out.skipped["unknown policy"] = out.skipped.get("unknown policy", 0) + 1
             continue
-        decision, gain = _check(pod, policy, moves.scores(policy, tables[name]), rules, streaks)
+        scores = moves.scores(policy, tables[name])
+        decision, gain = _check(pod, policy, scores, rules, streaks, moves)
         if decision.outcome == "stay":
             out.record(decision)
         else:
@@ -189,13 +190,25 @@ class Moves:
             self._scores[policy.name] = scores
         return scores
 
+    def cores(self, pod: PodFacts) -> float:
+        """The cores the pod is expected to use (estimate.py)."""
+        guard = self._settings.herd_guard
+        usage = self._snapshot.usage
+        now = self._now
+        return expected_use(
+            pod.namespace, pod.name, pod.workload, pod.cpu_request, usage, guard, now
+        ).cores
+
+    def size(self, node: NodeName) -> float:
+        return self._node_cores.get(node) or self._settings.herd_guard.default_node_cores
+
     def admit(self, decision: Decision) -> Decision:
         """A due decision checked again against the moves made so far: "move", "stay" (the
         herd guard changed the picture) or "held" (a limit)."""
         settings, rules = self._settings, self._settings.rebalance
         policy = settings.policy_map[decision.policy]
         scores = self._scores[decision.policy]
-        again, _ = _check(decision.pod, policy, scores, rules, self._streaks)
+        again, _ = _check(decision.pod, policy, scores, rules, self._streaks, self)
         if again.outcome == "stay":
             return again
         source = decision.pod.facts.node_name
@@ -233,15 +246,24 @@ def _check(
     scores: NodeScores,
     rules: RebalanceSettings,
     streaks: Mapping[str, int],
+    moves: Moves,
 ) -> tuple[Decision, float]:
-    """(the decision for one pod, what moving it gains) before the cycle's limits."""
+    """(the decision for one pod, what moving it gains) before the cycle's limits. A target
+    must have headroom for what the pod is expected to use: a successor that would wait,
+    or overfill its new node, is no move."""
     facts = pod.facts
     reason, here = scores.verdict(facts.node_name)
-    best = scores.best(exclude=facts.node_name)
+    cores = moves.cores(facts)
+
+    def fits(node: NodeName) -> bool:
+        room = scores.headroom(node)
+        return room is None or room * moves.size(node) >= cores
+
+    best = scores.best(exclude=facts.node_name, fits=fits)
     stay = Decision(pod, "stay", "", policy=policy.name)
     if best is None:  # evicting would leave the successor nowhere to go
         detail = f"{reason}, but" if reason is not None else "stays:"
-        return replace(stay, reason=f"{detail} no other node passes the filter"), 0.0
+        return replace(stay, reason=f"{detail} no other node has headroom for it"), 0.0
     target, there = best
     if reason is None:
         gain = there - here
@@ -255,13 +277,26 @@ def _check(
     else:
         why = f"node filtered ({reason})"
         source_score = None
-        priority = 100.0 + there  # leaving a filtered node comes first
+        # Leaving a filtered node comes first; of its pods, the one that relieves it best.
+        share = cores / moves.size(facts.node_name)
+        priority = 100.0 + there + relief(share, scores.overshoot(facts.node_name))
     checks = streaks.get(facts.uid, 0) + 1
     outcome: Outcome = "move" if checks >= rules.sustain else "waiting"
     if outcome == "waiting":
         why += f"; candidate {checks}/{rules.sustain} checks"
     decision = Decision(pod, outcome, why, policy.name, source_score, target, there, checks)
     return decision, priority
+
+
+def relief(share: float, overshoot: float | None) -> float:
+    """In [0, 1): how well moving a pod that uses `share` of its node brings the node back
+    under its threshold (`overshoot` over it): the smallest pod that is enough ranks first
+    (one eviction, the least disruption), then the larger the better."""
+    if overshoot is None or share <= 0:
+        return 0.0
+    if share >= overshoot:
+        return 0.5 + 0.49 * overshoot / share
+    return 0.49 * share / overshoot
 
 
 def _account(

@@ -3,9 +3,10 @@ scores, with the herd guard's view of the moves planned so far (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from extender.decisions.model import NodeName, Snapshot
+from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import NodeEval, evaluate_node, range_score, score_candidates
 from extender.decisions.table import Table
 from extender.policy.policies import Policy
@@ -33,6 +34,8 @@ class NodeScores:
         self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
         self._scores = self._score_all(table.evals)
         self._touched: dict[NodeName, tuple[str | None, int]] = {}
+        self._evals: dict[NodeName, NodeEval] = {}
+        """The touched nodes' evaluations."""
         # Best first, ties by name (the table's own ranking unless `candidates` metrics
         # rescale the scores); a lookup skips the few nodes excluded or touched by planned
         # moves, so it stops after a handful of entries.
@@ -56,12 +59,23 @@ class NodeScores:
         herd = {n: table.herd.get(n, 0.0) + self._extra.get(n, 0.0) for n in nodes}
         for n, load in herd.items():
             e = evaluate_node(self._policy, self._snapshot, n, table.stale, {n: load}, self._now)
+            self._evals[n] = e
             if self._candidates:
                 evals = {**table.evals, n: e}
                 score = self._score_all(evals).get(n, 0)
             else:
                 score = range_score(self._policy, e)
             self._touched[n] = (e.reason, score)
+
+    def overshoot(self, node: NodeName) -> float | None:
+        """How far the node's herd metric is over its filter threshold (a share of the node,
+        the moves planned so far included); None when it is not, or has no such metric."""
+        rule = fit_rule(self._policy)
+        if rule is None:
+            return None
+        e = self._evals.get(node) or self._table.eval_of(node)
+        value = e.values[rule.index]
+        return value - rule.above if value is not None and value > rule.above else None
 
     def verdict(self, node: NodeName) -> tuple[str | None, int]:
         """(filter reason or None, score) of a node for this policy."""
@@ -71,16 +85,32 @@ class NodeScores:
         score = self._scores.get(node, self._table.unknown_score)
         return e.reason, score
 
-    def best(self, exclude: NodeName) -> tuple[NodeName, int] | None:
-        """The passing node with the highest score, ties by name; None when none passes."""
+    def best(
+        self, exclude: NodeName, fits: Callable[[NodeName], bool] = lambda n: True
+    ) -> tuple[NodeName, int] | None:
+        """The passing node with the highest score that `fits` the pod, ties by name; None
+        when none does."""
         found: tuple[int, NodeName] | None = None
         for n, (reason, score) in self._touched.items():
-            if n != exclude and reason is None and (found is None or (-score, n) < found):
+            if n == exclude or reason is not None or not fits(n):
+                continue
+            if found is None or (-score, n) < found:
                 found = (-score, n)
         for neg, n in self._ranking:
-            if n == exclude or n in self._touched:
+            if found is not None and (neg, n) > found:
+                break
+            if n == exclude or n in self._touched or not fits(n):
                 continue
-            if found is None or (neg, n) < found:
-                found = (neg, n)
+            found = (neg, n)
             break
         return None if found is None else (found[1], -found[0])
+
+    def headroom(self, node: NodeName) -> float | None:
+        """The share of the node under its herd metric's threshold (planned moves
+        included); None when the policy has no such threshold or the node no value."""
+        rule = fit_rule(self._policy)
+        if rule is None:
+            return None
+        e = self._evals.get(node) or self._table.eval_of(node)
+        value = e.values[rule.index]
+        return None if value is None else rule.above - value

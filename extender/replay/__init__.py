@@ -15,7 +15,8 @@ kube-prometheus-stack already keeps:
   lagged metric pipeline and its measures (extender.simulation.prometheus, .stats);
 - fidelity.py checks the kube-scheduler model against what happened; report.py prints
   the table and writes the JSON in `simulate --json`'s shape; problems.py holds the bad
-  inputs' messages and sizing.py the memory estimate.
+  inputs' messages, keys.py the labels the inputs' series must carry, and sizing.py the
+  memory estimate.
 
 `decice-extender replay` (extender.cli.replay) reads the policy and drives it.
 """

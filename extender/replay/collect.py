@@ -64,6 +64,8 @@ class Ask:
     selection: Selection = field(default_factory=Selection)
     lead: float = 600.0
     """Seconds before --from replayed as they happened, so the metric pipeline is warm."""
+    scrape: float = 30.0
+    """kube-state-metrics' scrape interval (--scrape-interval)."""
     max_memory: float = 4 * 2**30
     max_samples: int = 500_000
     jobs: int = 1
@@ -92,7 +94,7 @@ class Collector:
         self.auth = auth
         self.policy = policy
         self.grid = ask.grid
-        self.facts = Facts(self.grid, ask.window)
+        self.facts = Facts(self.grid, ask.window, ask.scrape)
         self.notes: list[str] = []
         self.size: sizing.Size | None = None
 
@@ -169,10 +171,14 @@ class Collector:
 
     def check_present(self) -> None:
         ask, facts = self.ask, self.facts
+        inputs = queries.window_inputs("1m", ask.node_label == "instance")
+        series = {item.key: item.series for item in inputs}
+        lacking = [(series[key], label, every) for key, label, every in facts.keys.lacking()]
+        named = {name for name, _, _ in lacking}
         missing = [
             (item.series, queries.PURPOSES.get(item.key, item.key))
-            for item in queries.window_inputs("1m", ask.node_label == "instance")
-            if item.required and item.key not in facts.seen
+            for item in inputs
+            if item.required and item.key not in facts.seen and item.series not in named
         ]
         if not self.counts(queries.usage_presence(ask.selection.namespaces)):
             missing.append((queries.USAGE_RULE, "each pod's measured CPU"))
@@ -186,8 +192,8 @@ class Collector:
                     f"matchers and joins, and prometheus.nodeLabel ({ask.node_label})"
                 )
             missing += [(n, "node CPU, read by the policy's cpu query") for n in absent]
-        if missing:
-            raise problems.missing(missing, ask.start, ask.end)
+        if missing or lacking:
+            raise problems.missing(missing, ask.start, ask.end, lacking)
 
     def fits(self) -> int:
         """Checks the memory (the estimate kept in `size`); returns the most replayed pods
@@ -232,6 +238,8 @@ class Collector:
         for answer in self.range(ask.cpu_query, grid.start, last, grid.step, nodes):
             facts.fold_node_cpu(answer.result, node)
             progress("node CPU", answer.done)
+        if facts.unnamed is not None and "node_cpu" not in facts.seen:
+            raise problems.unnamed_nodes(facts.unnamed, ask.node_label)
         usage = queries.usage_query(ask.selection.namespaces, grid.measured_start)
         for answer in self.range(usage, grid.measured_start, last, grid.step, max(1, alive)):
             facts.fold_usage(answer.result)

@@ -26,7 +26,7 @@ import itertools
 import math
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from extender.replay.model import History, ReplayNode, ReplayPod, Role
@@ -34,9 +34,11 @@ from extender.replay.models import REAL, SchedulerModel, node_spec
 from extender.simulation.framework import Feeds
 from extender.simulation.ledger import NodeLedger, PodMeter
 from extender.simulation.prometheus import MetricPipeline, Pipeline
+from extender.simulation.rebalance import Placed as Moved
+from extender.simulation.rebalance import Rebalancer
 from extender.simulation.run import RunResult
-from extender.simulation.stats import Recorder
-from extender.simulation.workload import NodeSpec, PodSpec
+from extender.simulation.stats import PeakCalibration, Recorder
+from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
 KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE})
 
@@ -56,11 +58,31 @@ class Placed:
     pod: ReplayPod
     spec: PodSpec
     node: str
+    first: int = 0
+    """The step its use begins on its node."""
+    at: float = 0.0
+    """When it was placed, seconds into the replay."""
 
 
 TEMPLATE_HASH = "replayed"
 """The simulation names a Deployment's ReplicaSet `<deployment>-<hash>`; the stock owner rule
 names the Deployment only, so every pod of one Deployment shares this stand-in hash."""
+
+
+def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) -> ReplayPod:
+    """The pod its ReplicaSet creates at `at` once `pod` is evicted `done` steps into its
+    use: it uses the rest of what `pod` would have, from the moment it is placed."""
+    rest = pod.usage[done:]
+    return replace(
+        pod,
+        uid=f"{pod.uid.split('~')[0]}~{generation}",
+        name=f"{pod.name.split('~')[0]}~{generation}",
+        arrival=at,
+        bound=at,
+        start=at,
+        end=at + len(rest) * step,
+        usage=rest,
+    )
 
 
 def spec_of(pod: ReplayPod, start: float) -> PodSpec:
@@ -98,6 +120,7 @@ class Replay:
         self.tick = math.gcd(self.step, pipeline.tick)
         self.metrics = MetricPipeline(pipeline)
         self.recorder = Recorder(grid.measured_from * self.step, self.step)
+        self.calibration = PeakCalibration()
         self.ledger = NodeLedger(self.step)
         self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
         self.joined: dict[str, NodeSpec] = {}
@@ -115,9 +138,9 @@ class Replay:
         self.placements: dict[str, str] = {}
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
-        self.offered = self.overcommitted = self.lost = 0
-        self.waits: list[float] = []
-        """Seconds each pod placed after waiting had waited."""
+        self.offered = self.overcommitted = self.lost = self.moved = 0
+        ours = model.scheduler.extender if model is not None else None
+        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
 
     # --- events
     def push(self, t: float, kind: Event, pod: ReplayPod, node: str = "") -> None:
@@ -158,7 +181,10 @@ class Replay:
             for name, u in zip(self.present, cpu, strict=True):
                 observe(name, u, elapsed)
         if r % self.step == 0:
-            self.recorder.record(k * self.step, cpu, demand)
+            names = list(self.present)
+            self.recorder.record(k * self.step, cpu, demand, names)
+            if k * self.step >= self.recorder.start:
+                self.calibration.observe(k * self.step, names, cpu)
             if self.model is not None:
                 for name, d in zip(self.present, demand, strict=True):
                     self.ledger.record(k, name, d, self.memory[name])
@@ -201,12 +227,13 @@ class Replay:
         where = self.history.nodes.get(node)
         if where is not None:
             k = grid.index(grid.start + r)
-            self.recorder.placed(r, min(1.0, self.utilisation(where, k)))
+            self.recorder.placed(r, min(1.0, self.utilisation(where, k)), node)
             load, first = self.load[node], grid.index(grid.start + r + pod.startup)
             for i in range(max(0, -first), min(len(pod.usage), grid.steps - first)):
                 load[first + i] += pod.usage[i]
         self.placements[pod.uid] = node
-        self.running[pod.uid] = Placed(pod, spec, node)
+        first = grid.index(grid.start + r + pod.startup)
+        self.running[pod.uid] = Placed(pod, spec, node, first, r)
         self.requested(spec, node, 1)
         self.meter.started(spec, node, r)
         self.push(r + pod.startup + pod.runs, Event.END, pod, node)
@@ -233,7 +260,7 @@ class Replay:
         still = []
         for pod, spec in self.waiting:
             if self.decide(pod, spec, r):
-                self.waits.append(r - spec.arrival)
+                self.recorder.waited(spec.arrival, r)
             else:
                 still.append((pod, spec))
         self.waiting = still
@@ -268,6 +295,29 @@ class Replay:
                 self.waiting.append((pod, spec))
 
 
+def rebalance(run: Replay, r: float) -> None:
+    """Our rebalancer's check (ours as shipped evicts): each pod it moves stops, what
+    it would still have used leaves its node, and a successor that uses the rest
+    arrives at once, as its ReplicaSet would create it."""
+    if run.rebalancer is None or r % run.rebalancer.interval:
+        return
+    live = {u: Moved(p.spec, p.node, EPOCH + p.at) for u, p in run.running.items()}
+    k = run.grid.index(run.grid.start + r)
+    for uid in run.rebalancer.check(live, EPOCH + r):
+        placed = run.running[uid]
+        done = max(0, k - placed.first)
+        load = run.load[placed.node]
+        for i in range(done, len(placed.pod.usage)):
+            if 0 <= placed.first + i < run.grid.steps:
+                load[placed.first + i] -= placed.pod.usage[i]
+        run.end(placed, r)
+        run.moved += 1
+        pod = successor(placed.pod, run.grid.start + r, done, run.moved, run.step)
+        spec = spec_of(pod, run.grid.start)
+        if not run.decide(pod, spec, r):
+            run.waiting.append((pod, spec))
+
+
 def replay(
     history: History, model: SchedulerModel | None, pipeline: Pipeline, seed: int = 1
 ) -> RunResult:
@@ -294,10 +344,17 @@ def replay(
             if r % p.rule_interval == 0:
                 run.metrics.evaluate(r)
             model.observe(r, run.feeds)
+            if r >= run.recorder.start:
+                run.calibration.predicted(r, model.scheduler.predicted_peaks())
             run.retry(r)
+            rebalance(run, r)
         for at, kind, pod, node in run.due(r + tick):
             run.handle(at, kind, pod, node, real)
-    metrics = run.recorder.metrics(len(run.waiting), run.offered, run.waits)
+    for _, spec in run.waiting:
+        run.recorder.waited(spec.arrival, end, placed=False)
+    metrics = run.recorder.metrics(
+        len(run.waiting), run.offered, run.moved, run.calibration.shares()
+    )
     return RunResult(
         scenario="replay",
         seed=seed,

@@ -10,7 +10,9 @@ input:
 - window series, `max_over_time(...[W])` answered every W: what kube-state-metrics says
   of pods and nodes. Their values carry exact times (creation, start, completion,
   deletion), so a coarse window loses nothing but the moment a pod's series ends, which
-  is used only when no time says it.
+  is used only when no time says it: kube_pod_info is counted per window instead, and
+  the samples in the last window its series was seen say how long into that window the
+  pod was still there, to within a scrape.
 
 Pure: no I/O.
 """
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.replay.keys import TIMES, KeyLabels
 from extender.replay.model import Grid
 
 Labels = Mapping[str, str]
@@ -109,6 +112,9 @@ class PodFacts:
     first_seen: float = math.inf
     """Window bounds of any kube_pod_info series: (first - W, last]."""
     last_seen: float = -math.inf
+    tail: tuple[float, float] | None = None
+    """(the last window its kube_pod_info series with a node was seen in, its samples
+    there): where its end falls when no time says it."""
     created: float | None = None
     started: float | None = None
     scheduled: float | None = None
@@ -130,15 +136,14 @@ class PodFacts:
         return min(self.nodes, key=lambda n: self.nodes[n]) if self.nodes else None
 
 
-TIMES = ("created", "started", "scheduled", "completed", "deleted")
-
-
 class Facts:
     """Everything folded so far; `seen` names the inputs that answered with any series."""
 
-    def __init__(self, grid: Grid, window: float) -> None:
+    def __init__(self, grid: Grid, window: float, scrape: float = 30.0) -> None:
         self.grid = grid
         self.window = window
+        self.scrape = scrape
+        """Seconds between kube-state-metrics' scrapes: what a kube_pod_info sample spans."""
         self.nodes: dict[str, NodeFacts] = {}
         self.pods: dict[tuple[str, str, str], PodFacts] = {}
         self._by_name: dict[tuple[str, str], list[PodFacts]] = {}
@@ -147,6 +152,9 @@ class Facts:
         self.seen: set[str] = set()
         self.ips: dict[str, str] = {}
         """InternalIP -> node, for policies whose CPU query names nodes by `instance`."""
+        self.keys = KeyLabels()  # the labels telling series apart: had, or lacked
+        self.unnamed: Labels | None = None
+        """The labels of a node CPU series no node could be named from (the first seen)."""
 
     # --- keys
     def node(self, name: str) -> NodeFacts:
@@ -174,6 +182,7 @@ class Facts:
     def fold_allocatable(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("allocatable", labels)
             name = labels.get("node")
             last = last_value(series)
             if not name or last is None:
@@ -190,24 +199,29 @@ class Facts:
     def fold_node_info(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("node_info", labels)
             if labels.get("node") and labels.get("internal_ip"):
                 self.ips[labels["internal_ip"]] = labels["node"]
 
     def fold_pod_info(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("pod_info", labels)
             pod = self.pod(labels)
             if pod is None:
                 continue
-            times = [t for t, _ in samples(series)]
-            if not times:
+            points = list(samples(series))
+            if not points:
                 continue
             self.seen.add("pod_info")
-            pod.first_seen = min(pod.first_seen, times[0] - self.window)
-            pod.last_seen = max(pod.last_seen, times[-1])
+            pod.first_seen = min(pod.first_seen, points[0][0] - self.window)
+            pod.last_seen = max(pod.last_seen, points[-1][0])
             node = labels.get("node", "")
             if node:
-                pod.nodes[node] = min(pod.nodes.get(node, math.inf), times[0])
+                self.keys.bound()
+                pod.nodes[node] = min(pod.nodes.get(node, math.inf), points[0][0])
+                if pod.tail is None or points[-1] > pod.tail:
+                    pod.tail = points[-1]
             if labels.get("created_by_kind"):
                 pod.created_by = labels["created_by_kind"]
 
@@ -215,7 +229,9 @@ class Facts:
         """A pod timestamp (kube_pod_created, _start_time, ...): its latest value."""
         assert what in TIMES, what
         for series in result:
-            pod = self.pod(labels_of(series))
+            labels = labels_of(series)
+            self.keys.note(what, labels)
+            pod = self.pod(labels)
             value = last_value(series)
             if pod is not None and value is not None and value > 0:
                 setattr(pod, what, value)
@@ -224,6 +240,7 @@ class Facts:
     def fold_requests(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("requests", labels)
             pod = self.pod(labels)
             values = [v for _, v in samples(series)]
             if pod is None or not values:
@@ -237,6 +254,7 @@ class Facts:
     def fold_owners(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("owners", labels)
             if not labels.get("workload") or not any(True for _ in samples(series)):
                 continue
             self.seen.add("owners")
@@ -248,6 +266,7 @@ class Facts:
     def fold_scheduler(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("scheduler", labels)
             pod = self.pod(labels)
             if pod is not None and labels.get("name") and any(True for _ in samples(series)):
                 pod.scheduler = labels["name"]
@@ -256,6 +275,7 @@ class Facts:
     def fold_selectors(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("selectors", labels)
             pod = self.pod(labels)
             if pod is None or not any(True for _ in samples(series)):
                 continue
@@ -269,6 +289,7 @@ class Facts:
     def fold_tolerations(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("tolerations", labels)
             pod = self.pod(labels)
             if pod is None or not any(True for _ in samples(series)):
                 continue
@@ -280,6 +301,7 @@ class Facts:
     def fold_taints(self, result: list[Any]) -> None:
         for series in result:
             labels = labels_of(series)
+            self.keys.note("taints", labels)
             name, effect = labels.get("node"), labels.get("effect", "")
             if name and effect in TAINT_EFFECTS and any(True for _ in samples(series)):
                 self.node(name).taints.add(f"{labels.get('key', '')}:{effect}")
@@ -290,8 +312,11 @@ class Facts:
         """The policy's CPU query; duplicates of one node keep the highest value, as the
         extender does."""
         for series in result:
-            name = node_of(labels_of(series))
+            labels = labels_of(series)
+            name = node_of(labels)
             if name is None:
+                if self.unnamed is None:
+                    self.unnamed = labels
                 continue
             node = self.node(name)
             if node.cpu is None:

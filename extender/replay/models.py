@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from extender.decisions.model import Snapshot
 from extender.decisions.usage import EMPTY, UsageTable
 from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.policy.settings import Settings
@@ -29,10 +30,9 @@ from extender.simulation import profiles
 from extender.simulation.experiment import with_max_hosts
 from extender.simulation.framework import Feeds
 from extender.simulation.ours import OurExtender
-from extender.simulation.run import EPOCH
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.upstream import NodeRequests
-from extender.simulation.workload import NodeSpec, PodSpec
+from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
 REAL = "as-it-happened"
 KUBE_SCHEDULER = profiles.KUBE_SCHEDULER
@@ -48,20 +48,20 @@ def node_spec(node: ReplayNode) -> NodeSpec:
 
 
 class DeferredExtender(OurExtender):
-    """Our extender whose refresher's answer is installed when the next pod is decided.
+    """Our extender whose refresher's answer builds the engine's tables only when the next
+    pod is decided (or the rebalancer reads them).
 
-    A week has 40,000 refreshes and a tenth as many decisions; installing builds the
-    engine's tables for every node. Deferred, each install gets the very arguments the
-    refresh gave it (node CPU, cores, time, usage, all captured then), and the engine
-    builds its tables whole from them and the herd ledger, so only the installs no
-    decision reads are skipped (tests/replay/test_driver.py checks the placements are the
-    same)."""
+    A week has 40,000 refreshes and a tenth as many decisions; building the engine's tables
+    is the costly part of an install. So each refresh installs at once what follows every
+    refresh, the herd guard's reservations fading and the nodes' spreads (peaks.py), and
+    only the table building waits for the next read, from the very snapshot the refresh
+    gave (tests/replay/test_driver.py checks the placements are the same)."""
 
     def __init__(
         self, settings: Settings, now: float, cpu_metric: str = "cpu", refresh: int | None = None
     ) -> None:
         super().__init__(settings, now, cpu_metric, refresh)
-        self._due: tuple[Mapping[str, float], Mapping[str, float], float, UsageTable] | None = None
+        self._due: tuple[Snapshot, float] | None = None
 
     def install(
         self,
@@ -70,23 +70,27 @@ class DeferredExtender(OurExtender):
         now: float,
         usage: UsageTable = EMPTY,
     ) -> None:
-        self._due = (cpu, cores, now, usage)
+        self._predict(cpu, now)
+        self.engine.set_node_cores(dict(cores))
+        snapshot = self.snapshot_of(cpu, now, usage)
+        self.engine.guard.install(snapshot)
+        self._due = (snapshot, now)
 
-    def flush(self) -> None:
+    def ready(self) -> None:
         if self._due is not None:
-            due, self._due = self._due, None
-            super().install(*due)
+            (snapshot, now), self._due = self._due, None
+            self.engine.install(snapshot, None, now)
 
     def filter(self, pod: PodSpec, names: Sequence[str], now: float) -> list[str]:
-        self.flush()
+        self.ready()
         return super().filter(pod, names, now)
 
     def prioritize(self, pod: PodSpec, names: Sequence[str], now: float) -> dict[str, int]:
-        self.flush()
+        self.ready()
         return super().prioritize(pod, names, now)
 
     def bound(self, pod: PodSpec, node: str, now: float) -> None:
-        self.flush()
+        self.ready()
         super().bound(pod, node, now)
 
 

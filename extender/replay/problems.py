@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from extender.replay.queries import setting_of
@@ -61,11 +61,57 @@ def refused(url: str, status: int, auth: str, policy: str) -> Refused:
     )
 
 
-def missing(names: Sequence[tuple[str, str]], start: float, end: float) -> MissingSeries:
-    """`names`: (series, what it is for)."""
-    lines = [f"  {series} ({use}): recorded by {setting_of(series)}" for series, use in names]
+LABELS = {
+    "uid": "pods are told apart by namespace, pod and uid; kube-state-metrics puts uid on "
+    "every pod series from v2.1 on (before, on kube_pod_info only): upgrade it, or drop the "
+    "metricRelabelings that remove it",
+    "namespace": "which pod: kube-state-metrics' target needs honorLabels: true, or its "
+    "namespace and pod become exported_namespace and exported_pod",
+    "pod": "which pod: kube-state-metrics' target needs honorLabels: true, or its namespace "
+    "and pod become exported_namespace and exported_pod",
+    "node": "which node (on kube_pod_info: where each pod ran; without it every pod looks "
+    "Pending): check metricRelabelings",
+    "resource": "which resource: check metricRelabelings",
+    "name": "which scheduler: check metricRelabelings",
+    "internal_ip": "the node's address, for prometheus.nodeLabel: instance",
+    "workload": "the pod's workload: check the rule's expression",
+}
+"""A label the replay keys on -> what it tells and where it goes missing."""
+
+
+def missing(
+    names: Sequence[tuple[str, str]],
+    start: float,
+    end: float,
+    lacking: Sequence[tuple[str, str, bool]] = (),
+) -> MissingSeries:
+    """`names`: (series, what it is for); `lacking`: (series, label, on every series),
+    named first: a missing label may be why a rule built on it records nothing."""
+    span = f"between {when(start)} and {when(end)}"
+    parts = []
+    if lacking:
+        grouped: dict[tuple[str, bool], list[str]] = {}
+        for series, label, everywhere in lacking:
+            grouped.setdefault((label, everywhere), []).append(series)
+        lines = [
+            f"  no {label} label on {'any' if everywhere else 'some'} series of "
+            f"{', '.join(names)}: {LABELS.get(label, 'check metricRelabelings')}"
+            for (label, everywhere), names in grouped.items()
+        ]
+        parts.append(f"series without a label the replay keys on, {span}:\n" + "\n".join(lines))
+    if names:
+        lines = [f"  {series} ({use}): recorded by {setting_of(series)}" for series, use in names]
+        parts.append(f"series missing {span}:\n" + "\n".join(lines))
+    return MissingSeries("\n".join(parts))
+
+
+def unnamed_nodes(labels: Mapping[str, str], node_label: str) -> MissingSeries:
+    """The policy's CPU query answered, but no series named a node."""
+    shown = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     return MissingSeries(
-        f"series missing between {when(start)} and {when(end)}:\n" + "\n".join(lines)
+        f"the policy's cpu query answers series that name no node by prometheus.nodeLabel "
+        f"({node_label}), e.g. {{{shown}}}: keep the label in the query (e.g. "
+        f"max by ({node_label}) (...)), or set prometheus.nodeLabel to the label naming nodes"
     )
 
 

@@ -89,7 +89,9 @@ def window_inputs(window: str, node_ips: bool) -> list[Input]:
         Input(
             "pod_info",
             "kube_pod_info",
-            over("kube_pod_info", "", f"{pod}, node, created_by_kind"),
+            # Its samples per window, not its value (always 1): in the window its series
+            # ends, how long into it the pod was still there (facts.PodFacts.tail).
+            f"max by ({pod}, node, created_by_kind) (count_over_time(kube_pod_info[{window}]))",
             True,
         ),
         Input("created", "kube_pod_created", over("kube_pod_created", "", pod), True),

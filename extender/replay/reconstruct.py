@@ -4,7 +4,10 @@ each node's background.
 - A pod arrives when it was created (kube_pod_created), is bound at its scheduled time
   (kube_pod_status_scheduled_time, else its start), uses CPU from its start
   (kube_pod_start_time) and ends at its completion or deletion, else when its
-  kube_pod_info series ends (the grid's end if it still runs).
+  kube_pod_info series ends (the grid's end if it still runs): as many scrapes into the
+  last window it was seen in (or after its bind, if that came later) as the window holds
+  samples of it. A pod deleted with no scrape catching its deletion timestamp (one that
+  exits on SIGTERM at once) is known that way to within a scrape, not a window.
 - Its use is what the stock per-container rule measured, summed per pod, from the step
   holding its start to the step holding its end; the rule's first steps (it needs two
   scrapes) take its first value, gaps its last one.
@@ -119,10 +122,13 @@ def pod_times(f: PodFacts, facts: Facts, trace: Trace | None) -> tuple[float, fl
     ends = [t for t in (f.completed, f.deleted) if t is not None]
     if ends:
         end = min(ends)
-    elif f.last_seen >= grid.end - grid.step:
-        end = grid.end  # still there when the range ends
     else:
         end = f.last_seen
+        if f.tail is not None:  # the last window can reach past the range: count in it
+            seen, count = f.tail
+            end = min(seen, max(seen - facts.window, bound) + count * facts.scrape)
+        if end >= grid.end - grid.step - facts.scrape:
+            end = grid.end  # still there when the range ends
     return arrival, max(bound, arrival), start, max(end, start)
 
 

@@ -18,7 +18,7 @@ from extender.replay.models import KUBE_SCHEDULER, REAL
 from extender.replay.problems import when
 from extender.simulation.profiles import SHORT
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.report import ROWS
+from extender.simulation.report import NO_CHANGE, ROWS
 from extender.simulation.run import RunResult
 from extender.simulation.summary import spread
 
@@ -106,7 +106,7 @@ def table(runs: Mapping[str, RunResult]) -> list[str]:
         for n in names:
             value = float(getattr(runs[n].metrics, key))
             text = fmt(value)
-            if base is not None and n not in (KUBE_SCHEDULER, REAL):
+            if base is not None and n not in (KUBE_SCHEDULER, REAL) and key not in NO_CHANGE:
                 text += f" {_change(float(getattr(base.metrics, key)), value):>5}"
             row.append(text)
         rows.append(row)

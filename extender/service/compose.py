@@ -42,7 +42,8 @@ from extender.service.app import (
 from extender.service.parts import PolicyFile, SharedParts
 from extender.service.rebalance_mode import for_rebalancing, rebalancer_detail
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
-from extender.service.telemetry import RebalanceTelemetry, ShadowTelemetry, Telemetry
+from extender.service.shadow_telemetry import ShadowTelemetry
+from extender.service.telemetry import RebalanceTelemetry, Telemetry
 from extender.service.verbs import Verbs, handlers
 from extender.service.watches import prepare
 
@@ -187,12 +188,12 @@ def build_shadow(
     if settings.overload.enabled:
         log.info("shadow mode writes nothing: overload.enabled is ignored here")
     shared = parts.shared_parts(for_shadowing(settings), kube, clock)
-    refresher = parts.refresher(shared, provider)
+    counters = ShadowTelemetry(shared.telemetry.registry)
+    observer = ShadowObserver(shared.engine, shared.nodes, counters)
+    counters.watch_exceedance(observer.exceedance_counts)
+    refresher = parts.refresher(shared, provider, observer.installed)
     placed, event_tasks = parts.placement_events(shared)
     binder = _binder(shared, placed)
-    observer = ShadowObserver(
-        shared.engine, shared.nodes, ShadowTelemetry(shared.telemetry.registry)
-    )
     informers, watch_tasks = parts.watches(shared, binder.binding, placed, observer)
     reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
     lifecycle = Lifecycle(

@@ -57,8 +57,12 @@ def health_routes(
             body["problems"] = list(problems)
         if watches:
             # Not part of `ready`: without a watch, filter and prioritize still answer from
-            # the metrics; the herd guard then hears only of our own binds.
+            # the metrics; the herd guard then hears only of our own binds. Until the node
+            # cache has synced, no verb vetoes a node on its size (state.watch_sizes).
             body["watches"] = {name: status.detail() for name, status in watches.items()}
+            nodes = watches.get("nodes")
+            if nodes is not None:
+                body["nodeCacheSynced"] = nodes.synced
         return Response(orjson.dumps(body), 200 if ready else 503, media_type=JSON_TYPE)
 
     async def data_readyz(request: Request) -> Response:

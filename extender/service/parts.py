@@ -91,14 +91,21 @@ def shared_parts(
     return SharedParts(settings, kube, clock, telemetry, engine, NodeCache(), requeuer)
 
 
-def refresher(parts: SharedParts, provider: MetricsProvider | None) -> Refresher:
+def refresher(
+    parts: SharedParts,
+    provider: MetricsProvider | None,
+    also: Callable[[Snapshot], None] | None = None,
+) -> Refresher:
     """The background refresher (the app's lifespan runs it); each snapshot it installs
-    may let turned-away pods in, and is frozen out of the collector's walks (metrics.heap)."""
+    may let turned-away pods in, is told to `also` (the shadow's exceedance watch), and is
+    frozen out of the collector's walks (metrics.heap)."""
     engine, requeuer, clock = parts.engine, parts.requeuer, parts.clock
 
     def installed(snapshot: Snapshot) -> None:
         if requeuer is not None:
             requeuer.recovered(engine.recovered(clock()), snapshot.taken_at)
+        if also is not None:
+            also(snapshot)
 
     return Refresher(
         parts.settings,
@@ -138,6 +145,7 @@ def watches(
             requeuer.recovered(engine.recovered(now), now)
 
     if kube is not None:
+        engine.watch_sizes(parts.clock())  # node sizes come from the node watch now
         nodes = NodeEventHandler(parts.nodes, engine, changed=nodes_changed, clock=parts.clock)
         informers.append(node_informer(settings, kube, nodes, parts.telemetry))
         if settings.kubernetes.watch_pods or seen is not None:

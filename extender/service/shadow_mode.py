@@ -5,7 +5,10 @@ Same refresher, engine, node and pod watches as the extender; no verbs, no bind,
 no patches: read-only RBAC (list and watch pods and nodes). Each recent assignment the
 pod watch sees, of a selected pod (`shadow:` settings), is judged before the herd guard
 counts it (decisions.shadow), recorded in a bounded ring for the summary (`GET /shadow`,
-`decice-extender shadow-report`), counted in /metrics, and remembered for /explain.
+`decice-extender shadow-report`), counted in /metrics, and remembered for /explain. Each is
+also watched for exceedance (decisions.exceedance): the snapshots the refresher installs
+after it say whether its node went over the policy's threshold within
+`shadow.exceedanceWindow`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,17 @@ from typing import Any, Protocol
 from extender.decisions.assignments import Assigned
 from extender.decisions.eligibility import read_eligibility
 from extender.decisions.engine import Engine
+from extender.decisions.exceedance import (
+    Exceedances,
+    Threshold,
+    Watch,
+    every_count,
+    threshold_of,
+)
+from extender.decisions.model import Snapshot
 from extender.decisions.nodes import NodeCache
-from extender.decisions.pods import PodError, PodMemo, read_pod
+from extender.decisions.pods import PodMemo, read_pod
+from extender.decisions.resources import PodError
 from extender.decisions.shadow import Assignment, ShadowLog, covers, judge
 from extender.policy.settings import Settings
 
@@ -45,8 +57,10 @@ class ShadowObserver:
         self._nodes = nodes
         self._counter = counter
         self.log = ShadowLog(engine.settings.shadow.keep)
-        self._latest: dict[str, Assignment] = {}
-        """uid -> its judgement, for /explain (bounded like the engine's pod memory)."""
+        self.exceedances = Exceedances(engine.settings.shadow.keep)
+        self._latest: dict[str, tuple[Assignment, Watch | None]] = {}
+        """uid -> its judgement and watch, for /explain (bounded like the engine's pod
+        memory)."""
 
     def __call__(self, assigned: Assigned, pod: Any, now: float) -> None:
         engine = self._engine
@@ -78,7 +92,14 @@ class ShadowObserver:
             now,
         )
         self.log.add(record)
-        self._latest[facts.uid] = record
+        threshold = threshold_of(policy)
+        watch = None
+        if threshold is not None:
+            window = engine.settings.shadow.exceedance_window
+            watch = self.exceedances.placed(
+                assigned.node, policy.name, verdict.verdict, threshold, now, window
+            )
+        self._latest[facts.uid] = (record, watch)
         while len(self._latest) > engine.settings.explain.keep_pods:
             del self._latest[next(iter(self._latest))]
         self._counter.judged(policy.name, verdict.verdict, verdict.gap, verdict.reason)
@@ -96,11 +117,23 @@ class ShadowObserver:
             )
         )
 
+    def installed(self, snapshot: Snapshot) -> None:
+        """The refresher installed `snapshot`: the placements whose node it shows over the
+        threshold exceeded; those whose window it closes did not."""
+        self.exceedances.installed(snapshot)
+
+    def exceedance_counts(self) -> dict[tuple[str, str, str], int]:
+        """/metrics: (policy, verdict, outcome) -> placements, a zero for each of the
+        policies in force (the share's divisor exists from the start)."""
+        return every_count(self._engine.settings.policy_map, self.exceedances.counts)
+
     def explain(self, uid: str) -> Mapping[str, object] | None:
-        """/explain's shadow section of a judged pod: where we would have put it, and why."""
-        record = self._latest.get(uid)
-        if record is None:
+        """/explain's shadow section of a judged pod: where we would have put it, and why;
+        and whether its node went over the threshold within the window."""
+        latest = self._latest.get(uid)
+        if latest is None:
             return None
+        record, watch = latest
         j = record.judgement
         return {
             "verdict": j.verdict,
@@ -111,6 +144,7 @@ class ShadowObserver:
             "gap": j.gap,
             "rejectedBecause": j.reason,
             "scheduler": record.scheduler,
+            "exceedance": None if watch is None else watch.detail(),
         }
 
     def summary(self, over: Mapping[str, float] | None = None) -> dict[str, object]:
@@ -122,4 +156,16 @@ class ShadowObserver:
                 for m in p.metrics
                 if m.filter is not None and m.filter.above is not None
             }
-        return self.log.summary(over)
+        doc = self.log.summary(over)
+        doc["exceedance"] = self.exceedance_summary()
+        return doc
+
+    def thresholds(self) -> dict[str, Threshold | None]:
+        """Each policy in force -> the threshold its placements are watched against."""
+        return {name: threshold_of(p) for name, p in self._engine.settings.policy_map.items()}
+
+    def exceedance_summary(self) -> dict[str, object]:
+        """Per verdict and overall, the share of placements whose node went over the
+        threshold within the window, since the start (as of the last refresh)."""
+        settings = self._engine.settings
+        return self.exceedances.summary(self.thresholds(), settings.shadow.exceedance_window)

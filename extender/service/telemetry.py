@@ -100,11 +100,11 @@ class _PlacementCollector(Collector):
         reservations, turned_away, pending, watches = self._figures()
         held = GaugeMetricFamily(
             "decice_herd_reservations",
-            "Placed pods the herd guard counts on their node until fresh metrics include "
-            "them, by who told us: bind (our own) or watch (any binder, from the pod watch).",
+            "Pods the herd guard counts on their node until fresh metrics include them, by "
+            "who told us: bind (ours), watch (any binder), nominated or expected (not bound yet).",
             labels=["source"],
         )
-        for source in ("bind", "watch"):
+        for source in ("bind", "watch", "nominated", "expected"):
             held.add_metric([source], float(reservations.get(source, 0)))
         yield held
         estimates = CounterMetricFamily(
@@ -235,40 +235,6 @@ class OverloadTelemetry:
 
     def overload_changed(self, action: str, outcome: str) -> None:
         self.changes.labels(action, outcome).inc()
-
-
-class ShadowTelemetry:
-    """Shadow mode's series: every placement judged, the score gaps, the rejections."""
-
-    GAP_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.assignments = Counter(
-            "decice_shadow_assignments",
-            "Placements another scheduler made, judged against our scores: best (our best "
-            "node), top3, other (a node our filter passes), rejected (one it rejects).",
-            ["policy", "verdict"],
-            registry=registry,
-        )
-        self.gap = Histogram(
-            "decice_shadow_score_gap",
-            "Our best node's score (0..10) less the chosen node's.",
-            ["policy"],
-            buckets=self.GAP_BUCKETS,
-            registry=registry,
-        )
-        self.rejected = Counter(
-            "decice_shadow_rejected",
-            "Placements onto nodes our filter rejects, by its reason.",
-            ["policy", "reason"],
-            registry=registry,
-        )
-
-    def judged(self, policy: str, verdict: str, gap: int, reason: str | None) -> None:
-        self.assignments.labels(policy, verdict).inc()
-        self.gap.labels(policy).observe(gap)
-        if reason is not None:
-            self.rejected.labels(policy, reason).inc()
 
 
 GIT_COMMIT_ENV = "DECICE_GIT_COMMIT"

@@ -52,6 +52,10 @@ class Plugin:
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         """A tick boundary at `t` seconds into the run (`now` on the engine's clock)."""
 
+    def take_predictions(self) -> Mapping[str, tuple[float, float]]:
+        """node -> (mean, spread) of a peak predictor, new since asked last (none here)."""
+        return {}
+
     def filter(self, pod: PodSpec, nodes: list[NodeRequests], now: float) -> list[NodeRequests]:
         return nodes
 

@@ -18,6 +18,7 @@ guard, and the pod watch releases when a pod leaves, as in production.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,8 @@ import orjson
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, Snapshot
+from extender.decisions.peaks import NodePeaks
+from extender.decisions.pods import PodFacts
 from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable
 from extender.decisions.wire import (
     encode_filter,
@@ -33,7 +36,7 @@ from extender.decisions.wire import (
 )
 from extender.policy.settings import Settings
 from extender.simulation.usagefeed import NAMESPACE, usage_table
-from extender.simulation.workload import PodSpec
+from extender.simulation.workload import EPOCH, PodSpec
 
 if TYPE_CHECKING:
     from extender.simulation.framework import Feeds
@@ -58,7 +61,7 @@ class OurExtender:
         self.engine = Engine(settings, Snapshot.empty(self.metrics), now)
         self.filters = settings.filters_anything
         """The scheduler config has a filterVerb only when the policy can reject a node."""
-        self._scheduler_name = sorted(settings.scheduler_names)[0]
+        self.scheduler_name = sorted(settings.scheduler_names)[0]
         self._source = "bind" if settings.bind.enabled else "watch"
         self._generation = 0
         self._pods: dict[str, bytes] = {}
@@ -66,6 +69,8 @@ class OurExtender:
         guard = settings.herd_guard
         self.quantile: float = getattr(guard, "quantile", DEFAULT_QUANTILE)
         self.usage_interval = max(1, round(getattr(guard, "usage_interval", self.refresh_interval)))
+        self._peaks = NodePeaks(guard.peak_window, 1.0)
+        self._predictions: Mapping[str, tuple[float, float]] = {}
 
     def install(
         self,
@@ -77,14 +82,39 @@ class OurExtender:
         """A refresh: node CPU (0..1) for the CPU metric and the pods' measured use; any
         other metric of the policy answers no nodes, so its `onMissing` decides (the
         simulation measures CPU only)."""
+        self._predict(cpu, now)
+        self.engine.set_node_cores(dict(cores))
+        self.engine.install(self.snapshot_of(cpu, now, usage), None, now)
+
+    def snapshot_of(self, cpu: Mapping[str, float], now: float, usage: UsageTable) -> Snapshot:
+        """The snapshot a refresh of `cpu` at `now` installs."""
         self._generation += 1
         series = {
             m: MetricSeries(values=dict(cpu) if m == self.cpu_metric else {}, fetched_at=now)
             for m in self.metrics
         }
-        self.engine.set_node_cores(dict(cores))
-        snapshot = Snapshot(series, now, self._generation, usage=usage)
-        self.engine.install(snapshot, None, now)
+        return Snapshot(series, now, self._generation, usage=usage)
+
+    def ready(self) -> None:
+        """Before the engine's tables are read outside a verb (the rebalancer): nothing to
+        do here (a replay's deferred installs are made)."""
+
+    def _predict(self, cpu: Mapping[str, float], now: float) -> None:
+        """The predicted peak's mean and spread per node (peaks.py, on the policy's window),
+        followed here whether or not the policy filters by it, for PeakCalibration: the new
+        values with the herd guard's load as it stands when they arrive."""
+        ledger = self.engine.guard.ledger
+        load, margins = ledger.load, ledger.margins
+        predicted = {n: v + load.get(n, 0.0) - margins.get(n, 0.0) for n, v in cpu.items()}
+        self._peaks.observe(predicted, now)
+        self._predictions = {
+            n: (x, s) for n, x in predicted.items() if (s := self._peaks.spread(n)) is not None
+        }
+
+    def take_predictions(self) -> Mapping[str, tuple[float, float]]:
+        """node -> (predicted value, its spread), new since asked last."""
+        out, self._predictions = self._predictions, {}
+        return out
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         """Our refresher's two loops: node CPU every `prometheus.interval`, the pods'
@@ -106,7 +136,7 @@ class OurExtender:
         """The v1.Pod kube-scheduler sends, serialised once per pod."""
         doc = self._pods.get(pod.uid)
         if doc is None:
-            doc = orjson.dumps(pod_document(pod, self._scheduler_name))
+            doc = orjson.dumps(pod_document(pod, self.scheduler_name))
             self._pods[pod.uid] = doc
         return doc
 
@@ -131,10 +161,28 @@ class OurExtender:
         self.engine.pods.placed(pod.uid, node)
         self.engine.reserve(pod.uid, node, pod.cores, now, self._source)
 
-    def released(self, pod: PodSpec, now: float) -> None:
-        """The pod watch saw the pod go: what it reserved is free again."""
-        self.engine.release(pod.uid, now)
+    def released(self, pod: PodSpec, node: str, now: float) -> None:
+        """The pod watch saw the pod go: what it reserved is free again, and its node is
+        credited what the metric still shows of it."""
+        meta = orjson.loads(self._pod(pod))["metadata"]
+        facts = PodFacts(
+            pod.uid,
+            meta["name"],
+            meta["namespace"],
+            self.scheduler_name,
+            pod.cores,
+            node,
+            owners=meta.get("ownerReferences"),
+            labels=meta.get("labels"),
+        )
+        self.engine.release(pod.uid, now, facts)
         self._pods.pop(pod.uid, None)
+
+
+def _timestamp(arrival: float) -> str:
+    """The pod's creationTimestamp: its arrival on the engine's clock (EPOCH + t)."""
+    stamp = datetime.datetime.fromtimestamp(EPOCH + arrival, tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
@@ -144,7 +192,12 @@ def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
     }
     if pod.cpu_limit_milli is not None:
         resources["limits"] = {"cpu": f"{pod.cpu_limit_milli}m"}
-    metadata: dict[str, Any] = {"name": pod.uid, "namespace": NAMESPACE, "uid": pod.uid}
+    metadata: dict[str, Any] = {
+        "name": pod.uid,
+        "namespace": NAMESPACE,
+        "uid": pod.uid,
+        "creationTimestamp": _timestamp(pod.arrival),
+    }
     if pod.workload:
         metadata["labels"] = {TEMPLATE_HASH: pod.template_hash}
         metadata["ownerReferences"] = [

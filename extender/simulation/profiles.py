@@ -24,9 +24,9 @@ from extender.simulation.framework import PodTopologySpread, RequestScores
 from extender.simulation.ours import OurExtender
 from extender.simulation.peers.koordinator import LoadAware
 from extender.simulation.peers.trimaran import LoadVariationRiskBalancing, TargetLoadPacking
-from extender.simulation.run import EPOCH
 from extender.simulation.scheduler import KubeScheduler, Weighted
 from extender.simulation.upstream import SPREAD_WEIGHT
+from extender.simulation.workload import EPOCH
 
 KUBE_SCHEDULER = "kube-scheduler"
 DECICE = "decice"

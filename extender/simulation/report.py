@@ -24,6 +24,10 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def _peak(x: float) -> str:
+    return "-" if x < 0 else f"{100 * x:.1f}"
+
+
 def _count(x: float) -> str:
     return f"{x:.0f}" if x == int(x) else f"{x:.1f}"
 
@@ -36,12 +40,20 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("demand_p95", "p95 node CPU demand % (uncapped)", _pct),
     ("demand_max", "max node CPU demand % (uncapped)", _pct),
     ("cpu_std", "sd of CPU across nodes, pp (time avg)", _pct),
+    ("exceedance", "placements followed by >90% in 5 min, %", _pct),
     ("unplaced", "pods left unplaced", _count),
     ("waited", "pods placed after waiting", _count),
     ("wait_p95", "p95 minutes those pods waited", lambda x: f"{x:.1f}"),
     ("wait_max", "max minutes a pod waited", lambda x: f"{x:.1f}"),
+    ("wait_minutes", "pod-wait minutes (unplaced included)", lambda x: f"{x:.0f}"),
+    ("moved", "pods moved by the rebalancer", _count),
+    ("peak_1sd", "peak +1 sd exceeded 5 min on, % (G 15.9)", _peak),
+    ("peak_2sd", "peak +2 sd exceeded 5 min on, % (G 2.3)", _peak),
+    ("peak_3sd", "peak +3 sd exceeded 5 min on, % (G 0.13)", _peak),
 )
 """(Metrics field, label, format) for the table, in order."""
+NO_CHANGE = frozenset({"peak_1sd", "peak_2sd", "peak_3sd"})
+"""Rows shown without a change against kube-scheduler (it predicts no peak)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +126,7 @@ def _block(sc: ScenarioReport, seeds: int) -> list[str]:
         row = []
         for n in names:
             text = _cell(sc.schedulers[n][key], fmt, seeds)
-            if base is not None and n != KUBE_SCHEDULER:
+            if base is not None and n != KUBE_SCHEDULER and key not in NO_CHANGE:
                 text += f" {change(base[key], sc.schedulers[n][key]):>5}"
             row.append(text)
         rows.append(row)

@@ -27,13 +27,12 @@ from dataclasses import dataclass
 from extender.simulation.framework import Feeds
 from extender.simulation.ledger import NodeLedger, PodMeter
 from extender.simulation.prometheus import MetricPipeline, Pipeline
+from extender.simulation.rebalance import Placed, Rebalancer, successor
 from extender.simulation.scenarios import Scenario
 from extender.simulation.scheduler import KubeScheduler
-from extender.simulation.stats import Band, Metrics, Recorder
-from extender.simulation.workload import NodeSpec, PodSpec
+from extender.simulation.stats import Band, Metrics, PeakCalibration, Recorder
+from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
-EPOCH = 1_000_000.0
-"""Simulated time 0 as the engine's clock reads it (any fixed value would do)."""
 DRAIN_SECONDS = 2100.0
 """After the measured time: how long the pods still waiting keep being retried (past our
 waitForRoom, 1800 s, and a few of the metric's refreshes) before they count as unplaced."""
@@ -64,6 +63,7 @@ class Run:
         self.pipeline = pipeline
         self.metrics = MetricPipeline(pipeline)
         self.recorder = Recorder(scenario.size.warmup, pipeline.tick)
+        self.calibration = PeakCalibration()
         self.ledger = NodeLedger(pipeline.tick)
         self.meter = PodMeter(self.ledger, pipeline.scrape_interval)
         self.nodes: list[NodeSpec] = []
@@ -78,9 +78,14 @@ class Run:
         """(end, uid, pod, node), a heap."""
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
-        self.waits: list[float] = []
-        """Seconds each pod placed after waiting had waited."""
+        self.live: dict[str, Placed] = {}
+        """uid -> the pods running now, for the rebalancer."""
+        self.evicted: set[str] = set()
+        """Pods the rebalancer evicted, still in `running` (skipped when they come due)."""
+        ours = scheduler.extender
+        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
         self.overcommitted = 0
+        self.moved = 0
         self.last: dict[str, float] = {}
         """node -> capped utilisation of the tick just recorded."""
         self.measuring = True
@@ -113,21 +118,44 @@ class Run:
         if t % p.rule_interval == 0:
             self.metrics.evaluate(t)
         self.scheduler.observe(t, EPOCH + t, self.feeds)
+        if t >= self.scenario.size.warmup:
+            self.calibration.predicted(t, self.scheduler.predicted_peaks())
 
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
-            end, _, pod, node = heapq.heappop(self.running)
-            self.usage[node] -= pod.usage
-            self.memory[node] -= pod.memory / self.joined[node].memory
-            self.meter.stopped(pod)
-            self.scheduler.unbind(pod, node, EPOCH + end)
+            end, uid, pod, node = heapq.heappop(self.running)
+            if uid in self.evicted:
+                self.evicted.discard(uid)
+                continue
+            self.stop(pod, node, end)
+
+    def stop(self, pod: PodSpec, node: str, t: float) -> None:
+        self.usage[node] -= pod.usage
+        self.memory[node] -= pod.memory / self.joined[node].memory
+        self.meter.stopped(pod)
+        self.live.pop(pod.uid, None)
+        self.scheduler.unbind(pod, node, EPOCH + t)
+
+    def rebalance(self, t: float) -> None:
+        """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
+        if self.rebalancer is None or t % self.rebalancer.interval:
+            return
+        ends = {uid: end for end, uid, _, _ in self.running}
+        for uid in self.rebalancer.check(self.live, EPOCH + t):
+            placed = self.live[uid]
+            self.stop(placed.pod, placed.node, t)
+            self.evicted.add(uid)
+            self.moved += 1
+            pod = successor(placed.pod, ends[uid] - t, t, self.moved)
+            if not self.place(pod, t):
+                self.waiting.append(pod)
 
     def place(self, pod: PodSpec, t: float) -> bool:
         node = self.scheduler.schedule(pod, EPOCH + t)
         if node is None:
             return False
         if self.measuring:
-            self.recorder.placed(t, min(1.0, self.utilisation(node, t)))
+            self.recorder.placed(t, min(1.0, self.utilisation(node, t)), node)
         n = self.scheduler.nodes[node]
         if n.cpu_requested > n.cpu or n.memory_requested > n.memory or n.pods > n.max_pods:
             self.overcommitted += 1
@@ -135,6 +163,7 @@ class Run:
         self.memory[node] += pod.memory / self.joined[node].memory
         self.meter.started(pod, node, t)
         self.placements[pod.uid] = node
+        self.live[pod.uid] = Placed(pod, node, EPOCH + t)
         heapq.heappush(self.running, (t + pod.duration, pod.uid, pod, node))
         return True
 
@@ -142,7 +171,7 @@ class Run:
         still = []
         for pod in self.waiting:
             if self.place(pod, t):
-                self.waits.append(t - pod.arrival)
+                self.recorder.waited(pod.arrival, t)
             else:
                 still.append(pod)
         self.waiting = still
@@ -152,7 +181,9 @@ class Run:
         cpu = [min(1.0, d) for d in demand]
         self.last = {n.name: u for n, u in zip(self.nodes, cpu, strict=True)}
         if self.measuring:
-            self.recorder.record(t, cpu, demand)
+            names = [n.name for n in self.nodes]
+            self.recorder.record(t, cpu, demand, names)
+            self.calibration.observe(t, names, cpu)
         index = round(t / self.pipeline.tick)
         for n, d in zip(self.nodes, demand, strict=True):
             self.ledger.record(index, n.name, d, self.memory[n.name])
@@ -171,6 +202,7 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         run.join(t)
         run.observe(t)
         run.retry(t)
+        run.rebalance(t)
         while next_pod < len(pods) and pods[next_pod].arrival < t + tick:
             pod = pods[next_pod]
             next_pod += 1
@@ -185,10 +217,13 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
         run.join(t)
         run.observe(t)
         run.retry(t)
+        run.rebalance(t)
         run.leave(t + tick)
         run.record(t)
         t += tick
-    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.waits)
+    for pod in run.waiting:
+        run.recorder.waited(pod.arrival, t, placed=False)
+    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.moved, run.calibration.shares())
     return RunResult(
         scenario=scenario.name,
         seed=scenario.seed,

@@ -79,6 +79,17 @@ class KubeScheduler:
         if self.extender is not None:
             self.extender.observe(t, now, feeds)
 
+    def predicted_peaks(self) -> Mapping[str, tuple[float, float]]:
+        """node -> (mean, spread) of the peak predictor it scores or filters by, when one
+        predicted anew this tick (ours, LoadVariationRiskBalancing), else empty."""
+        if self.extender is not None:
+            return self.extender.take_predictions()
+        for plugin in self._plugins:
+            found = plugin.take_predictions()
+            if found:
+                return found
+        return {}
+
     def schedule(self, pod: PodSpec, now: float) -> str | None:
         """The node the pod is bound to, or None (unschedulable: it waits and is retried)."""
         cpu, memory = pod.cpu_milli, pod.memory
@@ -134,4 +145,4 @@ class KubeScheduler:
         for plugin in self._plugins:
             plugin.released(pod, node, now)
         if self.extender is not None:
-            self.extender.released(pod, now)
+            self.extender.released(pod, node, now)

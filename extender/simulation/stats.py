@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 HOT = 0.9
-"""A node above this utilisation is hot (the shipped policy's filter threshold)."""
+"""A node above this utilisation is hot (5 points over the shipped policy's filter
+threshold, 0.85: the margin it keeps for noise and the metric's lag)."""
+EXCEEDANCE_WINDOW = 300.0
+"""Seconds after a placement within which its node going hot counts as an exceedance: the
+rule's 5-minute rate window, by when every metric shows the pod whole."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -58,6 +62,63 @@ class Metrics:
     """Minutes the pods that waited waited, their p95 (0 when none waited)."""
     wait_max: float = 0.0
     """The longest of those waits, minutes."""
+    wait_minutes: float = 0.0
+    """Pod-wait minutes: the minutes every pod spent waiting for a node from the measured
+    window's start until the run ended (the pods still waiting then included): waiting
+    counted as a cost beside hot node-minutes."""
+    moved: int = 0
+    """Pods the rebalancer evicted (each replaced by a successor that was scheduled anew)."""
+    exceedance: float = 0.0
+    """The share of the measured window's placements after which the chosen node went
+    above 90 % within EXCEEDANCE_WINDOW (0 when nothing was placed)."""
+    peak_1sd: float = -1.0
+    """The share of its predicted peaks at 1 spread the scheduler saw exceeded
+    EXCEEDANCE_WINDOW later (PeakCalibration); -1: it predicts none."""
+    peak_2sd: float = -1.0
+    peak_3sd: float = -1.0
+
+
+SIGMAS = (1.0, 2.0, 3.0)
+GAUSSIAN = (0.1587, 0.0228, 0.0013)
+"""P(X > mean + k sd) of a Gaussian, k in SIGMAS: what a mean-plus-spread predictor such as
+LoadVariationRiskBalancing's assumes it exceeds."""
+
+
+class PeakCalibration:
+    """How often a predicted peak (a node's mean, or latest value, plus k spreads) is
+    exceeded EXCEEDANCE_WINDOW later, for k in SIGMAS: a predictor measured as "Take it to
+    the limit" (EuroSys 2021) measures peak predictors, by the violations they cause."""
+
+    def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
+        self.horizon = horizon
+        self._due: list[tuple[float, Mapping[str, tuple[float, float]]]] = []
+        self._seen = 0
+        self._over = [0] * len(SIGMAS)
+
+    def predicted(self, t: float, peaks: Mapping[str, tuple[float, float]]) -> None:
+        """node -> (mean, sd) predicted at `t`, judged `horizon` later."""
+        if peaks:
+            self._due.append((t + self.horizon, peaks))
+
+    def observe(self, t: float, names: Sequence[str], cpu: Sequence[float]) -> None:
+        if not self._due or self._due[0][0] > t:
+            return
+        now = dict(zip(names, cpu, strict=True))
+        while self._due and self._due[0][0] <= t:
+            _, peaks = self._due.pop(0)
+            for node, (mean, sd) in peaks.items():
+                u = now.get(node)
+                if u is None or sd <= 0:
+                    continue
+                self._seen += 1
+                for i, k in enumerate(SIGMAS):
+                    self._over[i] += u > mean + k * sd
+
+    def shares(self) -> tuple[float, ...]:
+        """The share of predictions exceeded, per k; -1 each when nothing was predicted."""
+        if not self._seen:
+            return (-1.0,) * len(SIGMAS)
+        return tuple(o / self._seen for o in self._over)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +146,24 @@ class Recorder:
         self._ticks = 0
         self.bands: list[Band] = []
         self.placed_on_hot = 0
+        self._pending: dict[str, list[float]] = {}
+        """node -> when the measured placements onto it not yet judged were made."""
+        self._placements = 0
+        self._exceeded = 0
+        self._waits: list[float] = []
+        self._wait_seconds = 0.0
 
-    def record(self, t: float, cpu: Sequence[float], demand: Sequence[float]) -> None:
-        """One tick: every present node's capped utilisation and demand."""
+    def record(
+        self,
+        t: float,
+        cpu: Sequence[float],
+        demand: Sequence[float],
+        names: Sequence[str] = (),
+    ) -> None:
+        """One tick: every present node's capped utilisation and demand (`names`: the
+        nodes, in the same order, for the exceedance of recent placements)."""
+        if self._pending:
+            self._judge(t, cpu, names)
         top = max(cpu, default=0.0)
         self.bands.append(
             Band(t, percentile(cpu, 50), percentile(cpu, 95), top, max(demand, default=0.0))
@@ -100,13 +176,47 @@ class Recorder:
         self._std_sum += pstdev(cpu)
         self._ticks += 1
 
-    def placed(self, t: float, utilisation: float) -> None:
-        """A pod went to a node running at `utilisation` just before it."""
-        if t >= self.start and utilisation > HOT:
+    def placed(self, t: float, utilisation: float, node: str = "") -> None:
+        """A pod went to `node`, running at `utilisation` just before it."""
+        if t < self.start:
+            return
+        self._placements += 1
+        if utilisation > HOT:
             self.placed_on_hot += 1
+            self._exceeded += 1
+        else:
+            self._pending.setdefault(node, []).append(t)
 
-    def metrics(self, unplaced: int, pods: int, waits: Sequence[float] = ()) -> Metrics:
-        """`waits`: seconds each pod placed after waiting had waited since its arrival."""
+    def _judge(self, t: float, cpu: Sequence[float], names: Sequence[str]) -> None:
+        """Placements whose node is hot at `t` exceeded; those older than the window did not."""
+        for name, u in zip(names, cpu, strict=True):
+            times = self._pending.get(name)
+            if times is None:
+                continue
+            fresh = [p for p in times if t - p <= EXCEEDANCE_WINDOW]
+            if u > HOT:
+                self._exceeded += len(fresh)
+                fresh = []
+            if fresh:
+                self._pending[name] = fresh
+            else:
+                del self._pending[name]
+
+    def waited(self, arrival: float, until: float, placed: bool = True) -> None:
+        """A pod waited from `arrival` until `until` (placed then, or the run ended)."""
+        if placed:
+            self._waits.append(until - arrival)
+        self._wait_seconds += max(0.0, until - max(arrival, self.start))
+
+    def metrics(
+        self,
+        unplaced: int,
+        pods: int,
+        moved: int = 0,
+        peaks: Sequence[float] = (-1.0, -1.0, -1.0),
+    ) -> Metrics:
+        """The run's figures, once it has ended (the pods still waiting told `waited`)."""
+        waits = self._waits
         return Metrics(
             node_minutes_hot=self._hot_ticks * self.tick / 60,
             cpu_p95=percentile(self._cpu, 95),
@@ -120,4 +230,10 @@ class Recorder:
             waited=len(waits),
             wait_p95=percentile(waits, 95) / 60,
             wait_max=max(waits, default=0.0) / 60,
+            wait_minutes=self._wait_seconds / 60,
+            moved=moved,
+            peak_1sd=peaks[0],
+            peak_2sd=peaks[1],
+            peak_3sd=peaks[2],
+            exceedance=self._exceeded / self._placements if self._placements else 0.0,
         )

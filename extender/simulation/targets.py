@@ -8,7 +8,11 @@ On hot node-minutes (node-minutes above 90 % CPU), means over seeds:
   and p95 node CPU, the mean paired difference (ours - kube-scheduler, seed by seed) is at
   most two standard errors of that difference (with one seed there is no noise estimate,
   so the difference must be <= 0);
-- no scenario leaves a pod unplaced that kube-scheduler alone placed (pod by pod).
+- no scenario leaves a pod unplaced that kube-scheduler alone placed (pod by pod);
+- every scenario: ours has no more pod-wait minutes than any peer that waits for load
+  (WAITING_PEERS: a peer whose filter turns pods away for load; the others wait only for
+  requested room, as kube-scheduler does): fewer hot node-minutes bought with longer
+  waits does not count.
 
 A target whose scenario or schedulers were not run is "n/a", not met.
 """
@@ -19,10 +23,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.simulation.profiles import DECICE, PEERS, SHORT
+from extender.simulation.profiles import DECICE, KOORDINATOR, PEERS, SHORT
 from extender.simulation.summary import ScenarioReport, Spread
 
 HOT = "node_minutes_hot"
+WAIT = "wait_minutes"
+WAITING_PEERS = (KOORDINATOR,)
+"""The peers whose filter turns a pod away for load (LoadAware's usage thresholds); the
+Trimaran plugins only score."""
 NO_WORSE = "uniform"
 NO_WORSE_METRICS = {
     "node_minutes_hot": ("node-minutes above 90%", 1),
@@ -63,6 +71,20 @@ def beats_peers(sc: ScenarioReport) -> Verdict:
     if worse:
         detail += f" (fewer: {', '.join(SHORT[p] for p in worse)})"
     return Verdict(target, not worse, detail)
+
+
+def waits_no_longer(sc: ScenarioReport) -> Verdict:
+    target = f"{sc.name}: no more pod-wait minutes than any peer that waits for load"
+    waiting = [p for p in WAITING_PEERS if p in sc.schedulers]
+    if sc.ours is None or not waiting:
+        return Verdict(target, None, "decice or every peer that waits for load not run")
+    ours = sc.ours[WAIT].mean
+    listed = ", ".join(f"{SHORT[p]} {sc.schedulers[p][WAIT].mean:.0f}" for p in waiting)
+    detail = f"ours {ours:.0f}; {listed}"
+    shorter = [p for p in waiting if sc.schedulers[p][WAIT].mean < ours]
+    if shorter:
+        detail += f" (fewer: {', '.join(SHORT[p] for p in shorter)})"
+    return Verdict(target, not shorter, detail)
 
 
 def _paired(base: Spread, ours: Spread) -> tuple[float, float | None]:
@@ -106,6 +128,7 @@ def nobody_left_behind(scenarios: Sequence[ScenarioReport]) -> Verdict:
 def judge(scenarios: Sequence[ScenarioReport]) -> list[Verdict]:
     by_name: Mapping[str, ScenarioReport] = {sc.name: sc for sc in scenarios}
     out = [beats_peers(sc) for sc in scenarios]
+    out += [waits_no_longer(sc) for sc in scenarios]
     out += [halved(sc) for sc in scenarios if sc.name != NO_WORSE]
     sc = by_name.get(NO_WORSE)
     out.append(no_worse(sc) if sc else Verdict(f"{NO_WORSE}: no worse", None, "not run"))

@@ -1,7 +1,7 @@
 """The measured use our extender's refresher fetches beside node CPU, from the pods' series.
 
-Per workload (the pod's Deployment) the quantile of its running pods' measured CPU and how
-many were measured: what the stock recording rule
+Per workload (the pod's Deployment) the quantile and the median of its running pods'
+measured CPU and how many were measured: what the stock recording rule
 `node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m` said at its
 latest evaluation (ledger.PodMeter.rate: a pod younger than 5 minutes shows a share of its
 use), summed per pod, joined to the pod's workload the way
@@ -41,7 +41,7 @@ def usage_table(meter: PodMeter, evaluated_at: float, quantile: float, now: floa
                 pods[(NAMESPACE, uid)] = own
     workloads = {
         WorkloadKey(NAMESPACE, "deployment", name): WorkloadUse(
-            percentile(values, 100 * quantile), len(values)
+            percentile(values, 100 * quantile), len(values), percentile(values, 50)
         )
         for name, values in sorted(by_workload.items())
     }

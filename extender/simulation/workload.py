@@ -19,6 +19,8 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+EPOCH = 1_000_000.0
+"""Simulated time 0 as the engine's clock reads it (any fixed value would do)."""
 MIB = 1024**2
 GIB = 1024**3
 MAX_PODS = 110

@@ -23,7 +23,7 @@ from decimal import Decimal
 
 import kubernetes.utils
 
-from extender.decisions.pods import cpu_cores
+from extender.decisions.resources import cpu_cores
 
 FORMS = ("100m", "0.5", "2", "1500m", "250m", "1", "4", "3500m")
 ODD = (

@@ -216,6 +216,12 @@ def answer(week: Week, query: str, params: dict[str, str]) -> list[dict[str, Any
     return _windows(week, query, times, step)
 
 
+def _scrapes(pod: Pod, t0: float, t1: float) -> float:
+    """Scrapes of (t0, t1] that saw the pod (at least the one its window says it was in)."""
+    alive = min(t1, pod.end if pod.end is not None else t1) - max(t0, pod.created)
+    return float(max(1, round(alive / STEP)))
+
+
 def _windows(week: Week, query: str, times: list[float], window: float) -> list[dict[str, Any]]:
     out = []
     for p in week.pods:
@@ -223,11 +229,10 @@ def _windows(week: Week, query: str, times: list[float], window: float) -> list[
         if not seen:
             continue
         pod = {"namespace": p.namespace, "pod": p.name, "uid": f"uid-{p.name}"}
-        if "kube_pod_info" in query:
+        if "kube_pod_info" in query:  # its samples per window (count_over_time)
             kind = "DaemonSet" if p.kind == "daemonset" else "ReplicaSet"
-            out.append(
-                _series({**pod, "node": p.node, "created_by_kind": kind}, [(t, 1) for t in seen])
-            )
+            counts = [(t, _scrapes(p, t - window, t)) for t in seen]
+            out.append(_series({**pod, "node": p.node, "created_by_kind": kind}, counts))
         elif any(n in query for n in ("kube_pod_created", "kube_pod_start_time", "scheduled_time")):
             out.append(_series(pod, [(t, p.created) for t in seen]))
         elif "kube_pod_deletion_timestamp" in query and p.end is not None:

@@ -1,6 +1,8 @@
-"""Shadow mode's cost per placement judged, on a 5,000-node cluster.
+"""Shadow mode's cost per placement judged, on a 5,000-node cluster; and the cost of the
+exceedance watch per snapshot installed, on a 15,000-node one.
 
     python -m tests.benchmarks.shadow [--nodes 5000] [--assignments 5000] [--runs 3]
+        [--install-nodes 15000] [--waiting 10000] [--installs 20]
 
 Drives the pod watch's handler (the path a watch event takes in `decice-extender shadow`:
 the assignment read, judged against the table of that moment, recorded, remembered for
@@ -8,6 +10,13 @@ the assignment read, judged against the table of that moment, recorded, remember
 the shipped two-metric shape of policy and every pod selected. Pods carry a nodeSelector
 a tenth of the time, so the ranking walk skips nodes. Prints assignments per second
 (medians of `--runs`), asserts nothing.
+
+Then the exceedance watch (decisions.exceedance) as the refresher's install hook calls it:
+`--waiting` placements (shadow.keep's default) waiting on random nodes of
+`--install-nodes`, and `--installs` snapshots, each with fresh values: all under the
+threshold (the steady case: every node with a placement waiting looked up, none settled),
+and a twentieth of the nodes over it (those nodes' placements settle, new ones replace
+them). Prints the median milliseconds per install.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from typing import Any
 
 from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.engine import Engine
+from extender.decisions.exceedance import Exceedances, Threshold
 from extender.decisions.model import MetricSeries, Snapshot
 from extender.decisions.nodes import NodeCache, node_info
 from extender.policy.loading import parse_settings
@@ -103,11 +113,36 @@ def run(nodes: int, assignments: int, rng: random.Random) -> float:
     return assignments / elapsed
 
 
+def install_ms(nodes: int, waiting: int, installs: int, hot: float, rng: random.Random) -> float:
+    """Median milliseconds of one snapshot install with `waiting` placements waiting and a
+    share `hot` of the nodes over the threshold."""
+    names = [f"node-{i}" for i in range(nodes)]
+    threshold = Threshold("cpu", 0.9)
+    ledger = Exceedances(keep=waiting)
+    now = 1_800_000_000.0
+    for _ in range(waiting):
+        ledger.placed(rng.choice(names), "default", "best", threshold, now, 1e9)
+    times = []
+    for k in range(installs):
+        now += 15
+        values = {n: (0.95 if rng.random() < hot else 0.5) for n in names}
+        snapshot = Snapshot({"cpu": MetricSeries(values, now)}, now, k)
+        started = time.perf_counter()
+        ledger.installed(snapshot)
+        times.append(time.perf_counter() - started)
+        while ledger.waiting < waiting:  # new placements take the settled ones' place
+            ledger.placed(rng.choice(names), "default", "best", threshold, now + 1, 1e9)
+    return 1000 * statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--assignments", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--install-nodes", type=int, default=15_000)
+    parser.add_argument("--waiting", type=int, default=10_000)
+    parser.add_argument("--installs", type=int, default=20)
     args = parser.parse_args()
     rng = random.Random(SEED)
     rates = [run(args.nodes, args.assignments, rng) for _ in range(args.runs)]
@@ -116,6 +151,12 @@ def main() -> None:
         f"median {statistics.median(rates):,.0f}/s "
         f"(runs: {', '.join(f'{r:,.0f}' for r in rates)})"
     )
+    for hot in (0.0, 0.05):
+        ms = install_ms(args.install_nodes, args.waiting, args.installs, hot, rng)
+        print(
+            f"exceedance watch: one install, {args.waiting:,} placements waiting on "
+            f"{args.install_nodes:,} nodes, {hot:.0%} of them over: median {ms:.2f} ms"
+        )
 
 
 if __name__ == "__main__":

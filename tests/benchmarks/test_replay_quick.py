@@ -28,7 +28,7 @@ def test_the_week_is_seeded_and_its_answers_are_what_the_replay_reads() -> None:
     assert all(0 <= float(v) <= 1 for s in cpu for _, v in s["values"])
     windows = {**params, "step": "300s", "end": str(week.end)}
     info = answer(week, "max by (namespace, pod, uid, node, created_by_kind) "
-                  "(max_over_time(kube_pod_info[300s]))", windows)  # fmt: skip
+                  "(count_over_time(kube_pod_info[300s]))", windows)  # fmt: skip
     assert {s["metric"]["pod"] for s in info} == {p.name for p in week.pods}
 
 

@@ -38,7 +38,7 @@ from extender.cluster.client.errors import (
     KubeUnavailable,
 )
 from extender.decisions.model import PodEvent
-from extender.decisions.pods import PodFacts
+from extender.decisions.pods import PodFacts, api_time
 from extender.errors.backoff import Backoff
 from tests.harness.fixtures import APISERVER
 from tests.harness.kubeapi import FakeKubeAPI, client_for, write_kubeconfig
@@ -725,14 +725,17 @@ def test_missing_tls_files_are_a_config_error(tmp_path: Path) -> None:
 
 async def test_get_pod(api: FakeKubeAPI, kube: Make) -> None:
     client = kube(api)
-    assert await client.get_pod(NS, "p1") == PodFacts(
+    pod = await client.get_pod(NS, "p1")
+    assert pod == PodFacts(
         namespace=NS,
         name="p1",
         uid=UID1,
         scheduler_name="decice_sched",
         cpu_request=0.5,
         node_name="",
+        created=pod.created,
     )
+    assert api_time(pod.created) is not None
     await client.bind(NS, "p1", UID1, "node-2")
     assert (await client.get_pod(NS, "p1")).node_name == "node-2"
 

@@ -12,7 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
-from extender.cluster.informer import MAX_BACKOFF, Informer
+from extender.cluster.informer import (
+    FIRST_SYNC_ANSWERED,
+    FIRST_SYNC_BACKOFF,
+    MAX_BACKOFF,
+    Informer,
+)
 from extender.cluster.podsieve import PodSieve
 from tests.harness.kubecalls import KubeCalls
 
@@ -211,3 +216,79 @@ async def test_a_watch_resumes_after_the_last_line_its_sieve_dropped() -> None:
     assert seen == [("MODIFIED", "b")]  # a's updates were dropped undecoded
     assert watcher.calls == ["10", "13"]  # ...and the next watch starts after them
     assert (informer.status.events, informer.status.dropped) == (1, 2)
+
+
+class Unreachable(Exception):
+    """What the client raises when nothing answers (a refused connection): no status."""
+
+
+async def first_list_after(
+    up_at: float, answered_for: float = 0.0, seed: int = 7
+) -> tuple[Informer, float, list[float]]:
+    """Run an informer that has never listed against an API server that does not answer
+    until `up_at` (simulated seconds), then answers 403 for `answered_for` more seconds
+    (one coming up), then lists. (informer, when its first list succeeded, its sleeps)."""
+    clock = [0.0]
+    sleeps: list[float] = []
+    listed: list[float] = []
+
+    async def start() -> str:
+        if clock[0] < up_at:
+            raise Unreachable("connection refused")
+        if clock[0] < up_at + answered_for:
+            raise ApiError(403)
+        listed.append(clock[0])
+        return "1"
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock[0] += seconds
+
+    watcher = ScriptedWatcher([])
+    informer = Informer(
+        "nodes",
+        "/api/v1/nodes",
+        watcher,
+        start,
+        lambda k, o: None,
+        sleep=sleep,
+        rng=random.Random(seed),
+    )
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(watcher.done.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return informer, listed[0], sleeps
+
+
+@pytest.mark.parametrize("late", [5.0, 20.0, 40.0, 300.0])
+async def test_a_service_that_never_listed_learns_the_cluster_within_a_second(late: float) -> None:
+    """The API server arriving 5 s, 20 s, 40 s or 5 minutes after the service: before its
+    first list the informer retries every 0.5-1 s (jittered), so it lists within a second
+    of the server answering. The doubling back-off would have waited up to 30 s."""
+    for seed in range(20):
+        informer, listed, sleeps = await first_list_after(late, seed=seed)
+        assert late <= listed < late + FIRST_SYNC_BACKOFF[1], (seed, listed)
+        assert all(FIRST_SYNC_BACKOFF[0] <= s <= FIRST_SYNC_BACKOFF[1] for s in sleeps)
+        assert informer.status.synced and informer.status.error is None
+    # A refused connection costs the server nothing; the rate stays bounded: 2 a second.
+    assert len(sleeps) <= 2 * late + 1
+
+
+async def test_an_api_server_coming_up_answers_errors_for_a_moment() -> None:
+    """Up at 20 s, it answers 403 for 2 s (its RBAC not loaded yet): still listed within a
+    second of its answering 200."""
+    for seed in range(20):
+        _, listed, _ = await first_list_after(20.0, answered_for=2.0, seed=seed)
+        assert 22.0 <= listed < 23.0, (seed, listed)
+
+
+async def test_an_answer_that_stays_an_error_backs_off_as_usual() -> None:
+    """403 from the start and for good (a missing permission): after its first
+    FIRST_SYNC_ANSWERED answered failures, the waits double up to MAX_BACKOFF."""
+    _, listed, sleeps = await first_list_after(0.0, answered_for=600.0)
+    fast, slow = sleeps[:FIRST_SYNC_ANSWERED], sleeps[FIRST_SYNC_ANSWERED:]
+    assert all(s <= FIRST_SYNC_BACKOFF[1] for s in fast)
+    assert max(slow) > 8 and all(s <= MAX_BACKOFF for s in slow)
+    assert listed >= 600.0

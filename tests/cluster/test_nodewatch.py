@@ -69,7 +69,8 @@ def test_a_new_nodes_size_reaches_the_preemption_judge_at_once() -> None:
     # Told at once: 0.3 + 3/8 = 0.675 once the filler leaves, so the node is kept.
     kept = rig.engine.preempt(preemptor_on("node-2", ["filler"]), NOW)
     assert list(kept) == ["node-2"]
-    assert rig.engine.herd()["node-2"] == 4.0 / 8
+    # The filler, and the preemptor, nominated to the one node /preempt kept.
+    assert rig.engine.herd()["node-2"] == (4.0 + 3.0) / 8
     assert rig.told == [NOW]
 
 

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from extender.cluster.podsieve import PodSieve
 from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.engine import Engine
 from extender.decisions.model import Snapshot
+from extender.decisions.usage import UsageTable
 from tests.harness.fixtures import make_settings
 
 APISERVER = Path(__file__).resolve().parents[1] / "fixtures" / "kube-apiserver"
@@ -59,7 +61,13 @@ def pod(uid: str, rv: int, node: str | None, phase: str = "Running", **meta: Any
         status["conditions"] = [
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": meta.pop("at")}
         ]
-    metadata = {"name": f"p-{uid}", "namespace": "ns", "uid": uid, "resourceVersion": str(rv)}
+    metadata = {
+        "name": f"p-{uid}",
+        "namespace": "ns",
+        "uid": uid,
+        "resourceVersion": str(rv),
+        "generation": meta.pop("generation", 1),
+    }
     metadata.update(meta)
     return {"kind": "Pod", "apiVersion": "v1", "metadata": metadata, "spec": spec, "status": status}
 
@@ -71,8 +79,9 @@ def stamp(seconds: float) -> str:
 
 
 def lives(seed: int, pods: int) -> list[dict[str, Any]]:
-    """A seeded stream: pods created pending, assigned (recently or long ago), updated
-    many times while running, marked for deletion or finished, deleted."""
+    """A seeded stream: pods created pending, nominated to a node and not any more,
+    assigned (recently or long ago), updated many times while running, resized in place
+    (a new request, the generation bumped), marked for deletion or finished, deleted."""
     rng = random.Random(seed)
     events: list[dict[str, Any]] = []
     rv = 100
@@ -91,6 +100,17 @@ def lives(seed: int, pods: int) -> list[dict[str, Any]]:
         if node is None and roll < 0.4:
             at = NOW - rng.choice((2.0, 10.0, 5_000.0))  # recent, or assigned long ago
             new = pod(uid, rv, f"node-{rng.randrange(5)}", at=stamp(at))
+        elif node is None and roll < 0.55:  # nominated (a preemptor), moved, or cleared
+            new = orjson.loads(orjson.dumps(current))
+            new["metadata"]["resourceVersion"] = str(rv)
+            if new["status"].pop("nominatedNodeName", None) is None or rng.random() < 0.5:
+                new["status"]["nominatedNodeName"] = f"node-{rng.randrange(5)}"
+        elif node is not None and roll < 0.48:  # resized in place through pods/resize
+            new = orjson.loads(orjson.dumps(current))
+            new["metadata"]["resourceVersion"] = str(rv)
+            new["metadata"]["generation"] += 1
+            cpu = rng.choice(("100m", "250m", "1", "2"))
+            new["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
         elif roll < 0.8:  # a status report: nothing changes but the version
             new = orjson.loads(orjson.dumps(current))
             new["metadata"]["resourceVersion"] = str(rv)
@@ -129,6 +149,8 @@ def test_the_service_ends_in_the_same_state_with_the_sieve_as_without() -> None:
         sifted, sifted_engine, sifted_forgotten = handler_and_log()
         sieve = sifted.sieve
         most = 0
+        seen: set[str] = set()
+        resized: set[float] = set()
         for event in events:
             whole(event["type"], event["object"])
             raw = line(event)
@@ -137,10 +159,16 @@ def test_the_service_ends_in_the_same_state_with_the_sieve_as_without() -> None:
                 sifted(decoded["type"], decoded["object"])
             assert sieve.version == event["object"]["metadata"]["resourceVersion"]
             assert sifted_engine.reservations == whole_engine.reservations, seed
+            assert sifted_engine.herd() == whole_engine.herd(), seed
             most = max(most, len(whole_engine.reservations))
+            sources = {r.source for r in whole_engine.reservations.values()}
+            seen |= sources
+            resized |= {r.cores for r in whole_engine.reservations.values()} - {0.25}
         assert set(sifted_forgotten) == set(whole_forgotten), seed
         assert most > 0, seed  # the stream does reach the herd guard
-        assert sieve.dropped > len(events) // 4, (seed, sieve.dropped, len(events))
+        assert seen == {"watch", "nominated"} and resized, (seed, seen, resized)
+        # (Nominations and resizes are kept: fewer lines to drop than status reports alone.)
+        assert sieve.dropped > len(events) // 5, (seed, sieve.dropped, len(events))
 
 
 def test_a_relist_forgets_the_pods_it_lacks() -> None:
@@ -161,3 +189,26 @@ def test_lines_it_cannot_read_are_kept() -> None:
     assert sieve(bytearray(b'{"type":"MODIFIED","object":{"spec":{"nodeName":"n"}}}'))  # no uid
     assert sieve(bytearray(b"not json"))
     assert sieve.dropped == 0
+
+
+def test_a_pod_that_stopped_credits_its_node_what_the_metric_still_shows() -> None:
+    """A measured pod (1 core of its own) deleted from node-1: the watch's DELETED event
+    credits node-1 until the metric stops showing it; one only being deleted (running out
+    its grace period) is not credited yet."""
+    handler, engine, _ = handler_and_log()
+    engine.set_node_cores({"node-1": 4.0})
+    engine.install_usage(UsageTable(pods={("shop", "web-1"): 1.0}, fetched_at=NOW), NOW)
+    meta = {"uid": "u-web-1", "name": "web-1", "namespace": "shop"}
+    pod: dict[str, Any] = {
+        "metadata": meta,
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+    terminating = {
+        **pod,
+        "metadata": {**meta, "deletionTimestamp": "2027-01-15T08:00:00Z"},
+    }
+    handler("MODIFIED", terminating)
+    assert engine.herd() == {}
+    handler("DELETED", terminating)
+    assert engine.herd() == {"node-1": pytest.approx(-0.25)}

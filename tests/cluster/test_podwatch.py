@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -166,9 +167,11 @@ def test_the_node_watch_keeps_the_inventory(api: FakeKubeAPI) -> None:
 
 def test_a_turned_away_pod_is_requeued_once_metrics_recover(api: FakeKubeAPI) -> None:
     hot = {"node-a": {"cpu": 0.95}, "node-b": {"cpu": 0.97}}
-    waiting = api.add_pod(NS, "w2", "uid-w2")
-    bound = api.add_pod(NS, "w3", "uid-w3")
-    reborn = api.add_pod(NS, "w4", "uid-w4")
+    # Created now: herdGuard.waitForRoom counts from a pod's creation, and the fake's
+    # default is a time long past, when every wait would be over at once.
+    waiting = api.add_pod(NS, "w2", "uid-w2", created=time.time())
+    bound = api.add_pod(NS, "w3", "uid-w3", created=time.time())
+    reborn = api.add_pod(NS, "w4", "uid-w4", created=time.time())
     with Stack(api, hot) as stack:
         up(stack, api)
         for pod in (waiting, bound, reborn):
@@ -299,7 +302,10 @@ def test_a_node_removed_takes_its_reservations_and_rows_and_a_new_one_is_sized_a
         up(stack, api)
         engine = stack.service.engine
         wait_until(lambda: len(engine.reservations) == 2, 30, "both counted")
-        assert engine.herd()["node-c"] == 2 / 4  # defaultNodeCores until the node is known
+        # A node the node watch has not told of has no size: its pod counts nothing there
+        # yet (no veto rests on a guessed size; before, defaultNodeCores: 2 / 4).
+        assert engine.herd().get("node-c", 0.0) == 0.0
+        assert engine.table(0.0).passes("node-c")
         # The autoscaler adds node-c (16 cores) and removes node-b; no refresh runs.
         api.add_node("node-c", "10.0.0.3", cpu="16")
         api.remove_node("node-b")
@@ -335,3 +341,32 @@ def test_status_updates_of_placed_and_pending_pods_are_dropped_undecoded(
         # the pod it already read as assigned was dropped.
         assert watch.status.events == 3
         assert stack.readyz()["watches"]["pods"]["dropped"] == 7
+
+
+def test_an_api_server_arriving_late_vetoes_no_node_on_a_size_it_does_not_know(
+    api: FakeKubeAPI,
+) -> None:
+    """The service starts before the API server answers: its node cache is empty, /readyz
+    says so, and no node is turned away for want of room it cannot size (the scheduler's
+    own resource checks stand). Within a second of the API server answering, the cache
+    is synced and node-a (4 cores) is too small for a 3.5-core pod again."""
+    api.add_node("node-c", "10.0.0.3", cpu="16")
+    pod = {
+        "metadata": {"name": "big", "namespace": NS, "uid": "uid-big"},
+        "spec": {
+            "schedulerName": "decice_sched",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3500m"}}}],
+        },
+    }
+    api.go_away()
+    values = {"node-a": {"cpu": 0.3}, "node-c": {"cpu": 0.3}}
+    with Stack(api, values) as stack:
+        ready = stack.readyz()
+        assert ready["nodeCacheSynced"] is False and ready["watches"]["nodes"]["synced"] is False
+        assert stack.filter(pod, ["node-a", "node-c"])["NodeNames"] == ["node-a", "node-c"]
+        api.come_back()
+        began = time.monotonic()
+        wait_until(lambda: stack.readyz()["nodeCacheSynced"], 5, "the node cache synced")
+        print(f"\nnode cache synced {time.monotonic() - began:.2f} s after the API server answered")
+        assert stack.filter(pod, ["node-a", "node-c"])["NodeNames"] == ["node-c"]
+        assert stack.readyz()["watches"]["nodes"]["synced"] is True

@@ -44,14 +44,18 @@ def test_the_captured_stream_reads_as_waiting_assigned_released() -> None:
     assert changes[1].cores == 0.25  # the fixture's container asks for 250m
     assert changes[1].assigned_at == BOUND_AT
     assert changes[3] == Released(uid)  # deletionTimestamp set: it holds nothing any more
-    assert changes[4] == Released(uid)
+    gone = changes[4]  # DELETED: it stopped on node-1, which the metric still shows it on
+    assert isinstance(gone, Released) and gone.uid == uid and gone.gone is not None
+    assert (gone.gone.node_name, gone.gone.cpu_request, gone.gone.name) == ("node-1", 0.25, "w1")
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
 def test_a_finished_pod_is_released(phase: str) -> None:
     kind, pod = event(1)
     pod["status"]["phase"] = phase
-    assert isinstance(pod_change(kind, pod), Released)
+    change = pod_change(kind, pod)
+    assert isinstance(change, Released) and change.gone is not None  # it ran on node-1
+    assert change.gone.node_name == "node-1"
 
 
 def test_a_pod_created_with_its_node_counts_from_its_creation() -> None:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from extender.decisions.estimate import expected_use
+from extender.decisions.estimate import expected_cores, expected_use
 from extender.decisions.usage import UsageTable, WorkloadKey, WorkloadUse
 from extender.policy.sections import HerdGuardSettings
 from tests.harness.fixtures import NOW
@@ -27,6 +27,15 @@ def test_a_pod_of_a_measured_workload_expects_its_siblings_p90() -> None:
     e = expected_use("shop", "web-new", WEB, 0.1, MEASURED, GUARD, NOW)
     assert (e.cores, e.source) == (0.9, "workload")
     assert str(e) == "expects 0.9 core (p90 of 12 pods of deployment shop/web)"
+
+
+def test_the_pod_being_placed_is_judged_at_its_workloads_median_when_known() -> None:
+    """One pod most likely uses its siblings' median; the quantile is what the herd guard
+    counts placed pods at (a burst of them). Without a median, the quantile."""
+    with_median = UsageTable(workloads={WEB: WorkloadUse(0.9, 12, 0.5)}, fetched_at=NOW - 10)
+    assert expected_cores("shop", "web-new", lambda: WEB, 0.1, with_median, GUARD, NOW) == 0.5
+    assert expected_use("shop", "web-new", WEB, 0.1, with_median, GUARD, NOW).cores == 0.9
+    assert expected_cores("shop", "web-new", lambda: WEB, 0.1, MEASURED, GUARD, NOW) == 0.9
 
 
 def test_a_measured_pod_expects_its_own_use() -> None:

@@ -53,7 +53,6 @@ def test_a_reservation_fades_with_each_snapshot_and_is_dropped_when_shown() -> N
     assert herd.load["a"] == pytest.approx(0.5)  # 2 of 4 cores, whole
     herd.install(snapshot(NOW + 45), ("cpu",))
     assert herd.load["a"] == pytest.approx(0.375)  # three quarters left
-    assert herd.charged("u1") == pytest.approx(1.5)
     herd.install(snapshot(NOW + 75), ("cpu",))
     assert herd.load["a"] == pytest.approx(0.125)
     herd.install(snapshot(NOW + 90), ("cpu",))
@@ -121,3 +120,35 @@ def test_unguarded_counts_nothing() -> None:
     herd = HerdLedger(GUARD, guarded=False, window=60.0)
     assert not herd.reserve(Reservation("u1", "a", 2.0, NOW))
     assert herd.load_after("a", [], 2.0) == 0.0
+
+
+def test_a_departure_is_credited_while_the_metric_still_shows_it() -> None:
+    """A pod that used 2 cores of a's 4 leaves at NOW: the metric shows it whole until
+    settle, then less over the window; its credit follows (negative load), the same fade
+    as a placed pod's reservation, and is dropped once shown."""
+    herd = ledger()
+    assert herd.release("gone", ("a", 2.0, NOW)) == "a"
+    assert herd.load["a"] == pytest.approx(-0.5)
+    assert not herd.release("gone", ("a", 2.0, NOW))  # once per pod
+    herd.install(snapshot(NOW + 45), ("cpu",))
+    assert herd.load["a"] == pytest.approx(-0.375)
+    projected = herd.projected(snapshot(NOW + 60), ("cpu",))
+    herd.install(snapshot(NOW + 60), ("cpu",))
+    assert projected == pytest.approx(dict(herd.load))
+    assert herd.load == pytest.approx({"a": -0.25})
+    herd.install(snapshot(NOW + 90), ("cpu",))
+    assert "a" not in herd.load
+
+
+def test_a_departure_is_credited_only_what_the_metric_showed_of_it() -> None:
+    """Placed at NOW and gone at NOW + 45 (a quarter shown): its reservation goes and a
+    quarter of its use is credited; a use nobody knows is credited nothing; a node that
+    left takes its credits with it."""
+    herd = ledger()
+    herd.reserve(Reservation("young", "a", 2.0, NOW))
+    herd.install(snapshot(NOW + 45), ("cpu",))
+    herd.release("young", ("a", 2.0, NOW + 45))
+    assert herd.load["a"] == pytest.approx(-0.5 * 0.25)
+    assert herd.release("unknown", ("a", None, NOW + 45)) is None
+    herd.drop_node("a")
+    assert herd.load == {}

@@ -9,57 +9,12 @@ import pytest
 
 from extender.decisions.pods import (
     DEFAULT_SCHEDULER,
-    PodError,
     PodMemo,
     PodMemory,
-    cpu_cores,
     read_pod,
 )
+from extender.decisions.resources import PodError
 from tests.harness.fixtures import fixture_json
-
-
-@pytest.mark.parametrize(
-    ("quantity", "cores"),
-    [
-        ("500m", 0.5),
-        ("2", 2.0),
-        ("1.5", 1.5),
-        ("0.25", 0.25),
-        ("100000u", 0.1),
-        ("250000000n", 0.25),
-        ("1e3", 1000.0),
-        ("5e-1", 0.5),
-        ("1k", 1000.0),
-        ("1Ki", 1024.0),
-        (".5", 0.5),
-        ("+2", 2.0),
-    ],
-)
-def test_cpu_quantities(quantity: str, cores: float) -> None:
-    assert cpu_cores(quantity) == pytest.approx(cores)
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        "",
-        "m",
-        "1e3m",
-        "abc",
-        "1.2.3",
-        "-1",
-        "5 cores",
-        "1e",
-        "1x",
-        "NaN",
-        "1e400",
-        "1 m",
-        "1_000",
-        "\u0661",
-    ],
-)
-def test_malformed_or_negative_quantities_are_none(bad: str) -> None:
-    assert cpu_cores(bad) is None
 
 
 def pod(spec: dict[str, Any]) -> dict[str, Any]:

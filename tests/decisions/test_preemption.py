@@ -3,13 +3,18 @@ leave (their herd reservations off, the preemptor's request on), through Engine.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
+import pytest
 
 from extender.decisions.engine import Engine
-from extender.decisions.pods import Preemptions
+from extender.decisions.model import NodeInventory
+from extender.decisions.pods import PodFacts, PodMemo, Preemptions
 from extender.decisions.preemption import victim_uids
+from extender.decisions.resources import cpu_cores
+from extender.decisions.usage import UsageTable
 from extender.decisions.wire import (
     PreemptionArgs,
     encode_filter,
@@ -151,3 +156,91 @@ def test_victim_uids_reads_only_well_formed_entries() -> None:
         "a"
     ]
     assert victim_uids(None) == [] and victim_uids({"Pods": None}) == []
+
+
+def usage_engine(pods: dict[tuple[str, str], float], **policy: Any) -> Engine:
+    """`engine()` with a 45 s settle, a 60 s window, and the pods' own measured use."""
+    e = engine(herdGuard={"settle": 45, "window": 60}, **policy)
+    usage = UsageTable(pods=pods, fetched_at=NOW)
+    e.install(replace(make_snapshot({"cpu": CPU}), usage=usage), None, NOW)
+    return e
+
+
+def test_a_victim_the_metric_shows_takes_its_measured_use_off() -> None:
+    """busy (0.8 measured) runs an old victim that uses 4 of its 8 cores: without the
+    victim it is at 0.3, and a 2-core preemptor fits (0.55). Its measured use comes off
+    only when we know it; a victim we know nothing of leaves the node as measured."""
+    e = usage_engine({("ns", "old"): 4.0})
+    e.pods.remember(memo_of("old", "ns"))
+    assert set(e.preempt(preemption({"busy": ["old"]}), NOW)) == {"busy"}
+    assert e.preempt(preemption({"busy": ["stranger"]}), NOW) == {}
+
+
+def test_a_victim_counted_at_its_request_takes_only_its_reservation_off() -> None:
+    """Without a measurement the metric's share of the victim is not guessed from its
+    request: the node is never judged cooler than we can show."""
+    e = usage_engine({})
+    e.pods.remember(memo_of("old", "ns", cpu="4"))
+    assert e.preempt(preemption({"busy": ["old"]}), NOW) == {}
+
+
+def test_a_victim_half_shown_half_reserved_takes_both_halves_off() -> None:
+    """Placed settle + 30 s ago: a 1-minute rate shows half of its 4 cores (0.25 of the
+    node), its reservation holds the other half. n3 (0.5 measured, 0.75 with the
+    reservation): 0.5 - 0.25 + 2/8 = 0.5 once it leaves; with only its reservation off,
+    0.75, and a 3.5-core preemptor would not fit (0.94)."""
+    e = usage_engine({("ns", "half"): 4.0})
+    assert e.reserve(
+        "half",
+        "n3",
+        4.0,
+        NOW,
+        source="watch",
+        pod=facts_of("half", "ns", 4.0),
+        assigned_at=NOW - 45 - 30,
+    )
+    assert e.herd()["n3"] == pytest.approx(0.25)
+    assert set(e.preempt(preemption({"n3": ["half"]}, cpu="3500m"), NOW)) == {"n3"}
+
+
+def test_a_node_of_unknown_size_is_judged_on_the_metric_alone() -> None:
+    """Sizes come from the node watch: a node it has not listed has no size, and nothing
+    resting on one vetoes it (the preemptor's share, reservations); its measured load does."""
+    e = Engine(
+        make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}]),
+        make_snapshot({"cpu": {**CPU, "new": 0.5}}),
+        NOW,
+    )
+    e.watch_sizes(NOW)
+    e.nodes_changed(NodeInventory(cpu_cores={"n1": 8.0}), (), NOW)
+    assert e.reserve("fill", "new", 7.8, NOW, source="watch")
+    assert e.table(NOW).passes("new")  # its reservation is a share of nothing yet
+    # 6 cores: on a 4-core guess (herdGuard.defaultNodeCores) 0.5 + 1.5, refused before.
+    assert set(e.preempt(preemption({"new": ["fill"], "hot": ["x"]}, cpu="6"), NOW)) == {"new"}
+    e.nodes_changed(NodeInventory(cpu_cores={"n1": 8.0, "new": 8.0}), (), NOW)  # its size
+    assert not e.table(NOW).passes("new")
+    assert e.preempt(preemption({"new": ["other"]}, cpu="6"), NOW) == {}
+
+
+def test_the_preemptors_retry_sees_the_victims_use_fade_from_the_metric() -> None:
+    """After the victims are deleted the metric shows them less and less: the preemptor's
+    retried filter takes off what it still shows, not more."""
+    e = usage_engine({("ns", "old"): 4.0})
+    e.pods.remember(memo_of("old", "ns"))
+    assert set(e.preempt(preemption({"busy": ["old"]}), NOW)) == {"busy"}
+    assert filter_for_urgent(e, ["busy"], NOW + 1) == ["busy"]
+    # settle + window after the deletion the metric shows none of it: busy is as measured.
+    later = replace(make_snapshot({"cpu": CPU}, NOW + 110), usage=e.snapshot.usage)
+    e.install(later, None, NOW + 110)
+    assert filter_for_urgent(e, ["busy"], NOW + 110) == []
+
+
+def facts_of(name: str, namespace: str, cpu: float | None) -> PodFacts:
+    return PodFacts(f"u-{name}", name, namespace, "decice_sched", cpu)
+
+
+def memo_of(name: str, namespace: str, cpu: str = "1") -> PodMemo:
+    """What our filter call kept of a pod (its UID is the name, as the victims name it)."""
+    return PodMemo(
+        facts=PodFacts(name, name, namespace, "decice_sched", cpu_cores(cpu)), rejected=frozenset()
+    )

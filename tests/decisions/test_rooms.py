@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from extender.decisions.engine import Engine
-from extender.decisions.rooms import FitRule, Rooms, tight_nodes
+from extender.decisions.rooms import FitRule, Rooms, Sizes, overflow_node, tight_nodes
+from extender.decisions.scoring import NodeEval
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import encode_filter, parse_extender_args
 from tests.harness.fixtures import NOW, make_settings, make_snapshot
@@ -30,27 +31,33 @@ def test_rooms_find_the_nodes_too_small_in_order() -> None:
 
 
 @pytest.mark.parametrize(
-    ("needs", "since", "now", "tight", "waiting"),
+    ("needs", "tight"),
     [
-        (0.1, None, NOW, set(), None),  # fits everywhere: the common case
-        (1.0, None, NOW, {"a"}, None),  # fits on b and c
-        (5.0, None, NOW, {"a", "b", "c"}, NOW),  # fits nowhere: waits
-        (5.0, NOW - 100, NOW, {"a", "b", "c"}, NOW - 100),  # still
-        (5.0, NOW - 120, NOW, {"a", "b"}, NOW - 120),  # then onto c, the roomiest
+        (0.1, set()),  # fits everywhere: the common case
+        (1.0, {"a"}),  # fits on b and c
+        (5.0, {"a", "b", "c"}),  # fits nowhere
     ],
 )
-def test_tight_nodes(
-    needs: float, since: float | None, now: float, tight: set[str], waiting: float | None
-) -> None:
+def test_tight_nodes(needs: float, tight: set[str]) -> None:
     rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
-    got = tight_nodes(rooms, RULE, needs, ["a", "b", "c"], {}, since, now, 120.0)
-    assert got == (tight, waiting)
+    assert tight_nodes(rooms, needs, ["a", "b", "c"], {}) == tight
 
 
 def test_a_node_failed_anyway_is_not_counted_twice() -> None:
     rooms = Rooms.of({"a": 0.5, "b": 2.0})
-    tight, since = tight_nodes(rooms, RULE, 1.0, ["a", "b", "x"], {"x": "hot"}, None, NOW, 120)
-    assert tight == {"a"} and since is None
+    assert tight_nodes(rooms, 1.0, ["a", "b", "x"], {"x": "hot"}) == {"a"}
+
+
+def test_the_overflow_node_has_the_most_headroom_and_a_value() -> None:
+    evals = {
+        "a": NodeEval("decice: cpu above 0.9", 0.0, (0.95,)),  # 8 cores: -0.4 core
+        "b": NodeEval(None, 0.0, (0.85,)),  # 4 cores: 0.2 core
+        "c": NodeEval("decice: cpu data missing", 0.0, (None,)),
+    }
+    sizes = Sizes({"a": 8.0, "b": 4.0}, 4.0)
+    assert overflow_node(RULE, evals, ["a", "b", "c"], sizes) == "b"
+    assert overflow_node(RULE, evals, ["a", "c"], sizes) == "a"
+    assert overflow_node(RULE, evals, ["c", "x"], sizes) is None
 
 
 def pod(uid: str, cpu: str) -> dict[str, object]:
@@ -69,7 +76,7 @@ def ask(e: Engine, uid: str, cpu: str, names: list[str], now: float) -> dict[str
     return answer
 
 
-def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_roomiest() -> None:
+def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_most_headroom() -> None:
     """4-core nodes (the default size) at 0.3 and 0.7, a pod of 1 core placed on a a moment
     ago (0.55 with it): a 1-core pod fits on a (0.8) not on b (0.95); a 2-core pod fits on
     neither now but on a once that reservation fades, so it waits, then goes to a, the
@@ -81,14 +88,18 @@ def test_the_filter_counts_the_pod_and_lets_it_wait_then_onto_the_roomiest() -> 
     e.turned_away = TurnedAwayPods(100, 600)
     assert e.reserve("placed", "a", 1.0, NOW)
     one = ask(e, "p1", "1", ["a", "b"], NOW)
-    assert one["NodeNames"] == ["a"]  # b left out: no reason needed while it fits on a
-    assert one["FailedNodes"] == {} and one["FailedAndUnresolvableNodes"] == {}
+    assert one["NodeNames"] == ["a"]  # b is too small for it, and says so
+    assert one["FailedAndUnresolvableNodes"] == {"b": "decice: cpu above 0.9 with this pod"}
+    assert one["FailedNodes"] == {}
     two = ask(e, "p2", "2", ["a", "b"], NOW)
-    assert two["NodeNames"] == [] and set(two["FailedNodes"]) == {"a", "b"}
+    # Too small everywhere: unresolvable (the scheduler's preemption, picking victims by
+    # its own filters, which both nodes pass, can free nothing there).
+    assert two["NodeNames"] == [] and set(two["FailedAndUnresolvableNodes"]) == {"a", "b"}
+    assert two["FailedNodes"] == {}
     assert "p2" in e.turned_away
     assert ask(e, "p2", "2", ["a", "b"], NOW + 59)["NodeNames"] == []
     later = ask(e, "p2", "2", ["a", "b"], NOW + 60)
-    assert later["NodeNames"] == ["a"] and list(later["FailedNodes"]) == ["b"]
+    assert later["NodeNames"] == ["a"] and list(later["FailedAndUnresolvableNodes"]) == ["b"]
     # /explain says why b was left out for p1
     memo = e.pods.get("p1")
     assert memo is not None and memo.rejected == {"b"}
@@ -142,3 +153,36 @@ def test_explain_names_the_nodes_too_small_for_the_pod() -> None:
     assert rows["a"]["passed"] and not rows["b"]["passed"]
     assert rows["b"]["reason"] == "decice: cpu above 0.9 with this pod"
     assert doc["filteredBy"] == {"decice: cpu above 0.9 with this pod": 1}
+
+
+def test_a_pod_that_waited_its_wait_goes_where_it_does_least_harm() -> None:
+    """Every node over the threshold: pods wait waitForRoom (since they were created,
+    when that is known), then each goes to the node with the most headroom left (the least
+    over), counted there once bound. A node rejected for data it lacks, or for another
+    metric, never takes one."""
+    settings = make_settings(
+        metrics=[
+            {"name": "cpu", "filter": {"above": 0.9}},
+            {"name": "mem", "filter": {"above": 0.9}, "onMissing": "fail-closed"},
+        ],
+        herdGuard={"waitForRoom": 30.0, "settle": 20.0},
+    )
+    cpu = {"a": 0.95, "b": 0.97, "c": 0.91, "d": 0.5}
+    e = Engine(settings, make_snapshot({"cpu": cpu, "mem": {"a": 0.1, "b": 0.1, "d": 0.99}}), NOW)
+    e.turned_away = TurnedAwayPods(100, 600)
+    nodes = ["a", "b", "c", "d"]
+    for uid in ("p", "q", "r"):
+        first = ask(e, uid, "100m", nodes, NOW)
+        assert first["NodeNames"] == [] and uid in e.turned_away
+    assert ask(e, "p", "100m", nodes, NOW + 29)["NodeNames"] == []
+    p = ask(e, "p", "100m", nodes, NOW + 30)
+    assert p["NodeNames"] == ["a"]  # c has no mem value (missing), d is over on mem
+    assert set(p["FailedAndUnresolvableNodes"]) == {"b", "c", "d"}
+    assert "p" not in e.turned_away
+    assert e.reserve("p", "a", 0.5, NOW + 30)  # bound there: a has less headroom than b now
+    assert ask(e, "q", "100m", nodes, NOW + 31)["NodeNames"] == ["b"]
+    old = pod("r", "100m")
+    old["metadata"]["creationTimestamp"] = "2027-01-15T07:59:00Z"  # type: ignore[index]
+    args = parse_extender_args(orjson.dumps({"Pod": old, "NodeNames": nodes}))
+    answer = orjson.loads(encode_filter(args, e.filter(args, NOW + 32)))
+    assert answer["NodeNames"] == ["b"]  # created NOW - 60: its wait was over on arrival

@@ -249,25 +249,33 @@ def test_bad_preemption_args() -> None:
     assert parse_preemption_args(orjson.dumps({"Pod": pod})).victims == {}
 
 
-def test_nodes_too_small_for_the_pod_are_resolvable_in_both_forms() -> None:
+def test_nodes_too_small_for_the_pod_in_both_forms() -> None:
     """The captured pod requests 500m (no workload measured): 0.125 of a 4-core node. With
     the threshold at 0.5, node-1 at 0.4 would cross it with the pod, while node-2 at 0.7 is
-    over it already (unresolvable). While it fits on other nodes, node-1 is only left out;
-    once it fits on none (threshold 0.25: node-3 and node-4 at 0.1, each with 0.2 core of
-    a pod placed a moment ago, are too small for it until that fades), every node too small
-    for it is in FailedNodes (preemption may make room there)."""
+    over it already. Every node asked is accounted for, unresolvable with its reason,
+    whether the pod fits elsewhere or not (threshold 0.25: node-3 and node-4 at 0.1, each
+    with 0.2 core of a pod placed a moment ago, are too small for it until that fades):
+    kube-scheduler's preemption picks victims by its own filters, which these nodes pass,
+    so it could free nothing there."""
     e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.5}}])
     for fixture in ("filter-nodecache.json", "filter-fullnodes.json"):
         answer = orjson.loads(filter_answer(e, parse_extender_args(fixture_bytes(fixture))))
-        assert answer["FailedAndUnresolvableNodes"] == {"node-2": "decice: cpu above 0.5"}
+        assert answer["FailedAndUnresolvableNodes"] == {
+            "node-2": "decice: cpu above 0.5",
+            "node-1": "decice: cpu above 0.5 with this pod",
+        }
         assert answer["FailedNodes"] == {}
         kept = answer["NodeNames"] or [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
         assert kept == ["node-3", "node-4", "node-5"]
-    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.25}}])
+    # The captured pod was created long before NOW: a wait counted from its creation is
+    # over at once, so the wait is made long enough to see it wait (test_rooms has the rest).
+    e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.25}}], herdGuard={"waitForRoom": 1e9})
     assert e.reserve("r-3", "node-3", 0.2, NOW) and e.reserve("r-4", "node-4", 0.2, NOW)
     for fixture in ("filter-nodecache.json", "filter-fullnodes.json"):
         answer = orjson.loads(filter_answer(e, parse_extender_args(fixture_bytes(fixture))))
-        assert set(answer["FailedAndUnresolvableNodes"]) == {"node-1", "node-2", "node-5"}
         small = "decice: cpu above 0.25 with this pod"
-        assert answer["FailedNodes"] == dict.fromkeys(["node-3", "node-4"], small)
+        failed = answer["FailedAndUnresolvableNodes"]
+        assert set(failed) == {"node-1", "node-2", "node-3", "node-4", "node-5"}
+        assert failed["node-3"] == failed["node-4"] == small
+        assert answer["FailedNodes"] == {}
         assert not (answer["NodeNames"] or (answer["Nodes"] or {}).get("items"))

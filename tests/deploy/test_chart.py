@@ -115,7 +115,7 @@ def policy_text(objs: list[dict[str, Any]]) -> str:
 
 
 def containers(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(objs, "Deployment", RELEASE)["spec"]["template"]["spec"]
     return {c["name"]: c for c in pod["containers"]}
 
 
@@ -286,6 +286,13 @@ def test_default_resources() -> None:
             ("RoleBinding", f"{RELEASE}-leader-election"),
             ("RoleBinding", f"{RELEASE}-auth-reader"),
             ("Deployment", RELEASE),
+            # The rebalancer, on by default (tests/deploy/test_chart_rebalancer.py).
+            ("Deployment", f"{RELEASE}-rebalancer"),
+            ("ServiceAccount", f"{RELEASE}-rebalancer"),
+            ("ClusterRole", f"{RELEASE}-rebalancer"),
+            ("ClusterRoleBinding", f"{RELEASE}-rebalancer"),
+            ("Role", f"{RELEASE}-rebalancer-leader-election"),
+            ("RoleBinding", f"{RELEASE}-rebalancer-leader-election"),
         ]
     )
 
@@ -295,14 +302,14 @@ def test_every_resource_carries_the_recommended_labels(case: str) -> None:
     for obj in objects(case):
         missing = REQUIRED_LABELS - set(obj["metadata"].get("labels", {}))
         assert not missing, f"{obj['kind']}/{obj['metadata']['name']} lacks {missing}"
-    template = find(objects(case), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    template = find(objects(case), "Deployment", RELEASE)["spec"]["template"]["metadata"]["labels"]
     assert set(template) >= REQUIRED_LABELS
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_pod_is_locked_down(case: str) -> None:
     objs = objects(case)
-    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(objs, "Deployment", RELEASE)["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert (
         isinstance(pod["securityContext"]["runAsUser"], int)
@@ -407,7 +414,7 @@ def test_prometheus_credentials_come_from_secrets(tmp_path: Path) -> None:
         }
     )
     ext = containers(objs)["extender"]
-    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(objs, "Deployment", RELEASE)["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["prometheus-bearertoken"]["secret"]["secretName"] == "prom-token"
     assert volumes["prometheus-ca"]["secret"] == {
@@ -485,7 +492,7 @@ def test_service_monitor_scrapes_the_metrics_listener_behind_a_network_policy() 
     assert scheduler["spec"]["ports"] == [
         {"name": "https-metrics", "port": 10259, "targetPort": "https-sched", "protocol": "TCP"}
     ]
-    monitor = find(objs, "ServiceMonitor")
+    monitor = find(objs, "ServiceMonitor", RELEASE)
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http-metrics", "https-metrics"]
     # Prometheus may GET kube-scheduler's /metrics: the ClusterRole its account needs
@@ -499,7 +506,7 @@ def test_service_monitor_scrapes_the_metrics_listener_behind_a_network_policy() 
             "namespace": "monitoring",
         }
     ]
-    policy = find(objs, "NetworkPolicy")["spec"]
+    policy = find(objs, "NetworkPolicy", RELEASE)["spec"]
     assert policy["policyTypes"] == ["Ingress"]
     assert [r["ports"] for r in policy["ingress"]] == [
         [{"port": 8889, "protocol": "TCP"}],
@@ -515,7 +522,7 @@ def test_ha_values_give_two_replicas_and_a_pdb() -> None:
     """ci/ha-values.yaml sets replicas: 2 and leaves the rest to the chart: a PDB, a rolling
     update that keeps both replicas, the replicas preferably on distinct nodes."""
     objs = objects("ha-values")
-    deployment = find(objs, "Deployment")["spec"]
+    deployment = find(objs, "Deployment", RELEASE)["spec"]
     assert deployment["replicas"] == 2
     assert deployment["strategy"] == {
         "type": "RollingUpdate",
@@ -534,7 +541,7 @@ def test_ha_values_give_two_replicas_and_a_pdb() -> None:
     assert pdb["spec"]["minAvailable"] == 1
     assert (
         pdb["spec"]["selector"]["matchLabels"]
-        == find(objs, "Deployment")["spec"]["selector"]["matchLabels"]
+        == find(objs, "Deployment", RELEASE)["spec"]["selector"]["matchLabels"]
     )
     assert scheduler_config(objs)["leaderElection"]["leaderElect"] is True
 
@@ -558,8 +565,10 @@ def test_a_spread_constraint_without_a_selector_selects_its_own_release(release:
     mine = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"team": "x"}}}  # fmt: skip
     docs = render_mod.render_chart({"topologySpreadConstraints": [mine]}, name=release)
-    [deployment] = [
-        o for o in map(yaml.safe_load, render_mod.documents(docs)) if o["kind"] == "Deployment"
+    [deployment] = [  # the extender's (the rebalancer keeps its own, none here)
+        o
+        for o in map(yaml.safe_load, render_mod.documents(docs))
+        if o["kind"] == "Deployment" and not o["metadata"]["name"].endswith("-rebalancer")
     ]
     assert deployment["spec"]["template"]["spec"]["topologySpreadConstraints"] == [mine]
 
@@ -612,7 +621,7 @@ def test_rbac() -> None:
             "verbs": ["get", "update"],
         },
     ]
-    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(objs, "Deployment", RELEASE)["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == RELEASE
 
 
@@ -719,7 +728,7 @@ def test_extender_entry_agrees_with_decice_extender_scheduler_config(
 def test_checksums_roll_the_pod_when_a_config_changes() -> None:
     def annotations(values: dict[str, Any]) -> dict[str, str]:
         objs = [yaml.safe_load(d) for d in render_mod.documents(render_mod.render_chart(values))]
-        ann: dict[str, str] = find(objs, "Deployment")["spec"]["template"]["metadata"][
+        ann: dict[str, str] = find(objs, "Deployment", RELEASE)["spec"]["template"]["metadata"][
             "annotations"
         ]
         return ann
@@ -904,7 +913,7 @@ def test_the_lease_lives_in_the_release_namespace_under_its_configured_name() ->
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": RELEASE, "namespace": "team-a"}
     ]
-    assert find(objs, "Deployment")["metadata"]["namespace"] == "team-a"
+    assert find(objs, "Deployment", RELEASE)["metadata"]["namespace"] == "team-a"
 
 
 def test_the_lease_role_grants_exactly_what_client_go_leader_election_uses() -> None:
@@ -975,7 +984,7 @@ def test_tls_for_the_verbs_from_a_secret_or_cert_manager(tmp_path: Path) -> None
     mount = {"name": "tls", "mountPath": "/etc/decice-tls", "readOnly": True}
     for name, container in containers(objs).items():
         assert mount in container["volumeMounts"], name
-    pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(objs, "Deployment", RELEASE)["spec"]["template"]["spec"]
     assert {"name": "tls", "secret": {"secretName": f"{RELEASE}-tls"}} in pod["volumes"]
     # Mutual TLS is what lets the extender accept a verbs address beyond loopback.
     settings = load_policy(objs, tmp_path)
@@ -1000,7 +1009,7 @@ def test_without_mutual_tls_the_extender_refuses_an_exposed_verbs_address(
 def test_the_image_defaults_to_what_the_release_workflow_pushes() -> None:
     """The default image is the release workflow's (tests/deploy/test_release.py checks the
     two agree); an empty repository is refused, by the schema and by the template."""
-    deployment = find(objects("default"), "Deployment")
+    deployment = find(objects("default"), "Deployment", RELEASE)
     [extender] = [
         c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "extender"
     ]

@@ -69,7 +69,7 @@ def test_operator_objects_need_the_crds_or_the_word_that_they_are_installed() ->
 def test_kube_scheduler_metrics_get_a_service_an_endpoint_and_rbac() -> None:
     objs = render({"metrics": {"serviceMonitor": {"enabled": True}}})
     service = find(objs, "Service", f"{RELEASE}-scheduler-metrics")
-    deployment = find(objs, "Deployment")
+    deployment = find(objs, "Deployment", RELEASE)
     [scheduler] = [
         c
         for c in deployment["spec"]["template"]["spec"]["containers"]
@@ -79,7 +79,7 @@ def test_kube_scheduler_metrics_get_a_service_an_endpoint_and_rbac() -> None:
     assert service["spec"]["ports"][0]["targetPort"] in ports
     assert ports[service["spec"]["ports"][0]["targetPort"]] == 10259
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
-    endpoint = find(objs, "ServiceMonitor")["spec"]["endpoints"][1]
+    endpoint = find(objs, "ServiceMonitor", RELEASE)["spec"]["endpoints"][1]
     assert (endpoint["port"], endpoint["scheme"]) == ("https-metrics", "https")
     assert find(objs, "ClusterRole", f"{RELEASE}-scheduler-metrics")["rules"] == [
         {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
@@ -93,13 +93,13 @@ def test_kube_scheduler_metrics_get_a_service_an_endpoint_and_rbac() -> None:
     ):
         names = {o["metadata"]["name"] for o in render(values)}
         assert not {n for n in names if "scheduler-metrics" in n}, values
-        endpoints = find(render(values), "ServiceMonitor")["spec"]["endpoints"]
+        endpoints = find(render(values), "ServiceMonitor", RELEASE)["spec"]["endpoints"]
         assert [e["port"] for e in endpoints] == ["http-metrics"]
 
 
 def _pod(values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     objs = render(values)
-    return find(objs, "Deployment")["spec"], objs
+    return find(objs, "Deployment", RELEASE)["spec"], objs
 
 
 def test_replicas_above_one_get_anti_affinity_a_surge_only_rollout_and_a_pdb() -> None:

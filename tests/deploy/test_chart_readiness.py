@@ -43,7 +43,9 @@ async def test_the_rendered_probe_stays_ready_while_prometheus_is_down(
     tmp_path: Path, on_missing: str, data_status: int
 ) -> None:
     objs = render()
-    [deployment] = [o for o in objs if o["kind"] == "Deployment" and "extender" in str(o)]
+    [deployment] = [
+        o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "decice-extender"
+    ]
     [extender] = [
         c for c in deployment["spec"]["template"]["spec"]["containers"] if "readyz" in str(c)
     ]

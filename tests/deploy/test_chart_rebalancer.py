@@ -1,7 +1,9 @@
-"""The chart's rebalancer (`rebalancer.enabled`): off by default; when on, a Deployment of
-`decice-extender rebalance` with its own ServiceAccount and RBAC limited to what it calls
-(pods get/list/watch, pods/eviction create, poddisruptionbudgets list/watch, nodes
-list/watch, events create, its Lease).
+"""The chart's rebalancer (`rebalancer.enabled`): on by default with mode: extender, in
+evict mode (the chart's policy.rebalance.mode, as config/extender.yaml), off with
+`enabled: false` and with mode: shadow; when on, a Deployment of `decice-extender
+rebalance` with its own ServiceAccount and RBAC limited to what it calls (pods
+get/list/watch, pods/eviction create, poddisruptionbudgets list/watch, nodes list/watch,
+events create, its Lease).
 Rendered offline with helm-python-sdk, validated with kubernetes-validate."""
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ NAME = f"{RELEASE}-rebalancer"
 LEASE_ROLE = f"{NAME}-leader-election"
 POLICY_PATH = "/etc/decice/extender.yaml"
 ON: dict[str, Any] = {"rebalancer": {"enabled": True}}
+OFF: dict[str, Any] = {"rebalancer": {"enabled": False}}
+OBJECTS = {
+    ("Deployment", NAME),
+    ("ServiceAccount", NAME),
+    ("ClusterRole", NAME),
+    ("ClusterRoleBinding", NAME),
+    ("Role", LEASE_ROLE),
+    ("RoleBinding", LEASE_ROLE),
+}
+"""What the rebalancer adds to a release."""
 
 # Everything the rebalancer may do, cluster-wide: (apiGroup, resource, verb).
 CLUSTER_GRANTS = {
@@ -77,34 +89,44 @@ def schema_errors(values: dict[str, Any]) -> list[str]:
     ]
 
 
-# --- off by default ---------------------------------------------------------------------
+# --- on by default, in evict mode -----------------------------------------------------------
 
 
-def test_off_by_default() -> None:
-    objs = render({})
+def test_on_by_default_in_evict_mode() -> None:
+    default = render({})
+    assert {(o["kind"], o["metadata"]["name"]) for o in default} >= OBJECTS
+    assert default == render(ON)  # unset (null) is on with mode: extender
+    policy = yaml.safe_load(
+        find(default, "ConfigMap", f"{RELEASE}-policy")["data"]["extender.yaml"]
+    )
+    assert policy["rebalance"] == {"mode": "evict"}
+    # The chart's policy and config/extender.yaml ship the same rebalancer.
+    shipped = yaml.safe_load((ROOT / "config" / "extender.yaml").read_text(encoding="utf-8"))
+    assert policy["rebalance"] == shipped["rebalance"]
+    # The plain manifests (the defaults) hold it too.
+    manifest = render_mod.MANIFEST.read_text(encoding="utf-8")
+    assert f"name: {NAME}\n" in manifest and "mode: evict" in manifest
+    assert render_mod.main(["--check"]) == 0
+
+
+def test_enabled_false_renders_none_of_it() -> None:
+    objs = render(OFF)
     assert [o["metadata"]["name"] for o in objs if "rebalancer" in o["metadata"]["name"]] == []
     assert not [
         o
         for o in objs
         if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "rebalancer"
     ]
-    # The plain manifests (the defaults) hold no rebalancer either.
-    assert "rebalancer" not in render_mod.MANIFEST.read_text(encoding="utf-8")
-    assert render_mod.main(["--check"]) == 0
+    on = {(o["kind"], o["metadata"]["name"]) for o in render({})}
+    assert on - {(o["kind"], o["metadata"]["name"]) for o in objs} == OBJECTS
 
 
-def test_enabled_creates_exactly_the_rebalancer_objects() -> None:
-    off = {(o["kind"], o["metadata"]["name"]) for o in render({})}
-    on = {(o["kind"], o["metadata"]["name"]) for o in render(ON)}
-    assert on - off == {
-        ("Deployment", NAME),
-        ("ServiceAccount", NAME),
-        ("ClusterRole", NAME),
-        ("ClusterRoleBinding", NAME),
-        ("Role", LEASE_ROLE),
-        ("RoleBinding", LEASE_ROLE),
-    }
-    assert off <= on
+def test_dry_run_is_a_policy_value_away() -> None:
+    values = {"policy": {"rebalance": {"mode": "dry-run"}}}
+    objs = render(values)
+    data = find(objs, "ConfigMap", f"{RELEASE}-policy")["data"]["extender.yaml"]
+    assert yaml.safe_load(data)["rebalance"]["mode"] == "dry-run"
+    assert {(o["kind"], o["metadata"]["name"]) for o in objs} >= OBJECTS
 
 
 # --- the Deployment ---------------------------------------------------------------------
@@ -505,7 +527,11 @@ def test_notes_tell_how_to_watch_it() -> None:
         f"{RELEASE}/templates/NOTES.txt"
     ]
     assert f"deploy/{NAME}" in notes
-    assert "mode dry-run" in notes and "policy.rebalance.mode=evict" in notes
+    assert "mode evict" in notes and "policy.rebalance.mode=dry-run" in notes
     assert "get lease decice-rebalancer" in notes
-    off = render_mod.render_chart({}, name=RELEASE, namespace=NAMESPACE)
+    dry = render_mod.render_chart(
+        {"policy": {"rebalance": {"mode": "dry-run"}}}, name=RELEASE, namespace=NAMESPACE
+    )[f"{RELEASE}/templates/NOTES.txt"]
+    assert "mode dry-run" in dry and "policy.rebalance.mode=evict" in dry
+    off = render_mod.render_chart(OFF, name=RELEASE, namespace=NAMESPACE)
     assert "ebalancer" not in off[f"{RELEASE}/templates/NOTES.txt"]

@@ -399,7 +399,7 @@ def test_the_policy_configmap_is_the_extenders() -> None:
     [
         pytest.param(
             {**SHADOW, "rebalancer": {"enabled": True}},
-            r"rebalancer\.enabled is refused with mode: shadow",
+            r"rebalancer\.enabled=true is refused with mode: shadow",
             id="rebalancer",
         ),
         pytest.param({**SHADOW, "replicas": 2}, r"mode: shadow runs one replica", id="replicas"),
@@ -419,6 +419,14 @@ def test_the_rebalancer_still_renders_with_mode_extender() -> None:
         o["metadata"]["name"] for o in render({"mode": "extender", "rebalancer": {"enabled": True}})
     }
     assert f"{RELEASE}-rebalancer" in names
+
+
+def test_the_rebalancer_on_by_default_is_off_in_a_shadow_release() -> None:
+    """rebalancer.enabled unset (null, on with mode: extender) renders none with mode:
+    shadow, and so does false: only an explicit true is refused."""
+    for values in (SHADOW, {**SHADOW, "rebalancer": {"enabled": False}}):
+        names = {o["metadata"]["name"] for o in render(values)}
+        assert not [n for n in names if "rebalancer" in n], names
 
 
 # --- NOTES ----------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
   and `test rules` on tests/deploy/alerts_test.yaml, whose cases cover every alert firing
   and not firing; skipped only when promtool is not installed (CI installs it).
 - the dashboard JSON, offline: unique panel ids, gridPos, datasource and targets, defined
-  variables, and only series extender/service/telemetry.py exports (counters only under rate),
+  variables, and only series extender/service/telemetry.py (and shadow_telemetry.py)
+  exports (counters only under rate),
   the shadow mode's included; the "Shadow mode" row shows those and only those; the
   "kube-scheduler" row only series the real kube-scheduler v1.35.4 exports
   (tests/fixtures/kube-scheduler/metrics.txt), joined to the chosen job on the pod (their
@@ -46,7 +47,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.decisions.model import Snapshot
-from extender.service.telemetry import OverloadTelemetry, ShadowTelemetry, Telemetry
+from extender.service.shadow_telemetry import ShadowTelemetry
+from extender.service.telemetry import OverloadTelemetry, Telemetry
 from tests.deploy.chart import KUBE_VERSION, render_mod
 from tests.deploy.test_chart import (
     CHART,
@@ -139,12 +141,15 @@ def alert_rules() -> dict[str, dict[str, Any]]:
 
 def exported_series() -> dict[str, str]:
     """Every series name extender/service/telemetry.py exports -> its metric type, from the real
-    Telemetry with every collector registered, shadow mode's (ShadowTelemetry, on the
-    same registry as build_shadow puts it) and the overload taint writer's
+    Telemetry with every collector registered, shadow mode's (ShadowTelemetry with its
+    exceedance counts, on the same registry as build_shadow puts it) and the overload taint
+    writer's
     (OverloadTelemetry, with overload.enabled) (counters as <name>_total,
     histograms as <name>_bucket/_count/_sum), plus Prometheus' own `up`."""
     telemetry = Telemetry()
-    ShadowTelemetry(telemetry.registry)
+    ShadowTelemetry(telemetry.registry).watch_exceedance(
+        lambda: {("default", "best", "exceeded"): 1}
+    )
     OverloadTelemetry(telemetry.registry, lambda: 0)
     telemetry.watch(lambda: Snapshot.empty(["cpu"]))
     telemetry.watch_nodes(lambda: ({"default": {"node-1": 5}}, {"cpu": {"node-1": 0.5}}))
@@ -411,6 +416,7 @@ def test_the_shadow_row_shows_the_shadow_series_and_no_other_row_does() -> None:
         "decice_shadow_assignments",
         "decice_shadow_score_gap",
         "decice_shadow_rejected",
+        "decice_shadow_exceedance",
     }
     # No alert on the shadow's series: it advises, nothing pages on it.
     assert not [n for r in alert_rules().values() for n in metric_names(r["expr"]) if "shadow" in n]
@@ -606,6 +612,8 @@ SHADOW_PANELS = [
     "Agreement with our advice",
     "Score gap p50 / p90",
     "Placements on nodes our filter rejects",
+    "Exceedance by verdict",
+    "Exceedance outcomes",
 ]
 #: The scrape job of a `mode: shadow` release "decice-shadow" beside the extender's: the
 #: chart's Service <fullname>-metrics, as its ServiceMonitor's targets get it.
@@ -695,9 +703,10 @@ def fixture_body(name: str) -> dict[str, Any]:
 
 
 def filter_args(name: str, uid: str, nodes: list[str]) -> dict[str, Any]:
-    """The captured filter call, for another pod and other candidate nodes."""
+    """The captured filter call, for another pod (created now) and other candidate nodes."""
     body = fixture_body("filter-nodecache.json")
-    body["Pod"]["metadata"].update(name=name, uid=uid)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    body["Pod"]["metadata"].update(name=name, uid=uid, creationTimestamp=created)
     body["NodeNames"] = nodes
     return body
 
@@ -926,6 +935,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         prom.wait_for(judged, value_is(len(SHADOW_WAVE)))
         shadow_wave(shadow_api, shadow, 2)
         prom.wait_for(judged, value_is(2 * len(SHADOW_WAVE)))
+        # node-2, over the threshold, is over at the refresh after each wave: exceeded
+        exceeded = (
+            f'sum(decice_shadow_exceedance_total{{job="{SHADOW_JOB}", verdict="rejected", '
+            'outcome="exceeded"})'
+        )
+        prom.wait_for(exceeded, value_is(2))
         # ... at a step of the dashboard's range queries (since + k s), as the panels run them
         window = rate_interval(SCRAPE_SECONDS, SCRAPE_SECONDS)
         rate = f'sum(rate(decice_shadow_assignments_total{{job="{SHADOW_JOB}"}}[{window}]))'

@@ -311,7 +311,9 @@ NOW = time.time()
 
 def _exposition() -> str:
     """What the exporter serves: every scenario's series at once (one Prometheus start)."""
-    old = int((NOW - 120) * 1000)  # an explicit sample time: two minutes old
+    # An explicit sample time two minutes before the exporter starts (not before this module
+    # was imported: a long run may start the fixture minutes later, past the lookback).
+    old = int((time.time() - 120) * 1000)
     lines = []
     for i, (cpu, pct) in enumerate(((0.2, 20.0), (0.5, 35.0), (0.7, 60.0)), start=1):
         node = f"node-{i}"

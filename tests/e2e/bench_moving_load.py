@@ -1,16 +1,20 @@
-"""Moving load on the real chain: how the shipped CPU metric handles a node turning busy,
-against kube-scheduler alone and against the same policy reading the 5-minute rule only.
+"""Moving load on the real chain: how the shipped policy handles a node turning busy under
+pods of ours, the rebalancer included (the chart ships it on, evicting), against
+kube-scheduler alone.
 
 Not a test of the suite (its name does not match test_*.py): a benchmark, run on its own.
 It prints figures and checks only that the scenario ran as written (every arrival on
-time, every pod bound), never which variant wins. Run it with:
+time, every pod bound), never which variant wins. The figures live in BENCHMARKS.md, "Pods
+moved off nodes that load moves onto (real chain)". Run it with:
 
-    CI=true .venv/bin/python -m pytest tests/e2e/bench_moving_load.py -s -p no:cacheprovider
+    CI=true .venv/bin/python -m pytest tests/e2e/bench_moving_load.py -s -p no:cacheprovider \
+        -k "not no-rebalancer and not rule-only"
 
 (pytest collects a file named on the command line whatever its name: the repo's
-`python_files` is not consulted for it). It takes about 33 minutes (32.5 measured twice):
-9 runs, each 210 s of scenario (31.5 minutes of the total) plus 1-9 s of set-up.
-`-k ours-rule-only-1` and the like pick single runs.
+`python_files` is not consulted for it). Each run is 210 s of scenario plus 10-20 s of
+set-up: the 9 runs of that command (kube-scheduler, ours, ours-rebalance-15s, 3 each,
+interleaved) take about 36 minutes. `-k ours-1` and the like pick single runs;
+`--basetemp DIR` keeps every process's log (the rebalancer's says why each pod moved).
 
 The story (a user's, reproduced in shape, not tuned): 30 nodes of 8 cores, one zone.
 A Deployment `web` (Deployment and ReplicaSet in the API, as test_workload_estimate.py's
@@ -27,31 +31,43 @@ The figure: hot node-seconds, the sum over nodes of the seconds a node's real CP
 sampled each second from the first pod to 60 s after the last (210 samples).
 
 The variants, each run on the same control plane with a fresh namespace, a fresh
-exporter, Prometheus and scheduler (and our service), interleaved (kube-scheduler 1,
-ours 1, ours-rule-only 1, kube-scheduler 2, ...), 3 runs each:
+exporter, Prometheus and scheduler (and our service and rebalancer), interleaved
+(kube-scheduler 1, ours 1, ours-rebalance-15s 1, kube-scheduler 2, ...), 3 runs each:
 
 * `kube-scheduler`: kube-scheduler alone. The harness starts it on any config
   (`ControlPlane.start_scheduler`): the one our CLI prints for config/extender.yaml
   (`decice_scheduler_config`, profile decice_sched, percentageOfNodesToScore 100) with
   its `extenders` removed; no harness change. It reads no metric, so no Prometheus runs.
-* `ours`: config/extender.yaml whole; only PROMETHEUS_URL is set. Nothing else changed:
-  prometheus.interval stays 15 s (the lag is the point) and herdGuard.usageInterval its
-  60 s, since the service starts only once Prometheus answers the shipped CPU query for
-  every node, and it fetches the workloads' measured use at start (the run waits until
-  /readyz shows it, and our node values equal the demand, before the first pod).
+* `ours`: as the chart ships it: config/extender.yaml whole (only PROMETHEUS_URL is set)
+  for our service, and `decice-extender rebalance` on the same file as its own process
+  under the chart's rebalancer RBAC (`ControlPlane.start_rebalancer`): `rebalance:
+  {mode: evict}`, interval 30 s, sustain 2, minAge 120 s, margin 10, one eviction per node
+  per check. prometheus.interval stays 15 s (the lag is the point) and
+  herdGuard.usageInterval its 60 s, since the service starts only once Prometheus
+  answers the shipped CPU query for every node, and it fetches the workloads' measured
+  use at start (the run waits until /readyz shows it, and our node values equal the
+  demand, before the first pod).
+* `ours-rebalance-15s`: the same with the rebalancer checking every 15 s and minAge 60 s
+  (`REBALANCE_15S`): exploratory, what quicker margins would buy.
+* `ours-no-rebalancer` (not in the command above): our service alone, as the previous
+  round's `ours` (its floor of 480: "no pod ever leaves", below).
 * `ours-rule-only`: the same policy with the CPU query reduced to its 5-minute rule
   branch (`instance:node_cpu_utilisation:rate5m`, the same join; `RULE_ONLY_QUERY`).
   The herd guard reads its window from the query: 5 minutes here, 1 minute for `ours`.
 
 The chain: the real kube-apiserver and kube-scheduler (tests/harness/controlplane.py),
-our service as a subprocess, a real Prometheus running kube-prometheus-stack's recording
-rules (tests/integration/kube-prometheus-stack-rules.yaml) over the raw series of
-tests/harness/workloads.py (node-exporter's CPU counters, cAdvisor's, kube-state-metrics').
-No kubelet runs: the bench plays it, starting a pod in the exporter once the API shows it
-bound (it looks once a second, just before each sample).
+our service and rebalancer as subprocesses, a real Prometheus running
+kube-prometheus-stack's recording rules (tests/integration/kube-prometheus-stack-rules.yaml)
+over the raw series of tests/harness/workloads.py (node-exporter's CPU counters,
+cAdvisor's, kube-state-metrics'). No kubelet and no controller-manager run: the bench plays
+them (tests/harness/controllers.py, once a second, just before each sample): a pod the API
+shows bound starts using its 0.5 core in the exporter and is reported Running (the
+rebalancer lists `status.phase=Running` pods); an evicted pod stops, and the ReplicaSet's
+successor (same owner, a new name and UID) is created for the scheduler, and starts once
+bound.
 
-What the runs showed (on the shared 2-core machine while another e2e loop ran; the lead
-must re-measure them on a quiet machine):
+What the previous round's runs showed, without the rebalancer (`ours` there is
+`ours-no-rebalancer` here; on the shared 2-core machine while another e2e loop ran):
 
     hot node-seconds (runs in order)     arrivals bound to a busy node
                                          (node-1..3 before the move / node-10..12 after)
@@ -112,6 +128,7 @@ import yaml
 
 from extender.policy.windows import query_window
 from tests.e2e.test_workload_estimate import HOT, RULES, measured_use, node_values
+from tests.harness.controllers import ReplicaSetPlayer
 from tests.harness.controlplane import (
     REPO,
     SCHEDULER_NAME,
@@ -144,7 +161,7 @@ RUNNING_ON = ("node-4", "node-5", "node-6", "node-7")
 HISTORY = 420.0
 """Seconds the running pods and the nodes' counters have run before the run starts."""
 TEMPLATE_HASH = "5f8c9d7b6a"
-VARIANTS = ("kube-scheduler", "ours", "ours-rule-only")
+VARIANTS = ("kube-scheduler", "ours", "ours-rebalance-15s", "ours-no-rebalancer", "ours-rule-only")
 RUNS = 3
 ORDER = [(variant, run) for run in range(1, RUNS + 1) for variant in VARIANTS]
 """The runs, interleaved: a slow spell of the machine falls on every variant alike."""
@@ -168,18 +185,41 @@ def background(node: str, moved: bool) -> float:
     return BUSY if node in (BUSY_AFTER if moved else BUSY_BEFORE) else QUIET
 
 
+REBALANCE_15S = {"interval": 15, "minAge": 60}
+"""ours-rebalance-15s: the rebalancer checking as often as the extender refreshes, and a pod
+movable once the 1-minute rate shows it whole (sustain, margin and the one eviction per
+node per check as shipped). Exploratory: what quicker margins would buy."""
+
+
 def policy(variant: str) -> dict[str, Any]:
-    """config/extender.yaml; for ours-rule-only with RULE_ONLY_QUERY as the CPU query."""
+    """config/extender.yaml; for ours-rule-only with RULE_ONLY_QUERY as the CPU query, for
+    ours-rebalance-15s with REBALANCE_15S in its rebalance section."""
     shipped: dict[str, Any] = yaml.safe_load(SHIPPED.read_text())
     if variant == "ours-rule-only":
         cpu = next(m for m in shipped["metrics"] if m["name"] == "cpu")
         cpu["query"] = RULE_ONLY_QUERY
+    if variant == "ours-rebalance-15s":
+        shipped["rebalance"].update(REBALANCE_15S)
     return shipped
 
 
 def cpu_query(raw: dict[str, Any]) -> str:
     query: str = next(m for m in raw["metrics"] if m["name"] == "cpu")["query"]
     return query
+
+
+@dataclass
+class Move:
+    """A pod the rebalancer evicted, and its ReplicaSet's successor (the bench plays it)."""
+
+    second: int
+    """When the bench saw it gone (seconds after the first pod)."""
+    pod: str
+    node: str | None
+    successor: str
+    landed: str | None = None
+    """Where the successor started (None: not bound by the end)."""
+    landed_at: int | None = None
 
 
 @dataclass
@@ -197,6 +237,14 @@ class Run:
     """Seconds from the run's start to its first pod."""
     seen: list[tuple[int, dict[str, float]]] = field(default_factory=list)
     """(second, node -> cpu value our service held) for the moving nodes (ours only)."""
+    moves: list[Move] = field(default_factory=list)
+    """The pods that left their node (evicted by the rebalancer), in order."""
+    why: list[str] = field(default_factory=list)
+    """The rebalancer's log line of each eviction."""
+
+    @property
+    def moved(self) -> int:
+        return len(self.moves)
 
     @property
     def hot_seconds(self) -> int:
@@ -234,6 +282,16 @@ class Run:
         for second, values in self.seen:
             row = " ".join(f"{n[5:]}:{values.get(n, float('nan')):.2f}" for n in MOVING)
             lines.append(f"  our cpu value at {second:3d} s: {row}")
+        if self.moves:
+            lines.append(
+                f"  pods moved: {self.moved}: "
+                + "; ".join(
+                    f"{m.second} s {(m.node or '?')[5:]} -> {(m.landed or 'unbound')[5:]}"
+                    + (f" ({m.landed_at} s)" if m.landed_at is not None else "")
+                    for m in self.moves
+                )
+            )
+        lines += [f"  evicted {line}" for line in self.why]
         return "\n".join(lines)
 
     def spells(self) -> list[str]:
@@ -269,11 +327,15 @@ def summary(found: list[Run]) -> str:
             figures = [r.hot_seconds for r in runs]
             listed = " ".join(str(f) for f in figures)
             busy = " ".join(f"{r.onto_busy[0]}/{r.onto_busy[1]}" for r in runs)
+            moved = " ".join(str(r.moved) for r in runs)
             lines.append(
-                f"  {variant:15s} {listed:16s} median {statistics.median(figures):5g}"
-                f"   onto busy nodes (before/after the move): {busy}"
+                f"  {variant:18s} {listed:16s} median {statistics.median(figures):5g} "
+                f"(spread {min(figures)}-{max(figures)})"
+                f"   onto busy nodes (before/after the move): {busy}; pods moved: {moved}"
             )
     for variant in VARIANTS[1:]:
+        if not any(r.variant == variant for r in found):
+            continue
         window = query_window(cpu_query(policy(variant)))
         lines.append(f"  {variant}: herd guard window {window.seconds:g} s ({window.why})")
     lines.append(
@@ -359,11 +421,26 @@ def moving_load(
                 "our service has read the workloads' measured use",
             )
 
+            if variant != "ours-no-rebalancer":
+                # As the chart ships it: `decice-extender rebalance` beside the service,
+                # on the same policy (rebalance.mode: evict), its own RBAC.
+                control_plane.start_rebalancer(
+                    raw, env={"PROMETHEUS_URL": prometheus.url}, workdir=tmp
+                )
+
             def view() -> dict[str, float]:
                 values = node_values(s)
                 return {n: values[n] for n in MOVING if n in values}
 
-            return arrivals(variant, number, kube, namespace, web, exporter, began, view)
+            run = arrivals(variant, number, kube, namespace, web, exporter, began, view)
+            rebalancer = control_plane.rebalancer
+            if rebalancer is not None:  # why each pod moved, in the rebalancer's words
+                run.why = [
+                    line.split("rebalance: evicted ", 1)[1]
+                    for line in rebalancer.stderr().splitlines()
+                    if "rebalance: evicted " in line
+                ]
+            return run
 
 
 def sees_every_node(s: Stack, exporter: WorkloadExporter) -> bool:
@@ -384,8 +461,22 @@ def arrivals(
     """The scenario: one pod a second for ARRIVALS s, the load moving at MOVE_AT s, every
     node's demand sampled each second until TAIL s after the last arrival."""
     first = len(RUNNING_ON)
-    uids: dict[str, str] = {}
+    arriving: set[str] = set()
     placed: dict[str, tuple[str, int]] = {}
+    moves: dict[str, Move] = {}
+    """successor -> the move that made it."""
+
+    def start(name: str, uid: str, node: str) -> None:
+        exporter.run(namespace, name, node, USE, web.owner, uid=uid)
+
+    def stop(name: str, node: str) -> None:
+        exporter.stop(namespace, name)
+
+    # The kubelet and the ReplicaSet controller, played (no controller runs here).
+    player = ReplicaSetPlayer(
+        kube, namespace, web, next_index=first + ARRIVALS, on_start=start, on_stop=stop
+    )
+    player.running(kube.pods(namespace))
     hot: dict[str, list[int]] = {n.name: [] for n in NODES}
     seen: list[tuple[int, dict[str, float]]] = []
     late = 0.0
@@ -403,15 +494,23 @@ def arrivals(
                 exporter.set_background(n.name, background(n.name, True), now)
         if second < ARRIVALS:
             pod = kube.create_pod(namespace, web.pod(first + second, scheduler_name=SCHEDULER_NAME))
-            uids[pod["metadata"]["name"]] = pod["metadata"]["uid"]
-        # The kubelet's part: a pod the API shows bound starts using its 0.5 core.
-        for name, node in kube.nodes_of(namespace).items():
-            if name in uids and node and name not in placed:
+            player.created(pod)
+            arriving.add(pod["metadata"]["name"])
+        # The kubelet's part: a pod the API shows bound starts using its 0.5 core (and is
+        # reported Running); the ReplicaSet's: an evicted pod gets a successor.
+        step = player.step()
+        for name, node in step.started:
+            if name in arriving:
                 placed[name] = (node, second)
-                exporter.run(namespace, name, node, USE, web.owner, uid=uids[name])
+            elif name in moves:
+                moves[name].landed, moves[name].landed_at = node, second
+        for gone in step.departures:
+            moves[gone.successor] = Move(second, gone.name, gone.node, gone.successor)
         for n in NODES:
             if exporter.demand(n.name) > HOT:
                 hot[n.name].append(second)
         if view is not None and second % VIEW_EVERY == 0:
             seen.append((second, view()))
-    return Run(variant, number, hot, placed, ARRIVALS - len(placed), late, setup, seen)
+    run = Run(variant, number, hot, placed, ARRIVALS - len(placed), late, setup, seen)
+    run.moves = list(moves.values())
+    return run

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.conftest import GATE_VARIANTS
 from tests.harness.controlplane import JSON, Stack, StartStack, metric_value, pod_manifest
 
 pytestmark = pytest.mark.e2e
@@ -143,6 +144,7 @@ def test_a_retried_bind_is_recognised(stack: StartStack) -> None:
     assert [e.count for e in scheduled] == [1], scheduled
 
 
+@pytest.mark.parametrize("scheduler_gates", GATE_VARIANTS, indirect=True)
 def test_no_pod_of_a_burst_is_bound_twice(stack: StartStack) -> None:
     s = stack(VALUES, nodes=5)
     names = [f"burst-{i:02d}" for i in range(60)]

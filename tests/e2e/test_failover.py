@@ -10,7 +10,9 @@ kube-schedulers electing on one Lease, each with its own extender beside it
 2. A rolling replacement (`helm upgrade`): a new pair comes up as standby mid-burst, the
    old pair gets SIGTERM (its scheduler releases the Lease, its extender drains its binds).
 
-Both: every pod ends bound, and no pod gets two Scheduled Events. A pod may have none: a
+Both: every pod ends bound, and no pod gets two Scheduled Events. The first runs also with
+the API server arriving late for the extenders (started first, their first lists failed,
+the API server answering a second later). A pod may have none: a
 bind the kill cut after the Binding reached the API server, or whose Event the dead
 scheduler had not sent yet (its broadcaster dies with it); the API server binds a pod at
 most once whatever happens (a second Binding is a 409, which our binder reads as
@@ -103,17 +105,41 @@ def level(placed: dict[str, str]) -> tuple[float, float]:
     return min(shares), max(shares)
 
 
+def start_late(control_plane: ControlPlane, pairs: list[Pair], late: float) -> None:
+    """The pairs' extenders started while the API server does not answer them, then (after
+    `late` s) it does; each until its node cache synced."""
+    for pair in pairs:
+        pair.extender.start()
+
+    def listed_none() -> bool:
+        return all("first list failed" in pair.extender.stderr() for pair in pairs)
+
+    control_plane.kube.wait_until(listed_none, 30, "every extender's first list failed")
+    time.sleep(late)  # how late the API server is: the story's delay, not a wait
+    assert control_plane.gate is not None
+    control_plane.gate.open()
+
+
+@pytest.mark.parametrize("late", [None, 1.0], ids=["api-on-time", "api-late"])
 def test_the_leader_pair_killed_mid_burst_the_standby_binds_the_rest_once(
-    control_plane: ControlPlane, namespace: str, tmp_path: Path
+    control_plane: ControlPlane, namespace: str, tmp_path: Path, late: float | None
 ) -> None:
     kube = control_plane.kube
     kube.ensure_nodes(NODES)
-    leader = Pair(control_plane, "a", policy(), tmp_path)
-    standby = Pair(control_plane, "b", policy(), tmp_path)
+    kubeconfig = None if late is None else control_plane.api_gate(tmp_path)[1]
+    leader = Pair(control_plane, "a", policy(), tmp_path, kubeconfig=kubeconfig)
+    standby = Pair(control_plane, "b", policy(), tmp_path, kubeconfig=kubeconfig)
     try:
-        leader.start()
+        if late is None:
+            leader.start()
+        else:
+            start_late(control_plane, [leader, standby], late)
+            leader.start_scheduler()
         leader.wait_leading(30)
-        standby.start()
+        if late is None:
+            standby.start()
+        else:
+            standby.start_scheduler()
         before = holder(kube)
         assert before and not standby.leading()
         names = [f"burst-{i:03d}" for i in range(BURST)]
@@ -159,6 +185,7 @@ def test_the_leader_pair_killed_mid_burst_the_standby_binds_the_rest_once(
     finally:
         leader.stop()
         standby.stop()
+        control_plane.stop_extender()  # and the gate
 
 
 def test_a_rolling_replacement_mid_burst_loses_nothing(

@@ -29,8 +29,8 @@ import json
 
 import pytest
 
+from tests.e2e.conftest import GATE_VARIANTS
 from tests.harness.controlplane import (
-    ApiError,
     FakeNode,
     Stack,
     StartStack,
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.e2e
 
 #: Four 8-core nodes; node-1 is hot (our filter rejects it), the others cool.
 NODES = [FakeNode(f"node-{i}", cores=8, zone=f"zone-{(i - 1) % 2 + 1}") for i in range(1, 5)]
-VALUES = {"node-1": 0.95, "node-2": 0.30, "node-3": 0.30, "node-4": 0.30}
+VALUES = {"node-1": 0.95, "node-2": 0.0, "node-3": 0.0, "node-4": 0.0}
 LOW, HIGH = "e2e-low", "e2e-high"
 
 
@@ -66,6 +66,7 @@ def table_verdicts(s: Stack, cpu: str) -> dict[str, str]:
         pytest.param({"nodes": 1, "share": 0.01}, id="shortlist-of-one"),
     ],
 )
+@pytest.mark.parametrize("scheduler_gates", GATE_VARIANTS, indirect=True)
 def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
     stack: StartStack, shortlist: dict[str, float] | None
 ) -> None:
@@ -74,12 +75,8 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
     # saw its victim deleted, our filter would turn it away on the victim's reservation,
     # and only a refresh (engine.recovered -> requeue) would let it back in; with the
     # default `static_policy` (interval 3600) it would wait out the scheduler's 5 minutes.
-    # The 7-core fillers fit under 0.9 by expected use nowhere (0.30 + 7/8): no wait for
-    # room (herdGuard.waitForRoom, 1800 s by default), they go where kube-scheduler alone
-    # would place them.
-    policy = static_policy(
-        VALUES, prometheus={"interval": 2.0}, herdGuard={"enabled": True, "waitForRoom": 0}
-    )
+    # A 7-core filler fits under 0.9 on an idle 8-core node (7/8), one a node.
+    policy = static_policy(VALUES, prometheus={"interval": 2.0}, herdGuard={"enabled": True})
     if shortlist is not None:
         policy["prioritize"] = {"shortlist": shortlist}
     s = stack(policy=policy, nodes=NODES)
@@ -102,24 +99,21 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
             cuts.append(json.loads(body).get("shortlisted"))
         assert 1 in cuts and set(cuts) <= {1, None}, cuts
 
-    # What the filter table says now: every node rejected, node-1 for its load, the others
-    # for the reservations of the fillers (the verdict /preempt used before the fix).
-    assert table_verdicts(s, "2") == dict.fromkeys(
-        ["node-1", "node-2", "node-3", "node-4"], "decice: cpu above 0.9"
-    )
+    # What the filter says now of a 2-core pod: every node rejected, node-1 for its load,
+    # the others too small for it beside their filler's reservation (the verdict /preempt
+    # used before the fix).
+    small = "decice: cpu above 0.9 with this pod"
+    assert table_verdicts(s, "2") == {
+        "node-1": "decice: cpu above 0.9",
+        **dict.fromkeys(["node-2", "node-3", "node-4"], small),
+    }
 
     s.create_pod("urgent", cpu="2", priority_class_name=HIGH)
     node = s.wait_bound("urgent", 60)
 
     assert node != "node-1"
     [victim] = [name for name, on in where.items() if on == node]
-    gone = []
-    for name in fillers:
-        try:
-            s.pod(name)
-        except ApiError as exc:
-            assert exc.status == 404, exc
-            gone.append(name)
+    gone = s.deleted(fillers)
     assert gone == [victim], f"deleted: {gone}, expected only {victim} (on {node})"
     assert s.extender_metric("decice_requests_total", {"verb": "preempt", "code": "200"}) >= 1
     preempted = s.wait_event(victim, "Preempted", 30)

@@ -12,6 +12,7 @@ would have scraped every `scrape` seconds:
 * kube-state-metrics (`job="kube-state-metrics"`): kube_node_status_allocatable,
   kube_node_info, kube_pod_info (`node=""` while Pending), kube_pod_created,
   kube_pod_start_time, kube_pod_status_scheduled_time, kube_pod_completion_time,
+  kube_pod_deletion_timestamp (while a deleted pod terminates),
   kube_pod_container_resource_requests, kube_pod_owner, kube_replicaset_owner,
   kube_pod_scheduler, with kube-state-metrics' label names
   (docs/metrics/workload/pod-metrics.md);
@@ -81,6 +82,9 @@ class Pod:
     scheduler: str = "default-scheduler"
     uid: str = ""
     linger: float = 600.0
+    grace: float = 0.0
+    """Seconds a deleted pod's object stays terminating after its containers stopped at
+    `end` (kube_pod_deletion_timestamp says `end` meanwhile): 0, gone at once."""
 
     def __post_init__(self) -> None:
         if not self.uid:
@@ -92,7 +96,7 @@ class Pod:
             return False
         if self.end is None:
             return True
-        return t < self.end + (self.linger if self.completed else 0.0)
+        return t < self.end + (self.linger if self.completed else self.grace)
 
     def running(self, t: float) -> bool:
         return (
@@ -110,6 +114,10 @@ class ClusterHistory:
     nodes: list[Node]
     pods: list[Pod] = field(default_factory=list)
     scrape: float = 30.0
+    trimmed: dict[str, frozenset[str]] = field(default_factory=dict)
+    """kube-state-metrics series -> labels it goes without, as an older kube-state-metrics
+    or a metricRelabelings labeldrop writes it; a series trimmed of "__name__" is left
+    out whole."""
 
     def times(self) -> list[float]:
         n = int((self.end - self.start) // self.scrape) + 1
@@ -132,10 +140,27 @@ class ClusterHistory:
         """The truth: the node's CPU busy share at t (0..1)."""
         return min(1.0, self.demand(node, t) / node.cores)
 
+    def demands(self) -> dict[str, list[float]]:
+        """`demand` of every node at every scrape time, in one pass over the pods."""
+        times = self.times()
+        used = {n.name: [0.0] * len(times) for n in self.nodes}
+        for pod in self.pods:
+            if pod.node is None or pod.start is None:
+                continue
+            row = used[pod.node]
+            for i, t in enumerate(times):
+                if pod.running(t):
+                    row[i] += pod.use
+        return {
+            n.name: [n.unseen(t) + u for t, u in zip(times, used[n.name], strict=True)]
+            for n in self.nodes
+        }
+
     # --- OpenMetrics
     def openmetrics(self) -> str:
+        demands = self.demands()
         families = [
-            self._node_cpu(),
+            self._node_cpu(demands),
             self._gauges("kube_node_status_allocatable", self._allocatable()),
             self._gauges("kube_node_info", self._node_info()),
             self._gauges("kube_pod_info", self._pod_info()),
@@ -144,20 +169,23 @@ class ClusterHistory:
             self._gauges("kube_pod_owner", self._owners()),
             self._gauges("kube_replicaset_owner", self._replicasets()),
             self._gauges("kube_pod_scheduler", self._schedulers()),
-            self._container_cpu(),
+            self._container_cpu(demands),
         ]
         return "".join(families) + "# EOF\n"
 
     def _gauges(
         self, name: str, series: Iterable[tuple[dict[str, str], list[tuple[float, float]]]]
     ) -> str:
+        dropped = self.trimmed.get(name, frozenset())
+        if "__name__" in dropped:
+            return ""
         out = [f"# TYPE {name} gauge\n"]
         for labels, points in series:
-            text = _labels(labels)
+            text = _labels({k: v for k, v in labels.items() if k not in dropped})
             out += [f"{name}{text} {_value(v)} {t:.3f}\n" for t, v in points]
-        return "".join(out)
+        return "".join(out) if len(out) > 1 else ""
 
-    def _node_cpu(self) -> str:
+    def _node_cpu(self, demands: dict[str, list[float]]) -> str:
         out = ["# TYPE node_cpu_seconds counter\n"]
         times = self.times()
         for node in self.nodes:
@@ -165,7 +193,7 @@ class ClusterHistory:
             samples: list[tuple[float, float, float]] = []
             for i, t in enumerate(times):
                 if i:
-                    u = self.utilisation(node, times[i - 1])
+                    u = min(1.0, demands[node.name][i - 1] / node.cores)
                     busy += u * self.scrape
                     idle += (1 - u) * self.scrape
                 samples.append((t, busy, idle))
@@ -178,13 +206,14 @@ class ClusterHistory:
                         out.append(f"node_cpu_seconds_total{labels} {_value(value)} {t:.3f}\n")
         return "".join(out)
 
-    def _container_cpu(self) -> str:
+    def _container_cpu(self, demands: dict[str, list[float]]) -> str:
         out = ["# TYPE container_cpu_usage_seconds counter\n"]
         times = self.times()
         for pod in self.pods:
             if pod.node is None or pod.start is None:
                 continue
             node = self.node(pod.node)
+            demand = demands[node.name]
             labels = _labels(
                 {
                     "job": "kubelet",
@@ -201,7 +230,8 @@ class ClusterHistory:
             used = 0.0
             for i, t in enumerate(times):
                 if i and pod.running(times[i - 1]):
-                    used += pod.use * self.served(node, times[i - 1]) * self.scrape
+                    served = min(1.0, node.cores / demand[i - 1]) if demand[i - 1] else 1.0
+                    used += pod.use * served * self.scrape
                 if pod.running(t):
                     out.append(
                         f"container_cpu_usage_seconds_total{labels} {_value(used)} {t:.3f}\n"
@@ -259,6 +289,7 @@ class ClusterHistory:
                 "kube_pod_start_time": pod.start,
                 "kube_pod_status_scheduled_time": pod.bound,
                 "kube_pod_completion_time": pod.end if pod.completed else None,
+                "kube_pod_deletion_timestamp": None if pod.completed else pod.end,
             }[name]
             if since is None:
                 continue
@@ -320,6 +351,7 @@ POD_TIMES = (
     "kube_pod_start_time",
     "kube_pod_status_scheduled_time",
     "kube_pod_completion_time",
+    "kube_pod_deletion_timestamp",
 )
 
 

@@ -31,7 +31,9 @@ bootstrap ClusterRoles system:kube-scheduler and system:volume-scheduler are alr
 bound to that user; the Role for its Lease ``decice-system/decice-scheduler`` is what
 ``decice-extender scheduler-config --rbac --user system:kube-scheduler`` prints, applied
 as printed) and ``decice-extender`` (the Helm chart's extender ClusterRole, rendered:
-`extender_rbac`).
+`extender_rbac`) and ``decice-rebalancer`` (the chart's rebalancer ClusterRole and its
+Lease's Role in ``decice-system``, rendered: `rebalancer_rbac`; `start_rebalancer` runs
+`decice-extender rebalance` as it).
 
 Speed (measured on the shared 2-core machine: kube-apiserver v1.36.2, kube-scheduler
 v1.35.4, Debian etcd 3.4.23; ranges over several runs, the high ends while other work
@@ -105,6 +107,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from extender.policy import scheduler_config as sc
+from tests.harness.gate import TcpGate
 from tests.harness.loopback import LOCALHOST, free_port, wait_until, wait_until_logged
 from tests.harness.service import Service, die_with_parent
 from tests.harness.workers import file_lock
@@ -120,6 +123,7 @@ SCHEDULER_NAME = "decice_sched"
 ADMIN_USER = "admin"
 SCHEDULER_USER = "system:kube-scheduler"
 EXTENDER_USER = "decice-extender"
+REBALANCER_USER = "decice-rebalancer"
 #: The scheduler's Lease, as `decice-extender scheduler-config --full` prints it.
 LEASE_NAMESPACE = sc.DEFAULT_LEASE_NAMESPACE
 LEASE_NAME = sc.DEFAULT_LEASE_NAME
@@ -168,6 +172,32 @@ def extender_rbac() -> list[JSON]:
     user = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": EXTENDER_USER}
     binding[0]["subjects"] = [user]
     return [role[0], binding[0]]
+
+
+def rebalancer_rbac() -> list[JSON]:
+    """The rebalancer's RBAC as the Helm chart gives it, rendered from
+    deploy/helm/decice-extender/templates/rebalancer-rbac.yaml with `rebalancer.enabled`:
+    its ClusterRole (pods, pods/eviction, PodDisruptionBudgets, nodes, Events) and the
+    Role on its Lease in the release namespace, each bound to the user
+    `decice-rebalancer` instead of the chart's ServiceAccount."""
+    from tests.deploy.chart import render_mod
+
+    rendered = render_mod.render_chart({"rebalancer": {"enabled": True}})
+    docs = [yaml.safe_load(doc) for doc in render_mod.documents(rendered)]
+    name = f"{render_mod.RELEASE}-rebalancer"
+    kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    found = [
+        d
+        for d in docs
+        if d["kind"] in kinds and d["metadata"]["name"] in (name, f"{name}-leader-election")
+    ]
+    if len(found) != 4:
+        raise ControlPlaneError(f"the chart renders no rebalancer RBAC {name}")
+    user = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": REBALANCER_USER}
+    for doc in found:
+        if doc["kind"].endswith("Binding"):
+            doc["subjects"] = [user]
+    return found
 
 
 # --- binaries -------------------------------------------------------------------------------
@@ -332,6 +362,12 @@ class Process:
 
     def describe(self) -> str:
         return f"{self.name} (pid {self.pid}), log {self.log}:\n{tail(self.log)}"
+
+    def output(self) -> str:
+        """What this start of the process wrote so far (its log is appended to)."""
+        with self.log.open("rb") as f:
+            f.seek(self._log_from)
+            return f.read().decode(errors="replace")
 
     def wait_ready(self, probe: Callable[[], bool], timeout: float, what: str) -> None:
         """Poll `probe` until it holds; ControlPlaneError (with the log) on exit or timeout."""
@@ -849,6 +885,24 @@ class Kube:
             list(names),
         )
 
+    def resize_pod(self, namespace: str, name: str, container: str, cpu: str) -> JSON:
+        """An in-place resize of one container's CPU request (and limit, when it has one)
+        through the pods/resize subresource, as `kubectl patch --subresource resize` sends
+        it (a strategic merge patch). With no kubelet, the spec changes and nothing reports
+        the resize done: the pod's status has no `containerStatuses`."""
+        pod = self.pod(namespace, name)
+        [found] = [c for c in pod["spec"]["containers"] if c["name"] == container]
+        resources: JSON = {"requests": {"cpu": cpu}}
+        if "cpu" in (found.get("resources") or {}).get("limits", {}):
+            resources["limits"] = {"cpu": cpu}
+        body = {"spec": {"containers": [{"name": container, "resources": resources}]}}
+        return self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/resize",
+            body,
+            content_type="application/strategic-merge-patch+json",
+        )
+
     def pod_events(self, namespace: str, name: str) -> list[PodEvent]:
         """Events regarding pod `name`, from core/v1 and events.k8s.io/v1 (one per object:
         the two APIs show the same Events), oldest first."""
@@ -1043,6 +1097,36 @@ def _cli(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     return out.getvalue()
 
 
+FEATURE_GATES_ENV = "DECICE_SCHEDULER_FEATURE_GATES"
+"""kube-scheduler's --feature-gates for a whole run (`A=true,B=false`): the e2e suite
+with a gate turned the way a later release will ship it."""
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """`A=true,B=false` (kube-scheduler's --feature-gates syntax) as a mapping."""
+    gates: dict[str, bool] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, sep, value = part.partition("=")
+        if not sep or value.strip().lower() not in ("true", "false"):
+            raise ValueError(f"{FEATURE_GATES_ENV}: {part!r} is not NAME=true|false")
+        gates[name.strip()] = value.strip().lower() == "true"
+    return gates
+
+
+def feature_gates_from_env() -> dict[str, bool]:
+    return parse_feature_gates(os.environ.get(FEATURE_GATES_ENV, ""))
+
+
+def feature_gates_flag(gates: Mapping[str, bool]) -> list[str]:
+    """`--feature-gates=...` for kube-scheduler (nothing when no gate is set)."""
+    if not gates:
+        return []
+    joined = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
+    return [f"--feature-gates={joined}"]
+
+
 def with_port(url: str, port: int) -> str:
     """`url` with its port replaced (scheme, host and path kept)."""
     parts = urlsplit(url)
@@ -1062,11 +1146,19 @@ class ControlPlane:
         binaries: Binaries | None = None,
         apiserver_args: Sequence[str] = (),
         scheduler_verbosity: int = 2,
+        scheduler_feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         self.workdir = workdir
         self.binaries = binaries
         self.apiserver_args = [*APISERVER_EXTRA_ARGS, *apiserver_args]
         self.scheduler_verbosity = scheduler_verbosity
+        self.scheduler_feature_gates: dict[str, bool] = (
+            dict(scheduler_feature_gates)
+            if scheduler_feature_gates is not None
+            else feature_gates_from_env()
+        )
+        """kube-scheduler's --feature-gates for every start that names none (default:
+        $DECICE_SCHEDULER_FEATURE_GATES, e.g. `SchedulerAsyncAPICalls=true`)."""
         self.pki = workdir / "pki"
         self.ca_file = self.pki / "ca.crt"
         self.tokens: dict[str, str] = {}
@@ -1079,9 +1171,12 @@ class ControlPlane:
         self._scheduler: Process | None = None
         self._scheduler_config: Path | None = None
         self._extender: Service | None = None
+        self._rebalancer: Service | None = None
         self._kube: Kube | None = None
         self._logs: dict[str, Path] = {}
         self._scheduler_starts = 0
+        self._scheduler_gates: dict[str, bool] = {}
+        self._api_gate: TcpGate | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -1126,6 +1221,7 @@ class ControlPlane:
             except Exception as exc:  # keep stopping the rest
                 failures.append(exc)
 
+        attempt(self.stop_rebalancer)
         attempt(self.stop_extender)
         attempt(self.stop_scheduler)
         if self._kube is not None:
@@ -1160,10 +1256,12 @@ class ControlPlane:
 
     def log_paths(self) -> dict[str, Path]:
         """One log file per process started so far: etcd, kube-apiserver, kube-scheduler,
-        extender (our service's stderr)."""
+        extender (our service's stderr), rebalancer."""
         paths = dict(self._logs)
         if self._extender is not None:
             paths["extender"] = self._extender.stderr_path
+        if self._rebalancer is not None:
+            paths["rebalancer"] = self._rebalancer.stderr_path
         return paths
 
     def pids(self) -> dict[str, int]:
@@ -1206,7 +1304,8 @@ class ControlPlane:
             )
         )
         self.tokens = {
-            u: secrets.token_hex(16) for u in (ADMIN_USER, SCHEDULER_USER, EXTENDER_USER)
+            u: secrets.token_hex(16)
+            for u in (ADMIN_USER, SCHEDULER_USER, EXTENDER_USER, REBALANCER_USER)
         }
         groups = {ADMIN_USER: "system:masters"}
         lines = [
@@ -1300,6 +1399,7 @@ class ControlPlane:
             self.kubeconfig(user).write_text(_kubeconfig(self.server, self.ca_file, user, token))
         self.grant_lease(LEASE_NAMESPACE, LEASE_NAME)
         self.kube.apply_all(extender_rbac())
+        self.kube.apply_all(rebalancer_rbac())  # its Lease's Role: in LEASE_NAMESPACE
 
     def grant_lease(self, namespace: str, name: str) -> None:
         """The namespace, and the Role + RoleBinding that
@@ -1405,6 +1505,128 @@ class ControlPlane:
         if service is not None and service.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):  # then Service.stop killed it
                 service.stop(timeout)
+        gate, self._api_gate = self._api_gate, None
+        if gate is not None:
+            gate.close()
+
+    # -- the rebalancer -------------------------------------------------------------------
+
+    @property
+    def rebalancer(self) -> Service | None:
+        return self._rebalancer
+
+    def start_rebalancer(
+        self,
+        policy: Mapping[str, Any] | Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: Path | None = None,
+        log_level: str = "info",
+        timeout: float = 60.0,
+    ) -> Service:
+        """`decice-extender rebalance --config <policy>` as the user decice-rebalancer (the
+        chart's rebalancer RBAC, `rebalancer_rbac`) in the chart's namespace (POD_NAMESPACE,
+        where its Lease is), beside our service; `env` adds e.g. PROMETHEUS_URL. Returns
+        once it holds its Lease and its watches have listed (/readyz)."""
+        if self._rebalancer is not None:
+            raise ControlPlaneError("the rebalancer already runs: stop_rebalancer() first")
+        raw = yaml.safe_load(policy.read_text()) if isinstance(policy, Path) else dict(policy)
+        full_env = {
+            "KUBECONFIG": str(self.kubeconfig(REBALANCER_USER)),
+            "POD_NAMESPACE": LEASE_NAMESPACE,
+            "POD_NAME": "decice-rebalancer-0",
+            **(env or {}),
+        }
+        where = workdir or self.workdir
+        service = Service(raw, where, full_env, log_level=log_level, mode="rebalance")
+        self._rebalancer = service
+        service.start(timeout)
+
+        def leads() -> bool:
+            _, body = service.get("/readyz")
+            doc = orjson.loads(body)
+            watches = doc.get("watches") or {}
+            listed = all(w.get("resourceVersion") for w in watches.values())
+            leader = (doc.get("rebalancer") or {}).get("leader") or {}
+            return bool(leader.get("leading")) and listed
+
+        wait_until_logged(
+            leads,
+            timeout,
+            f"the rebalancer holds its Lease and has listed (log {service.stderr_path})",
+            lambda: service.stderr()[-3000:],
+        )
+        return service
+
+    def stop_rebalancer(self, timeout: float = 15.0) -> None:
+        """SIGTERM (it releases its Lease, so the next one leads at once), bounded."""
+        service, self._rebalancer = self._rebalancer, None
+        if service is not None and service.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # then Service.stop killed it
+                service.stop(timeout)
+
+    @property
+    def gate(self) -> TcpGate | None:
+        """The API gate `api_gate` made, while it stands."""
+        return self._api_gate
+
+    def api_gate(self, workdir: Path) -> tuple[TcpGate, Path]:
+        """A TCP gate in front of the API server (closed: nothing answers) and a kubeconfig
+        of the user decice-extender through it (the same TLS name), for a service started
+        before the API server answers it; closed with the extender (`stop_extender`)."""
+        if self._api_gate is not None:
+            raise ControlPlaneError("an API gate is open already")
+        gate = TcpGate(self.apiserver_port)
+        config = yaml.safe_load(self.kubeconfig(EXTENDER_USER).read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = with_port(self.server, gate.port)
+        path = workdir / "extender-through-gate.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        self._api_gate = gate
+        return gate, path
+
+    def start_extender_before_api(
+        self,
+        policy: Mapping[str, Any] | Path,
+        late: float,
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: Path | None = None,
+        sync_within: float = 5.0,
+    ) -> tuple[Service, float]:
+        """Our service started while the API server does not answer it: through a closed
+        `api_gate`, opened `late` seconds after the service's first list failed (a chart
+        rollout or a control-plane restart starts it first). Returns the service and the
+        seconds from the gate opening to its node cache synced (/readyz nodeCacheSynced),
+        which must come within `sync_within`: a bounded wait, far under the doubling
+        back-off's 30 s, for a retry due within a second (extender/cluster/informer.py;
+        the schedule itself is tested in tests/cluster/test_informer.py)."""
+        where = workdir or self.workdir
+        gate, kubeconfig = self.api_gate(where)
+        service = self.start_extender(
+            policy,
+            env={**(env or {}), "KUBECONFIG": str(kubeconfig)},
+            workdir=workdir,
+            wait_synced=False,
+        )
+        wait_until(lambda: "first list failed" in service.stderr(), 30, "the first list failed")
+        time.sleep(late)  # how late the API server is: the story's delay, not a wait
+        gate.open()
+        opened = time.monotonic()
+
+        def synced() -> bool:
+            _, body = service.get("/readyz")
+            return bool(orjson.loads(body).get("nodeCacheSynced"))
+
+        wait_until_logged(
+            synced,
+            sync_within,
+            f"the extender's node cache synced (log {service.stderr_path})",
+            lambda: service.stderr()[-3000:],
+        )
+        learned = time.monotonic() - opened
+        self.wait_extender_synced(service)
+        return service, learned
 
     # -- the scheduler ----------------------------------------------------------------------
 
@@ -1417,12 +1639,13 @@ class ControlPlane:
         qps: float | None = None,
         env: Mapping[str, str] | None = None,
         weight: int | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> JSON:
         """What `decice-extender scheduler-config --config <policy> --full --host 127.0.0.1`
         (`--weight` when given) prints (`env`: the service's environment), plus only what a
         harness must add: the service's actual port in the urlPrefix, QPS (burst 2x) and
-        percentageOfNodesToScore when given; `start_scheduler` adds the scheduler's
-        kubeconfig."""
+        percentageOfNodesToScore when given, and `overrides` (top-level fields a story sets,
+        e.g. podInitialBackoffSeconds); `start_scheduler` adds the scheduler's kubeconfig."""
         argv = ["scheduler-config", "--config", str(policy_file), "--full", "--host", LOCALHOST]
         if weight is not None:
             argv += ["--weight", str(weight)]
@@ -1434,6 +1657,7 @@ class ControlPlane:
             config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
         if qps is not None:
             config["clientConnection"] = {"qps": qps, "burst": int(2 * qps)}
+        config.update(overrides or {})
         return config
 
     def start_scheduler_for(
@@ -1444,9 +1668,12 @@ class ControlPlane:
         qps: float | None = None,
         timeout: float = 60.0,
         weight: int | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> JSON:
         """Start kube-scheduler on the config our CLI prints for `service`'s policy (with
-        `--weight` when given); the config it runs."""
+        `--weight` when given, `overrides` set on it); the config it runs. `feature_gates`:
+        its --feature-gates (None: the control plane's, `scheduler_feature_gates`)."""
         config = self.decice_scheduler_config(
             service.config,
             service.port,
@@ -1454,8 +1681,9 @@ class ControlPlane:
             qps=qps,
             env=service.env,
             weight=weight,
+            overrides=overrides,
         )
-        self.start_scheduler(config, timeout=timeout)
+        self.start_scheduler(config, timeout=timeout, feature_gates=feature_gates)
         return config
 
     def start_scheduler(
@@ -1464,9 +1692,11 @@ class ControlPlane:
         *,
         extender_port: int | None = None,
         timeout: float = 60.0,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         """Start kube-scheduler on any KubeSchedulerConfiguration (YAML text or a mapping,
-        e.g. the chart's rendered one). `clientConnection.kubeconfig` is set (replaced) to
+        e.g. the chart's rendered one), with `feature_gates` as its --feature-gates (None:
+        `scheduler_feature_gates`). `clientConnection.kubeconfig` is set (replaced) to
         the scheduler user's kubeconfig and, when `extender_port` is given, every
         extender's urlPrefix gets that port; nothing else is changed. A Lease other than
         the default one gets its RBAC (`grant_lease`) first. Returns once /readyz answers
@@ -1492,6 +1722,8 @@ class ControlPlane:
             self.grant_lease(*lease)
         before = self._holder(lease) if lease else None
         scheduler, kubeconfig = self.binaries.scheduler, str(self.kubeconfig(SCHEDULER_USER))
+        gates = self.scheduler_feature_gates if feature_gates is None else feature_gates
+        self._scheduler_gates = dict(gates)
 
         def argv() -> list[str]:
             self.scheduler_port = free_port()
@@ -1504,6 +1736,7 @@ class ControlPlane:
                 f"--secure-port={self.scheduler_port}",
                 f"--cert-dir={self.workdir / 'scheduler-certs'}",
                 f"--v={self.scheduler_verbosity}",
+                *feature_gates_flag(gates),
             ]
 
         with httpx.Client(verify=False) as http:
@@ -1545,7 +1778,9 @@ class ControlPlane:
         if config is None:
             raise ControlPlaneError("kube-scheduler never started")
         self.stop_scheduler()
-        self.start_scheduler(config.read_text(), timeout=timeout)
+        self.start_scheduler(
+            config.read_text(), timeout=timeout, feature_gates=self._scheduler_gates
+        )
 
     @property
     def scheduler_config(self) -> JSON | None:
@@ -1555,6 +1790,12 @@ class ControlPlane:
             return None
         loaded: JSON = yaml.safe_load(self._scheduler_config.read_text())
         return loaded
+
+    def scheduler_output(self) -> str:
+        """kube-scheduler's log since it was last started."""
+        if self._scheduler is None:
+            raise ControlPlaneError("kube-scheduler is not running")
+        return self._scheduler.output()
 
     @property
     def scheduler_running(self) -> bool:
@@ -1634,6 +1875,12 @@ def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) 
 # --- a whole stack, for the e2e fixtures ------------------------------------------------------
 
 
+def shipped_policy() -> JSON:
+    """config/extender.yaml as shipped (a story sets PROMETHEUS_URL, and says what else)."""
+    policy: JSON = yaml.safe_load((REPO / "config" / "extender.yaml").read_text())
+    return policy
+
+
 def static_policy(values: Mapping[str, float], *, threshold: float = 0.9, **overrides: Any) -> JSON:
     """A static-provider policy: metric `cpu` with exactly these node values (lower is
     better, 0..1), filtered above `threshold`; bind on; Events on placed pods on (the
@@ -1662,6 +1909,9 @@ class Stack:
     nodes: list[FakeNode]
     #: Seconds `Kube.ensure_nodes` took to make the nodes (0 when they were there).
     nodes_seconds: float
+    #: With the API server late for our service: seconds from its answering to our node
+    #: cache synced (`ControlPlane.start_extender_before_api`); else None.
+    api_learned_in: float | None = None
 
     @property
     def kube(self) -> Kube:
@@ -1676,6 +1926,17 @@ class Stack:
 
     def wait_bound(self, name: str, timeout: float = 60.0) -> str:
         return self.kube.wait_bound(self.namespace, name, timeout)
+
+    def deleted(self, names: Iterable[str]) -> list[str]:
+        """Those of the pods `names` the API server no longer has (404), in order."""
+        out = []
+        for name in names:
+            try:
+                self.pod(name)
+            except ApiError as exc:
+                assert exc.status == 404, exc
+                out.append(name)
+        return out
 
     def wait_event(self, name: str, reason: str, timeout: float = 60.0) -> PodEvent:
         return self.kube.wait_event(self.namespace, name, reason, timeout)
@@ -1696,7 +1957,9 @@ class StartStack(Protocol):
     `values` are the static policy's node values (`static_policy`), unless `policy` (a
     mapping, or a Path to a YAML policy) is given; `nodes` is a count (`fake_nodes`) or
     the nodes themselves; `weight` is the extender weight the CLI prints the config with
-    (`scheduler-config --weight`; default 1)."""
+    (`scheduler-config --weight`; default 1); `gates` are kube-scheduler feature gates on
+    top of the test's (`scheduler_gates`), `scheduler_overrides` top-level fields of its
+    KubeSchedulerConfiguration."""
 
     def __call__(
         self,
@@ -1708,4 +1971,6 @@ class StartStack(Protocol):
         percentage_of_nodes_to_score: int | None = None,
         qps: float | None = None,
         weight: int | None = None,
+        gates: Mapping[str, bool] | None = None,
+        scheduler_overrides: Mapping[str, Any] | None = None,
     ) -> Stack: ...

@@ -75,7 +75,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import kubernetes.client
 
-from tests.harness.loopback import LoopbackServer
+from tests.harness.loopback import LOCALHOST, LoopbackServer
 
 JSON = dict[str, Any]
 
@@ -361,9 +361,12 @@ class FakeKubeAPI:
 
     @property
     def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("FakeKubeAPI is not started")
-        return self._server.url
+        """Where it serves; while away (`go_away`), where it will serve again."""
+        if self._server is not None:
+            return self._server.url
+        if self._port:
+            return f"http://{LOCALHOST}:{self._port}"
+        raise RuntimeError("FakeKubeAPI is not started")
 
     def start(self) -> FakeKubeAPI:
         handler = type("Handler", (_Handler,), {"api": self})
@@ -416,15 +419,16 @@ class FakeKubeAPI:
         `owner`: (kind, name) of its controller, an ownerReferences entry with
         `controller: true` (ReplicaSet, StatefulSet, DaemonSet, Job; ("Node", node) makes a
         mirror pod, with the kubelet's `kubernetes.io/config.mirror` annotation).
-        `created`: creationTimestamp, RFC 3339 or epoch seconds (a fixed past time by
-        default). A pod not Pending gets `status.startTime` (= creationTimestamp).
+        `created`: creationTimestamp, RFC 3339 or epoch seconds (now by default, as the API
+        server stamps a pod it creates). A pod not Pending gets `status.startTime` (=
+        creationTimestamp).
         """
         if phase not in _PHASES:
             raise ValueError(f"unknown pod phase {phase!r}")
         if owner is not None and owner[0] not in _OWNER_API:
             raise ValueError(f"unknown owner kind {owner[0]!r}")
         if created is None:
-            stamp = _CREATED
+            stamp = _now()
         elif isinstance(created, str):
             stamp = created
         else:

@@ -29,6 +29,7 @@ from tests.harness.controlplane import (
     ControlPlane,
     ControlPlaneError,
     Process,
+    feature_gates_flag,
     tail,
 )
 from tests.harness.loopback import LOCALHOST, free_port
@@ -50,7 +51,10 @@ class Pair:
         workdir: Path,
         *,
         lease: Mapping[str, str] = SHORT_LEASE,
+        kubeconfig: Path | None = None,
     ) -> None:
+        """`kubeconfig`: the extender's (default: the user decice-extender's, straight to
+        the API server; `ControlPlane.api_gate` gives one through a gate)."""
         self.control_plane = control_plane
         self.name = name
         self.workdir = workdir / f"pair-{name}"
@@ -58,7 +62,7 @@ class Pair:
         self.extender = Service(
             dict(policy),
             self.workdir,
-            {"KUBECONFIG": str(control_plane.kubeconfig(EXTENDER_USER))},
+            {"KUBECONFIG": str(kubeconfig or control_plane.kubeconfig(EXTENDER_USER))},
         )
         self.lease = dict(lease)
         self.scheduler: Process | None = None
@@ -68,6 +72,10 @@ class Pair:
     def start(self, timeout: float = 60.0) -> Pair:
         """The extender until its watches listed, then its scheduler until /readyz."""
         self.extender.start(timeout)
+        return self.start_scheduler(timeout)
+
+    def start_scheduler(self, timeout: float = 60.0) -> Pair:
+        """Its scheduler until /readyz, once its extender (started) has listed."""
         self.control_plane.wait_extender_synced(self.extender, timeout)
         cp = self.control_plane
         config = cp.decice_scheduler_config(
@@ -90,6 +98,7 @@ class Pair:
                 f"--secure-port={self.port}",
                 f"--cert-dir={self.workdir / 'certs'}",
                 "--v=2",
+                *feature_gates_flag(cp.scheduler_feature_gates),
             ]
             self.scheduler = Process(f"kube-scheduler-{self.name}", argv, self.scheduler_log)
             self.scheduler.start()

@@ -25,6 +25,7 @@ def series(value: Any, **labels: str) -> dict[str, Any]:
 WEB = {"namespace": "shop", "workload": "web", "workload_type": "deployment"}
 ANSWER = [
     series("0.9", stat="quantile", **WEB),
+    series("0.6", stat="median", **WEB),
     series("12", stat="pods", **WEB),
     series("2", stat="quantile", namespace="shop", workload="db", workload_type="StatefulSet"),
     series("1", stat="pods", namespace="shop", workload="db", workload_type="StatefulSet"),
@@ -38,9 +39,9 @@ ANSWER = [
 
 def test_workloads_are_read_with_their_counts() -> None:
     assert read_workloads(ANSWER, limit=100) == {
-        WorkloadKey("shop", "deployment", "web"): WorkloadUse(0.9, 12),
+        WorkloadKey("shop", "deployment", "web"): WorkloadUse(0.9, 12, 0.6),
         # PascalCase workload_type (usePascalCaseForWorkloadTypeLabelValues) reads the same
-        WorkloadKey("shop", "statefulset", "db"): WorkloadUse(2.0, 1),
+        WorkloadKey("shop", "statefulset", "db"): WorkloadUse(2.0, 1),  # no median: optional
     }
     assert len(read_workloads(ANSWER, limit=1)) == 1  # bounded
 

@@ -12,7 +12,7 @@ from extender.decisions.pods import PodFacts
 from extender.decisions.state import build_tables
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
-from extender.rebalancing.plan import Plan, decide, plan
+from extender.rebalancing.plan import Plan, decide, plan, relief
 from extender.rebalancing.pods import RunningPod, protection, read_running_pod
 from tests.harness.fixtures import NOW, make_snapshot
 
@@ -159,7 +159,28 @@ def test_no_move_when_no_other_node_passes() -> None:
     s = settings()
     result = check(s, [running("p", "a")], {"cpu": {"a": 0.95, "b": 0.97}})
     assert not result.moves
-    assert "no other node passes" in result.decisions[0].reason
+    assert "no other node has headroom for it" in result.decisions[0].reason
+
+
+def test_no_move_to_a_node_without_headroom_for_the_pod() -> None:
+    """b scores best (0.2) but has 2 cores: a 2-core pod would take it past 0.9, so its
+    successor would wait or overfill b; c (0.4 of 8 cores) has the headroom."""
+    s = settings()
+    big = running("p", "a", cpu=2.0)
+    cores = {"a": 8.0, "b": 2.0, "c": 8.0}
+    assert not check(s, [big], {"cpu": {"a": 0.95, "b": 0.2}}, cores=cores).moves
+    moved = check(s, [big], {"cpu": {"a": 0.95, "b": 0.2, "c": 0.4}}, cores=cores).moves
+    assert [d.target for d in moved] == ["c"]
+
+
+def test_of_a_filtered_node_the_pod_that_brings_it_back_under_moves_first() -> None:
+    """a (4 cores) is at 1.0, 0.1 over 0.9: of its pods, the smallest that frees 0.4 core
+    or more moves (one eviction); failing that, the largest."""
+    assert relief(0.125, 0.1) > relief(0.5, 0.1) > relief(0.05, 0.1) > relief(0.01, 0.1)
+    s = settings()
+    pods = [running(n, "a", cpu=c) for n, c in (("tiny", 0.1), ("fit", 0.5), ("huge", 2.0))]
+    moved = check(s, pods, {"cpu": {"a": 1.0, "b": 0.1, "c": 0.1}}).moves
+    assert [d.pod.facts.name for d in moved] == ["fit"]
 
 
 # -- safety ---------------------------------------------------------------------------------
@@ -174,7 +195,7 @@ def test_no_move_when_no_other_node_passes() -> None:
         (running("static", "a", owner="Node"), "static pod"),
         (running("mirror", "a", mirror=True), "static pod"),
         (running("pinned", "a", opted_out=True), 'annotation decice.io/rebalance: "false"'),
-        (running("young", "a", created=NOW - 60), "younger than minAge 600s"),
+        (running("young", "a", created=NOW - 60), "younger than minAge 120s"),
         (running("gone", "a", terminating=True), "terminating"),
     ],
 )

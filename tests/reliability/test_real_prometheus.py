@@ -11,6 +11,9 @@ import select
 import signal
 from pathlib import Path
 
+import pytest
+
+from tests.harness.kubeapi import FakeKubeAPI, write_kubeconfig
 from tests.harness.loopback import wait_until
 from tests.harness.promharness import FakeExporter, PrometheusServer
 from tests.harness.service import Service, running_service
@@ -34,11 +37,33 @@ def filtered(svc: Service) -> dict[str, str]:
     return failed
 
 
+@pytest.mark.parametrize("api", [None, "late"], ids=["no-api-server", "api-server-late"])
 def test_prometheus_down_at_start_up_then_mid_run(
-    exporter: FakeExporter, prometheus: PrometheusServer, tmp_path: Path
+    exporter: FakeExporter, prometheus: PrometheusServer, tmp_path: Path, api: str | None
 ) -> None:
+    """`api-server-late`: the API server (the loopback fake, node-1 and node-2 of 4 cores)
+    is away too when the service starts; it comes back before Prometheus does, and the
+    service knows the nodes within a second: a metric outage and an API outage together."""
     exporter.set("node-1", 0.2)
     exporter.set("node-2", 0.95)
+    env = {"PROMETHEUS_URL": prometheus.url}
+    kube = FakeKubeAPI(token="t") if api else None
+    if kube is not None:
+        kube.start()
+        for i, node in enumerate(("node-1", "node-2"), 1):
+            kube.add_node(node, f"10.0.0.{i}", cpu="4")
+        env["KUBECONFIG"] = str(write_kubeconfig(tmp_path / "kubeconfig", kube.url, "t"))
+        kube.go_away()
+    try:
+        run_story(prometheus, tmp_path, env, kube)
+    finally:
+        if kube is not None:
+            kube.stop()
+
+
+def run_story(
+    prometheus: PrometheusServer, tmp_path: Path, env: dict[str, str], kube: FakeKubeAPI | None
+) -> None:
     raw = policy(
         provider="prometheus",
         prometheus={"url": "http://unused:1", "interval": 0.5, "timeout": 1, "maxBackoff": 2},
@@ -54,7 +79,7 @@ def test_prometheus_down_at_start_up_then_mid_run(
         bind={"enabled": False},
     )
     prometheus.stop()
-    with running_service(raw, tmp_path, {"PROMETHEUS_URL": prometheus.url}) as svc:
+    with running_service(raw, tmp_path, env) as svc:
         # down at start-up: serving and ready (it can answer), but its data is not (the
         # probe stays green through an outage: /readyz/data says it), every node filtered
         # (fail-closed), age +Inf
@@ -66,6 +91,15 @@ def test_prometheus_down_at_start_up_then_mid_run(
             set(failed) == {"node-1", "node-2"} and failed["node-1"] == "decice: cpu data missing"
         )
 
+        if kube is not None:
+            assert json.loads(svc.get("/readyz")[1])["nodeCacheSynced"] is False
+            kube.come_back()
+            wait_until(
+                lambda: json.loads(svc.get("/readyz")[1])["nodeCacheSynced"],
+                5,
+                "the service knows the nodes (it retries every second until its first list)",
+            )
+            assert set(filtered(svc)) == {"node-1", "node-2"}  # still no data: fail-closed
         prometheus.start()
         # (ready comes first: a fresh but still empty answer, before the first scrape)
         wait_until(lambda: set(filtered(svc)) == {"node-2"}, 30, "data after Prometheus started")

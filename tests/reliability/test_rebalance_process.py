@@ -39,6 +39,7 @@ def policy(mode: str) -> dict[str, Any]:
             "mode": mode,
             "interval": 0.5,
             "sustain": 2,
+            "margin": 3,  # a clearly better node moves a pod (the shipped 10: filtered only)
             "leaseNamespace": "decice-system",
             "leaseDuration": 4,
             "renewDeadline": 3,

@@ -107,14 +107,15 @@ def _spec(pod: Pod) -> PodSpec:
 def place_like_kube_scheduler(history: ClusterHistory, rng: random.Random) -> None:
     """Bind every pod without a node the way kube-scheduler's default profile would, as
     the simulation models it (extender.simulation.scheduler.KubeScheduler: NodeResourcesFit,
-    BalancedAllocation, PodTopologySpread): in creation order, with the pods that ended
+    BalancedAllocation, PodTopologySpread): in creation order (pods created in the same
+    second in the replay's order, by namespace and name), with the pods that ended
     before each one gone; a pod that fits nowhere stays Pending. Pods that name a node keep
     it, counted in the scheduler's cache."""
     scheduler = KubeScheduler(rng)
     for n in history.nodes:
         scheduler.add_node(NodeSpec(n.name, round(n.cores), n.memory))
     running: list[Pod] = []
-    for pod in sorted(history.pods, key=lambda p: (p.created, p.name)):
+    for pod in sorted(history.pods, key=lambda p: (p.created, p.namespace, p.name)):
         for gone in [p for p in running if p.end is not None and p.end <= pod.created]:
             running.remove(gone)
             assert gone.node is not None

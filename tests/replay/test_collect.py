@@ -189,3 +189,68 @@ def test_too_large_before_any_fine_query() -> None:
     with pytest.raises(problems.TooLarge):
         run(source, max_memory=1024.0)
     assert not [a for a in source.asked if a[3] == STEP]
+
+
+def without(routes: dict[str, list[dict[str, Any]]], route: str, label: str) -> None:
+    """The route's series as a relabeling that drops `label` leaves them."""
+    routes[route] = [
+        {**s, "metric": {k: v for k, v in s["metric"].items() if k != label}} for s in routes[route]
+    ]
+
+
+def test_pod_series_without_uid_are_named_with_the_release_that_adds_it() -> None:
+    routes = healthy()
+    for route in ("kube_pod_created", "kube_pod_container_resource_requests"):
+        without(routes, route, "uid")
+    with pytest.raises(problems.MissingSeries) as caught:
+        run(FakeSource(routes))
+    lines = str(caught.value).splitlines()
+    assert lines[0].startswith("series without a label the replay keys on, between ")
+    assert lines[1].startswith(
+        "  no uid label on any series of kube_pod_created, kube_pod_container_resource_requests:"
+        " pods are told apart by namespace, pod and uid; kube-state-metrics puts uid on every "
+        "pod series from v2.1 on"
+    )
+    assert len(lines) == 2  # nothing else is named: kube_pod_created is there
+
+
+def test_a_label_some_series_lack_is_named_too() -> None:
+    routes = healthy()
+    pod = {"namespace": "shop", "pod": "web-2"}  # one series without its uid
+    routes["kube_pod_info"].append(matrix({**pod, "node": "n1"}, every(300, 1, FROM + 600)))
+    with pytest.raises(
+        problems.MissingSeries, match="no uid label on some series of kube_pod_info:"
+    ):
+        run(FakeSource(routes))
+
+
+def test_kube_pod_info_without_node_is_named() -> None:
+    routes = healthy()
+    without(routes, "kube_pod_info", "node")
+    with pytest.raises(problems.MissingSeries) as caught:
+        run(FakeSource(routes))
+    assert "  no node label on any series of kube_pod_info: which node (on kube_pod_info: " in str(
+        caught.value
+    )
+
+
+def test_allocatable_without_node_is_named_once() -> None:
+    routes = healthy()
+    without(routes, "kube_node_status_allocatable", "node")
+    with pytest.raises(problems.MissingSeries) as caught:
+        run(FakeSource(routes))
+    text = str(caught.value)
+    assert "  no node label on any series of kube_node_status_allocatable: which node" in text
+    assert "kube_node_status_allocatable (" not in text  # not also called missing
+
+
+def test_a_cpu_query_whose_series_name_no_node() -> None:
+    routes = healthy()
+    routes["node_cpu_ratio"] = [matrix({"instance": "10.0.0.1:9100"}, every(STEP, 0.5))]
+    with pytest.raises(problems.MissingSeries) as caught:
+        run(FakeSource(routes))
+    assert str(caught.value) == (
+        "the policy's cpu query answers series that name no node by prometheus.nodeLabel "
+        '(node), e.g. {instance="10.0.0.1:9100"}: keep the label in the query (e.g. '
+        "max by (node) (...)), or set prometheus.nodeLabel to the label naming nodes"
+    )

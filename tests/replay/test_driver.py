@@ -5,6 +5,7 @@ kube-scheduler's cache, waiting pods are retried, nodes join and leave."""
 from __future__ import annotations
 
 from array import array
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,26 @@ def test_rows_on_two_cores_are_the_rows_on_one() -> None:
         assert one[name].placements == two[name].placements
     assert seen[-1] == 1.0
     assert list(cpu) != [] and set(cpu) == set(two) and all(v > 0 for v in cpu.values())
+
+
+def test_ours_as_shipped_moves_its_pods_off_a_node_the_load_moved_onto() -> None:
+    """Unseen work moves from b to a at step 30, where our pods of a Deployment run: the
+    rebalancer (the shipped policy evicts) moves them to b, each successor using what its
+    pod had left, so a's CPU drops back; kube-scheduler's row moves nothing."""
+
+    def moving(name: str, before: float, after: float) -> ReplayNode:
+        busy = array("d", [4 * (before if k < 30 else after) for k in range(STEPS)])
+        return ReplayNode(name, 4, 16 * 2**30, 110, 0, STEPS - 1, busy)
+
+    web = [
+        replace(pod(f"web-{i}", "a", at(11 + i), usage=[0.5] * 40), workload="deployment shop/web")
+        for i in range(3)
+    ]
+    history = History(GRID, {"a": moving("a", 0.2, 0.85), "b": moving("b", 0.85, 0.2)}, web)
+    ours = run(history, DECICE)
+    assert set(ours.placements[p.uid] for p in web) == {"a"}
+    assert ours.metrics.moved > 0
+    moved = {uid: node for uid, node in ours.placements.items() if "~" in uid}
+    assert len(moved) == ours.metrics.moved and set(moved.values()) == {"b"}
+    assert cpu_at(ours, 50) < cpu_at(run(history, KUBE_SCHEDULER), 50)
+    assert run(history, KUBE_SCHEDULER).metrics.moved == 0

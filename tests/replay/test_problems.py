@@ -83,3 +83,25 @@ def test_missing_names_each_series_with_what_records_it() -> None:
         "on by default)",
         "  my_rule (node CPU): recorded by not a kube-prometheus-stack series: check the query",
     ]
+
+
+def test_missing_labels_come_first_grouped_by_label() -> None:
+    lacking = [
+        ("kube_pod_created", "uid", True),
+        ("kube_pod_info", "uid", False),
+        ("kube_pod_container_resource_requests", "uid", True),
+        ("kube_pod_info", "node", True),
+    ]
+    text = str(missing([("my_rule", "node CPU")], 0.0, DAY, lacking))
+    lines = text.splitlines()
+    assert lines[0] == (
+        "series without a label the replay keys on, between 1970-01-01T00:00Z and "
+        "1970-01-02T00:00Z:"
+    )
+    assert lines[1].startswith(
+        "  no uid label on any series of kube_pod_created, kube_pod_container_resource_requests: "
+    )
+    assert lines[2].startswith("  no uid label on some series of kube_pod_info: ")
+    assert lines[3].startswith("  no node label on any series of kube_pod_info: which node")
+    assert lines[4] == "series missing between 1970-01-01T00:00Z and 1970-01-02T00:00Z:"
+    assert lines[5].startswith("  my_rule (node CPU): ")

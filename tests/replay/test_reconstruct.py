@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from extender.replay.facts import Trace
+from extender.replay.facts import Facts, Trace
 from extender.replay.model import Role
 from extender.replay.reconstruct import (
     NON_ZERO_CPU,
@@ -17,7 +17,7 @@ from extender.replay.reconstruct import (
     reconstruct,
     use_step,
 )
-from tests.replay.series import Cluster, at
+from tests.replay.series import STEP, WINDOW, Cluster, at, grid, matrix
 
 
 def steady(value: float) -> Callable[[int], float | None]:
@@ -198,3 +198,38 @@ def test_filled() -> None:
     nan = math.nan
     assert list(filled([nan, nan, 1.0, nan, 3.0, nan])) == [1.0, 1.0, 1.0, 1.0, 3.0, 3.0]
     assert list(filled([nan, nan])) == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("created", "windows", "end"),
+    [
+        # There since step 12; its series ends 4 scrapes into the window (600 s, 900 s].
+        (at(12), [(at(20), 10), (at(30), 4)], at(24)),
+        # Created and bound at step 21, inside its only window: 3 scrapes after its bind.
+        (at(21), [(at(30), 3)], at(24)),
+    ],
+)
+def test_a_deletion_no_scrape_caught_ends_where_its_samples_do(
+    created: float, windows: list[tuple[float, float]], end: float
+) -> None:
+    facts = Facts(grid(), WINDOW, scrape=STEP)
+    labels = {"namespace": "shop", "pod": "web-1", "uid": "u1"}
+    facts.fold_pod_info([matrix({**labels, "node": "node-a"}, windows)])
+    for what in ("created", "started"):
+        facts.fold_time(what, [matrix(labels, [(at(30), created)])])
+    (pod,) = reconstruct(facts, Selection()).pods
+    assert (pod.arrival, pod.end) == (created, end)
+
+
+def test_a_pod_gone_in_the_window_that_reaches_past_the_range_is_not_still_there() -> None:
+    facts = Facts(grid(steps=35), WINDOW, scrape=STEP)  # the window (30, 40] holds its end
+    labels = {"namespace": "shop", "pod": "web-1", "uid": "u1"}
+    facts.fold_pod_info([matrix({**labels, "node": "node-a"}, [(at(30), 10), (at(40), 2)])])
+    for what in ("created", "started"):
+        facts.fold_time(what, [matrix(labels, [(at(40), at(12))])])
+    facts.fold_pod_info([matrix({**labels, "pod": "web-2", "uid": "u2", "node": "node-a"},
+                                [(at(30), 10), (at(40), 4)])])  # fmt: skip
+    for what in ("created", "started"):
+        facts.fold_time(what, [matrix({**labels, "pod": "web-2", "uid": "u2"}, [(at(40), at(12))])])
+    ends = {p.name: p.end for p in reconstruct(facts, Selection()).pods}
+    assert ends == {"web-1": at(32), "web-2": at(35)}  # web-2 ran to the range's end

@@ -1,13 +1,14 @@
 """Shadow mode (`build_shadow`) against the loopback API server: placements
 another scheduler makes are judged from the pod watch, counted in /metrics, summed up at
-/shadow, explained at /explain; it writes nothing; its memory stays bounded over 100,000
-assignments."""
+/shadow, explained at /explain, and watched for exceedance over the refreshes after them;
+it writes nothing; its memory stays bounded over 100,000 assignments."""
 
 from __future__ import annotations
 
 import datetime
 import gc
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,14 @@ README_REPORT = """placements judged: 3 (the last 3 below)
     decice: cpu above 0.9                      33.3 % (1)
   onto nodes over the cpu threshold            33.3 %
   median score gap (our best - chosen, 0..10)  3
-nodes most often chosen against our advice: node-c (1)"""
+nodes most often chosen against our advice: node-c (1)
+exceedance: the chosen node over the threshold (cpu above 0.9) within 5 min after, since the start
+  on our best node                   0.0 % (0 of 1)
+  in our top 3 (not the best)        0.0 % (0 of 1)
+  on another node our filter passes  - (0 of 0)
+  on a node our filter rejects       100.0 % (1 of 1)
+  all placements                     33.3 % (1 of 3)
+  not counted: 0 in their window still, 0 with no fresh data in it, 0 let go (over shadow.keep)"""
 VALUES = {"node-a": {"cpu": 0.1}, "node-b": {"cpu": 0.5}, "node-c": {"cpu": 0.95}}
 
 
@@ -62,9 +70,20 @@ def api() -> Iterator[FakeKubeAPI]:
 
 
 @pytest.fixture
-def shadow(api: FakeKubeAPI) -> Iterator[tuple[Service, TestClient]]:
+def clock() -> list[float]:
+    """The shadow's clock, moved by the test (the pod watch's and the refresher's)."""
+    return [time.time()]
+
+
+@pytest.fixture
+def shadow(api: FakeKubeAPI, clock: list[float]) -> Iterator[tuple[Service, TestClient]]:
     kube = KubeClient(client_for(api), timeout=2, retries=0)
-    service = build_shadow(make_settings(**policy()), provider=StaticProvider(VALUES), kube=kube)
+    service = build_shadow(
+        make_settings(**policy()),
+        provider=StaticProvider(VALUES),
+        kube=kube,
+        clock=lambda: clock[0],
+    )
     with TestClient(service.app) as client:
         wait_until(
             lambda: all(i.status.watching for i in service.informers), 30, "the watches are up"
@@ -73,7 +92,7 @@ def shadow(api: FakeKubeAPI) -> Iterator[tuple[Service, TestClient]]:
 
 
 def test_placements_of_another_scheduler_are_judged_and_nothing_is_written(
-    api: FakeKubeAPI, shadow: tuple[Service, TestClient]
+    api: FakeKubeAPI, shadow: tuple[Service, TestClient], clock: list[float]
 ) -> None:
     service, client = shadow
     assert service.shadow is not None
@@ -92,8 +111,25 @@ def test_placements_of_another_scheduler_are_judged_and_nothing_is_written(
     assert rejected in metrics
     assert 'decice_shadow_score_gap_bucket{le="0.0",policy="default"} 1.0' in metrics
 
+    # The refreshes after the placements: node-c, over the threshold, exceeded at once;
+    # node-a and node-b stayed under it until their windows closed.
+    for later in (15, 301):
+        clock[0] += later
+        client.portal.call(service.refresher.refresh_once)  # type: ignore[union-attr]
+    metrics = client.get("/metrics").text
+    for verdict, outcome, count in (
+        ("rejected", "exceeded", 1),
+        ("best", "under", 1),
+        ("top3", "under", 1),
+        ("best", "exceeded", 0),
+        ("other", "dropped", 0),
+    ):
+        labels = f'outcome="{outcome}",policy="default",verdict="{verdict}"'
+        assert f"decice_shadow_exceedance_total{{{labels}}} {count}.0" in metrics
+
     summary = client.get("/shadow").json()
     assert summary["verdicts"] == {"best": 1, "top3": 1, "other": 0, "rejected": 1}
+    assert summary["exceedance"]["overall"] == {"judged": 3, "exceeded": 1, "share": 0.3333}
     assert summary["over"] == {"cpu": round(1 / 3, 4)}  # node-c, over the 0.9 threshold
     assert summary["againstAdvice"] == [{"node": "node-c", "placements": 1}]
     text = report_text(summary)
@@ -105,6 +141,9 @@ def test_placements_of_another_scheduler_are_judged_and_nothing_is_written(
     assert explained["shadow"]["verdict"] == "rejected"
     assert explained["shadow"]["ourBest"] == "node-a"
     assert explained["shadow"]["scheduler"] == "default-scheduler"
+    exceedance = explained["shadow"]["exceedance"]
+    assert exceedance["outcome"] == "exceeded" and exceedance["value"] == 0.95
+    assert exceedance["threshold"] == "cpu above 0.9"
     assert client.post("/filter", content=b"{}").status_code in (404, 405)  # no verbs
     # Read-only: lists and watches, nothing else.
     assert {r.method for r in api.requests} == {"GET"}
@@ -177,6 +216,7 @@ def test_memory_stays_bounded_over_100000_assignments() -> None:
         clock[0] = now + i / 200  # 200 placements a second: 500 s in all
         if i % 3000 == 0:  # a refresh every 15 s
             engine.install(snapshot(clock[0]), None, clock[0])
+            observer.installed(engine.snapshot)
         handler("MODIFIED", pod_doc(i, names[i % 100], clock[0]))
         # Pods come and go: some 2,000 hold a node at a time (the pod watch's sieve keeps
         # the UIDs of the pods holding a node, cluster.podsieve: bounded by those).
@@ -189,6 +229,9 @@ def test_memory_stays_bounded_over_100000_assignments() -> None:
             sizes.append(resident_bytes())
     assert observer.log.seen == 100_000 and len(observer.log) == 2000
     assert len(observer._latest) <= 2000 and len(engine.pods) <= 2000
+    # 60,000 placements a 5-minute window: only the last 2,000 watched, the rest let go
+    assert len(observer.exceedances) == 2000 and observer.exceedances.waiting <= 2000
+    assert sum(observer.exceedances.counts.values()) + observer.exceedances.waiting == 100_000
     # After the rings filled, 60,000 more placements add no memory to speak of.
     assert sizes[1] - sizes[0] < 4_000_000, sizes
 

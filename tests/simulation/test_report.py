@@ -12,7 +12,7 @@ from extender.simulation.experiment import Plan, Runs
 from extender.simulation.profiles import DECICE, KOORDINATOR, KUBE_SCHEDULER, LVRB, TLP
 from extender.simulation.report import ROWS, build_report, render, to_json
 from extender.simulation.run import RunResult
-from extender.simulation.stats import Metrics, Recorder, percentile, pstdev
+from extender.simulation.stats import Metrics, PeakCalibration, Recorder, percentile, pstdev
 from extender.simulation.summary import spread
 from extender.simulation.targets import judge
 
@@ -73,11 +73,38 @@ def test_percentile_and_pstdev() -> None:
 def test_the_waits_are_minutes_of_the_pods_that_waited() -> None:
     recorder = Recorder(start=0.0, tick=15.0)
     none = recorder.metrics(unplaced=0, pods=10)
-    assert (none.wait_p95, none.wait_max) == (0.0, 0.0)
+    assert (none.wait_p95, none.wait_max, none.wait_minutes) == (0.0, 0.0, 0.0)
     waits = [60.0 * m for m in range(1, 21)]  # 1..20 minutes
-    some = recorder.metrics(unplaced=0, pods=30, waits=waits)
+    for w in waits:
+        recorder.waited(100.0, 100.0 + w)
+    some = recorder.metrics(unplaced=0, pods=30)
     assert some.wait_p95 == pytest.approx(percentile(waits, 95) / 60) == pytest.approx(19.05)
     assert some.wait_max == 20.0
+    assert some.wait_minutes == pytest.approx(sum(range(1, 21)))
+
+
+def test_pod_wait_minutes_count_the_measured_window_and_the_pods_never_placed() -> None:
+    recorder = Recorder(start=600.0, tick=15.0)
+    recorder.waited(0.0, 900.0)  # 15 minutes, 5 of them in the measured window
+    recorder.waited(0.0, 300.0)  # placed before the window: costs nothing there
+    recorder.waited(1200.0, 3000.0, placed=False)  # never placed: waited until the end
+    m = recorder.metrics(unplaced=1, pods=3)
+    assert m.wait_minutes == pytest.approx(5 + 30)
+    assert m.waited == 2 and m.wait_max == 15.0  # the unplaced one is not "placed after"
+
+
+def test_exceedance_is_the_share_of_placements_whose_node_went_hot_within_5_minutes() -> None:
+    recorder = Recorder(start=0.0, tick=15.0)
+    recorder.placed(0.0, 0.5, "a")  # a goes hot 4 minutes later: exceeded
+    recorder.placed(0.0, 0.5, "b")  # b goes hot 6 minutes later: not within the window
+    recorder.placed(0.0, 0.95, "c")  # placed onto a hot node: exceeded at once
+    recorder.placed(0.0, 0.5, "d")  # never hot
+    for t in range(0, 601, 15):
+        cpu = [0.95 if t == 240 else 0.5, 0.95 if t == 360 else 0.5, 0.95, 0.5]
+        recorder.record(float(t), cpu, cpu, ["a", "b", "c", "d"])
+    m = recorder.metrics(unplaced=0, pods=4)
+    assert m.exceedance == pytest.approx(2 / 4)
+    assert m.placed_on_hot == 1
 
 
 def test_halving_is_judged_on_the_means_in_every_scenario_but_uniform() -> None:
@@ -146,3 +173,37 @@ def test_render_and_json_carry_every_scheduler_metric_and_the_targets() -> None:
     assert doc["plan"]["pipeline"]["tick"] == 15 and doc["plan"]["seeds"] == [1, 2, 3]
     assert doc["plan"]["schedulers"][0] == KUBE_SCHEDULER
     assert {t["met"] for t in doc["targets"]} == {True, None}
+
+
+def test_ours_must_wait_no_longer_than_a_peer_that_waits_for_load() -> None:
+    """Fewer hot node-minutes bought with longer waits does not count: ours is judged
+    against Koordinator's pod-wait minutes (its filter turns pods away for load)."""
+    target = "skewed: no more pod-wait minutes than any peer that waits for load"
+
+    def waited(ours: float, koordinator: float) -> list[Runs]:
+        out = runs([100] * 3, [40] * 3, peers=50)
+        for r in out:
+            results = dict(r.results)
+            results[DECICE] = replace(
+                results[DECICE], metrics=replace(results[DECICE].metrics, wait_minutes=ours)
+            )
+            k = results[KOORDINATOR]
+            results[KOORDINATOR] = replace(k, metrics=replace(k.metrics, wait_minutes=koordinator))
+            out[out.index(r)] = Runs(r.seed, results)
+        return out
+
+    assert verdicts({"skewed": waited(100.0, 100.0)})[target] is True
+    assert verdicts({"skewed": waited(101.0, 100.0)})[target] is False
+    assert verdicts({"skewed": runs([100] * 3, [40] * 3)})[target] is None  # no peer run
+
+
+def test_a_peak_predictor_is_judged_by_how_often_it_is_exceeded_later() -> None:
+    """A (mean, sd) predicted at t is checked 5 minutes on: node a at 0.5 +- 0.1 is seen
+    at 0.65 (over 1 sd, under 2), b at 0.5 +- 0.1 at 0.95 (over all three); a node with
+    no spread is not judged, and nothing predicted reads -1."""
+    calibration = PeakCalibration()
+    assert calibration.shares() == (-1.0, -1.0, -1.0)
+    calibration.predicted(0.0, {"a": (0.5, 0.1), "b": (0.5, 0.1), "c": (0.5, 0.0)})
+    calibration.observe(285.0, ["a", "b", "c"], [0.99, 0.99, 0.99])  # not due yet
+    calibration.observe(300.0, ["a", "b", "c"], [0.65, 0.95, 0.99])
+    assert calibration.shares() == pytest.approx((1.0, 0.5, 0.5))

@@ -16,10 +16,12 @@ from extender.simulation.experiment import Plan, run_scenario
 from extender.simulation.ours import OurExtender
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.run import EPOCH, RunResult, simulate
+from extender.simulation.rebalance import successor
+from extender.simulation.run import DRAIN_SECONDS, RunResult, simulate
 from extender.simulation.scenarios import SCENARIOS, Background, Size
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Metrics
+from extender.simulation.workload import EPOCH
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
 TINY = Size(nodes=6, warmup=600.0, duration=1200.0, burst=30)
@@ -33,7 +35,8 @@ def shipped() -> Settings:
 def check_invariants(result: RunResult, pods: int) -> None:
     m = result.metrics
     assert m.pods == pods
-    assert len(result.placements) + len(result.unplaced) == pods
+    # A pod the rebalancer moved is placed twice: itself, then its successor.
+    assert len(result.placements) + len(result.unplaced) == pods + m.moved
     assert not set(result.placements) & result.unplaced
     assert m.unplaced == len(result.unplaced)
     assert result.overcommitted == 0
@@ -41,6 +44,9 @@ def check_invariants(result: RunResult, pods: int) -> None:
     assert m.demand_p95 <= m.demand_max and m.cpu_max <= m.demand_max + 1e-12
     assert 0.0 <= m.node_minutes_hot <= TINY.nodes * 2 * TINY.duration / 60
     assert result.bands and all(b.p50 <= b.p95 <= b.max for b in result.bands)
+    assert 0.0 <= m.exceedance <= 1.0
+    longest = (TINY.end + DRAIN_SECONDS) / 60
+    assert 0.0 <= m.wait_minutes <= (m.waited + m.unplaced) * longest
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -65,6 +71,12 @@ def test_a_tiny_run_keeps_its_invariants(shipped: Settings, name: str) -> None:
         "waited",
         "wait_p95",
         "wait_max",
+        "wait_minutes",
+        "moved",
+        "exceedance",
+        "peak_1sd",
+        "peak_2sd",
+        "peak_3sd",
     }
 
 
@@ -88,7 +100,7 @@ def test_a_full_cluster_makes_pods_wait_never_overcommits(shipped: Settings) -> 
         result = runs[name]
         assert result.overcommitted == 0
         assert result.metrics.unplaced > 0 and result.metrics.waited > 0
-        assert len(result.placements) + len(result.unplaced) == 300
+        assert len(result.placements) + len(result.unplaced) == 300 + result.metrics.moved
 
 
 def test_the_drain_places_the_last_waiters_and_measures_nothing(
@@ -157,3 +169,32 @@ def test_our_engine_sees_the_larger_of_the_rule_and_the_raw_rate(shipped: Settin
     simulate(scenario, KubeScheduler(random.Random(1), ours, name=DECICE), Pipeline())
     cpu = ours.engine.snapshot.metrics["cpu"].values
     assert cpu["node-000"] == pytest.approx(0.6)
+
+
+def test_the_rebalancer_moves_pods_only_when_the_policy_evicts(shipped: Settings) -> None:
+    """The shipped policy evicts: in moving-load, where busy work lands on nodes with pods
+    of ours, it moves some, each replaced by a successor that is scheduled anew; in
+    dry-run nothing moves (the same placements as no rebalancer at all)."""
+    plan = Plan(scenarios=("moving-load",), size=TINY, schedulers=(DECICE,))
+    evicting = run_scenario(shipped, plan, "moving-load", 1).ours
+    assert shipped.rebalance.mode == "evict" and evicting.metrics.moved > 0
+    successors = [uid for uid in evicting.placements if "~" in uid]
+    assert (
+        len(successors) + len([u for u in evicting.unplaced if "~" in u]) == evicting.metrics.moved
+    )
+    rules = shipped.rebalance.model_copy(update={"mode": "dry-run"})
+    dry = shipped.model_copy(update={"rebalance": rules})
+    still = run_scenario(dry, plan, "moving-load", 1).ours
+    assert still.metrics.moved == 0 and not [u for u in still.placements if "~" in u]
+
+
+def test_a_successor_runs_what_its_pod_had_left() -> None:
+    pod = SCENARIOS["uniform"](1, TINY).pods[0]
+    after = successor(pod, left=120.0, now=900.0, generation=3)
+    assert (after.uid, after.arrival, after.duration) == (f"{pod.uid}~3", 900.0, 120.0)
+    assert (after.usage, after.workload, after.cpu_milli) == (
+        pod.usage,
+        pod.workload,
+        pod.cpu_milli,
+    )
+    assert successor(after, left=5.0, now=950.0, generation=4).uid == f"{pod.uid}~4"

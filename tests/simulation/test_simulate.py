@@ -48,7 +48,7 @@ def test_quick_prints_the_table_and_writes_the_json(
     assert doc["plan"]["schedulers"] == list(SCHEDULERS)
     assert set(doc["scenarios"]["burst"]["schedulers"]) == set(SCHEDULERS)
     # per scenario: no more than the peers; halved but uniform; uniform; nobody left behind
-    assert len(doc["targets"]) == 2 * len(SCENARIOS) + 1
+    assert len(doc["targets"]) == 3 * len(SCENARIOS) + 1
     assert doc["plan"]["maxHosts"] == 0
 
 

@@ -117,12 +117,35 @@ class Story:
         self.protected: set[str] = set()
         """Names of pods a rule protects from eviction (bare, guarded by a budget, ...)."""
         self.quiet_p99: dict[str, float] = {}
+        self.api_learned_in: float | None = None
+        """With the API server late: seconds from its coming back to both services
+        knowing the nodes."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def start(self) -> Story:
+    def start(self, api_late: float | None = None) -> Story:
+        """Both services until ready; with `api_late`, started while the API server is away,
+        which comes back that many seconds after their first lists failed."""
+        if api_late is not None:
+            self.api.go_away()
         self.extender.start()
         self.rebalancer.start()
+        if api_late is not None:
+            both = (self.extender, self.rebalancer)
+            wait_until(
+                lambda: all("first list failed" in s.stderr() for s in both),
+                30,
+                "both services' first lists failed",
+            )
+            time.sleep(api_late)  # how late the API server is: the story's delay
+            self.api.come_back()
+            back = time.monotonic()
+            wait_until(
+                lambda: all(self.readyz(s).get("nodeCacheSynced") for s in both),
+                5,
+                "both services know the nodes",
+            )
+            self.api_learned_in = round(time.monotonic() - back, 2)
         self.wait_ready(self.extender)
         self.wait_ready(self.rebalancer)
         self.quiet_p99 = self._quiet()
@@ -291,10 +314,10 @@ def story_factory(
 ) -> Iterator[Any]:
     stories: list[Story] = []
 
-    def make(loads: dict[str, float]) -> Story:
+    def make(loads: dict[str, float], api_late: float | None = None) -> Story:
         story = Story(kube_api, exporter, prometheus, tmp_path, loads)
         stories.append(story)
-        return story.start()
+        return story.start(api_late)
 
     yield make
     for story in stories:

@@ -36,7 +36,7 @@ the default plugins.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from extender.simulation.framework import Feeds, Plugin
 from extender.simulation.peers.loadwatcher import LoadWatcher, NodeLoad, WatcherMetrics
@@ -178,9 +178,19 @@ class LoadVariationRiskBalancing(Plugin):
         self._cache: dict[tuple[int, int], dict[str, int]] = {}
         """(cpu, memory) requested -> node -> score, for the metrics collected last."""
         self._cached_for: WatcherMetrics | None = None
+        self._predicted: WatcherMetrics | None = None
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         self.watcher.observe(t, now, feeds.prometheus, list(feeds.nodes))
+
+    def take_predictions(self) -> Mapping[str, tuple[float, float]]:
+        """Its mu and sigma of node CPU (load-watcher's 15-minute mean and deviation), when
+        the collector copied new ones."""
+        metrics = self.watcher.collected
+        if metrics is None or metrics is self._predicted:
+            return {}
+        self._predicted = metrics
+        return {n: (h.cpu_avg / 100, h.cpu_std / 100) for n, h in metrics.hosts.items()}
 
     def score(self, pod: PodSpec, nodes: Sequence[NodeRequests], now: float) -> list[int] | None:
         metrics = self.watcher.collected

@@ -261,6 +261,13 @@ extenders:
     httpTimeout: {{ $ext.httpTimeout }}
 {{- end }}
 
+{{/* The rebalancer: rebalancer.enabled, or (null, the default) on with mode: extender and
+off with mode: shadow (a shadow release changes nothing). */}}
+{{- define "decice-extender.rebalancerEnabled" -}}
+{{- $enabled := .Values.rebalancer.enabled }}
+{{- if or (eq (toString $enabled) "true") (and (kindIs "invalid" $enabled) (not (include "decice-extender.shadow" .))) }}true{{ end }}
+{{- end }}
+
 {{/*
 The rebalancer (rebalancer.enabled): its own name, labels and ServiceAccount. Its
 app.kubernetes.io/name differs from the extender's, so neither the extender's Deployment

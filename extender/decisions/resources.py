@@ -1,0 +1,187 @@
+"""A pod's resource requests as kube-scheduler counts them: the CPU quantity grammar and
+the one CPU-request rule the filter path, the pod watch and the API path share
+(component-helpers `resource.PodRequests`: containers, init containers and sidecars,
+pod-level resources, overhead, and in-place resizes through the pod's status). Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Any
+
+
+class PodError(ValueError):
+    """A v1.Pod that cannot be read; the message names the field."""
+
+
+# resource.Quantity: a signed decimal, then a binary or decimal SI suffix or an exponent.
+_QUANTITY = re.compile(
+    r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?", re.ASCII
+)
+_SUFFIX = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+}
+
+
+@lru_cache(maxsize=1024)
+def cpu_cores(quantity: str) -> float | None:
+    """A Kubernetes CPU quantity ("500m", "2", "1.5", "5e-1") in cores; None when malformed,
+    negative or beyond a float (the API server refuses those, so such a value was never a
+    real request).
+
+    Parsed here rather than by `kubernetes.utils.parse_quantity`: this is the API server's
+    grammar (the library also takes "1 m" and "1_000"), it costs the same
+    (tests/benchmarks/quantities.py), and decisions may not import the Kubernetes client."""
+    match = _QUANTITY.fullmatch(quantity.strip())
+    if match is None:
+        return None
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** int(suffix[1:])
+        value = Decimal(number) * scale
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+    if value < 0 or not value.is_finite():
+        return None
+    cores = float(value)
+    return cores if math.isfinite(cores) else None
+
+
+def _cpu_in(resource_list: Any) -> float | None:
+    """`cpu` of a ResourceList (`{"cpu": "500m", ...}`) in cores; None when absent or not a
+    quantity."""
+    cpu = resource_list.get("cpu") if isinstance(resource_list, dict) else None
+    if isinstance(cpu, bool):
+        return None
+    if isinstance(cpu, (int, float)):
+        cpu = str(cpu)
+    return cpu_cores(cpu) if isinstance(cpu, str) else None
+
+
+def _cpu_of(resources: Any) -> float | None:
+    """`resources.requests.cpu` in cores; None when absent or not a quantity."""
+    return _cpu_in(resources.get("requests") if isinstance(resources, dict) else None)
+
+
+def _containers(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodError(f"{where}: must be a list")
+    return value
+
+
+def _resources(container: Any) -> Any:
+    return container.get("resources") if isinstance(container, dict) else None
+
+
+def _most(*values: float | None) -> float | None:
+    """The largest of the values given (None: no value at all), as the API helpers'
+    `max` of ResourceLists keeps a resource only some of them name."""
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+class _Statuses:
+    """What a pod's status says of its containers' resources after in-place resizes
+    (KEP-1287, GA in v1.35): for each container the kubelet reports, the requests it
+    runs with (`resources`) and those allocated to it (`allocatedResources`)."""
+
+    def __init__(self, status: Any) -> None:
+        self.by_name: dict[str, Any] = {}
+        if not isinstance(status, dict):
+            status = {}
+        for key in ("containerStatuses", "initContainerStatuses"):
+            found = status.get(key)
+            for cs in found if isinstance(found, list) else ():
+                if isinstance(cs, dict) and isinstance(cs.get("name"), str):
+                    self.by_name[cs["name"]] = cs
+        self.infeasible = _resize_infeasible(status)
+
+    def cpu(self, container: Any) -> float | None:
+        """The container's CPU request as the scheduler counts a pod on its node
+        (component-helpers `determineContainerReqs`): the largest of what its spec asks, what
+        it runs with and what is allocated; a resize the node cannot take (condition
+        PodResizePending, reason Infeasible) counts only what runs and is allocated."""
+        asked = _cpu_of(_resources(container))
+        name = container.get("name") if isinstance(container, dict) else None
+        cs = self.by_name.get(name) if isinstance(name, str) else None
+        if cs is None or not isinstance(cs.get("resources"), dict):
+            return asked  # the kubelet reported no resources for it: the spec counts
+        running = _cpu_of(cs["resources"])
+        allocated = _cpu_in(cs.get("allocatedResources"))
+        if self.infeasible:
+            return _most(running, allocated)
+        return _most(asked, running, allocated)
+
+
+def _resize_infeasible(status: dict[str, Any]) -> bool:
+    """The first PodResizePending condition says Infeasible (component-helpers
+    `IsPodResizeInfeasible`; the older `status.resize` field is no longer read there)."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == "PodResizePending":
+            return condition.get("reason") == "Infeasible"
+    return False
+
+
+def cpu_request(
+    spec: Mapping[str, Any], where: str = "spec", *, status: Any = None
+) -> float | None:
+    """The pod's effective CPU request in cores, by the scheduler's rule (component-helpers
+    `resource.PodRequests`, as kube-scheduler's NodeInfo counts a pod on its node): the
+    containers' sum, at least the largest init container (sidecars, `restartPolicy:
+    Always`, run beside the ones after them), pod-level `resources.requests.cpu` in their
+    place when set (KEP-2837), plus `overhead`. With `status` (a pod on its node), each
+    container counts what in-place resizes left it (`_Statuses.cpu`). None when no part
+    names a CPU request.
+
+    Upstream: kubernetes staging/src/k8s.io/component-helpers/resource/helpers.go
+    (PodRequests, AggregateContainerRequests, determineContainerReqs)."""
+    statuses = _Statuses(status)
+    seen = False
+    pod_level = _cpu_of(spec.get("resources"))
+    total = 0.0
+    for c in _containers(spec.get("containers"), f"{where}.containers"):
+        cpu = statuses.cpu(c)
+        if cpu is not None:
+            seen = True
+            total += cpu
+    sidecars = 0.0
+    init_peak = 0.0
+    for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
+        sidecar = isinstance(c, dict) and c.get("restartPolicy") == "Always"
+        # Only sidecars keep running, so only their resizes count.
+        cpu = statuses.cpu(c) if sidecar else _cpu_of(_resources(c))
+        if cpu is not None:
+            seen = True
+        amount = cpu or 0.0
+        if sidecar:
+            total += amount
+            sidecars += amount
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, amount + sidecars)
+    total = max(total, init_peak)
+    if pod_level is not None:
+        seen, total = True, pod_level
+    overhead = spec.get("overhead")
+    extra = overhead.get("cpu") if isinstance(overhead, dict) else None
+    extra_cores = cpu_cores(extra) if isinstance(extra, str) else None
+    if extra_cores is not None:
+        seen, total = True, total + extra_cores
+    return total if seen else None
