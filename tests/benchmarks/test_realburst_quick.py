@@ -81,8 +81,12 @@ def test_realburst_quick_binds_every_pod_and_writes_every_key(tmp_path: Path) ->
         assert {"kube-scheduler", "kube-apiserver", "etcd", "extender"} <= set(row["cpu_s"])
         requests = row["extender_requests"]
         if row["variant"].startswith("ours-"):
-            assert requests["filter"] >= pods and requests["prioritize"] >= pods
+            assert requests["filter"] >= pods
             assert requests["bind"] == (pods if row["variant"] == "ours-bind" else 0)
+        if row["variant"] == "ours-bind":
+            assert requests["prioritize"] >= pods
+        # ours-nobind: while the pods it counts are not seen bound, the filter passes one
+        # node, and kube-scheduler skips scoring a single feasible node
 
     assert list(data["summary"]) == list(VARIANTS)
     for cells in data["summary"].values():

@@ -33,6 +33,11 @@ EXTENDER_NEEDS = [
 #: What the shadow's account may do: read, nothing else.
 SHADOW_NEEDS = [("", "pods", "watch"), ("", "nodes", "list")]
 SHADOW_REFUSED = [("", "pods/binding", "create"), ("", "pods", "patch")]
+#: What the rebalancer's account needs (it ships on beside the extender, evicting).
+REBALANCER_NEEDS = [
+    ("", "pods", "list"), ("", "pods/eviction", "create"),
+    ("policy", "poddisruptionbudgets", "list"), ("coordination.k8s.io", "leases", "create"),
+]  # fmt: skip
 
 #: Stand-ins for the Prometheus Operator's CRDs: the same group, version and kinds, any
 #: content (the real ones validate the objects; tests/deploy checks their fields).
@@ -98,10 +103,21 @@ def test_every_values_file_installs_under_its_own_rbac(
     with released(control_plane, values) as (name, release):
         assert release["status"] == "deployed", release
         assert not kinds(release) & {"ServiceMonitor", "PrometheusRule"}  # no operator here
-        [deployment] = kube.get(f"/apis/apps/v1/namespaces/{name}/deployments")["items"]
+        deployments = {
+            d["metadata"]["name"]: d
+            for d in kube.get(f"/apis/apps/v1/namespaces/{name}/deployments")["items"]
+        }
+        shadow = values.get("mode") == "shadow"
+        moving = [n for n in deployments if n.endswith("-rebalancer")]
+        assert len(moving) == (0 if shadow else 1), sorted(deployments)  # on unless shadow
+        rebalancer = deployments.pop(moving[0]) if moving else None
+        if rebalancer is not None:
+            moves = rebalancer["spec"]["template"]["spec"]["serviceAccountName"]
+            for group, resource, verb in REBALANCER_NEEDS:
+                assert allowed(kube, moves, name, group, resource, verb), (resource, verb)
+        [deployment] = deployments.values()
         spec = deployment["spec"]["template"]["spec"]
         account = spec["serviceAccountName"]
-        shadow = values.get("mode") == "shadow"
         for group, resource, verb in SHADOW_NEEDS if shadow else EXTENDER_NEEDS:
             assert allowed(kube, account, name, group, resource, verb), (resource, verb)
         for group, resource, verb in SHADOW_REFUSED if shadow else []:
@@ -161,7 +177,10 @@ def test_the_operator_objects_come_once_the_cluster_serves_their_api(
             assert kinds(release) >= {"ServiceMonitor", "PrometheusRule"}
             assert "Not created" not in release["notes"]
             path = f"/apis/monitoring.coreos.com/v1/namespaces/{name}/servicemonitors"
-            [monitor] = kube.get(path)["items"]
+            monitors = {m["metadata"]["name"]: m for m in kube.get(path)["items"]}
+            [moves] = [n for n in monitors if n.endswith("-rebalancer")]  # it ships on
+            monitors.pop(moves)
+            [monitor] = monitors.values()
             ports = [e["port"] for e in monitor["spec"]["endpoints"]]
             assert ports == ["http-metrics", "https-metrics"]
     finally:
