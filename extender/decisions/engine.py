@@ -11,6 +11,7 @@ from collections.abc import Mapping, Set
 from itertools import filterfalse
 
 from extender.decisions.estimate import MEASURED
+from extender.decisions.headroom import fit_rule
 from extender.decisions.held import HeldPods
 from extender.decisions.herd import data_time, unshown_share
 from extender.decisions.model import (
@@ -22,7 +23,6 @@ from extender.decisions.model import (
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
 from extender.decisions.preemption import ShownUse, passing_after_victims
 from extender.decisions.readiness import readiness
-from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import (
     has_candidates_metric,
     score_candidates,

@@ -33,8 +33,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from extender.decisions.headroom import fit_rule
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.rooms import fit_rule
 from extender.decisions.shadow import VERDICTS, Verdict
 from extender.policy.policies import Policy
 

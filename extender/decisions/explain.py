@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from extender.decisions.headroom import fit_rule
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodMemo
-from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import evaluate_node, normalise_range, range_score, score_candidates
 from extender.policy.policies import MetricSettings, Policy
 from extender.policy.settings import Settings
@@ -94,7 +94,7 @@ def explain_nodes(
 def too_small_marked(
     rows: list[Document], rejected: AbstractSet[NodeName], policy: Policy
 ) -> list[Document]:
-    """The rows with the nodes the decision turned away for the pod's size (rooms.py: they
+    """The rows with the nodes the decision turned away for the pod's size (headroom.py: they
     pass the table, so their own evaluation says passed) marked as such."""
     rule = fit_rule(policy)
     if rule is None or not rejected:

@@ -11,11 +11,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from extender.decisions.estimate import Expectation, expected_cores, expected_use, usage_fresh
+from extender.decisions.headroom import Sizes, fit_rule, overflow_node, tight_nodes
 from extender.decisions.herd import HerdLedger, Reservation, data_time
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.peaks import NodePeaks
 from extender.decisions.pods import PodFacts
-from extender.decisions.rooms import Sizes, fit_rule, overflow_node, tight_nodes
 from extender.decisions.scoring import evaluate_node
 from extender.decisions.table import Table
 from extender.policy.policies import Policy
@@ -137,9 +137,9 @@ class HerdGuard:
         snapshot: Snapshot,
         now: float,
     ) -> tuple[set[NodeName], float]:
-        """The asked nodes too small for `pod` (rooms.tight_nodes) and the cores it needs."""
+        """The asked nodes too small for `pod` (headroom.tight_nodes) and the cores it needs."""
         rule, guard = fit_rule(policy), self._settings.herd_guard
-        if table.rooms is None or rule is None or not guard.fit:
+        if table.headroom is None or rule is None or not guard.fit:
             return set(), 0.0
         needs = expected_cores(
             pod.namespace,
@@ -150,7 +150,7 @@ class HerdGuard:
             guard,
             now,
         )
-        return tight_nodes(table.rooms, needs, names, failed), needs
+        return tight_nodes(table.headroom, needs, names, failed), needs
 
     def overflow(
         self,

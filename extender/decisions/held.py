@@ -126,7 +126,7 @@ class HeldPods(DecisionState):
         return held is not None and held.source == EXPECTED and self.release(uid, now)
 
     def expire_tentative(self, now: float) -> None:
-        """Free the rooms of tentative nominations the pod watch never confirmed, and of
+        """Free the headroom held by tentative nominations the pod watch never confirmed, and by
         expectations no bind followed. O(1) while there are none (the verbs call it)."""
         expected = self._expected
         while expected:

@@ -175,7 +175,7 @@ class PodMemo:
     policy: Policy | None = None
     """The policy that decided (None: the pod named one that does not exist)."""
     room_wait_since: float | None = None
-    """Since when the pod has fitted on no node it was offered (rooms.py), while it does."""
+    """Since when the pod has fitted on no node it was offered (headroom.py), while it does."""
     shortlisted: int | None = None
     """How many nodes the filter passed when it passed only our best (decisions.shortlist)."""
     expected: str = ""

@@ -11,11 +11,11 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
 from extender.decisions.guard import HerdGuard
+from extender.decisions.headroom import Sizes
 from extender.decisions.herd import Reservation
 from extender.decisions.model import NodeInventory, NodeName, Snapshot
 from extender.decisions.nodes import remap_nodes
 from extender.decisions.pods import PodFacts, PodMemory, Preemptions
-from extender.decisions.rooms import Sizes
 from extender.decisions.scoring import stale_metrics
 from extender.decisions.table import PolicyTables, Table, build_table
 from extender.decisions.turnedaway import TurnedAway, TurnedAwayPods
@@ -113,7 +113,7 @@ class DecisionState:
 
     @property
     def sizes(self) -> Sizes:
-        """The nodes' cores as the node watch told them (for the rooms' index); a node it
+        """The nodes' cores as the node watch told them (for the headroom index); a node it
         has not told of is of unknown size once sizes are watched (`watch_sizes`)."""
         default = None if self._sizes_watched else self.settings.herd_guard.default_node_cores
         return Sizes(self._herd.node_cores, default)
@@ -194,8 +194,8 @@ class DecisionState:
         and a pod of another policy that still fails is simply turned away again."""
         if self.turned_away is None or not len(self.turned_away):
             return []
-        table, rooms = self.table(now), self.table(now).rooms
-        room, most = (rooms.room, rooms.most()) if rooms is not None else (None, 0.0)
+        table, headroom = self.table(now), self.table(now).headroom
+        room, most = (headroom.for_node, headroom.most()) if headroom is not None else (None, 0.0)
         return self.turned_away.recovered(table.passes, table.ok, now, room, most)
 
     @property

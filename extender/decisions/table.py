@@ -13,8 +13,8 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from extender.decisions.headroom import Headroom, Sizes, fit_rule, headroom_of
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.rooms import Rooms, Sizes, fit_rule, rooms_of
 from extender.decisions.scoring import NodeEval, evaluate_node, range_score, stale_metrics
 from extender.decisions.wire import host_priority, join_priorities
 from extender.policy.policies import Policy
@@ -88,8 +88,8 @@ class Table:
     its request, and the request path skips the per-name lookups."""
     unknown_score: int
     herd: Mapping[NodeName, float]
-    rooms: Rooms | None = None
-    """The passing nodes by room for one more pod (rooms.py); None when the policy has no
+    headroom: Headroom | None = None
+    """The passing nodes by headroom for one more pod (headroom.py); None when the policy has no
     herd metric with a filter.above, or no node sizes were given."""
     ranking: Sequence[tuple[int, NodeName]] = ()
     """The passing nodes, best first, as (-score, name): ties by name. Sorted when the
@@ -113,7 +113,7 @@ def build_table(
     sizes: Sizes | None = None,
 ) -> Table:
     """Score every node in the snapshot: O(nodes x metrics), off the request path.
-    `sizes`: the nodes' cores, to index the room each has for one more pod."""
+    `sizes`: the nodes' cores, to index the headroom each has for one more pod."""
     nodes: set[NodeName] = set(herd)
     for series in snapshot.metrics.values():
         nodes.update(series.values)
@@ -125,10 +125,10 @@ def build_table(
     fragments = Fragments({n: host_priority(n, s) for n, s in scores.items()}, unknown_score)
     ok = frozenset(n for n, e in evals.items() if e.reason is None)
     rule = fit_rule(policy) if sizes is not None else None
-    rooms = None
+    headroom = None
     if rule is not None and sizes is not None:
-        found = rooms_of(rule, evals, evals, sizes)
-        rooms = Rooms.of({n: r for n, r in found.items() if r is not None})
+        found = headroom_of(rule, evals, evals, sizes)
+        headroom = Headroom.of({n: r for n, r in found.items() if r is not None})
     return Table(
         stale=stale,
         evals=evals,
@@ -141,7 +141,7 @@ def build_table(
         passes_all=not reasons and unknown.reason is None,
         unknown_score=unknown_score,
         herd=dict(herd),
-        rooms=rooms,
+        headroom=headroom,
         ranking=_ranking(scores, ok),
     )
 
@@ -161,7 +161,7 @@ def patch_table(
 ) -> Table:
     """The same table with new herd load: only nodes whose load changed are re-scored
     (`changed`, when the caller knows them; else found by comparing the loads), and their
-    room re-indexed (with `sizes`, the nodes' cores now)."""
+    headroom re-indexed (with `sizes`, the nodes' cores now)."""
     if changed is None:
         changed = {n for n in set(herd) | set(table.herd) if herd.get(n) != table.herd.get(n)}
     changed = tuple(changed)  # walked twice below
@@ -170,17 +170,17 @@ def patch_table(
     evals = dict(table.evals)
     for n in changed:
         evals[n] = evaluate_node(policy, snapshot, n, table.stale, herd, now)
-    rooms = table.rooms
-    rule = fit_rule(policy) if rooms is not None and sizes is not None else None
-    if rooms is not None and rule is not None and sizes is not None:
-        rooms = rooms.with_changes(rooms_of(rule, evals, changed, sizes))
+    headroom = table.headroom
+    rule = fit_rule(policy) if headroom is not None and sizes is not None else None
+    if headroom is not None and rule is not None and sizes is not None:
+        headroom = headroom.with_changes(headroom_of(rule, evals, changed, sizes))
     # Most binds move a node's load within its score's step (a 100m pod is 0.025 of a
     # 4-core node; a step is 0.1): then its score and verdict stand, and so do the maps
     # and the answers built from them, which are not copied (each copy is O(nodes)).
     verdicts = {n: (range_score(policy, evals[n]), evals[n].reason) for n in changed}
     moved = [n for n in changed if _verdict(table, n) != verdicts[n]]
     if not moved:
-        return replace(table, rooms=rooms, evals=evals, herd=dict(herd))
+        return replace(table, headroom=headroom, evals=evals, herd=dict(herd))
     scores = dict(table.scores)
     fragments = Fragments(table.fragments, table.unknown_score)
     ranked = dict(table.whole.fragments)
@@ -212,7 +212,7 @@ def patch_table(
                 insort(ranking, (-scores[n], n))
     return replace(
         table,
-        rooms=rooms,
+        headroom=headroom,
         ranking=ranking,
         evals=evals,
         scores=scores,
@@ -239,10 +239,10 @@ class PolicyTables:
     def __init__(self, tables: dict[str, Table], sizes: Sizes | None = None) -> None:
         self._tables = tables
         self.sizes = sizes
-        """The nodes' cores the room indexes are built with."""
+        """The nodes' cores the headroom indexes are built with."""
 
     def resize(self, policies: Iterable[Policy], sizes: Sizes) -> None:
-        """The nodes' cores changed (the node watch): the room indexes follow; the scores,
+        """The nodes' cores changed (the node watch): the headroom indexes follow; the scores,
         which are shares of a node, do not move."""
         old, self.sizes = self.sizes, sizes
         for policy in policies:
@@ -250,13 +250,13 @@ class PolicyTables:
             rule = fit_rule(policy)
             if table is None or rule is None:
                 continue
-            if table.rooms is None or old is None:
-                found = rooms_of(rule, table.evals, table.evals, sizes)
-                rooms = Rooms.of({n: r for n, r in found.items() if r is not None})
+            if table.headroom is None or old is None:
+                found = headroom_of(rule, table.evals, table.evals, sizes)
+                headroom = Headroom.of({n: r for n, r in found.items() if r is not None})
             else:
                 moved = [n for n in table.evals if old.of(n) != sizes.of(n)]
-                rooms = table.rooms.with_changes(rooms_of(rule, table.evals, moved, sizes))
-            self._tables[policy.name] = replace(table, rooms=rooms)
+                headroom = table.headroom.with_changes(headroom_of(rule, table.evals, moved, sizes))
+            self._tables[policy.name] = replace(table, headroom=headroom)
 
     def replace(
         self,
@@ -275,7 +275,7 @@ class PolicyTables:
             if (
                 table is None
                 or table.stale != stale
-                or (table.rooms is None) != (self.sizes is None or fit_rule(policy) is None)
+                or (table.headroom is None) != (self.sizes is None or fit_rule(policy) is None)
             ):
                 table = build_table(policy, snapshot, stale, herd, now, self.sizes)
             out[name] = patch_table(table, policy, snapshot, herd, now, sizes=self.sizes)

@@ -87,7 +87,7 @@ class TurnedAway:
     candidates: Candidates
     at: float
     needs: float = 0.0
-    """Cores of room it needs on a node (rooms.py): turned away because it fit on none of
+    """Cores of room it needs on a node (headroom.py): turned away because it fit on none of
     them; 0 when the table turned it away whatever its size."""
     until: float | None = None
     """When its wait for room ends and it goes to the roomiest node (herdGuard.waitForRoom)."""

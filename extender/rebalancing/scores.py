@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from extender.decisions.headroom import fit_rule
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.rooms import fit_rule
 from extender.decisions.scoring import NodeEval, evaluate_node, range_score, score_candidates
 from extender.decisions.table import Table
 from extender.policy.policies import Policy

@@ -268,7 +268,7 @@ def test_nodes_too_small_for_the_pod_in_both_forms() -> None:
         kept = answer["NodeNames"] or [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
         assert kept == ["node-3", "node-4", "node-5"]
     # The captured pod was created long before NOW: a wait counted from its creation is
-    # over at once, so the wait is made long enough to see it wait (test_rooms has the rest).
+    # over at once, so the wait is made long enough to see it wait (test_headroom has the rest).
     e = engine(metrics=[{"name": "cpu", "filter": {"above": 0.25}}], herdGuard={"waitForRoom": 1e9})
     assert e.reserve("r-3", "node-3", 0.2, NOW) and e.reserve("r-4", "node-4", 0.2, NOW)
     for fixture in ("filter-nodecache.json", "filter-fullnodes.json"):

@@ -1,5 +1,5 @@
-"""extender.decisions.rooms: the room each node has for one more pod, and the filter that
-counts the pod being placed (its expected use) under the herd metric's threshold."""
+"""extender.decisions.headroom: the headroom each node has for one more pod, and the filter
+that counts the pod being placed (its expected use) under the herd metric's threshold."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from extender.decisions.engine import Engine
-from extender.decisions.rooms import FitRule, Rooms, Sizes, overflow_node, tight_nodes
+from extender.decisions.headroom import FitRule, Headroom, Sizes, overflow_node, tight_nodes
 from extender.decisions.scoring import NodeEval
 from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import encode_filter, parse_extender_args
@@ -19,15 +19,15 @@ from tests.harness.fixtures import NOW, make_settings, make_snapshot
 RULE = FitRule("cpu", 0, 0.9)
 
 
-def test_rooms_find_the_nodes_too_small_in_order() -> None:
-    rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
-    assert rooms.too_small(0.1) == []
-    assert rooms.too_small(1.0) == ["a"]
-    assert rooms.too_small(3.0) == ["a", "b"]
-    assert rooms.most() == 4.0 and rooms.room("zz") == math.inf
-    moved = rooms.with_changes({"a": 5.0, "c": None, "d": 0.2})
+def test_headroom_finds_the_nodes_too_small_in_order() -> None:
+    headroom = Headroom.of({"a": 0.5, "b": 2.0, "c": 4.0})
+    assert headroom.too_small(0.1) == []
+    assert headroom.too_small(1.0) == ["a"]
+    assert headroom.too_small(3.0) == ["a", "b"]
+    assert headroom.most() == 4.0 and headroom.for_node("zz") == math.inf
+    moved = headroom.with_changes({"a": 5.0, "c": None, "d": 0.2})
     assert moved.too_small(1.0) == ["d"] and moved.most() == 5.0 and len(moved) == 3
-    assert rooms.too_small(1.0) == ["a"]  # the original is untouched
+    assert headroom.too_small(1.0) == ["a"]  # the original is untouched
 
 
 @pytest.mark.parametrize(
@@ -39,13 +39,13 @@ def test_rooms_find_the_nodes_too_small_in_order() -> None:
     ],
 )
 def test_tight_nodes(needs: float, tight: set[str]) -> None:
-    rooms = Rooms.of({"a": 0.5, "b": 2.0, "c": 4.0})
-    assert tight_nodes(rooms, needs, ["a", "b", "c"], {}) == tight
+    headroom = Headroom.of({"a": 0.5, "b": 2.0, "c": 4.0})
+    assert tight_nodes(headroom, needs, ["a", "b", "c"], {}) == tight
 
 
 def test_a_node_failed_anyway_is_not_counted_twice() -> None:
-    rooms = Rooms.of({"a": 0.5, "b": 2.0})
-    assert tight_nodes(rooms, 1.0, ["a", "b", "x"], {"x": "hot"}) == {"a"}
+    headroom = Headroom.of({"a": 0.5, "b": 2.0})
+    assert tight_nodes(headroom, 1.0, ["a", "b", "x"], {"x": "hot"}) == {"a"}
 
 
 def test_the_overflow_node_has_the_most_headroom_and_a_value() -> None:
@@ -131,12 +131,12 @@ def test_off_the_pod_is_not_counted() -> None:
     assert ask(e, "p1", "2", ["a", "b"], NOW)["NodeNames"] == ["a", "b"]
 
 
-def test_node_sizes_move_the_room() -> None:
+def test_node_sizes_move_the_headroom() -> None:
     settings = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}])
     e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.5}}), NOW)
     assert e.reserve("r-a", "a", 0.8, NOW) and e.reserve("r-b", "b", 0.8, NOW)  # 0.7 now
     assert ask(e, "p1", "1", ["a", "b"], NOW)["NodeNames"] == []  # 4 cores: 0.2 x 4 < 1
-    e.set_node_cores({"a": 8.0})  # a: 0.5 + 0.1 ours: 2.4 cores of room
+    e.set_node_cores({"a": 8.0})  # a: 0.5 + 0.1 ours: 2.4 cores of headroom
     assert ask(e, "p2", "1", ["a", "b"], NOW)["NodeNames"] == ["a"]
 
 

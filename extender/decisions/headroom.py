@@ -1,12 +1,12 @@
-"""Room for one more pod: how many cores each node can take before its herd metric crosses
-the filter threshold, indexed so a filter call finds the nodes too small for its pod in
-O(log nodes). Pure.
+"""Headroom for one more pod: how many cores each node can take before its herd metric
+crosses the filter threshold, indexed so a filter call finds the nodes too small for its pod
+in O(log nodes). Pure.
 
 The table's filter verdict is the same for every pod; whether a node can take *this* pod
 is not: a pod expected to use 4 cores pushes an 8-core node at 60 % past 90 %, a 0.1-core
-pod does not. `Rooms` keeps the passing nodes sorted by their room, so the nodes too small
-for a pod expected to use e cores are a prefix of that order (`too_small(e)`), empty for
-most pods, and the common filter call stays a lookup.
+pod does not. `Headroom` keeps the passing nodes sorted by their headroom, so the nodes too
+small for a pod expected to use e cores are a prefix of that order (`too_small(e)`), empty
+for most pods, and the common filter call stays a lookup.
 """
 
 from __future__ import annotations
@@ -50,59 +50,59 @@ def fit_rule(policy: Policy) -> FitRule | None:
     return None
 
 
-class Rooms:
-    """Passing nodes sorted by room (cores left under the threshold). Read-only once built:
+class Headroom:
+    """Passing nodes sorted by headroom (cores left under the threshold). Read-only once built:
     `with_changes` gives a new index, as tables are replaced rather than changed."""
 
-    __slots__ = ("_names", "_room", "_rooms")
+    __slots__ = ("_by_node", "_cores", "_names")
 
-    def __init__(self, room: dict[NodeName, float], order: list[tuple[float, NodeName]]) -> None:
-        self._room = room
-        # Two aligned lists, rooms ascending: a bisect on the floats and a slice of the
+    def __init__(self, by_node: dict[NodeName, float], order: list[tuple[float, NodeName]]) -> None:
+        self._by_node = by_node
+        # Two aligned lists, headroom ascending: a bisect on the floats and a slice of the
         # names answer too_small at C speed (a burst's big pods ask it of every node).
-        self._rooms = [r for r, _ in order]
+        self._cores = [r for r, _ in order]
         self._names = [n for _, n in order]
 
     @classmethod
-    def of(cls, room: Mapping[NodeName, float]) -> Rooms:
-        return cls(dict(room), sorted((r, n) for n, r in room.items()))
+    def of(cls, by_node: Mapping[NodeName, float]) -> Headroom:
+        return cls(dict(by_node), sorted((r, n) for n, r in by_node.items()))
 
     def too_small(self, cores: float) -> list[NodeName]:
-        """The indexed nodes with less room than `cores`."""
-        return self._names[: bisect_left(self._rooms, cores)]
+        """The indexed nodes with less headroom than `cores`."""
+        return self._names[: bisect_left(self._cores, cores)]
 
     def most(self) -> float:
-        """The largest room of any indexed node (0 when none is indexed)."""
-        return self._rooms[-1] if self._rooms else 0.0
+        """The largest headroom of any indexed node (0 when none is indexed)."""
+        return self._cores[-1] if self._cores else 0.0
 
-    def room(self, node: NodeName) -> float:
+    def for_node(self, node: NodeName) -> float:
         """Cores `node` can take (infinite for a node not indexed: no value to judge by)."""
-        return self._room.get(node, math.inf)
+        return self._by_node.get(node, math.inf)
 
-    def with_changes(self, changes: Mapping[NodeName, float | None]) -> Rooms:
-        """A copy with these nodes' room changed (None: no longer indexed)."""
-        copy = Rooms.__new__(Rooms)
-        copy._room, copy._rooms, copy._names = (
-            dict(self._room),
-            list(self._rooms),
+    def with_changes(self, changes: Mapping[NodeName, float | None]) -> Headroom:
+        """A copy with these nodes' headroom changed (None: no longer indexed)."""
+        copy = Headroom.__new__(Headroom)
+        copy._by_node, copy._cores, copy._names = (
+            dict(self._by_node),
+            list(self._cores),
             list(self._names),
         )
         for node, new in changes.items():
-            old = copy._room.pop(node, None)
+            old = copy._by_node.pop(node, None)
             if old is not None:
-                i = bisect_left(copy._rooms, old)
-                while copy._names[i] != node:  # equal rooms: find this node among them
+                i = bisect_left(copy._cores, old)
+                while copy._names[i] != node:  # equal headroom: find this node among them
                     i += 1
-                del copy._rooms[i], copy._names[i]
+                del copy._cores[i], copy._names[i]
             if new is not None:
-                copy._room[node] = new
-                i = bisect_right(copy._rooms, new)
-                copy._rooms.insert(i, new)
+                copy._by_node[node] = new
+                i = bisect_right(copy._cores, new)
+                copy._cores.insert(i, new)
                 copy._names.insert(i, node)
         return copy
 
     def __len__(self) -> int:
-        return len(self._room)
+        return len(self._by_node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +112,14 @@ class Sizes:
     cores: Mapping[NodeName, float]
     default: float | None
     """For a node whose size is unknown (herdGuard.defaultNodeCores); None when a node watch
-    tells sizes: a node it has not told of has no room figure, so no pod is turned away
-    from it for want of room (the scheduler's resource checks stand)."""
+    tells sizes: a node it has not told of has no headroom figure, so no pod is turned away
+    from it for want of headroom (the scheduler's resource checks stand)."""
 
     def of(self, node: NodeName) -> float | None:
         return self.cores.get(node) or self.default
 
 
-def room_of(rule: FitRule, e: NodeEval, cores: float) -> float | None:
+def node_headroom(rule: FitRule, e: NodeEval, cores: float) -> float | None:
     """Cores a node can take before `rule`'s metric crosses its threshold; None when the
     node is not indexed (the filter rejects it anyway, or it has no value to judge by)."""
     value = e.values[rule.index]
@@ -128,27 +128,27 @@ def room_of(rule: FitRule, e: NodeEval, cores: float) -> float | None:
     return (rule.above - value) * cores
 
 
-def rooms_of(
+def headroom_of(
     rule: FitRule, evals: Mapping[NodeName, NodeEval], nodes: Iterable[NodeName], sizes: Sizes
 ) -> dict[NodeName, float | None]:
-    """node -> its room (None: not indexed), for `nodes`."""
+    """node -> its headroom (None: not indexed), for `nodes`."""
     out: dict[NodeName, float | None] = {}
     for n in nodes:
         size = sizes.of(n)
-        out[n] = None if size is None else room_of(rule, evals[n], size)
+        out[n] = None if size is None else node_headroom(rule, evals[n], size)
     return out
 
 
 def tight_nodes(
-    rooms: Rooms,
+    headroom: Headroom,
     needs: float,
     names: Sequence[NodeName],
     failed: Mapping[NodeName, str],
 ) -> set[NodeName]:
     """The asked nodes (`names`) too small for a pod that needs `needs` cores, less those
     the filter rejects anyway."""
-    small = rooms.too_small(needs)
-    if not small:  # the common case: every node has room for this pod
+    small = headroom.too_small(needs)
+    if not small:  # the common case: every node has headroom for this pod
         return set()
     tight = set(names).intersection(small)
     if failed:
