@@ -51,8 +51,8 @@ EventHandler = Callable[[str, Any], object]
 """(event type, object) for ADDED / MODIFIED / DELETED."""
 
 
-class LineSieve(Protocol):
-    """Drops a watch's event lines before they are decoded (cluster.podsieve)."""
+class WatchFilter(Protocol):
+    """Drops a watch's event lines before they are decoded (cluster.watch_filter)."""
 
     version: str
     """The resourceVersion of the last line it read, kept or dropped."""
@@ -81,12 +81,12 @@ class WatchStatus:
     events: int = 0
     restarts: dict[str, int] = field(default_factory=dict)
     error: str | None = None
-    sieve: LineSieve | None = field(default=None, repr=False)
+    watch_filter: WatchFilter | None = field(default=None, repr=False)
 
     @property
     def dropped(self) -> int:
-        """Events the sieve dropped undecoded (they changed nothing the service keeps)."""
-        return self.sieve.dropped if self.sieve is not None else 0
+        """Events the watch filter dropped undecoded (they changed nothing the service keeps)."""
+        return self.watch_filter.dropped if self.watch_filter is not None else 0
 
     def detail(self) -> dict[str, object]:
         return {
@@ -119,11 +119,11 @@ class Informer:
         counter: WatchCounter | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
-        sieve: LineSieve | None = None,
+        watch_filter: WatchFilter | None = None,
     ) -> None:
-        """`rng`: the back-off's random source (seeded in tests); `sieve`: drops event
+        """`rng`: the back-off's random source (seeded in tests); `watch_filter`: drops event
         lines before they are decoded."""
-        self.status = WatchStatus(resource, sieve=sieve)
+        self.status = WatchStatus(resource, watch_filter=watch_filter)
         rng = rng or random.Random()
         self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=rng)
         low, high = FIRST_SYNC_BACKOFF
@@ -140,7 +140,7 @@ class Informer:
         self._sleep = sleep
         self._failures = 0
         self._version: str | None = None
-        self._sieve = sieve
+        self._watch_filter = watch_filter
 
     async def prime(self, timeout: float) -> None:
         """The first list, before the service answers (bounded); `run` starts from it."""
@@ -216,28 +216,28 @@ class Informer:
 
     async def _watch(self, version: str) -> str:
         """Watch from `version` until the server ends the stream; the last version seen."""
-        sieve = self._sieve
-        if sieve is None:
+        watch_filter = self._watch_filter
+        if watch_filter is None:
             stream = self._kube.watch(
                 self._path, resource_version=version, timeout_seconds=self._timeout, opened=self._up
             )
         else:
-            sieve.version = ""
+            watch_filter.version = ""
             stream = self._kube.watch(
                 self._path,
                 resource_version=version,
                 timeout_seconds=self._timeout,
                 opened=self._up,
-                sieve=sieve,
+                sieve=watch_filter,
             )
         self.status.resource_version = version
         try:
             async with contextlib.aclosing(stream):  # leaving early frees the connection
                 version = await self._consume(stream, version)
         finally:
-            # The sieve read every line, the dropped ones too: resume after the last.
-            if sieve is not None and sieve.version:
-                version = self.status.resource_version = sieve.version
+            # The watch filter read every line, the dropped ones too: resume after the last.
+            if watch_filter is not None and watch_filter.version:
+                version = self.status.resource_version = watch_filter.version
         return version
 
     def _up(self) -> None:

@@ -12,7 +12,7 @@
 - a pod bound or gone: it is no longer a turned-away pod to requeue;
 - a pod of ours that another binder bound: its decision records the node, and it gets
   its `Placed` Event like the pods we bind.
-O(1) per event, on the event loop. Its sieve (cluster.podsieve) drops, undecoded, the
+O(1) per event, on the event loop. Its watch filter (cluster.watch_filter) drops, undecoded, the
 events that would change none of this: updates of pods it already read as assigned, and
 of pods without a node.
 """
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from extender.cluster.podsieve import PodSieve
+from extender.cluster.watch_filter import PodWatchFilter
 from extender.decisions.assignments import (
     CLOCK_SKEW,
     Assigned,
@@ -58,9 +58,9 @@ class PodEventHandler:
         self._binding = binding
         self._seen = seen
         self._clock = clock
-        self.sieve = PodSieve()
+        self.watch_filter = PodWatchFilter()
         """Give it to the pod watch: it drops the lines this handler would ignore."""
-        engine.nominations = self.sieve.nominate  # /preempt nominates pods too
+        engine.nominations = self.watch_filter.nominate  # /preempt nominates pods too
         self._nominated: set[str] = set()
         """Pods the watch showed nominated and not since bound, cleared or gone."""
         # A UID counted once within the span in which it can count at all.
@@ -76,16 +76,16 @@ class PodEventHandler:
             self._nominated.discard(change.uid)
             engine.release(change.uid, now, change.gone)
             self._drop(change.uid)
-            self.sieve.forget(change.uid)
+            self.watch_filter.forget(change.uid)
         elif isinstance(change, Assigned):
             self._nominated.discard(change.uid)
             self._drop(change.uid)
             self._assigned(change, pod, now)
             # Counted now, or too old to count: its later updates change nothing here,
             # but for a resize while the herd guard holds it.
-            self.sieve.settle(change.uid)
+            self.watch_filter.settle(change.uid)
             held = change.uid in engine.reservations
-            self.sieve.track(change.uid, _generation(pod) if held else None)
+            self.watch_filter.track(change.uid, _generation(pod) if held else None)
         elif isinstance(change, Nominated):
             facts = PodFacts(
                 change.uid,
@@ -115,7 +115,7 @@ class PodEventHandler:
         recent = is_recent(pod, now, engine.guard.span)
         if not recent or not self._counted.first_time(pod.uid, now):
             # Too old to count, or counted already: a later update that reaches here is a
-            # resize of a pod the herd guard holds (cluster.podsieve), or a relist.
+            # resize of a pod the herd guard holds (cluster.watch_filter), or a relist.
             held = engine.reservations.get(pod.uid)
             if held is not None and held.source == NOMINATED:
                 engine.unnominate(pod.uid, now)
@@ -150,7 +150,7 @@ class PodEventHandler:
         anyway comes back with the watch's event of the assignment)."""
         engine = self._engine
         now = self._clock()
-        self.sieve.keep_only(listed)
+        self.watch_filter.keep_only(listed)
         gone = [
             uid
             for uid, r in engine.reservations.items()

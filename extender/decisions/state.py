@@ -52,7 +52,7 @@ class DecisionState:
         self._expected: dict[str, float] = {}  # EXPECTED pods: uid -> until, earliest first
         self.nominations: Callable[[str, bool], None] = lambda uid, counted: None
         """Told of each pod counted (True) or no longer counted (False) on a nominated node:
-        the pod watch's sieve keeps that pod's lines (cluster.podsieve)."""
+        the pod watch's filter keeps that pod's lines (cluster.watch_filter)."""
         self._snapshot = snapshot
         sizes = self.sizes
         self._tables = PolicyTables(build_tables(settings, snapshot, {}, now, sizes), sizes)

@@ -46,7 +46,7 @@ ASSIGNED = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 LIST_PAGE = 500
 MAX_LIST_PAGES = 400
 """The first list reads at most this many pages (200,000 pods), then watches from there
-(a pod it missed is read once, at its next update: cluster.podsieve drops the ones after)."""
+(a pod it missed is read once, at its next update: cluster.watch_filter drops the ones after)."""
 
 
 def pod_informer(
@@ -95,7 +95,7 @@ def pod_informer(
         handler,
         timeout_seconds=settings.kubernetes.watch_timeout,
         counter=counter,
-        sieve=handler.sieve,
+        watch_filter=handler.watch_filter,
     )
 
 

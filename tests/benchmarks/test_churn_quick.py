@@ -1,5 +1,5 @@
 """`churn.py --quick --json` runs the pod watch on and off against the real API server and
-writes every key; with the watch on, the sieve drops the status updates of the pods placed
+writes every key; with the watch on, its filter drops the status updates of the pods placed
 by another scheduler (counts, never a timing: the numbers belong in BENCHMARKS.md)."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from extender.cluster.informer import (
     MAX_BACKOFF,
     Informer,
 )
-from extender.cluster.podsieve import PodSieve
+from extender.cluster.watch_filter import PodWatchFilter
 from tests.harness.kubecalls import KubeCalls
 
 
@@ -79,7 +79,9 @@ def expired() -> dict[str, Any]:
 
 
 async def run_until_done(
-    scripts: list[Script], starts: list[str] | None = None, sieve: PodSieve | None = None
+    scripts: list[Script],
+    starts: list[str] | None = None,
+    watch_filter: PodWatchFilter | None = None,
 ) -> tuple[Informer, ScriptedWatcher, list[tuple[str, Any]], list[float]]:
     watcher = ScriptedWatcher(scripts)
     seen: list[tuple[str, Any]] = []
@@ -100,7 +102,7 @@ async def run_until_done(
         lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
         sleep=sleep,
         rng=random.Random(7),
-        sieve=sieve,
+        watch_filter=watch_filter,
     )
     task = asyncio.create_task(informer.run())
     await asyncio.wait_for(watcher.done.wait(), 10)
@@ -203,16 +205,16 @@ async def test_a_quiet_watch_is_up_once_the_server_answered() -> None:
             await task
 
 
-async def test_a_watch_resumes_after_the_last_line_its_sieve_dropped() -> None:
-    sieve = PodSieve()
-    sieve.settle("a")
+async def test_a_watch_resumes_after_the_last_line_its_filter_dropped() -> None:
+    watch_filter = PodWatchFilter()
+    watch_filter.settle("a")
 
     def update(rv: str, uid: str) -> dict[str, Any]:
         obj = {"metadata": {"uid": uid, "resourceVersion": rv, "name": uid}}
         return {"type": "MODIFIED", "object": {**obj, "spec": {"nodeName": "n"}}}
 
     scripts: list[Script] = [[update("11", "b"), update("12", "a"), update("13", "a")]]
-    informer, watcher, seen, _ = await run_until_done(scripts, sieve=sieve)
+    informer, watcher, seen, _ = await run_until_done(scripts, watch_filter=watch_filter)
     assert seen == [("MODIFIED", "b")]  # a's updates were dropped undecoded
     assert watcher.calls == ["10", "13"]  # ...and the next watch starts after them
     assert (informer.status.events, informer.status.dropped) == (1, 2)

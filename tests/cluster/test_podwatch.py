@@ -319,7 +319,7 @@ def test_a_node_removed_takes_its_reservations_and_rows_and_a_new_one_is_sized_a
 def test_status_updates_of_placed_and_pending_pods_are_dropped_undecoded(
     api: FakeKubeAPI,
 ) -> None:
-    # The sieve (cluster.podsieve) on the real stream: a running pod's and a pending pod's
+    # The filter (cluster.watch_filter) on the real stream: a running pod's and a pending pod's
     # updates never reach the handler; a new assignment and a deletion still do.
     api.add_pod(NS, "old", "uid-old", node_name="node-b", phase="Running", created=1.0e9)
     api.add_pod(NS, "pending", "uid-pending")

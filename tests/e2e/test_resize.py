@@ -9,7 +9,7 @@ what is allocated to them (an infeasible resize: what runs and is allocated). He
 kubelet runs: the API server accepts the resize into the spec (`metadata.generation`
 bumps) and no container status ever reports it, so the scheduler counts the new spec at
 once, up or down, and so do we (decisions/resources.py; the pod watch reads the held
-pod's line again once its generation changes: cluster/podsieve.py). With a kubelet a
+pod's line again once its generation changes: cluster/watch_filter.py). With a kubelet a
 resize down would count the old, larger figure until the kubelet reported it done
 (tests/decisions/test_resources.py, from the API server's own shapes).
 
@@ -19,7 +19,7 @@ guard holds 3/8 of node-2, and kube-scheduler agrees (a 5.5-core pod no longer f
 there by request: FailedScheduling, Insufficient cpu); resized down to 500m, 0.5/8.
 
 First run (before the fix, the package of main): the herd guard kept holding 1/8 after
-the resize: the pod watch's sieve dropped the resized pod's event undecoded, as it drops
+the resize: the pod watch's filter dropped the resized pod's event undecoded, as it drops
 every update of a pod it has counted.
 """
 

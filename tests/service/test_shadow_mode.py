@@ -218,8 +218,8 @@ def test_memory_stays_bounded_over_100000_assignments() -> None:
             engine.install(snapshot(clock[0]), None, clock[0])
             observer.installed(engine.snapshot)
         handler("MODIFIED", pod_doc(i, names[i % 100], clock[0]))
-        # Pods come and go: some 2,000 hold a node at a time (the pod watch's sieve keeps
-        # the UIDs of the pods holding a node, cluster.podsieve: bounded by those).
+        # Pods come and go: some 2,000 hold a node at a time (the pod watch's filter keeps
+        # the UIDs of the pods holding a node, cluster.watch_filter: bounded by those).
         if i >= 2000:
             handler("DELETED", pod_doc(i - 2000, names[(i - 2000) % 100], clock[0]))
         # The first size once every ring is full: the pod watch's log of counted UIDs

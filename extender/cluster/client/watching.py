@@ -1,5 +1,5 @@
 """Watch streams: the events of a watch, read line by line from aiohttp's stream reader (as
-kopf reads its watches), the lines a sieve drops never decoded, each bounded in size."""
+kopf reads its watches), the lines a watch filter drops never decoded, each bounded in size."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ async def watch(
 
     `opened()` is called once the server answered the request with a stream (a real API
     server may then send nothing for minutes on a quiet cluster). `sieve(line)`: False
-    for an event line to drop undecoded (cluster.podsieve).
+    for an event line to drop undecoded (cluster.watch_filter).
 
     Not retried: an error answer raises its `KubeError`, a stream that breaks raises
     `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when

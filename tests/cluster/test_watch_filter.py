@@ -1,7 +1,7 @@
-"""extender.cluster.podsieve: the pod watch drops, undecoded, the lines that change nothing
+"""extender.cluster.watch_filter: the pod watch drops, undecoded, the lines that change nothing
 the service keeps; what it keeps leaves the service in the same state as decoding them
 all. Lines as a real kube-apiserver v1.36.2 wrote them (fixture watch-pods.json), and a
-seeded stream of many pods' lives through the handler with and without the sieve."""
+seeded stream of many pods' lives through the handler with and without the filter."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from extender.cluster.podsieve import PodSieve
 from extender.cluster.podwatch import PodEventHandler
+from extender.cluster.watch_filter import PodWatchFilter
 from extender.decisions.engine import Engine
 from extender.decisions.model import Snapshot
 from extender.decisions.usage import UsageTable
@@ -30,14 +30,14 @@ def line(event: dict[str, Any]) -> bytearray:
 
 
 def test_the_captured_stream_keeps_what_the_handler_uses_and_reads_every_version() -> None:
-    sieve = PodSieve()
+    watch_filter = PodWatchFilter()
     kept = []
     for event in STREAM:
-        if sieve(line(event)):
+        if watch_filter(line(event)):
             kept.append(event)
-        assert sieve.version == event["object"]["metadata"]["resourceVersion"]
+        assert watch_filter.version == event["object"]["metadata"]["resourceVersion"]
         if event["type"] != "BOOKMARK" and event["object"]["spec"].get("nodeName"):
-            sieve.settle(event["object"]["metadata"]["uid"])  # as the handler does
+            watch_filter.settle(event["object"]["metadata"]["uid"])  # as the handler does
     # Created (pending): dropped. Bound: kept (a new assignment). Annotated while bound:
     # dropped. Marked for deletion, then deleted: kept. The bookmark: kept.
     assert [(e["type"], e["object"]["metadata"]["resourceVersion"]) for e in kept] == [
@@ -46,7 +46,7 @@ def test_the_captured_stream_keeps_what_the_handler_uses_and_reads_every_version
         ("DELETED", "222"),
         ("BOOKMARK", "222"),
     ]
-    assert sieve.dropped == 2
+    assert watch_filter.dropped == 2
 
 
 def pod(uid: str, rv: int, node: str | None, phase: str = "Running", **meta: Any) -> dict[str, Any]:
@@ -142,33 +142,33 @@ def handler_and_log() -> tuple[PodEventHandler, Engine, list[str]]:
     return PodEventHandler(engine, forget=forgotten.append, clock=lambda: NOW), engine, forgotten
 
 
-def test_the_service_ends_in_the_same_state_with_the_sieve_as_without() -> None:
+def test_the_service_ends_in_the_same_state_with_the_filter_as_without() -> None:
     for seed in range(5):
         events = lives(seed, 60)
         whole, whole_engine, whole_forgotten = handler_and_log()
-        sifted, sifted_engine, sifted_forgotten = handler_and_log()
-        sieve = sifted.sieve
+        filtered, filtered_engine, filtered_forgotten = handler_and_log()
+        watch_filter = filtered.watch_filter
         most = 0
         seen: set[str] = set()
         resized: set[float] = set()
         for event in events:
             whole(event["type"], event["object"])
             raw = line(event)
-            if sieve(raw):
+            if watch_filter(raw):
                 decoded = orjson.loads(raw)
-                sifted(decoded["type"], decoded["object"])
-            assert sieve.version == event["object"]["metadata"]["resourceVersion"]
-            assert sifted_engine.reservations == whole_engine.reservations, seed
-            assert sifted_engine.herd() == whole_engine.herd(), seed
+                filtered(decoded["type"], decoded["object"])
+            assert watch_filter.version == event["object"]["metadata"]["resourceVersion"]
+            assert filtered_engine.reservations == whole_engine.reservations, seed
+            assert filtered_engine.herd() == whole_engine.herd(), seed
             most = max(most, len(whole_engine.reservations))
             sources = {r.source for r in whole_engine.reservations.values()}
             seen |= sources
             resized |= {r.cores for r in whole_engine.reservations.values()} - {0.25}
-        assert set(sifted_forgotten) == set(whole_forgotten), seed
+        assert set(filtered_forgotten) == set(whole_forgotten), seed
         assert most > 0, seed  # the stream does reach the herd guard
         assert seen == {"watch", "nominated"} and resized, (seed, seen, resized)
         # (Nominations and resizes are kept: fewer lines to drop than status reports alone.)
-        assert sieve.dropped > len(events) // 5, (seed, sieve.dropped, len(events))
+        assert watch_filter.dropped > len(events) // 5, (seed, watch_filter.dropped, len(events))
 
 
 def test_a_relist_forgets_the_pods_it_lacks() -> None:
@@ -176,19 +176,21 @@ def test_a_relist_forgets_the_pods_it_lacks() -> None:
     for uid in ("a", "b"):
         handler("ADDED", pod(uid, 1, "node-1", at=stamp(NOW - 5_000)))
     update = line({"type": "MODIFIED", "object": pod("b", 2, "node-1", at=stamp(NOW - 5_000))})
-    assert not handler.sieve(update)
+    assert not handler.watch_filter(update)
     handler.relisted(["a"], NOW)
-    assert len(handler.sieve) == 1
-    assert handler.sieve(update)  # b is not known any more: its next line is decoded
+    assert len(handler.watch_filter) == 1
+    assert handler.watch_filter(update)  # b is not known any more: its next line is decoded
 
 
 def test_lines_it_cannot_read_are_kept() -> None:
-    sieve = PodSieve()
-    sieve.settle("u1")
-    assert sieve(bytearray(b'{"type":"ERROR","object":{"kind":"Status","code":410}}'))
-    assert sieve(bytearray(b'{"type":"MODIFIED","object":{"spec":{"nodeName":"n"}}}'))  # no uid
-    assert sieve(bytearray(b"not json"))
-    assert sieve.dropped == 0
+    watch_filter = PodWatchFilter()
+    watch_filter.settle("u1")
+    assert watch_filter(bytearray(b'{"type":"ERROR","object":{"kind":"Status","code":410}}'))
+    assert watch_filter(
+        bytearray(b'{"type":"MODIFIED","object":{"spec":{"nodeName":"n"}}}')
+    )  # no uid
+    assert watch_filter(bytearray(b"not json"))
+    assert watch_filter.dropped == 0
 
 
 def test_a_pod_that_stopped_credits_its_node_what_the_metric_still_shows() -> None:

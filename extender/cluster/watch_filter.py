@@ -1,4 +1,4 @@
-"""The pod watch's sieve: events that change nothing the service keeps are dropped as raw
+"""The pod watch's filter: events that change nothing the service keeps are dropped as raw
 bytes, before they are decoded.
 
 A pod watch without a selector sees every update of every pod: the kubelets' status
@@ -24,7 +24,7 @@ for just after `resourceVersion` (ObjectMeta's order), the phase at the last `"p
 mistake is only decoded as before. BOOKMARK and ERROR lines are always kept. 1 us a line
 of 2.3 KiB, against 5 us to decode it and the handler's work after that.
 
-The sieve also reads each line's `metadata.resourceVersion` (the first such key of a pod
+The filter also reads each line's `metadata.resourceVersion` (the first such key of a pod
 line: ObjectMeta writes it before labels and annotations, and no other field of a Pod
 has one), so a watch that ends after dropped lines resumes from the last line it read.
 """
@@ -41,15 +41,15 @@ _NOMINATED = b'"nominatedNodeName":"'
 _STATUS = b'"status":{'
 _DELETING = b'"deletionTimestamp"'
 _PHASE = b'"phase":"'
-_SIFTED_TYPES = (b'{"type":"MODIFIED"', b'{"type":"ADDED"')
+_FILTERED_TYPES = (b'{"type":"MODIFIED"', b'{"type":"ADDED"')
 _TERMINAL = (b"Succeeded", b"Failed")
 _META_WINDOW = 256
 """ObjectMeta writes `deletionTimestamp` right after `resourceVersion`, `generation` and
 `creationTimestamp` (its Go struct's order), before labels and annotations."""
 
 
-class PodSieve:
-    """`sieve(line)`: False for a pod watch event line the handler would do nothing with."""
+class PodWatchFilter:
+    """`watch_filter(line)`: False for a pod watch event line the handler would do nothing with."""
 
     def __init__(self) -> None:
         self._settled: set[bytes] = set()
@@ -121,7 +121,7 @@ class PodSieve:
             end = line.find(b'"', start)
             if end != -1:
                 self._version = line[start:end]
-        if not line.startswith(_SIFTED_TYPES):
+        if not line.startswith(_FILTERED_TYPES):
             return True  # DELETED, BOOKMARK, ERROR, or a line we cannot read: decoded
         at = line.find(_UID)
         if at == -1:
