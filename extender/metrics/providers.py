@@ -21,7 +21,7 @@ from requests.adapters import HTTPAdapter
 
 from extender.decisions.model import NodeInventory, NodeName
 from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, describe, excerpt
-from extender.metrics.child_process import ChildProcess, Fetched, in_child
+from extender.metrics.fetch_subprocess import Fetched, FetchSubprocess, in_subprocess
 from extender.policy.backend import TENANT_HEADER, PrometheusSettings
 from extender.policy.policies import MetricSettings
 from extender.policy.settings import Settings
@@ -37,7 +37,7 @@ class MetricsProvider(Protocol):
 
 @runtime_checkable
 class Closing(Protocol):
-    """A provider holding something to stop at shutdown (a child process)."""
+    """A provider holding something to stop at shutdown (a subprocess)."""
 
     def close(self) -> None: ...
 
@@ -109,15 +109,15 @@ class PrometheusProvider:
     VictoriaMetrics, Thanos Query, Mimir, Cortex), through a prometheus-api-client
     `PrometheusConnect` given our own requests session (headers, auth, TLS, timeout)."""
 
-    def __init__(self, settings: PrometheusSettings, child: bool = True) -> None:
-        """`child`: big answers are fetched in a child process (metrics.child_process)
-        when prometheus.childProcessAbove says so; the child's own provider has none."""
+    def __init__(self, settings: PrometheusSettings, use_subprocess: bool = True) -> None:
+        """`use_subprocess`: big answers are fetched in a subprocess (metrics.fetch_subprocess)
+        when prometheus.childProcessAbove says so; the subprocess' own provider has none."""
         self._settings = settings
         self._series: dict[str, int] = {}
-        """metric -> series in its last answer: whether the next goes to the child."""
-        self._child = (
-            ChildProcess(settings, fetch_in_child)
-            if child and settings.child_process_above is not None
+        """metric -> series in its last answer: whether the next goes to the subprocess."""
+        self._fetch_subprocess = (
+            FetchSubprocess(settings, fetch_in_subprocess)
+            if use_subprocess and settings.child_process_above is not None
             else None
         )
         session = requests.Session()
@@ -138,8 +138,9 @@ class PrometheusProvider:
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         last = self._series.get(metric.name)
-        if self._child is not None and in_child(last, self._settings.child_process_above):
-            fetched = self._child.fetch(metric.query, inventory)
+        sub = self._fetch_subprocess
+        if sub is not None and in_subprocess(last, self._settings.child_process_above):
+            fetched = sub.fetch(metric.query, inventory)
             values, dropped, series = fetched.values, fetched.dropped, fetched.series
         else:
             result = self.query(metric.query)
@@ -156,14 +157,14 @@ class PrometheusProvider:
         return values
 
     @property
-    def child(self) -> ChildProcess | None:
-        """The child process big answers are fetched in, if it may be used."""
-        return self._child
+    def fetch_subprocess(self) -> FetchSubprocess | None:
+        """The subprocess big answers are fetched in, if it may be used."""
+        return self._fetch_subprocess
 
     def close(self) -> None:
-        """Stop the child process, if one was started."""
-        if self._child is not None:
-            self._child.close()
+        """Stop the subprocess, if one was started."""
+        if self._fetch_subprocess is not None:
+            self._fetch_subprocess.close()
 
     def query(self, promql: str, timeout: float | None = None) -> list[Any]:
         """Blocking: one instant query, its `data.result` as the server sent it (labels,
@@ -279,18 +280,20 @@ def _basic_auth(settings: PrometheusSettings) -> tuple[str, str] | None:
     return (settings.basic_auth.username, password)
 
 
-_in_child: tuple[PrometheusSettings, PrometheusProvider] | None = None
-"""The child process' provider (one session, kept alive), and the settings it was made for."""
+_in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None
+"""The subprocess' provider (one session, kept alive), and the settings it was made for."""
 
 
-def fetch_in_child(settings: PrometheusSettings, query: str, inventory: NodeInventory) -> Fetched:
-    """Runs in the child (metrics.child_process): one query through the same code as in
+def fetch_in_subprocess(
+    settings: PrometheusSettings, query: str, inventory: NodeInventory
+) -> Fetched:
+    """Runs in the subprocess (metrics.fetch_subprocess): one query through the same code as in
     the service."""
-    global _in_child
-    if _in_child is None or _in_child[0] != settings:
-        _in_child = (settings, PrometheusProvider(settings, child=False))
+    global _in_subprocess
+    if _in_subprocess is None or _in_subprocess[0] != settings:
+        _in_subprocess = (settings, PrometheusProvider(settings, use_subprocess=False))
     try:
-        result = _in_child[1].query(query)
+        result = _in_subprocess[1].query(query)
     except Exception as exc:
         return Fetched(error=describe(exc), partial=isinstance(exc, PartialAnswer))
     mapped = map_series(result, settings.node_label, inventory)

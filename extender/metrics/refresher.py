@@ -351,7 +351,7 @@ class Refresher:
             usage.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await usage
-            if isinstance(self._provider, Closing):  # its child process, at shutdown
+            if isinstance(self._provider, Closing):  # its fetch subprocess, at shutdown
                 self._provider.close()
 
     async def _run_usage(self) -> None:

@@ -135,7 +135,7 @@ def cpu_seconds(pid: int) -> float:
 
 def cpu_with_children(pid: int) -> float:
     """utime + stime of `pid` and every live descendant, seconds (/proc): a service with a
-    metrics fetch process (metrics.child_process) counts that process too."""
+    metrics fetch process (metrics.fetch_subprocess) counts that process too."""
     total = 0.0
     todo = [pid]
     while todo:

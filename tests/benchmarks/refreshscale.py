@@ -52,7 +52,7 @@ each install (extender.metrics.heap), and so does the stall measurement; --unfro
 mode, `refreshing_unfrozen`, refreshing back to back in a service with that patched out
 (the code before it), interleaved with the others: the A/B of the freeze in one sitting.
 At these sizes the service fetches, decodes and maps in its child process
-(prometheus.childProcessAbove, extender.metrics.child_process); --in-process adds a mode,
+(prometheus.childProcessAbove, extender.metrics.fetch_subprocess); --in-process adds a mode,
 `refreshing_in_process`, refreshing back to back with that off: the A/B of the child.
 The service shortens the GIL switch interval while a refresh builds its tables
 (extender.metrics.refresher.BUILD_SWITCH_INTERVAL); --no-handover adds a mode,

@@ -1,6 +1,6 @@
-"""extender.metrics.child_process: big answers fetched, decoded and mapped in a child
-process, against the loopback fake Prometheus; the same values and errors as in-process,
-and a child that dies fails one fetch and is replaced."""
+"""extender.metrics.fetch_subprocess: big answers fetched, decoded and mapped in a
+subprocess, against the loopback fake Prometheus; the same values and errors as in-process,
+and a subprocess that dies fails one fetch and is replaced."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from extender.decisions.model import NodeInfo, NodeInventory
 from extender.errors.causes import BadAnswer, PartialAnswer, describe
-from extender.metrics.child_process import ChildProcess, in_child
+from extender.metrics.fetch_subprocess import FetchSubprocess, in_subprocess
 from extender.metrics.providers import PrometheusProvider
 from extender.policy.backend import PrometheusSettings
 from extender.policy.policies import MetricSettings
@@ -38,8 +38,8 @@ CPU = MetricSettings.model_validate({"name": "cpu", "query": "cpu_query", "weigh
         (5, 2000, False),
     ],
 )
-def test_in_child(last: int | None, above: int | None, expected: bool) -> None:
-    assert in_child(last, above) is expected
+def test_in_subprocess(last: int | None, above: int | None, expected: bool) -> None:
+    assert in_subprocess(last, above) is expected
 
 
 @pytest.fixture
@@ -53,9 +53,9 @@ def provider(prom: FakePrometheus, **section: object) -> PrometheusProvider:
     return PrometheusProvider(settings)
 
 
-def test_the_child_maps_as_the_service_does(prom: FakePrometheus) -> None:
+def test_the_subprocess_maps_as_the_service_does(prom: FakePrometheus) -> None:
     """Values, the highest of duplicates and dropped garbage, as map_series in-process; an
-    `instance` label mapped through the inventory the child is given."""
+    `instance` label mapped through the inventory the subprocess is given."""
     prom.series(
         [
             series({"node": "a"}, "0.25"),
@@ -68,8 +68,8 @@ def test_the_child_maps_as_the_service_does(prom: FakePrometheus) -> None:
     try:
         assert inside.fetch(CPU, NodeInventory()) == here.fetch(CPU, NodeInventory())
         assert inside.fetch(CPU, NodeInventory()) == {"a": 0.5}
-        assert inside.child is not None and len(inside.child.pids()) == 1
-        assert here.child is None
+        assert inside.fetch_subprocess is not None and len(inside.fetch_subprocess.pids()) == 1
+        assert here.fetch_subprocess is None
 
         prom.series([series({"instance": "10.0.0.1:9100"}, "0.75")])
         by_ip = NodeInventory.from_nodes([NodeInfo("node-a", ("10.0.0.1",), 4.0)])
@@ -80,19 +80,20 @@ def test_the_child_maps_as_the_service_does(prom: FakePrometheus) -> None:
         inside.close()
 
 
-def test_a_metric_moves_to_the_child_once_its_answer_is_big(prom: FakePrometheus) -> None:
+def test_a_metric_moves_to_the_subprocess_once_its_answer_is_big(prom: FakePrometheus) -> None:
     prom.vector({f"n{i}": "0.1" for i in range(3)})
     p = provider(prom, childProcessAbove=2)
     try:
         p.fetch(CPU, NodeInventory())
-        assert p.child is not None and p.child.pids() == []  # 3 series: the next goes there
+        sub = p.fetch_subprocess
+        assert sub is not None and sub.pids() == []  # 3 series: the next goes there
         assert len(p.fetch(CPU, NodeInventory())) == 3
-        assert len(p.child.pids()) == 1
+        assert len(sub.pids()) == 1
     finally:
         p.close()
 
 
-def test_errors_from_the_child_read_as_in_process(prom: FakePrometheus) -> None:
+def test_errors_from_the_subprocess_read_as_in_process(prom: FakePrometheus) -> None:
     """The same description; a partial answer stays partial (refresher: no back-off)."""
     inside, here = provider(prom, childProcessAbove=0), provider(prom, childProcessAbove=None)
     try:
@@ -116,24 +117,24 @@ def test_errors_from_the_child_read_as_in_process(prom: FakePrometheus) -> None:
 
 
 @pytest.fixture
-def fetching(prom: FakePrometheus) -> Iterator[tuple[PrometheusProvider, ChildProcess, int]]:
-    """A provider whose every fetch goes to its child, after one fetch (the child is up):
-    the provider, its child and the child's process ID."""
+def fetching(prom: FakePrometheus) -> Iterator[tuple[PrometheusProvider, FetchSubprocess, int]]:
+    """A provider whose every fetch goes to its subprocess, after one fetch (the subprocess
+    is up): the provider, its subprocess and the subprocess' process ID."""
     prom.vector({"a": "0.5"})
     p = provider(prom, childProcessAbove=0)
     try:
         assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
-        assert p.child is not None
-        (pid,) = p.child.pids()
-        yield p, p.child, pid
+        assert p.fetch_subprocess is not None
+        (pid,) = p.fetch_subprocess.pids()
+        yield p, p.fetch_subprocess, pid
     finally:
         p.close()
 
 
-def test_a_killed_child_fails_one_fetch_and_is_replaced(
-    fetching: tuple[PrometheusProvider, ChildProcess, int], caplog: pytest.LogCaptureFixture
+def test_a_killed_subprocess_fails_one_fetch_and_is_replaced(
+    fetching: tuple[PrometheusProvider, FetchSubprocess, int], caplog: pytest.LogCaptureFixture
 ) -> None:
-    p, child, pid = fetching
+    p, sub, pid = fetching
     os.kill(pid, signal.SIGKILL)
     with (
         caplog.at_level(logging.WARNING, "decice.metrics"),
@@ -142,28 +143,28 @@ def test_a_killed_child_fails_one_fetch_and_is_replaced(
         p.fetch(CPU, NodeInventory())
     assert "starts a new one" in caplog.text
     assert p.fetch(CPU, NodeInventory()) == {"a": 0.5}
-    (new,) = child.pids()
+    (new,) = sub.pids()
     assert new != pid
 
 
-def test_a_stuck_child_is_killed_and_replaced(
-    fetching: tuple[PrometheusProvider, ChildProcess, int],
+def test_a_stuck_subprocess_is_killed_and_replaced(
+    fetching: tuple[PrometheusProvider, FetchSubprocess, int],
     prom: FakePrometheus,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """An answer that never comes: the child's own timeout answers first; were the child
-    itself stuck, the grace after it kills it (GRACE_SECONDS, patched short here)."""
-    import extender.metrics.child_process as child_process
+    """An answer that never comes: the subprocess' own timeout answers first; were the
+    subprocess itself stuck, the grace after it kills it (GRACE_SECONDS, patched short here)."""
+    import extender.metrics.fetch_subprocess as fetch_subprocess
 
-    p, child, pid = fetching
+    p, sub, pid = fetching
     os.kill(pid, signal.SIGSTOP)  # stuck: alive, answering nothing
-    monkeypatch.setattr(child_process, "GRACE_SECONDS", -4.5)  # 5 s timeout: 0.5 s
+    monkeypatch.setattr(fetch_subprocess, "GRACE_SECONDS", -4.5)  # 5 s timeout: 0.5 s
     with pytest.raises(BadAnswer, match="gave no answer"):
         p.fetch(CPU, NodeInventory())
     monkeypatch.undo()
     prom.raw(200, success([series({"node": "b"}, "0.25")]))
     assert p.fetch(CPU, NodeInventory()) == {"b": 0.25}
-    assert pid not in child.pids()
+    assert pid not in sub.pids()
 
 
 ORPHAN = """
@@ -176,12 +177,12 @@ settings = PrometheusSettings.model_validate({"url": sys.argv[1], "childProcessA
 p = PrometheusProvider(settings)
 metric = MetricSettings.model_validate({"name": "cpu", "query": "q", "weight": 1.0})
 p.fetch(metric, NodeInventory())
-print(p.child.pids()[0], flush=True)
+print(p.fetch_subprocess.pids()[0], flush=True)
 sys.stdin.read()  # until killed
 """
 
 
-def test_the_child_exits_when_the_service_is_killed(prom: FakePrometheus) -> None:
+def test_the_subprocess_exits_when_the_service_is_killed(prom: FakePrometheus) -> None:
     """SIGKILL on the service: its fetch process does not live on (it exits within about
     PARENT_CHECK_SECONDS; waited for through a pidfd, bounded)."""
     prom.vector({"a": "0.5"})
@@ -195,13 +196,13 @@ def test_the_child_exits_when_the_service_is_killed(prom: FakePrometheus) -> Non
     )
     try:
         assert service.stdout is not None
-        child = int(service.stdout.readline())
-        watch = os.pidfd_open(child)
+        fetcher = int(service.stdout.readline())
+        watch = os.pidfd_open(fetcher)
     finally:
         service.kill()
         service.wait(10)
     try:
         exited, _, _ = select.select([watch], [], [], 10.0)
-        assert exited, f"fetch process {child} outlived the service"
+        assert exited, f"fetch process {fetcher} outlived the service"
     finally:
         os.close(watch)

@@ -1,21 +1,21 @@
-"""Node metrics fetched, decoded and mapped in a child process, for answers too big to
-decode beside the verbs.
+"""Node metrics fetched, decoded and mapped in a subprocess, for answers too big to decode
+beside the verbs.
 
 At 15,000 nodes one metric's answer is ~3 MB of JSON: orjson decodes it in one call that
 holds the interpreter for 7-10 ms, and mapping 15,000 series holds it in 5 ms slices, so a
 filter or prioritize call arriving meanwhile waits that long (BENCHMARKS.md, "Refreshes:
-fetch, decode and map in a child process"). Here one child process (concurrent.futures'
+fetch, decode and map in a child process"). Here one subprocess (concurrent.futures'
 process pool of one, started with `spawn`: the service runs threads and an event loop,
 which `fork` would copy mid-flight) runs the query and the mapping; the service receives
 node -> value, one unpickling of ~1 ms at 15,000 nodes.
 
-The child is the same code as the in-process path (metrics.providers), so answers and
+The subprocess runs the same code as the in-process path (metrics.providers), so answers and
 errors read the same: an error comes back as its description and is raised here as the
-same kind (a partial answer stays a PartialAnswer: no back-off). A child that dies
+same kind (a partial answer stays a PartialAnswer: no back-off). A subprocess that dies
 (OOM-killed, SIGKILL) fails the one refresh it was in, as a failed query does; the next
-refresh starts a new one. A child whose parent is gone exits within a second.
+refresh starts a new one. A subprocess whose parent is gone exits within a second.
 
-`spawn` imports the parent's main module again in the child: a program that builds a
+`spawn` imports the parent's main module again in the subprocess: a program that builds a
 PrometheusProvider from a script must guard its entry point (`if __name__ ==
 "__main__"`), as `python -m extender` and the `decice-extender` script do.
 """
@@ -42,14 +42,14 @@ from extender.policy.backend import PrometheusSettings
 log = logging.getLogger("decice.metrics")
 
 PARENT_CHECK_SECONDS = 1.0
-"""How often the child looks whether the service that started it is still there."""
+"""How often the subprocess looks whether the service that started it is still there."""
 
 GRACE_SECONDS = 10.0
-"""Waited beyond the query's own timeout before the child is taken for stuck."""
+"""Waited beyond the query's own timeout before the subprocess is taken for stuck."""
 
 
-def in_child(last_series: int | None, above: int | None) -> bool:
-    """Whether the next fetch of a metric goes to the child: its last answer held more
+def in_subprocess(last_series: int | None, above: int | None) -> bool:
+    """Whether the next fetch of a metric goes to the subprocess: its last answer held more
     than `above` series (prometheus.childProcessAbove; None: never, 0: always). A metric
     not fetched yet is fetched here first, unless `above` is 0."""
     if above is None:
@@ -61,7 +61,7 @@ def in_child(last_series: int | None, above: int | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
-    """What the child sends back for one query: the mapped values, or the error."""
+    """What the subprocess sends back for one query: the mapped values, or the error."""
 
     values: dict[NodeName, float] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
@@ -73,11 +73,11 @@ class Fetched:
     """The error was a partial answer (PartialAnswer)."""
 
 
-# -- in the child ------------------------------------------------------------------------
+# -- in the subprocess ---------------------------------------------------------------------
 
 Work = Callable[[PrometheusSettings, str, NodeInventory], Fetched]
-"""What the child runs for one query: a module-level function (the child imports it by
-name), metrics.providers.fetch_in_child."""
+"""What the subprocess runs for one query: a module-level function (the subprocess imports
+it by name), metrics.providers.fetch_in_subprocess."""
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -88,15 +88,15 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _start_child(parent: int) -> None:
+def _start_subprocess(parent: int) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
 # -- in the service ----------------------------------------------------------------------
 
 
-class ChildProcess:
-    """One child process that fetches for a PrometheusProvider, started at first use and
+class FetchSubprocess:
+    """One subprocess that fetches for a PrometheusProvider, started at first use and
     again after it died."""
 
     def __init__(self, settings: PrometheusSettings, work: Work) -> None:
@@ -104,12 +104,12 @@ class ChildProcess:
         self._work = work
         self._pool: ProcessPoolExecutor | None = None
         self._pid: int | None = None
-        """The running child's process ID, as it told it when it started."""
+        """The running subprocess' process ID, as it told it when it started."""
         self._lock = threading.Lock()
 
     def fetch(self, query: str, inventory: NodeInventory) -> Fetched:
-        """Blocking (a worker thread): one query in the child. Raises as the in-process
-        fetch would (BadAnswer, PartialAnswer) with the child's description; a child that
+        """Blocking (a worker thread): one query in the subprocess. Raises as the in-process
+        fetch would (BadAnswer, PartialAnswer) with the subprocess' description; one that
         died or hung raises BadAnswer and is replaced at the next call."""
         # Only `instance` labels are mapped through the addresses: the rest need none.
         needed = inventory if self._settings.node_label == "instance" else NodeInventory()
@@ -135,7 +135,7 @@ class ChildProcess:
         return fetched
 
     def pids(self) -> list[int]:
-        """The running child's process ID (tests kill it)."""
+        """The running subprocess' process ID (tests kill it)."""
         return [self._pid] if self._pool is not None and self._pid is not None else []
 
     def close(self) -> None:
@@ -150,7 +150,7 @@ class ChildProcess:
                 self._pool = ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_start_child,
+                    initializer=_start_subprocess,
                     initargs=(os.getpid(),),
                 )
             return self._pool
