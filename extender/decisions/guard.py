@@ -1,5 +1,6 @@
-"""The herd guard as the engine runs it: the ledger of placed pods (herd.py), the window
-read from the policy (policy.windows) and what each pod is counted at (estimate.py).
+"""The herd guard as the engine runs it: the ledger of placed pods (herd.py, an
+assumed-pods cache), the window read from the policy (policy.windows) and what each pod is
+counted at (estimate.py).
 
 The engine owns one `HerdGuard` and patches its tables when the guard's load changes.
 Pure: no I/O; the snapshot and `now` are passed in.

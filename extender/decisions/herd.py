@@ -1,5 +1,15 @@
 """The herd guard's ledger: placed pods counted on their node until the metric shows them.
 
+It is an assumed-pods cache, as load-aware schedulers keep one: kube-scheduler assumes a
+pod on its node before the bind lands, so the next cycle counts its requests
+(`assumedPods`, AssumePod / ForgetPod, in kubernetes `pkg/scheduler/backend/cache`);
+scheduler-plugins' Trimaran keeps the pods bound within the metrics' reporting interval
+per node (`PodAssignEventHandler.ScheduledPodsCache`, `pkg/trimaran/handler.go`) and adds
+their predicted use to the measured one; koordinator's LoadAware does the same until its
+NodeMetric covers them (`pkg/scheduler/plugins/loadaware/pod_assign_cache.go`). Here the
+pods are counted at their expected use, not their requests, and leave the ledger as the
+metric's window takes them in.
+
 A burst places pods faster than Prometheus can show their load, so every placed pod
 reserves its expected use (estimate.py) on its node, as a share of the node's cores. A
 rate over a window W shows a pod that has run t seconds by t / W of its use, and the
@@ -86,7 +96,7 @@ def data_time(snapshot: Snapshot, metrics: Iterable[str]) -> float | None:
 
 
 class HerdLedger:
-    """Reservations by pod UID and the utilisation they add by node."""
+    """The assumed pods: reservations by pod UID and the utilisation they add by node."""
 
     def __init__(self, guard: HerdGuardSettings, guarded: bool, window: float = 0.0) -> None:
         self._guard = guard
