@@ -21,8 +21,9 @@ keys in quotes, no spaces, an object's fields in its Go struct's order; a quote 
 string value is escaped, so `"key":"` only matches a key): `deletionTimestamp` is looked
 for just after `resourceVersion` (ObjectMeta's order), the phase at the last `"phase":"`
 (status is a Pod's last field, phase its first), the rest over the line. A line kept by
-mistake is only decoded as before. BOOKMARK and ERROR lines are always kept. 1 us a line
-of 2.3 KiB, against 5 us to decode it and the handler's work after that.
+mistake is only decoded as before. BOOKMARK and ERROR lines are always kept. The tests cost
+a fraction of decoding the line (BENCHMARKS.md, "The pod watch pays only for what it
+uses").
 
 The filter also reads each line's `metadata.resourceVersion` (the first such key of a pod
 line: ObjectMeta writes it before labels and annotations, and no other field of a Pod

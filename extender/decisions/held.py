@@ -86,9 +86,9 @@ class HeldPods(DecisionState):
     def expecting(self) -> bool:
         """No bind of ours follows our answers (`bind.enabled: false`: the scheduler's own
         binder binds), so the herd guard learns where a pod went from the pod watch alone.
-        kube-scheduler decides a burst far faster than that: 12 pods in 31 ms, the first
-        Binding seen 150 ms after the first decision (tests/e2e/test_burst_without_bind.py).
-        So each pod is counted where we let it go, as it is decided (`expect`)."""
+        kube-scheduler decides a burst far faster than the watch shows its Bindings
+        (BENCHMARKS.md, "Figures from the code's comments"). So each pod is counted where
+        we let it go, as it is decided (`expect`)."""
         return not self.settings.bind.enabled and self.settings.herd_guarded
 
     @property

@@ -66,7 +66,7 @@ def shortlist(
             i = level_end
             continue
         # The level from the pod's start, round to it; tested a name at a time in a
-        # comprehension (a tenth of the names asked at 5,000 nodes: 3x the loop's speed).
+        # comprehension, not a loop (BENCHMARKS.md, "Figures from the code's comments").
         level = chain(ranking[i + start : level_end], ranking[i : i + start])
         if asked is None:
             found = [n for _, n in level if n not in skip]

@@ -2,12 +2,12 @@
 beside the verbs.
 
 At 15,000 nodes one metric's answer is ~3 MB of JSON: orjson decodes it in one call that
-holds the interpreter for 7-10 ms, and mapping 15,000 series holds it in 5 ms slices, so a
-filter or prioritize call arriving meanwhile waits that long (BENCHMARKS.md, "Refreshes:
-fetch, decode and map in a child process"). Here one subprocess (concurrent.futures'
-process pool of one, started with `spawn`: the service runs threads and an event loop,
-which `fork` would copy mid-flight) runs the query and the mapping; the service receives
-node -> value, one unpickling of ~1 ms at 15,000 nodes.
+holds the interpreter, and mapping 15,000 series holds it in switch-interval slices, so a
+filter or prioritize call arriving meanwhile waits for both (BENCHMARKS.md, "Refreshes:
+fetch, decode and map in a child process", has the figures). Here one subprocess
+(concurrent.futures' process pool of one, started with `spawn`: the service runs threads
+and an event loop, which `fork` would copy mid-flight) runs the query and the mapping; the
+service receives node -> value, one unpickling, much shorter than the decoding.
 
 The subprocess runs the same code as the in-process path (metrics.providers), so answers and
 errors read the same: an error comes back as its description and is raised here as the

@@ -3,8 +3,8 @@
 At 15,000 nodes a refresh allocates enough containers (decoded answers, the snapshot, a
 table per policy) to trigger a full collection of the whole heap most times, and a full
 collection walks every object the service holds (the installed snapshot and tables, the
-memory of pods, the watches' state): some 40 ms with the GIL held, a stall of every
-answer in flight (BENCHMARKS.md, "The scale of a metrics answer"). Frozen objects are not
+memory of pods, the watches' state) with the GIL held, a stall of every answer in flight
+(BENCHMARKS.md, "The scale of a metrics answer", has its length). Frozen objects are not
 walked; they are still freed by reference counting as soon as nothing holds them (the
 snapshot and tables a later install replaces), so only garbage *cycles* among them would
 stay. The snapshot and tables hold none, but other long-lived objects (connections,

@@ -36,9 +36,9 @@ log = logging.getLogger("decice.refresher")
 
 BUILD_SWITCH_INTERVAL: float | None = 0.0005
 """The GIL switch interval while a refresh builds its tables in a thread (None: Python's
-own, 5 ms). The build is pure Python for ~50 ms at 15,000 nodes: a request arriving
-meanwhile waits up to one interval for the interpreter (BENCHMARKS.md, "Refreshes: fetch,
-decode and map in a child process")."""
+own, 5 ms). The build is pure Python, tens of milliseconds at 15,000 nodes: a request
+arriving meanwhile waits up to one interval for the interpreter (BENCHMARKS.md,
+"Refreshes: fetch, decode and map in a child process", has the figures)."""
 
 REPEAT_EVERY = 10
 """A failure streak with an unchanged cause is logged again every this many refreshes."""
