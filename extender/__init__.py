@@ -1,13 +1,14 @@
 """decice-extender: a metrics-aware kube-scheduler extender.
 
-The package is split by concept into subpackages (errors, policy, decisions, metrics,
-cluster, rebalancing, doctor, service, simulation, replay, cli). `PACKAGES` below says
-what each is and which of the others it may import; `LIBRARIES` says which subpackages
-may import the outside libraries that tie code to a server (the Kubernetes client,
-Prometheus' client, the HTTP server). Those two maps are the one source of the import
-rules: tests/test_architecture.py checks every import against them, and checks that
-pyproject.toml's import-linter contracts are the ones they generate
-(`python -m tests.architecture --write` rewrites that part of pyproject.toml).
+The package is split by concept into subpackages. `PACKAGES` below names each (and the
+subpackages nested in it), says what it is and which of the others it may import;
+`LIBRARIES` says which subpackages may import the outside libraries that tie code to a
+server (the Kubernetes client, Prometheus' client, the HTTP server). Those two maps are
+the one source of the import rules: tests/test_architecture.py checks every import
+against them, and checks that pyproject.toml's import-linter contracts are the ones they
+generate (`python -m tests.architecture --write` rewrites that part of pyproject.toml).
+README.md's Layout names every module; tests/test_docs.py holds it and `PACKAGES` to the
+tree.
 
 The verbs' path, start to end: service.verbs reads the request, decisions.wire parses it,
 decisions.engine decides from the tables the metrics.refresher built, decisions.wire
@@ -51,7 +52,8 @@ PACKAGES: dict[str, Package] = {
         ("decisions", "policy", "errors"),
     ),
     "cluster": Package(
-        "the Kubernetes edge: the API client, watches, leader election, bind, Events, requeue",
+        "the Kubernetes edge: the API client (client/), watches, leader election (leader/), "
+        "bind, Events, requeue",
         ("decisions", "policy", "errors"),
     ),
     "rebalancing": Package(
@@ -70,8 +72,8 @@ PACKAGES: dict[str, Package] = {
     ),
     "simulation": Package(
         "a seeded simulation of placements, kube-scheduler's default scoring against ours "
-        "and the peers', our rebalancer's plan included (pure; `decice-extender simulate` "
-        "prints it)",
+        "and the peers' (peers/: Trimaran, Koordinator), our rebalancer's plan included "
+        "(pure; `decice-extender simulate` prints it)",
         ("rebalancing", "decisions", "policy"),
     ),
     "replay": Package(

@@ -625,3 +625,68 @@ def deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+_MODULE_TOKEN = re.compile(r"[a-z_][a-z0-9_]*/?")
+"""A backticked module or nested package name in the README's Layout (`engine`, `client/`)."""
+
+
+def layout_rows() -> dict[str, str]:
+    """The README's Layout table: `extender/<subpackage>/` -> its 'what' cell."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Layout\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    rows: dict[str, str] = {}
+    for line in section.splitlines():
+        if line.startswith("| `extender/"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            name = cells[0].strip("`").removeprefix("extender/").rstrip("/")
+            assert name not in rows, f"README Layout: {name} has two rows"
+            rows[name] = cells[1]
+    return rows
+
+
+def tree_names(subpackage: Path) -> list[str]:
+    """What a Layout row must name: each module's name (nested ones too) and each nested
+    subpackage as `name/`, once per file."""
+    names: list[str] = []
+    for path in sorted(subpackage.rglob("*.py")):
+        if path.name != "__init__.py":
+            names.append(path.stem)
+        elif path.parent != subpackage:
+            names.append(f"{path.parent.name}/")
+    return names
+
+
+def test_the_readme_layout_names_every_module_once() -> None:
+    """One row per subpackage; a row names each of its modules and nested subpackages as
+    many times as the tree has them (once, unless two share a name), and no module name
+    the tree lacks (a renamed or removed module's old name fails here)."""
+    package = ROOT / "extender"
+    subpackages = sorted(p.parent.name for p in package.glob("*/__init__.py"))
+    rows = layout_rows()
+    assert sorted(rows) == subpackages
+    for name in subpackages:
+        expected = tree_names(package / name)
+        named = [t for t in re.findall(r"`([^`]+)`", rows[name]) if _MODULE_TOKEN.fullmatch(t)]
+        problems = {
+            t: (named.count(t), expected.count(t))
+            for t in set(named) | set(expected)
+            if named.count(t) != expected.count(t)
+        }
+        assert not problems, f"README Layout, extender/{name}/: (named, in the tree) {problems}"
+    top = sorted(p.name for p in package.glob("*.py") if p.name != "__init__.py")
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Layout\n", 1)[1]
+    for module in top:
+        assert f"`extender/{module}`" in text, f"README Layout does not name extender/{module}"
+
+
+def test_the_package_map_names_each_nested_subpackage_in_its_parent() -> None:
+    """extender.PACKAGES names every subpackage (tests/test_architecture.py); a subpackage
+    nested in one is named, once, in its parent's `what`."""
+    import extender
+
+    package = ROOT / "extender"
+    for init in sorted(package.glob("*/*/__init__.py")):
+        parent, nested = init.parent.parent.name, init.parent.name
+        what = extender.PACKAGES[parent].what
+        assert what.count(f"{nested}/") == 1, f"PACKAGES[{parent!r}] names {nested}/ not once"
