@@ -195,7 +195,7 @@ def test_of_a_filtered_node_the_pod_that_brings_it_back_under_moves_first() -> N
         (running("static", "a", owner="Node"), "static pod"),
         (running("mirror", "a", mirror=True), "static pod"),
         (running("pinned", "a", opted_out=True), 'annotation decice.io/rebalance: "false"'),
-        (running("young", "a", created=NOW - 60), "younger than minAge 120s"),
+        (running("young", "a", created=NOW - 30), "younger than minAge 60s"),
         (running("gone", "a", terminating=True), "terminating"),
     ],
 )
