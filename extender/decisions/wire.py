@@ -11,6 +11,7 @@ encoders below turn them into answers.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -74,7 +75,9 @@ def _decode(body: bytes, kind: type[_T], where: str = "") -> _T:
     try:
         return cast(_T, _DECODERS[kind].decode(body))
     except msgspec.ValidationError as exc:
-        text = _name_the_key(body, str(exc), kind)
+        text = str(exc)
+        with contextlib.suppress(RecursionError):  # met after the first bad field
+            text = _name_the_key(body, text, kind)
         raise WireError(_validation_message(text, what, where)) from None
     except msgspec.DecodeError as exc:
         raise WireError(f"request body is not valid JSON: {exc}") from None
@@ -92,15 +95,17 @@ def _json_of(raw: msgspec.Raw) -> Any:
 
 def _name_the_key(body: bytes, text: str, kind: type[msgspec.Struct]) -> str:
     """msgspec's path names no dict key (`$.NodeNameToVictims[...].Pods`): the node whose
-    value is the first that fails, found again so that the message names it."""
+    value is the first that fails, found again (each decoded as typed, as the body was)
+    so that the message names it."""
     field, found, _ = text.partition("`$.")[2].partition("[...]")
-    if not found:
+    hints = get_type_hints(kind)
+    if not found or field not in hints:
         return text
-    mapping = get_args(get_type_hints(kind)[field])[0]  # dict[str, T] | None
-    value_type = get_args(mapping)[1]
-    for key, value in msgspec.json.decode(body)[field].items():
+    value_type = get_args(get_args(hints[field])[0])[1]  # dict[str, T] | None -> T
+    entries = msgspec.json.decode(body, type=dict[str, msgspec.Raw])[field]
+    for key, value in msgspec.json.decode(entries, type=dict[str, msgspec.Raw]).items():
         try:
-            msgspec.convert(value, value_type)
+            msgspec.json.decode(value, type=value_type)
         except msgspec.ValidationError:
             return text.replace("[...]", f"[{key!r}]", 1)
     return text

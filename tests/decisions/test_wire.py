@@ -298,3 +298,15 @@ def test_nodes_too_small_for_the_pod_in_both_forms() -> None:
         assert failed["node-3"] == failed["node-4"] == small
         assert answer["FailedNodes"] == {}
         assert not (answer["NodeNames"] or (answer["Nodes"] or {}).get("items"))
+
+
+def test_a_bad_victim_before_deep_nesting_is_a_wire_error() -> None:
+    """The node of a bad victim is found by decoding again; nesting past msgspec's depth
+    after the bad field (which the first decode never reached) still makes a 400."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    body = (
+        b'{"Pod": {"metadata": {"name": "p"}}, "NodeNameToVictims": {"n": {"Pods": '
+        b'[{"metadata": {"uid": 1}, "x": ' + deep + b"}]}}}"
+    )
+    with pytest.raises(WireError, match=r"NodeNameToVictims\[...\].Pods\[0\].metadata.uid"):
+        parse_preemption_args(body)
