@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extender.cli.simulate import SHIPPED
+from extender.policy import windows
 from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.simulation.profiles import SCHEDULERS
 
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from extender.simulation.prometheus import Pipeline
 
 COMMAND = "decice-extender replay"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B?)?", re.IGNORECASE)
 
 
@@ -45,11 +44,10 @@ def duration(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        pass
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+        seconds = windows.duration(text)
+    if seconds is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 30s, 5m, 7d)")
-    return sum(float(n) * _UNIT[u] for n, u in parts)
+    return seconds
 
 
 def moment(text: str, now: Callable[[], float] = time.time) -> float:

@@ -2,20 +2,21 @@
 
 The Go types have no json tags, so the scheduler sends the Go field names exactly
 (`Pod`, `Nodes`, `NodeNames`, `PodUID`...) and we answer with the same canonical names.
-Parsing is strict about what we read and ignores the rest, as the types in wiretypes.py
-describe it (a test holds these parsers to those types, and the OpenAPI document is made
-from them). Node names are checked once, here, as msgspec decodes them; the engine and the
-table can then trust them. The engine returns decisions (model.py) and the encoders below
-turn them into answers.
+Every request body is decoded by msgspec into the types of wiretypes.py (the one schema,
+which the OpenAPI document is made from): strict about what we read, the rest ignored,
+a 400 naming the first bad field. Node names are checked once, as they are decoded; the
+engine and the table can then trust them. The engine returns decisions (model.py) and the
+encoders below turn them into answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import filterfalse
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast, get_args, get_type_hints
 
 import msgspec
 import orjson
@@ -24,6 +25,7 @@ from extender.decisions import wiretypes
 from extender.decisions.model import FilterDecision, Priorities
 from extender.decisions.pods import PodFacts, read_pod
 from extender.decisions.resources import PodError
+from extender.decisions.wiretypes import NodeList
 
 JSON = dict[str, Any]
 Verb = Literal["filter", "prioritize", "bind", "preempt"]
@@ -37,6 +39,8 @@ class WireError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ExtenderArgs:
+    """An ExtenderArgs body as the engine reads it."""
+
     pod: PodFacts
     names: list[str]
     """Node names in request order, from NodeNames or from Nodes.items[].metadata.name."""
@@ -46,122 +50,114 @@ class ExtenderArgs:
     """The `exactly` set given to the parser, when the request names exactly its nodes."""
 
 
-@dataclass(frozen=True, slots=True)
-class BindingArgs:
-    pod_name: str
-    pod_namespace: str
-    pod_uid: str
-    node: str
+BindingArgs = wiretypes.ExtenderBindingArgs
+"""The bind body as it comes: every field a non-empty string."""
 
 
 @dataclass(frozen=True, slots=True)
 class PreemptionArgs:
+    """An ExtenderPreemptionArgs body as the engine reads it."""
+
     pod: PodFacts
     victims: Mapping[str, Any]
     """Node -> MetaVictims (`{"Pods": [{"UID"}], "NumPDBViolations"}`), always meta form."""
 
 
-def decode_object(body: bytes, what: str) -> JSON:
+_T = TypeVar("_T", bound=msgspec.Struct)
+_DECODERS = {t: msgspec.json.Decoder(t) for t in {*wiretypes.REQUESTS.values(), NodeList}}
+
+
+def _decode(body: bytes, kind: type[_T], where: str = "") -> _T:
+    """`body` as `kind` (a wiretypes Struct); a WireError names the first bad field."""
+    what = kind.__name__
     if not body:
         raise WireError(f"empty request body: expected a JSON {what} object")
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise WireError(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise WireError(f"request body must be a JSON {what} object, got {type(data).__name__}")
-    return data
-
-
-class _ArgsBody(msgspec.Struct):
-    """ExtenderArgs as the request path decodes it: the node names typed (msgspec checks
-    each while decoding); the pod and a v1.NodeList kept as their JSON text, decoded by
-    orjson as every other body is (an integer past 64 bits becomes a float, so a NodeList
-    answered back as it came always encodes) and read by read_pod and _node_names_of,
-    whose messages name the field."""
-
-    Pod: msgspec.Raw = msgspec.Raw()
-    NodeNames: wiretypes.NodeNames | None = None
-    Nodes: msgspec.Raw = msgspec.Raw()
-
-
-def _json_of(raw: msgspec.Raw) -> Any:
-    """A field kept as JSON text, decoded; None when the body did not have it."""
-    if not raw:
-        return None
-    try:
-        return orjson.loads(memoryview(raw))
-    except orjson.JSONDecodeError as exc:
-        raise WireError(f"request body is not valid JSON: {exc}") from None
-
-
-_ARGS = msgspec.json.Decoder(_ArgsBody)
-_EMPTY_NAMES = "ExtenderArgs: the node list is empty; nothing to filter or score"
-
-
-def _decode_args(body: bytes) -> _ArgsBody:
-    if not body:
-        raise WireError("empty request body: expected a JSON ExtenderArgs object")
-    try:
-        return _ARGS.decode(body)
+        return cast(_T, _DECODERS[kind].decode(body))
     except msgspec.ValidationError as exc:
-        raise WireError(_validation_message(str(exc), "ExtenderArgs")) from None
+        text = str(exc)
+        with contextlib.suppress(RecursionError):  # met after the first bad field
+            text = _name_the_key(body, text, kind)
+        raise WireError(_validation_message(text, what, where)) from None
     except msgspec.DecodeError as exc:
         raise WireError(f"request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise WireError("request body nests too deep to be a scheduler's request") from None
 
 
+def _json_of(raw: msgspec.Raw) -> Any:
+    """A field kept as JSON text, decoded by orjson as the API path's objects are."""
+    try:
+        return orjson.loads(memoryview(raw))
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"request body is not valid JSON: {exc}") from None
+
+
+def _name_the_key(body: bytes, text: str, kind: type[msgspec.Struct]) -> str:
+    """msgspec's path names no dict key (`$.NodeNameToVictims[...].Pods`): the node whose
+    value is the first that fails, found again (each decoded as typed, as the body was)
+    so that the message names it."""
+    field, found, _ = text.partition("`$.")[2].partition("[...]")
+    hints = get_type_hints(kind)
+    if not found or field not in hints:
+        return text
+    value_type = get_args(get_args(hints[field])[0])[1]  # dict[str, T] | None -> T
+    entries = msgspec.json.decode(body, type=dict[str, msgspec.Raw])[field]
+    for key, value in msgspec.json.decode(entries, type=dict[str, msgspec.Raw]).items():
+        try:
+            msgspec.json.decode(value, type=value_type)
+        except msgspec.ValidationError:
+            return text.replace("[...]", f"[{key!r}]", 1)
+    return text
+
+
+_EMPTY_NAMES = "ExtenderArgs: the node list is empty; nothing to filter or score"
+_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`")
 _EXPECTED = re.compile(r"Expected `(?P<want>[^`]*)`(?P<more>[^,]*)(?:, got `(?P<got>[^`]*)`)?$")
-_WANTED = {"array": "a list", "array | null": "a list", "str": "a string", "object": "an object"}
+_WANTED = {
+    "array": "a list",
+    "array | null": "a list",
+    "str": "a string",
+    "object": "an object",
+    "object | null": "an object",
+    "int": "an integer",
+}
 _PYTHON_NAME = {"array": "list", "object": "dict", "null": "NoneType"}
 """JSON type names as our other messages name them (after the Python type)."""
 
 
-def _validation_message(text: str, what: str) -> str:
+def _validation_message(text: str, what: str, where: str = "") -> str:
     """msgspec's "Expected `str` of length >= 1 - at `$.NodeNames[3]`" in our words:
-    "NodeNames[3]: must be a non-empty string"."""
-    message, _, where = text.partition(" - at `$")
-    path = where.rstrip("`").lstrip(".")
+    "NodeNames[3]: must be a non-empty string"; `where` is the field the body came in."""
+    message, _, at = text.partition(" - at `$")
+    path = ".".join(filter(None, (where, at.rstrip("`").lstrip("."))))
+    if (missing := _MISSING.fullmatch(message)) is not None:
+        return f"{path or what}: missing field {missing['field']!r}"
     found = _EXPECTED.fullmatch(message)
-    got = found["got"] if found and found["got"] else ""
-    got = _PYTHON_NAME.get(got, got)
+    if found is None:  # a rule of the type's own (__post_init__)
+        return f"{path or what}: {message}"
+    got = _PYTHON_NAME.get(found["got"] or "", found["got"] or "")
     if not path:
         return f"request body must be a JSON {what} object, got {got or 'something else'}"
-    if path == "NodeNames" and "length >= 1" in message:
-        return _EMPTY_NAMES
-    if found is None:
-        return f"{path}: {message[:1].lower()}{message[1:]}"
+    if path == where:
+        return f"{where}: must be a v1.{what} object, got {got}"
     want, more = found["want"], found["more"].strip()
-    wanted = "a non-empty string" if (want, more) == ("str", "of length >= 1") else None
-    wanted = wanted or _WANTED.get(want) or f"`{want}` {more}".strip()
+    if "length >= 1" in more and path in ("NodeNames", "Nodes.items"):
+        return _EMPTY_NAMES
+    if want == "int" and more:
+        wanted = "an integer that fits Go's int64"
+    elif (want, more) == ("str", "of length >= 1"):
+        wanted = "a non-empty string"
+    else:
+        wanted = _WANTED.get(want) or f"`{want}` {more}".strip()
     return f"{path}: must be {wanted}" + (f", got {got}" if got else "")
 
 
-def _pod(value: Any) -> PodFacts:
+def _pod(raw: msgspec.Raw) -> PodFacts:
     try:
-        return read_pod(value)
+        return read_pod(_json_of(raw))
     except PodError as exc:
         raise WireError(str(exc)) from None
-
-
-def _node_names_of(node_list: Any) -> list[str]:
-    if not isinstance(node_list, dict):
-        raise WireError(f"Nodes: must be a v1.NodeList object, got {type(node_list).__name__}")
-    items = node_list.get("items")
-    if not isinstance(items, list):
-        raise WireError("Nodes.items: must be a list of v1.Node")
-    try:
-        names = [item["metadata"]["name"] for item in items]
-    except (TypeError, KeyError):
-        names = []  # fall through to the precise message below
-    if len(names) != len(items) or not all(isinstance(n, str) and n for n in names):
-        for i, item in enumerate(items):
-            meta = item.get("metadata") if isinstance(item, dict) else None
-            name = meta.get("name") if isinstance(meta, dict) else None
-            if not isinstance(name, str) or not name:
-                raise WireError(f"Nodes.items[{i}].metadata.name: must be a non-empty string")
-    return names
 
 
 def parse_extender_args(
@@ -172,22 +168,18 @@ def parse_extender_args(
     `answered(pod)`: valid node names (prioritize passes the nodes of the pod's policy's
     precomputed answer, table.WholeAnswer). When `NodeNames` names exactly these, the result
     says so and the names need no other check: each was found in a set of non-empty strings."""
-    data = _decode_args(body)
-    pod = _pod(_json_of(data.Pod))
-    names = data.NodeNames
-    node_list = _json_of(data.Nodes)
-    if node_list is not None:  # read even beside NodeNames: the body must be whole
-        listed = _node_names_of(node_list)
-        if not listed:
-            raise WireError(_EMPTY_NAMES)
-    if names is not None:
-        exactly = answered(pod) if answered is not None else frozenset()
-        if _names_exactly(names, exactly):
-            return ExtenderArgs(pod=pod, names=names, node_list=None, exactly=exactly)
-        return ExtenderArgs(pod=pod, names=names, node_list=None)
-    if node_list is None:
-        raise WireError("ExtenderArgs: both NodeNames and Nodes are null; send one of them")
-    return ExtenderArgs(pod=pod, names=listed, node_list=node_list)
+    data = _decode(body, wiretypes.ExtenderArgs)
+    pod = _pod(data.Pod)
+    if wiretypes.sent(data.Nodes):  # checked even beside NodeNames: the body must be whole
+        nodes = _decode(data.Nodes, NodeList, "Nodes")
+        if data.NodeNames is None:
+            listed = [item.metadata.name for item in nodes.items]
+            return ExtenderArgs(pod=pod, names=listed, node_list=_json_of(data.Nodes))
+    names = data.NodeNames or []  # not None (ExtenderArgs.__post_init__), not empty
+    exactly = answered(pod) if answered is not None else frozenset()
+    if _names_exactly(names, exactly):
+        return ExtenderArgs(pod=pod, names=names, node_list=None, exactly=exactly)
+    return ExtenderArgs(pod=pod, names=names, node_list=None)
 
 
 def _names_exactly(names: list[str], nodes: frozenset[str]) -> bool:
@@ -199,64 +191,26 @@ def _names_exactly(names: list[str], nodes: frozenset[str]) -> bool:
 
 
 def parse_binding_args(body: bytes) -> BindingArgs:
-    data = decode_object(body, "ExtenderBindingArgs")
-    where = "ExtenderBindingArgs"
-    values = {}
-    for key in ("PodName", "PodNamespace", "PodUID", "Node"):
-        if key not in data:
-            raise WireError(f"{where}: missing field {key!r}")
-        value = data[key]
-        if not isinstance(value, str):
-            raise WireError(f"{where}.{key}: must be str, got {type(value).__name__}")
-        if not value:
-            raise WireError(f"{where}.{key}: must not be empty")
-        values[key] = value
-    return BindingArgs(values["PodName"], values["PodNamespace"], values["PodUID"], values["Node"])
-
-
-def _meta_victims(node: str, victims: Any, full: bool) -> JSON:
-    where = f"NodeNameTo{'' if full else 'Meta'}Victims[{node!r}]"
-    if not isinstance(victims, dict):
-        raise WireError(f"{where}: must be an object")
-    pods = victims.get("Pods")
-    if pods is None:
-        pods = []
-    if not isinstance(pods, list):
-        raise WireError(f"{where}.Pods: must be a list")
-    violations = victims.get("NumPDBViolations", 0)
-    if not isinstance(violations, int) or isinstance(violations, bool):
-        raise WireError(f"{where}.NumPDBViolations: must be an integer")
-    if not -(2**63) <= violations < 2**63:
-        raise WireError(f"{where}.NumPDBViolations: must fit Go's int64")
-    if not full:
-        for i, p in enumerate(pods):
-            if not isinstance(p, dict) or not isinstance(p.get("UID"), str):
-                raise WireError(f"{where}.Pods[{i}].UID: must be a string")
-        return victims
-    uids = []
-    for i, p in enumerate(pods):
-        meta = p.get("metadata") if isinstance(p, dict) else None
-        uid = meta.get("uid") if isinstance(meta, dict) else None
-        if not isinstance(uid, str):
-            raise WireError(f"{where}.Pods[{i}].metadata.uid: must be a string")
-        uids.append({"UID": uid})
-    return {"Pods": uids, "NumPDBViolations": violations}
+    return _decode(body, BindingArgs)
 
 
 def parse_preemption_args(body: bytes) -> PreemptionArgs:
-    """ExtenderPreemptionArgs in either form; victims come back in meta form (UIDs)."""
-    data = decode_object(body, "ExtenderPreemptionArgs")
-    pod = _pod(data.get("Pod"))
-    forms: dict[bool, dict[str, Any]] = {}
-    for key, is_full in (("NodeNameToMetaVictims", False), ("NodeNameToVictims", True)):
-        source = data.get(key)
-        if source is None:
-            continue
-        if not isinstance(source, dict):
-            raise WireError(f"{key}: must be an object node -> victims")
-        forms[is_full] = {str(n): _meta_victims(n, v, is_full) for n, v in source.items()}
-    # Both read (the body must be whole); the meta form wins when both are sent.
-    return PreemptionArgs(pod=pod, victims=forms.get(False, forms.get(True, {})))
+    """ExtenderPreemptionArgs in either form; victims come back in meta form (UIDs). Both
+    forms are checked (the body must be whole); the meta form wins when both are sent."""
+    data = _decode(body, wiretypes.ExtenderPreemptionArgs)
+    pod = _pod(data.Pod)
+    if data.NodeNameToMetaVictims is not None:
+        meta = data.NodeNameToMetaVictims
+        victims = {n: _meta(v, [p.UID for p in v.Pods or ()]) for n, v in meta.items()}
+    else:
+        full = data.NodeNameToVictims or {}
+        victims = {n: _meta(v, [p.metadata.uid for p in v.Pods or ()]) for n, v in full.items()}
+    return PreemptionArgs(pod=pod, victims=victims)
+
+
+def _meta(victims: wiretypes.MetaVictims | wiretypes.Victims, uids: list[str]) -> JSON:
+    """MetaVictims as the engine keeps and answers them."""
+    return {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": victims.NumPDBViolations}
 
 
 def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:

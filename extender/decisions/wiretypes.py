@@ -1,18 +1,16 @@
 """The extender wire format as types: what kube-scheduler sends us and what we answer.
 
-One description of k8s.io/kube-scheduler/extender/v1 (Go field names: the Go types have
-no json tags) as msgspec Structs, narrowed to the fields we read. Three things come
-from it:
+The one description of k8s.io/kube-scheduler/extender/v1 (Go field names: the Go types
+have no json tags) as msgspec Structs, narrowed to the fields we read. wire.py decodes
+every request body with the `REQUESTS` types and service.openapi derives its schemas from
+the same types, so the document says what the parser does.
 
-- the parse of ExtenderArgs' node names on the request path (wire.py decodes
-  `NodeNames` with the `NodeNames` type below: one C-level pass, measured faster than
-  decoding with orjson then checking each name, BENCHMARKS.md "One wire schema");
-- the OpenAPI document (service.openapi derives its schemas from these types);
-- the check that wire.py's parsers accept exactly the bodies these types accept
-  (tests/decisions/test_wiretypes.py), so the document says what the parser does.
-
-Fields we do not read are not described and are ignored wherever they appear, as by the
-parsers. Pure.
+Two fields are kept as their JSON text (`msgspec.Raw`) and documented by a Struct here:
+the `Pod`, read by decisions.pods.read_pod (which the API path shares; the `Pod` Struct
+lists the fields it reads, and tests/decisions/test_wiretypes.py holds the two to the
+same bodies), and a full `Nodes` list, checked with `NodeList` and answered back as it
+came (decoded by orjson, which reads an integer past 64 bits as a float it can encode).
+Fields we do not read are not described and are ignored wherever they appear. Pure.
 """
 
 from __future__ import annotations
@@ -20,6 +18,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
+
+SCHEMA_REF = "#/components/schemas/{name}"
+"""Where a schema of ours is found in the OpenAPI document."""
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 NodeNames = Annotated[
@@ -62,23 +63,51 @@ class NodeList(msgspec.Struct):
     items: Annotated[list[Node], msgspec.Meta(min_length=1)]
 
 
+PodText = Annotated[
+    msgspec.Raw, msgspec.Meta(extra_json_schema={"$ref": SCHEMA_REF.format(name="Pod")})
+]
+"""A Pod kept as JSON text."""
+NodeListText = Annotated[
+    msgspec.Raw,
+    msgspec.Meta(
+        extra_json_schema={
+            "anyOf": [{"$ref": SCHEMA_REF.format(name="NodeList")}, {"type": "null"}]
+        }
+    ),
+]
+"""A NodeList or null kept as JSON text (msgspec takes no `Raw | None`); see `sent`."""
+
+
+def sent(text: msgspec.Raw) -> bool:
+    """Whether a field kept as text came, and not as null."""
+    return len(text) > 0 and bytes(memoryview(text)[:5]) != b"null"
+
+
+DOCUMENTED = (Pod, NodeList)
+"""The Structs that document a field kept as text: components of the OpenAPI document."""
+
+
 class ExtenderArgs(msgspec.Struct):
     """The body of filter and prioritize: the pod, and the nodes in one of two forms."""
 
-    Pod: Pod
-    Nodes: NodeList | None = None
+    Pod: PodText
     NodeNames: NodeNames | None = None
+    Nodes: NodeListText = msgspec.field(default_factory=msgspec.Raw)
 
     def __post_init__(self) -> None:
-        if self.NodeNames is None and self.Nodes is None:
+        if self.NodeNames is None and not sent(self.Nodes):
             raise ValueError("both NodeNames and Nodes are null; send one of them")
 
 
 class ExtenderBindingArgs(msgspec.Struct):
-    PodName: NonEmpty
-    PodNamespace: NonEmpty
-    PodUID: NonEmpty
-    Node: NonEmpty
+    """The body of bind: which pod goes to which node."""
+
+    # The binder reads these under their Python names.
+
+    pod_name: NonEmpty = msgspec.field(name="PodName")
+    pod_namespace: NonEmpty = msgspec.field(name="PodNamespace")
+    pod_uid: NonEmpty = msgspec.field(name="PodUID")
+    node: NonEmpty = msgspec.field(name="Node")
 
 
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
@@ -111,7 +140,7 @@ class ExtenderPreemptionArgs(msgspec.Struct):
     """The body of preempt: candidate nodes with their victims, as whole pods or UIDs
     (nodeCacheCapable); we answer in UIDs."""
 
-    Pod: Pod
+    Pod: PodText
     NodeNameToVictims: dict[str, Victims] | None = None
     NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
 

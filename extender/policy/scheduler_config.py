@@ -67,6 +67,7 @@ def extender_weight(text: str) -> int:
 
 # --- --http-timeout -----------------------------------------------------------------------
 
+# Go's time.ParseDuration syntax (ns to h, no days), not Prometheus's (windows.duration).
 _NS_PER_UNIT = {
     "ns": 1,
     "us": 10**3,

@@ -25,8 +25,9 @@ from extender.policy.settings import Settings
 INSTANT_FUNCTIONS = frozenset({"irate", "idelta"})
 """Functions of the last two samples only: a pod shows whole one scrape after it starts."""
 _RULE_SUFFIX = re.compile(r"(?:^|_)(i?rate|increase)(\d+(?:ms|[smhdwy]))?$")
-_DURATION = re.compile(r"(\d+)(ms|[smhdwy])")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|[smhdwyM])")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_UNIT["M"] = 31 * 86400  # VictoriaMetrics' months, in a retention
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +39,13 @@ class Window:
 
 
 def duration(text: str) -> float | None:
-    """A PromQL duration ("5m", "1h30m", "90s") in seconds, or None."""
+    """A duration as Prometheus and VictoriaMetrics write one ("5m", "1h30m", "1.5h",
+    "12M") in seconds, or None: the one reader of them (queries, rule names, retentions,
+    the replay's options)."""
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
-    return sum(int(n) * _UNIT[u] for n, u in parts)
+    return sum(float(n) * _UNIT[u] for n, u in parts)
 
 
 def rule_window(name: str) -> float | None:

@@ -9,10 +9,10 @@ memory, a range the server's retention no longer holds.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
+from extender.policy.windows import duration
 from extender.replay.queries import setting_of
 
 EXIT = 1
@@ -123,29 +123,12 @@ def no_data(start: float, end: float, url: str) -> NoData:
     )
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|y|w|d|h|m|s|M)")
-_SECONDS = {
-    "ms": 0.001,
-    "s": 1,
-    "m": 60,
-    "h": 3600,
-    "d": 86400,
-    "w": 7 * 86400,
-    "y": 365 * 86400,
-    "M": 31 * 86400,
-}
-
-
 def retention_seconds(text: str | None) -> float | None:
     """The time part of a retention ("15d", "10d or 50GiB", "1h30m", VictoriaMetrics'
     "12M" months), or None when it has none."""
     if not text:
         return None
-    head = text.split(" or ")[0].strip()
-    parts = _DURATION.findall(head)
-    if not parts or "".join(n + u for n, u in parts) != head:
-        return None
-    return sum(float(n) * _SECONDS[u] for n, u in parts)
+    return duration(text.split(" or ")[0].strip())
 
 
 def beyond_retention(

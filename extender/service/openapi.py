@@ -1,8 +1,8 @@
 """An OpenAPI 3.1 description of our endpoints (served at /openapi.json for fuzzers and users).
 
-Its schemas are made from the typed description of the wire format
-(extender.decisions.wiretypes), which the parsers are held to by a test; nothing here
-restates them. Go field names, as k8s.io/kube-scheduler/extender/v1 has no json tags.
+Its schemas are made from the types the verbs decode their requests with
+(extender.decisions.wiretypes); nothing here restates them. Go field names, as
+k8s.io/kube-scheduler/extender/v1 has no json tags.
 """
 
 from __future__ import annotations
@@ -15,18 +15,16 @@ from extender.decisions import wiretypes
 from extender.decisions.wire import VERBS
 from extender.policy.settings import Settings
 
-_REF = "#/components/schemas/{name}"
-
 
 def _schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(verb -> request schema, verb -> answer schema, components)."""
     types = [wiretypes.REQUESTS[v] for v in VERBS] + [wiretypes.ANSWERS[v] for v in VERBS]
-    types.append(wiretypes.Error)
-    refs, components = msgspec.json.schema_components(types, ref_template=_REF)
+    types += [wiretypes.Error, *wiretypes.DOCUMENTED]
+    refs, components = msgspec.json.schema_components(types, ref_template=wiretypes.SCHEMA_REF)
     n = len(VERBS)
     return (
         dict(zip(VERBS, refs[:n], strict=True)),
-        dict(zip(VERBS, refs[n:-1], strict=True)),
+        dict(zip(VERBS, refs[n : 2 * n], strict=True)),
         components,
     )
 
@@ -35,7 +33,7 @@ REQUEST_SCHEMAS, ANSWER_SCHEMAS, SCHEMAS = _schemas()
 
 
 def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
+    return {"$ref": wiretypes.SCHEMA_REF.format(name=name)}
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:

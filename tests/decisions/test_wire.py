@@ -176,7 +176,8 @@ def test_pod_facts_read_requests() -> None:
         (b"", "empty request body"),
         (b"{", "not valid JSON"),
         (b"[]", "must be a JSON ExtenderArgs object, got list"),
-        (b'{"NodeNames": ["a"]}', "Pod: must be an object, got NoneType"),
+        (b'{"NodeNames": ["a"]}', "ExtenderArgs: missing field 'Pod'"),
+        (b'{"Pod": null, "NodeNames": ["a"]}', "Pod: must be an object, got NoneType"),
         (b'{"Pod": {}, "NodeNames": ["a"]}', "Pod: missing field 'metadata'"),
         (
             b'{"Pod": {"metadata": {"name": 5}}, "NodeNames": ["a"]}',
@@ -190,7 +191,12 @@ def test_pod_facts_read_requests() -> None:
         (b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": "a"}', "NodeNames: must be a list"),
         (
             b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{}]}}',
-            "Nodes.items[0].metadata.name",
+            "Nodes.items[0]: missing field 'metadata'",
+        ),
+        (
+            b'{"Pod": {"metadata": {"name": "p"}}, '
+            b'"Nodes": {"items": [{"metadata": {"name": ""}}]}}',
+            "Nodes.items[0].metadata.name: must be a non-empty string",
         ),
         (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": []}', "Nodes: must be a v1.NodeList"),
         (
@@ -220,10 +226,13 @@ def test_bad_names_found_where_the_body_is_decoded() -> None:
     ("body", "message"),
     [
         (b'{"PodName": "p", "PodNamespace": "n", "PodUID": "u"}', "missing field 'Node'"),
-        (b'{"PodName": "p", "PodNamespace": "n", "PodUID": "u", "Node": 3}', "Node: must be str"),
+        (
+            b'{"PodName": "p", "PodNamespace": "n", "PodUID": "u", "Node": 3}',
+            "Node: must be a string, got int",
+        ),
         (
             b'{"PodName": "", "PodNamespace": "n", "PodUID": "u", "Node": "x"}',
-            "PodName: must not be empty",
+            "PodName: must be a non-empty string",
         ),
     ],
 )
@@ -235,9 +244,19 @@ def test_bad_binding_args(body: bytes, message: str) -> None:
 def test_bad_preemption_args() -> None:
     pod = {"metadata": {"name": "p"}}
     cases: list[tuple[dict[str, Any], str]] = [
-        ({"Pod": pod, "NodeNameToMetaVictims": []}, "must be an object node -> victims"),
-        ({"Pod": pod, "NodeNameToMetaVictims": {"n": {"Pods": [{"UID": 1}]}}}, r"Pods\[0\].UID"),
-        ({"Pod": pod, "NodeNameToVictims": {"n": {"Pods": [{}]}}}, r"metadata.uid"),
+        ({"Pod": pod, "NodeNameToMetaVictims": []}, "NodeNameToMetaVictims: must be an object"),
+        (
+            {"Pod": pod, "NodeNameToMetaVictims": {"m": {}, "n": {"Pods": [{"UID": 1}]}}},
+            r"NodeNameToMetaVictims\['n'\].Pods\[0\].UID: must be a string",
+        ),
+        (
+            {"Pod": pod, "NodeNameToVictims": {"n": {"Pods": [{}]}}},
+            r"Pods\[0\]: missing field 'metadata'",
+        ),
+        (
+            {"Pod": pod, "NodeNameToVictims": {"n": {"Pods": [{"metadata": {}}]}}},
+            r"NodeNameToVictims\['n'\].Pods\[0\].metadata: missing field 'uid'",
+        ),
         (
             {"Pod": pod, "NodeNameToMetaVictims": {"n": {"NumPDBViolations": "x"}}},
             "NumPDBViolations",
@@ -279,3 +298,15 @@ def test_nodes_too_small_for_the_pod_in_both_forms() -> None:
         assert failed["node-3"] == failed["node-4"] == small
         assert answer["FailedNodes"] == {}
         assert not (answer["NodeNames"] or (answer["Nodes"] or {}).get("items"))
+
+
+def test_a_bad_victim_before_deep_nesting_is_a_wire_error() -> None:
+    """The node of a bad victim is found by decoding again; nesting past msgspec's depth
+    after the bad field (which the first decode never reached) still makes a 400."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    body = (
+        b'{"Pod": {"metadata": {"name": "p"}}, "NodeNameToVictims": {"n": {"Pods": '
+        b'[{"metadata": {"uid": 1}, "x": ' + deep + b"}]}}}"
+    )
+    with pytest.raises(WireError, match=r"NodeNameToVictims\[...\].Pods\[0\].metadata.uid"):
+        parse_preemption_args(body)

@@ -49,6 +49,9 @@ def test_the_shipped_query_is_a_one_minute_rise() -> None:
 
 def test_durations_and_rule_names() -> None:
     assert duration("1h30m") == 5400 and duration("500ms") == 0.5 and duration("5x") is None
+    # One reader for every duration Prometheus and VictoriaMetrics write (a retention too).
+    assert duration("1.5h") == 5400 and duration("12M") == 12 * 31 * 86400
+    assert duration("") is None and duration("5") is None and duration("5m ") is None
     assert rule_window("a:b:rate1m") == 60 and rule_window("a:b:increase1h") == 3600
     assert rule_window("a:b:rate") is None and rule_window("node_cpu") is None
 

@@ -1,21 +1,34 @@
-"""/openapi.json says what the parsers do: the captured scheduler bodies validate against
-its request schemas and the captured answers against its answer schemas; bodies the
-parsers refuse, the document refuses (JSON Schema 2020-12, as OpenAPI 3.1 uses)."""
+"""/openapi.json says what the parsers do (both come from decisions.wiretypes): the captured
+scheduler bodies validate against its request schemas and the captured answers against its
+answer schemas; bodies the parsers refuse, the document refuses (JSON Schema 2020-12, as
+OpenAPI 3.1 uses)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
 import orjson
 import pytest
 
-from extender.decisions.wire import VERBS, WireError
+from extender.decisions.wire import (
+    VERBS,
+    WireError,
+    parse_binding_args,
+    parse_extender_args,
+    parse_preemption_args,
+)
 from extender.service.openapi import openapi_document
-from tests.decisions.test_wiretypes import PARSERS
 from tests.harness.fixtures import SCHEDULER, fixture_json, make_settings
 
 DOC = openapi_document(make_settings())
+PARSERS: dict[str, Callable[[bytes], object]] = {
+    "filter": parse_extender_args,
+    "prioritize": parse_extender_args,
+    "bind": parse_binding_args,
+    "preempt": parse_preemption_args,
+}
 
 
 def validator(verb: str, part: str) -> jsonschema.Draft202012Validator:
