@@ -120,6 +120,7 @@ def test_an_urgent_pod_preempts_a_filler_placed_a_moment_ago(
     print(f"\nurgent -> {node}; {victim}: {preempted.reason}: {preempted.message}")
     urgent_uid = s.pod("urgent")["metadata"]["uid"]
     assert preempted.message == f"Preempted by pod {urgent_uid} on node {node}", preempted
+    s.wait_event("urgent", "Scheduled", 30)  # recorded after the Binding, asynchronously
     urgent_events = s.events("urgent")
     for e in urgent_events:
         print(f"urgent: {e.reason}: {e.message}")

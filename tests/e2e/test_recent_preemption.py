@@ -117,10 +117,15 @@ def fill(s: Stack, direct: bool) -> dict[str, str]:
 
 
 def scheduled_once(s: Stack, names: list[str]) -> None:
-    """Every pod got exactly one Scheduled Event (bound once)."""
-    events = s.kube.events_by_pod(s.namespace)
-    counts = {n: [e.reason for e in events.get(n, [])].count("Scheduled") for n in names}
-    assert counts == dict.fromkeys(names, 1), counts
+    """Every pod got exactly one Scheduled Event (bound once). kube-scheduler records the
+    Event after the Binding, through its event broadcaster: wait until each pod has one."""
+
+    def counts() -> dict[str, int]:
+        events = s.kube.events_by_pod(s.namespace)
+        return {n: [e.reason for e in events.get(n, [])].count("Scheduled") for n in names}
+
+    s.kube.wait_until(lambda: all(counts().values()), 15, "a Scheduled Event for every pod")
+    assert counts() == dict.fromkeys(names, 1), counts()
 
 
 SHIPPED_GATES, ASYNC_API_CALLS = (v.values[0] for v in GATE_VARIANTS)
