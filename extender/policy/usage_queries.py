@@ -2,8 +2,7 @@
 podUsageQuery), read from kube-prometheus-stack's recording rules (kubernetes-mixin
 `rules/apps.libsonnet`)."""
 
-DEFAULT_WORKLOAD_USAGE_QUERY = """label_replace(
-  quantile by (namespace, workload, workload_type) ({quantile},
+_PODS_OF_WORKLOADS = """
     sum by (namespace, pod) (
       node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
     )
@@ -11,35 +10,25 @@ DEFAULT_WORKLOAD_USAGE_QUERY = """label_replace(
       topk by (namespace, pod) (1,
         namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
       )
-  ),
-  "stat", "quantile", "", ""
-)
-or
-label_replace(
-  quantile by (namespace, workload, workload_type) (0.5,
-    sum by (namespace, pod) (
-      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
-    )
-    * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1,
-        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
-      )
-  ),
-  "stat", "median", "", ""
-)
-or
-label_replace(
-  count by (namespace, workload, workload_type) (
-    sum by (namespace, pod) (
-      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
-    )
-    * on (namespace, pod) group_left (workload, workload_type)
-      topk by (namespace, pod) (1,
-        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
-      )
-  ),
-  "stat", "pods", "", ""
+  )"""
+"""Each running pod's CPU use, labelled with its workload (the aggregations' operand)."""
+
+
+def _stat(aggregation: str, stat: str, parameter: str = "") -> str:
+    """One statistic per workload, labelled `stat` so one query answers all three."""
+    return f"""label_replace(
+  {aggregation} by (namespace, workload, workload_type) ({parameter}{_PODS_OF_WORKLOADS},
+  "stat", "{stat}", "", ""
 )"""
+
+
+DEFAULT_WORKLOAD_USAGE_QUERY = "\nor\n".join(
+    (
+        _stat("quantile", "quantile", "{quantile},"),  # filled in with herdGuard.quantile
+        _stat("quantile", "median", "0.5,"),
+        _stat("count", "pods"),
+    )
+)
 """Per workload, the quantile and the count of its running pods' CPU use, from the
 kube-prometheus-stack recording rules (kubernetes-mixin rules/apps.libsonnet). Bare and
 static pods are no workload of siblings (the rules name each after itself): left out."""

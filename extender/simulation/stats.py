@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -91,7 +92,7 @@ class PeakCalibration:
 
     def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
         self.horizon = horizon
-        self._due: list[tuple[float, Mapping[str, tuple[float, float]]]] = []
+        self._due: deque[tuple[float, Mapping[str, tuple[float, float]]]] = deque()
         self._seen = 0
         self._over = [0] * len(SIGMAS)
 
@@ -105,7 +106,7 @@ class PeakCalibration:
             return
         now = dict(zip(names, cpu, strict=True))
         while self._due and self._due[0][0] <= t:
-            _, peaks = self._due.pop(0)
+            _, peaks = self._due.popleft()
             for node, (mean, sd) in peaks.items():
                 u = now.get(node)
                 if u is None or sd <= 0:

@@ -61,30 +61,28 @@ def halved(sc: ScenarioReport) -> Verdict:
 
 def beats_peers(sc: ScenarioReport) -> Verdict:
     target = f"{sc.name}: no more node-minutes above 90% CPU than any peer"
-    peers = [p for p in PEERS if p in sc.schedulers]
-    if sc.ours is None or not peers:
-        return Verdict(target, None, "decice or every peer not run")
-    ours = sc.ours[HOT].mean
-    worse = [p for p in peers if sc.schedulers[p][HOT].mean < ours]
-    listed = ", ".join(f"{SHORT[p]} {sc.schedulers[p][HOT].mean:.0f}" for p in peers)
-    detail = f"ours {ours:.0f}; {listed}"
-    if worse:
-        detail += f" (fewer: {', '.join(SHORT[p] for p in worse)})"
-    return Verdict(target, not worse, detail)
+    return _no_more_than(sc, target, PEERS, HOT, "every peer")
 
 
 def waits_no_longer(sc: ScenarioReport) -> Verdict:
     target = f"{sc.name}: no more pod-wait minutes than any peer that waits for load"
-    waiting = [p for p in WAITING_PEERS if p in sc.schedulers]
-    if sc.ours is None or not waiting:
-        return Verdict(target, None, "decice or every peer that waits for load not run")
-    ours = sc.ours[WAIT].mean
-    listed = ", ".join(f"{SHORT[p]} {sc.schedulers[p][WAIT].mean:.0f}" for p in waiting)
+    return _no_more_than(sc, target, WAITING_PEERS, WAIT, "every peer that waits for load")
+
+
+def _no_more_than(
+    sc: ScenarioReport, target: str, candidates: Sequence[str], key: str, who: str
+) -> Verdict:
+    """Ours has no more of `key` (mean over seeds) than any of `candidates` that ran."""
+    peers = [p for p in candidates if p in sc.schedulers]
+    if sc.ours is None or not peers:
+        return Verdict(target, None, f"decice or {who} not run")
+    ours = sc.ours[key].mean
+    listed = ", ".join(f"{SHORT[p]} {sc.schedulers[p][key].mean:.0f}" for p in peers)
     detail = f"ours {ours:.0f}; {listed}"
-    shorter = [p for p in waiting if sc.schedulers[p][WAIT].mean < ours]
-    if shorter:
-        detail += f" (fewer: {', '.join(SHORT[p] for p in shorter)})"
-    return Verdict(target, not shorter, detail)
+    fewer = [p for p in peers if sc.schedulers[p][key].mean < ours]
+    if fewer:
+        detail += f" (fewer: {', '.join(SHORT[p] for p in fewer)})"
+    return Verdict(target, not fewer, detail)
 
 
 def _paired(base: Spread, ours: Spread) -> tuple[float, float | None]:
