@@ -123,8 +123,10 @@ class HerdGuard:
         reservation = Reservation(
             uid, node, expectation.cores, bound_at, source, expectation.basis, named
         )
+        before = self.ledger.load.get(node, 0.0)
         if not self.ledger.reserve(reservation):
             return None
+        self.peaks.shift(node, self.ledger.load.get(node, 0.0) - before)
         self.estimates[expectation.source] = self.estimates.get(expectation.source, 0) + 1
         return expectation
 
@@ -182,12 +184,14 @@ class HerdGuard:
         return overflow_node(rule, table.evals, candidates, sizes)
 
     def install(self, snapshot: Snapshot) -> None:
-        """A new snapshot: the reservations fade, the nodes' spreads move (peaks.py)."""
+        """A new snapshot: the reservations fade, the nodes' spreads move (peaks.py; those
+        of nodes with pods in flight, whose load is not zero, wait)."""
         self.ledger.install(snapshot, self._metrics)
         at = data_time(snapshot, self._metrics)
         if self.peaks.enabled and at is not None:
-            predicted = _predicted(snapshot, self._metrics, self.ledger.load)
-            self.ledger.set_margins(self.peaks.observe(predicted, at))
+            load = self.ledger.load  # no margins until set_margins
+            predicted = _predicted(snapshot, self._metrics, load)
+            self.ledger.set_margins(self.peaks.observe(predicted, at, load.keys()))
 
     def projected(self, snapshot: Snapshot) -> dict[NodeName, float]:
         """The herd load once `snapshot` is installed (for tables built off the loop)."""
@@ -195,7 +199,7 @@ class HerdGuard:
         at = data_time(snapshot, self._metrics)
         if self.peaks.enabled and at is not None:
             predicted = _predicted(snapshot, self._metrics, load)
-            for node, margin in self.peaks.preview(predicted, at).items():
+            for node, margin in self.peaks.preview(predicted, at, set(load)).items():
                 load[node] = load.get(node, 0.0) + margin
         return load
 

@@ -7,9 +7,17 @@ workload whose use moves. A node that has swung up lately is likely to swing up 
 so it gets less headroom than a steady one at the same level. The spread is tracked per
 node as an exponentially weighted mean and upward variance (swings above the mean only: a
 node that dropped has the room it shows) of the value we predict for it (the metric plus
-the herd guard's load, so that our own placements, which the herd guard explains, add
-little to it), over `herdGuard.peakWindow`; the margin is `herdGuard.peakSigmas` times how
-far that spread is above the typical node's, at most MAX_MARGIN. LoadVariationRiskBalancing
+the herd guard's load), over `herdGuard.peakWindow`; the margin is `herdGuard.peakSigmas`
+times how far that spread is above the typical node's, at most MAX_MARGIN.
+
+Our own pods are no swing: the herd guard explains them. A pod placed moves the node's mean
+with it at once (`shift`), or the step would read as a swing of the pod's whole size (a
+step s gives a spread of up to s/2, and a margin of up to s: the pod counted twice, for
+twenty minutes). And while the herd guard holds pods in flight on a node (placed pods the
+metric does not show whole yet, or pods gone that it still shows), its value is the metric
+plus our estimates, which deliberately overlap the metric for a while (a reservation is
+whole for `settle`, a departure's credit ends before a slow rate lets go): the node's
+spread waits (`held`) until the metric alone tells it again. LoadVariationRiskBalancing
 (scheduler-plugins pkg/trimaran/loadvariationriskbalancing) scores on mean + margin x sd
 the same way, from load-watcher's 15-minute window; here the spread also filters.
 """
@@ -18,7 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from extender.decisions.model import NodeName
@@ -65,20 +73,41 @@ class NodePeaks:
         variance = (1.0 - alpha) * (old.variance + alpha * up * up)
         return Spread(mean, variance, at)
 
-    def preview(self, values: Mapping[NodeName, float], at: float) -> dict[NodeName, float]:
-        """node -> the margin `observe(values, at)` would give (nothing is kept)."""
+    def _moved(
+        self, values: Mapping[NodeName, float], at: float, held: Collection[NodeName]
+    ) -> dict[NodeName, Spread]:
+        out = {}
+        for node, value in values.items():
+            old = self._spreads.get(node)
+            out[node] = old if old is not None and node in held else self._next(node, value, at)
+        return out
+
+    def preview(
+        self, values: Mapping[NodeName, float], at: float, held: Collection[NodeName] = ()
+    ) -> dict[NodeName, float]:
+        """node -> the margin `observe(values, at, held)` would give (nothing is kept)."""
         if not self.enabled:
             return {}
-        return self._margins({node: self._next(node, v, at) for node, v in values.items()})
+        return self._margins(self._moved(values, at, held))
 
-    def observe(self, values: Mapping[NodeName, float], at: float) -> dict[NodeName, float]:
+    def observe(
+        self, values: Mapping[NodeName, float], at: float, held: Collection[NodeName] = ()
+    ) -> dict[NodeName, float]:
         """A refresh's predicted values (node -> metric + herd load): the spreads move, a
-        node without a value is forgotten; node -> margin."""
+        node without a value is forgotten; node -> margin. A node in `held` (the herd guard
+        has pods in flight on it) keeps its spread as it was."""
         if not self.enabled:
             self._spreads = {}
             return {}
-        self._spreads = {node: self._next(node, value, at) for node, value in values.items()}
+        self._spreads = self._moved(values, at, held)
         return self._margins(self._spreads)
+
+    def shift(self, node: NodeName, by: float) -> None:
+        """A pod of ours was counted on `node`: its predicted value moves by `by` at once,
+        explained, so its mean moves with it (the module's docstring)."""
+        old = self._spreads.get(node)
+        if old is not None and by:
+            self._spreads[node] = Spread(old.mean + by, old.variance, old.at)
 
     def _margins(self, spreads: Mapping[NodeName, Spread]) -> dict[NodeName, float]:
         """node -> sigmas x how far its spread is above the typical node's (the median):

@@ -102,11 +102,14 @@ class OurExtender:
     def _predict(self, cpu: Mapping[str, float], now: float) -> None:
         """The predicted peak's mean and spread per node (peaks.py, on the policy's window),
         followed here whether or not the policy filters by it, for PeakCalibration: the new
-        values with the herd guard's load as it stands when they arrive."""
+        values with the herd guard's load as it stands when they arrive (and as the guard's
+        own do, the spreads of nodes with pods in flight wait)."""
         ledger = self.engine.guard.ledger
         load, margins = ledger.load, ledger.margins
-        predicted = {n: v + load.get(n, 0.0) - margins.get(n, 0.0) for n, v in cpu.items()}
-        self._peaks.observe(predicted, now)
+        pods = {n: x - margins.get(n, 0.0) for n, x in load.items()}
+        held = {n for n, x in pods.items() if abs(x) > 1e-9}
+        predicted = {n: v + pods.get(n, 0.0) for n, v in cpu.items()}
+        self._peaks.observe(predicted, now, held)
         self._predictions = {
             n: (x, s) for n, x in predicted.items() if (s := self._peaks.spread(n)) is not None
         }
@@ -159,7 +162,10 @@ class OurExtender:
     def bound(self, pod: PodSpec, node: str, now: float) -> None:
         """Our bind went through: remember where, and count the pod on the herd guard."""
         self.engine.pods.placed(pod.uid, node)
+        load = self.engine.guard.ledger.load
+        before = load.get(node, 0.0)
         self.engine.reserve(pod.uid, node, pod.cores, now, self._source)
+        self._peaks.shift(node, load.get(node, 0.0) - before)  # as the guard's own spreads
 
     def released(self, pod: PodSpec, node: str, now: float) -> None:
         """The pod watch saw the pod go: what it reserved is free again, and its node is
