@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from extender.decisions.estimate import expected_use
+from extender.decisions.estimate import expected_cores, expected_use
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodFacts
 from extender.decisions.table import Table
@@ -199,6 +199,17 @@ class Moves:
             pod.namespace, pod.name, pod.workload, pod.cpu_request, usage, guard, now
         ).cores
 
+    def successor_cores(self, pod: PodFacts) -> float:
+        """What the filter counts the pod's successor at (estimate.expected_cores): a new
+        pod, with a new name that has no measured use of its own yet (so "" here), judged by
+        its workload's median."""
+        guard = self._settings.herd_guard
+        usage = self._snapshot.usage
+        workload = pod.workload
+        return expected_cores(
+            pod.namespace, "", lambda: workload, pod.cpu_request, usage, guard, self._now
+        )
+
     def size(self, node: NodeName) -> float:
         return self._node_cores.get(node) or self._settings.herd_guard.default_node_cores
 
@@ -254,10 +265,13 @@ def _check(
     facts = pod.facts
     reason, here = scores.verdict(facts.node_name)
     cores = moves.cores(facts)
+    # The successor must pass the filter there: it is judged as a new pod of its workload,
+    # which may need more than this pod's own measured use.
+    needs = max(cores, moves.successor_cores(facts))
 
     def fits(node: NodeName) -> bool:
         room = scores.headroom(node)
-        return room is None or room * moves.size(node) >= cores
+        return room is None or room * moves.size(node) >= needs
 
     best = scores.best(exclude=facts.node_name, fits=fits)
     stay = Decision(pod, "stay", "", policy=policy.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from extender.decisions.model import Snapshot
 from extender.decisions.pods import PodFacts
 from extender.decisions.state import build_tables
+from extender.decisions.usage import TEMPLATE_HASH, UsageTable, WorkloadKey, WorkloadUse
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
 from extender.rebalancing.plan import Plan, decide, plan, relief
@@ -171,6 +173,40 @@ def test_no_move_to_a_node_without_headroom_for_the_pod() -> None:
     assert not check(s, [big], {"cpu": {"a": 0.95, "b": 0.2}}, cores=cores).moves
     moved = check(s, [big], {"cpu": {"a": 0.95, "b": 0.2, "c": 0.4}}, cores=cores).moves
     assert [d.target for d in moved] == ["c"]
+
+
+def test_no_move_where_the_successor_would_wait_for_its_workloads_use() -> None:
+    """A young pod measured at 1 core, of a workload whose pods use a median 3 cores: its
+    successor, a new pod with no measured use of its own, is filtered as needing 3 cores.
+    b (0.6 of 8 cores) has 2.4 cores under 0.9: room for this pod, not for its successor,
+    which would wait there; c (0.2 of 8 cores) has room for it."""
+    s = settings()
+    workload = WorkloadKey("ns", "deployment", "web")
+    facts = PodFacts(
+        uid="uid-web-1",
+        name="web-1",
+        namespace="ns",
+        scheduler_name="decice_sched",
+        cpu_request=0.5,
+        node_name="a",
+        owners=[{"kind": "ReplicaSet", "name": "web-5d8f", "controller": True}],
+        labels={TEMPLATE_HASH: "5d8f"},
+    )
+    young = RunningPod(facts=facts, owner_kind="ReplicaSet", created=NOW - 120)
+    usage = UsageTable(
+        workloads={workload: WorkloadUse(3.5, 5, 3.0)},
+        pods={("ns", "web-1"): 1.0},
+        fetched_at=NOW,
+    )
+    cores = {"a": 8.0, "b": 8.0, "c": 8.0}
+
+    def moves(values: dict[str, float]) -> list[str]:
+        snapshot = replace(make_snapshot({"cpu": values}), usage=usage)
+        tables = build_tables(s, snapshot, {}, NOW)
+        return [d.target for d in plan(s, [young], tables, snapshot, {}, cores, NOW).moves]
+
+    assert moves({"a": 0.95, "b": 0.6}) == []
+    assert moves({"a": 0.95, "b": 0.6, "c": 0.2}) == ["c"]
 
 
 def test_of_a_filtered_node_the_pod_that_brings_it_back_under_moves_first() -> None:
