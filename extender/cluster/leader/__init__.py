@@ -1,6 +1,6 @@
-"""Leader election on a coordination.k8s.io/v1 Lease (elector, lock, state), and
-`Leadership`: what the overload tainter, the rebalancer and the service ask of it.
-Importing this package imports no Kubernetes client."""
+"""Leader election on a coordination.k8s.io/v1 Lease (elector), and `Leadership`: what
+the overload tainter, the rebalancer and the service ask of it. Importing this package
+imports no Kubernetes client."""
 
 from __future__ import annotations
 
