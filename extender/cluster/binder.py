@@ -1,12 +1,8 @@
 """The bind verb: guard, de-duplicate, and create the Binding through the Kubernetes API.
 
-A bind endpoint can place any pod on any node, and the scheduler retries binds, so:
-- one API call per pod UID at a time (a concurrent retry waits for the first call);
-- a pod we already bound to the same node is reported bound without a second call;
-- a pod that is not ours, or a node our filter rejected for it, is refused with an
-  `Error` that tells the operator what to change.
-The Kubernetes client is async: its calls run on the event loop, no thread hop (a bind
-thread was measured and made the verbs slower: BENCHMARKS.md, "Cost to the scheduler").
+The scheduler retries binds, so one API call runs per pod UID at a time, a pod we bound
+to the same node is reported bound without a second call, and a pod that is not ours or
+a node our filter rejected is refused with an `Error` naming what to change.
 """
 
 from __future__ import annotations
@@ -27,9 +23,7 @@ log = logging.getLogger("decice.bind")
 
 
 def _name_problem(args: BindingArgs) -> str | None:
-    """Why the request cannot name a real pod and node (Kubernetes name rules), or None.
-
-    Checked before any API call: such a bind can only fail, and the names go into URLs."""
+    """Why the request cannot name a real pod and node, or None (the names go into URLs)."""
     checks = (
         ("PodNamespace", args.pod_namespace, True),
         ("PodName", args.pod_name, False),
@@ -42,7 +36,6 @@ def _name_problem(args: BindingArgs) -> str | None:
 
 
 def _who(args: BindingArgs) -> str:
-    """The pod and node of a bind request, fit for a log line."""
     return (
         f"{shown(args.pod_namespace)}/{shown(args.pod_name)} ({shown(args.pod_uid)}) "
         f"-> {shown(args.node)}"
@@ -50,10 +43,8 @@ def _who(args: BindingArgs) -> str:
 
 
 def _not_bound(exc: Exception) -> bool:
-    """Whether a failed Binding surely left the pod unbound: the API answered 4xx (gone,
-    another UID, forbidden, bound elsewhere). A timeout, 429 or 5xx may have bound it:
-    the reservation stays until fresh metrics or the pod watch say otherwise (counting a
-    pod too many is the safe side of a herd guard)."""
+    """Whether a failed Binding surely left the pod unbound (a 4xx). A timeout, 429 or 5xx
+    may have bound it: its reservation stays (a pod too many is the herd guard's safe side)."""
     status = getattr(exc, "status", None)  # KubeError's; not imported: no client here
     return isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
 
@@ -131,10 +122,9 @@ class Binder:
             return (
                 f"decice: bind of {args.pod_namespace}/{args.pod_name} to {args.node} failed: {exc}"
             )
-        # DEBUG, as kube-scheduler logs its own binds at V(2) (pkg/scheduler/schedule_one.go,
-        # "Successfully bound pod to node"): a line per pod was a tenth of our CPU in a
-        # 1,000-pod burst; the Placed Event and decice_decisions_total{verb="bind"} say it.
-        if log.isEnabledFor(logging.DEBUG):  # the line is built only when it is written
+        # DEBUG, as kube-scheduler logs its own binds at V(2) (pkg/scheduler/schedule_one.go);
+        # the Placed Event and decice_decisions_total{verb="bind"} say it.
+        if log.isEnabledFor(logging.DEBUG):
             log.debug("bind %s: %s", outcome, _who(args))
         self._on_outcome(outcome)
         return ""

@@ -1,10 +1,5 @@
 """Events on the pods we place: best-effort, off the request path, bounded and rate-limited.
-
-A bind queues the pod (O(1), never waits); one background task takes the queue at most
-`eventsPerSecond`, writes the note from the pod's recorded decision (explain.py, in a
-worker thread: it re-evaluates the candidates) and posts it once, on the event loop. A
-full queue drops the newest pod and counts it; a failed post is counted and never
-retried, so a slow or refusing API server costs us nothing but the dropped notes.
+A full queue drops the newest pod; a failed post is counted and never retried.
 """
 
 from __future__ import annotations
@@ -38,8 +33,7 @@ def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str
     if snapshot is None or not memo.node or policy is None:
         note = f"placed on {memo.node}"
     else:
-        # A big request's names are not kept (nor worth re-scoring per Event): the note
-        # then gives the chosen node and the counts; `decice-extender explain` the rest.
+        # A big request's names are not kept: the chosen node and the counts, then.
         nodes = list(memo.candidates) if memo.candidates is not None else [memo.node]
         rows = explain_nodes(policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
         note = placement_note(
@@ -101,10 +95,10 @@ class EventPoster:
             return
         facts = memo.facts
         if name_problem(facts.namespace, namespace=True) or name_problem(facts.name):
-            self._counter.event("dropped")  # never reaches here past the bind guard
+            self._counter.event("dropped")
             return
         try:
-            # Re-scoring the candidates is CPU work on big inputs: off the event loop.
+            # Re-scoring the candidates: off the event loop.
             event = await asyncio.to_thread(
                 placement_event, self._settings, memo, self._clock(), self._instance
             )

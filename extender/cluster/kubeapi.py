@@ -1,9 +1,5 @@
-"""The Kubernetes calls the service makes, as one interface: what the binder, the watches,
-requeue, Events, taints, the rebalancer and doctor are given.
-
-extender.cluster.client.KubeClient makes them (each a module function of its family over
-one `request()`); tests give a fake. Written once here, so no consumer restates a call's
-signature. Importing this module imports no HTTP client.
+"""The Kubernetes calls the service makes, as one interface (client.KubeClient makes them;
+tests give a fake). Importing this module imports no HTTP client.
 """
 
 from __future__ import annotations
@@ -16,13 +12,10 @@ from extender.decisions.pods import PodFacts
 
 
 class KubeAPI(Protocol):
-    """The calls, by family (extender.cluster.client's modules); each raises
-    `KubeError` (extender.cluster.client.errors) on failure."""
+    """Each call raises `KubeError` (extender.cluster.client.errors) on failure."""
 
-    # binding
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
 
-    # fetching
     async def get_pod(self, namespace: str, name: str) -> PodFacts: ...
 
     async def get_node(self, name: str) -> dict[str, Any]: ...
@@ -51,7 +44,6 @@ class KubeAPI(Protocol):
         self, *, limit: int = ..., max_pages: int = ...
     ) -> list[dict[str, Any]]: ...
 
-    # patching
     async def annotate_pod(
         self, namespace: str, name: str, uid: str, annotations: Mapping[str, str | None]
     ) -> None: ...
@@ -60,7 +52,6 @@ class KubeAPI(Protocol):
         self, name: str, resource_version: str, taints: Sequence[Mapping[str, Any]]
     ) -> dict[str, Any]: ...
 
-    # events, evicting, reviewing
     async def create_event(self, event: PodEvent) -> None: ...
 
     async def evict(
@@ -77,7 +68,6 @@ class KubeAPI(Protocol):
         namespace: str = "",
     ) -> tuple[bool, str]: ...
 
-    # watching
     def watch(
         self,
         path: str,

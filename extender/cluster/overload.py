@@ -1,15 +1,8 @@
-"""The overload taint writer: puts `decice.io/overloaded=<metric>` on the nodes that
-decisions.overload says should carry it, and takes it off the others.
-
-Only the replica holding its own Lease writes. Every change reads the node, keeps every
-other taint exactly as it is, and patches `spec.taints` with a JSON patch whose `test` op
-holds the node's resourceVersion: a node changed meanwhile (422, or a 409) is read again
-and the change retried, a few times at most. Patches are rate-limited; a failure backs the
-loop off (doubling up to 8x its interval). It runs in the background on the event loop
-with awaits between API calls, never on the verbs' path. In dry-run it logs and counts
-what it would change. On start it reconciles (our taint off every node fresh data shows
-is not hot, and down to the cap); on a graceful stop, with `removeOnShutdown`, it removes
-the taints it put.
+"""The overload taint writer: `decice.io/overloaded=<metric>` on the nodes decisions.overload
+says should carry it, off the others; only while holding its Lease, never on the verbs'
+path. On start it reconciles; on a graceful stop (`removeOnShutdown`) it removes its taints.
+Each change keeps every other taint exactly, patches `spec.taints` guarded by the node's
+resourceVersion, retries on a conflict and posts a Warning Event on the Node.
 """
 
 from __future__ import annotations
@@ -18,32 +11,131 @@ import asyncio
 import logging
 import math
 import random
+import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
-from extender.cluster.taints import OverloadCounter, TaintWriter, ours
 from extender.decisions.engine import Engine
-from extender.decisions.model import NodeName
+from extender.decisions.model import NodeName, PodEvent
 from extender.decisions.nodes import NodeCache
-from extender.decisions.overload import (
-    Change,
-    OverloadState,
-    Watched,
-    decide,
-    trend_of,
-)
-from extender.errors.rounds import backoff, check_forever
+from extender.decisions.overload import TAINT_KEY, Change, OverloadState, Watched, decide, trend_of
+from extender.errors.causes import describe
+from extender.errors.rounds import Pace, backoff, check_forever
+from extender.policy.sections import OverloadSettings
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.overload")
 
+ATTEMPTS = 3
+"""Reads and patches of one node before a change is given up (conflicts with writers)."""
+
+
+class OverloadCounter(Protocol):
+    def overload_changed(self, action: str, outcome: str) -> None: ...
+
+
+def ours(node_taints: Any) -> dict[str, str] | None:
+    """Our taint among a node's taints (as NodeInfo or the API holds them), or None."""
+    for taint in node_taints or ():
+        key = taint.key if hasattr(taint, "key") else taint.get("key")
+        if key == TAINT_KEY:
+            value = taint.value if hasattr(taint, "value") else taint.get("value", "")
+            return {"value": str(value or "")}
+    return None
+
+
+class TaintWriter:
+    def __init__(
+        self,
+        kube: KubeAPI,
+        counter: OverloadCounter,
+        clock: Callable[[], float] = time.time,
+        instance: str | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self._kube = kube
+        self._counter = counter
+        self._clock = clock
+        self._instance = instance or socket.gethostname()
+        self._sleep = sleep
+        self._pace = Pace(sleep)
+
+    async def apply(self, change: Change, rules: OverloadSettings) -> bool:
+        """Write one change (dry-run: log it); False when it failed."""
+        if rules.mode == "dry-run":
+            log.info(
+                "overload (dry-run): would %s %s: %s", change.action, change.node, change.reason
+            )
+            self._counter.overload_changed(change.action, "dry-run")
+            return True
+        await self._pace.turn(rules.patches_per_second)
+        for _ in range(ATTEMPTS):
+            try:
+                node = await self._kube.get_node(change.node)
+                meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+                current = [t for t in spec.get("taints") or () if isinstance(t, dict)]
+                others = [t for t in current if t.get("key") != TAINT_KEY]
+                wanted = others + (
+                    [{"key": TAINT_KEY, "value": change.metric, "effect": rules.effect}]
+                    if change.action == "taint"
+                    else []
+                )
+                if wanted == current:
+                    self._counter.overload_changed(change.action, "unchanged")
+                    return True
+                await self._kube.set_node_taints(
+                    change.node, str(meta.get("resourceVersion") or ""), wanted
+                )
+            except Exception as exc:
+                if getattr(exc, "status", None) in (409, 422):
+                    log.info("overload: %s changed meanwhile; reading it again", change.node)
+                    continue
+                log.warning("overload: %s %s failed: %s", change.action, change.node, describe(exc))
+                self._counter.overload_changed(change.action, "failed")
+                return False
+            self._counter.overload_changed(change.action, "done")
+            log.info("overload: %sed %s: %s", change.action, change.node, change.reason)
+            await self._event(change, node, rules.effect)
+            return True
+        log.warning(
+            "overload: %s %s: the node kept changing; next check", change.action, change.node
+        )
+        self._counter.overload_changed(change.action, "conflict")
+        return False
+
+    async def _event(self, change: Change, node: Mapping[str, Any], effect: str) -> None:
+        """A Warning Event on the Node (namespace default), best-effort."""
+        if change.action == "taint":
+            reason, action = "Overloaded", "Taint"
+            note = f"{change.reason}: tainted {TAINT_KEY}={change.metric}:{effect}"
+        else:
+            reason, action = "OverloadCleared", "Untaint"
+            note = f"{change.reason}: {TAINT_KEY} removed"
+        meta = node.get("metadata") or {}
+        event = PodEvent(
+            namespace="default",
+            name=change.node,
+            uid=str(meta.get("uid") or ""),
+            reason=reason,
+            action=action,
+            note=note,
+            time=self._clock(),
+            instance=self._instance,
+            type="Warning",
+            kind="Node",
+        )
+        try:
+            await self._kube.create_event(event)
+        except Exception as exc:
+            log.info("overload: event on %s not posted: %s", change.node, describe(exc))
+
 
 def watched_metrics(settings: Settings) -> list[Watched]:
-    """The default policy's metrics that taint (overload.metrics, or every one with
-    filter.above), with their thresholds."""
+    """The default policy's metrics that taint (overload.metrics, else every one with
+    filter.above)."""
     chosen = set(settings.overload.metrics)
     return [
         Watched(m.name, m.filter.above, settings.overload.hysteresis, m.max_age)
@@ -76,7 +168,6 @@ class Tainter:
         sleep: Callable[[float], Any] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        """`rng`: the back-off's random source (seeded in tests)."""
         self._engine = engine
         self._rng = rng or random.Random()
         self._nodes = nodes
@@ -150,8 +241,7 @@ class Tainter:
         now: float,
     ) -> list[Change]:
         """At the start of a leadership: our taint off every node whose fresh data shows it
-        is not hot (a taint left by a writer that stopped without cleaning up), then down to
-        the cap, coolest first. A node without fresh data keeps what it has."""
+        is not hot, then down to the cap, coolest first (never on missing data)."""
         out = [c for c in changes if c.action == "taint"]
         keep: list[tuple[float, NodeName]] = []
         for node, metric in tainted.items():

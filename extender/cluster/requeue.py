@@ -1,12 +1,8 @@
 """Requeue: nudge kube-scheduler to retry a pod we turned away, once metrics let it in.
 
-The scheduler retries a pod an extender rejected when that pod is updated. So when a new
-snapshot passes a node a turned-away pod could use (engine.recovered), we patch the pod
-with `decice.io/metrics-recovered: <snapshot time>`, carrying its UID so a pod deleted
-and re-created under the same name is never touched (the API answers 422). A pod the
-watch saw bound or deleted meanwhile is skipped. Patches go out at most
-`requeue.patchesPerSecond`, from one background task; a failure is counted and logged,
-never retried (the scheduler's own 5-minute retry still stands).
+The scheduler retries a rejected pod when that pod is updated, so when a new snapshot
+passes a node it could use we patch it with `decice.io/metrics-recovered`, UID-guarded,
+at most `requeue.patchesPerSecond`; a failure is counted and logged, never retried.
 """
 
 from __future__ import annotations
@@ -70,7 +66,7 @@ class Requeuer:
         return len(self._pending)
 
     def recovered(self, pods: list[TurnedAway], snapshot_time: float) -> None:
-        """Queue these pods for a patch (O(1) each); the oldest wait is dropped when full."""
+        """Queue these pods for a patch; the oldest wait is dropped when full."""
         for pod in pods:
             self._pending[pod.uid] = (pod, snapshot_time)
             if len(self._pending) > self._capacity:

@@ -26,9 +26,6 @@ _new_client_from_config: Callable[..., kubernetes.client.ApiClient] = (
 _load_incluster_config: Callable[..., None] = kubernetes.config.load_incluster_config
 
 
-# --- client setup ---------------------------------------------------------------------
-
-
 def _fresh_configuration() -> kubernetes.client.Configuration:
     configuration = kubernetes.client.Configuration()
     # KubeClient retries itself (bounded, and aware that a bind is not idempotent).
@@ -37,13 +34,9 @@ def _fresh_configuration() -> kubernetes.client.Configuration:
 
 
 def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
-    """A `kubernetes.client.ApiClient` for `kubeconfig`, or in-cluster, or the default file.
-
-    With a path, that kubeconfig is loaded. Without one, the pod's service account is
-    tried first, then `$KUBECONFIG` / `~/.kube/config`. The process-wide default
-    configuration of the `kubernetes` package is never touched. `KubeClient` takes its
-    `configuration`.
-    """
+    """A `kubernetes.client.ApiClient` for `kubeconfig`; without one, the pod's service
+    account, else `$KUBECONFIG` / `~/.kube/config`. The package's process-wide default
+    configuration is never touched."""
     try:
         if kubeconfig is not None:
             return _new_client_from_config(
@@ -79,17 +72,15 @@ def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
 @dataclass(frozen=True)
 class Endpoint:
     """Where the API server is and how to reach it, as a `kubernetes.client.Configuration`
-    says (kubeconfig or in-cluster): what the client passes aiohttp with each request."""
+    says: what the client passes aiohttp with each request."""
 
     base: str
     """The server's URL without a trailing slash (a path prefix included)."""
     where: str
     """host:port, for messages."""
     tls: ssl.SSLContext | None
-    """None for plain HTTP."""
     options: dict[str, Any]
-    """aiohttp's per-request options: no redirects; the proxy and its headers; the TLS
-    server name when the configuration names one."""
+    """aiohttp's per-request options: no redirects, the proxy, the TLS server name."""
     static: dict[str, str]
     """Headers sent with every request: basic auth, a plain-HTTP proxy's headers."""
 
@@ -171,21 +162,15 @@ def proxy_for(configuration: Any, host: str) -> str | None:
     return str(proxy)
 
 
-# --- auth headers ----------------------------------------------------------------------
-
-#: Seconds the auth headers are reused before the configuration's refresh hooks are asked
-#: again. The kubeconfig loader's hook re-reads the whole user entry and re-sets the host,
-#: which parses the proxy environment (half of a bind's CPU, measured against a real API
-#: server: BENCHMARKS.md, "Cost to the scheduler"). Tokens rotate in minutes to hours (the
-#: in-cluster loader re-reads its file once a minute), so seconds of reuse change nothing;
-#: a 401 asks again at once.
 AUTH_TTL = 10.0
+"""Seconds the auth headers are reused before the refresh hooks are asked again: the
+kubeconfig loader's hook re-reads the whole user entry (BENCHMARKS.md, "Cost to the
+scheduler"), and tokens rotate in minutes; a 401 asks again at once."""
 
 
 class AuthHeaders:
-    """The headers a request authenticates with: `static` ones (basic auth, proxy) and
-    what the configuration's `auth_settings()` (and so its refresh hooks) give, asked at
-    most every `ttl` seconds, and again after `expire()` (a 401)."""
+    """The headers a request authenticates with: `static` ones and the configuration's
+    `auth_settings()` (its refresh hooks), asked at most every `ttl` seconds."""
 
     def __init__(
         self,

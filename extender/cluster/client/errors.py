@@ -22,9 +22,6 @@ _ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
 _MAX_MESSAGE = 500
 
 
-# --- errors -------------------------------------------------------------------------
-
-
 class KubeError(Exception):
     """A Kubernetes API call failed; `str()` is a one-line message for the operator."""
 
@@ -50,10 +47,6 @@ class KubeError(Exception):
         return f"Kubernetes API {self.status} {reason}: {self.message}"
 
 
-# Only the kinds production code tells apart get a class; the rest is KubeError with its
-# HTTP `status` and API `reason` (401, 403, 404, a UID conflict...).
-
-
 class KubeAlreadyBound(KubeError):
     """409: the pod is already assigned to `node` (a retried bind to the same node is a
     success, since the API is not idempotent)."""
@@ -71,11 +64,8 @@ class KubeUnavailable(KubeError):
 
 class KubeEvictionRefused(KubeError):
     """429 to an eviction: a PodDisruptionBudget allows no disruption now (or the API
-    server throttles). Not retried by `evict`: the caller tries again in a later cycle,
-    not before `retry_after` seconds when the server named them
-    (`details.retryAfterSeconds`, e.g. a budget still being processed). `causes` holds the
-    messages of the answer's causes ("The disruption budget pdb-g needs 1 healthy pods
-    and has 1 currently"), also appended to `message`."""
+    server throttles); `retry_after` is the server's `details.retryAfterSeconds`, and
+    `causes` the messages of the answer's causes, also appended to `message`."""
 
     def __init__(
         self,

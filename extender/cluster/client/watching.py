@@ -1,5 +1,6 @@
-"""Watch streams: the events of a watch, read line by line from aiohttp's stream reader (as
-kopf reads its watches), the lines a watch filter drops never decoded, each bounded in size."""
+"""Watch streams, read line by line from aiohttp's stream reader (as kopf reads its
+watches); lines a watch filter drops are never decoded, each is bounded in size.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +19,10 @@ MAX_WATCH_LINE = 16 * 1024 * 1024
 _WATCH_GRACE = 10.0
 """A watch stream may be silent for its whole `timeoutSeconds`; the bound is longer."""
 BATCH = 0.1
-"""Seconds the connection is left unread after a small read, so the events of a busy
-cluster are taken a batch at a time (one wake-up of the watch, one pass of the TLS layer
-and of aiohttp's parser for several events); a watch event is late by that much at most."""
+"""Seconds the connection is left unread after a small read, so a busy cluster's events
+are taken a batch at a time (one wake-up, one pass of TLS and the parser)."""
 BATCH_BYTES = 64 * 1024
-"""A read this big is never followed by a pause: the stream is busier than batches can
-hold, and the API server drops a watcher that falls behind."""
+"""A read this big is never followed by a pause: the API server drops a slow watcher."""
 
 
 def _watch_event(line: bytearray, what: str) -> dict[str, Any]:
@@ -46,16 +45,11 @@ async def watch(
     opened: Callable[[], None] | None = None,
     sieve: Callable[[bytearray], bool] | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
-    """The events of a watch from `resource_version` (`{"type": ..., "object": ...}`),
-    `ERROR` events included, until the server ends the stream (at `timeout_seconds`).
-
-    `opened()` is called once the server answered the request with a stream (a real API
-    server may then send nothing for minutes on a quiet cluster). `sieve(line)`: False
-    for an event line to drop undecoded (cluster.watch_filter).
-
-    Not retried: an error answer raises its `KubeError`, a stream that breaks raises
-    `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when
-    leaving early.
+    """The events of a watch from `resource_version`, `ERROR` events included, until the
+    server ends the stream (at `timeout_seconds`). `opened()`: called once the server
+    answered with a stream; `sieve(line)`: False for a line to drop undecoded
+    (cluster.watch_filter). Not retried: an error answer raises its `KubeError`, a broken
+    stream `KubeUnavailable`.
     """
     if timeout_seconds < 1:
         raise ValueError("watch: timeout_seconds must be >= 1")
@@ -66,8 +60,7 @@ async def watch(
     }
     if bookmarks:
         params["allowWatchBookmarks"] = "true"
-    # The server ends the stream at `timeout_seconds`; a stream still open `silence`
-    # after the request is dead. A bound on the whole stream, not on each read.
+    # A bound on the whole stream: one still open `silence` after the request is dead.
     silence = timeout_seconds + max(_WATCH_GRACE, api.timeout)
     what = f"watch {path}"
     async with api.stream(path, params, total=silence, what=what) as response:
@@ -109,9 +102,8 @@ async def watch(
 
 
 async def unread(response: aiohttp.ClientResponse, seconds: float) -> None:
-    """Leave the response's connection unread for `seconds` (its transport paused: what
-    arrives meanwhile waits in the socket, and is then decrypted and parsed in one go).
-    Called when the reader is empty, so aiohttp's own flow control has not paused it."""
+    """Leave the response's connection unread for `seconds` (its transport paused), when
+    the reader is empty, so aiohttp's own flow control has not paused it."""
     connection = response.connection
     transport = connection.transport if connection is not None else None
     if transport is None or transport.is_closing():
