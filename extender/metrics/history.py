@@ -1,16 +1,8 @@
 """Range queries over a server's history, in chunks: the replay's only I/O.
 
-`HistoryReader` is a PrometheusProvider (the policy's `prometheus:` section: URL,
-headers, tenant, bearer token or basic auth, CA, TLS verification, Thanos' dedup and
-partial_response) that also asks `/api/v1/query_range`. A long range is cut into chunks
-so no answer holds more than `max_samples` samples (about 100 bytes each once parsed) nor
-more than `MAX_POINTS` points per series (Prometheus refuses more than 11,000): the
-caller folds each chunk and drops it, so memory stays bounded whatever the range.
-
-A chunk the server refuses as too large ("would load too many samples", VictoriaMetrics'
--search.maxSamplesPerQuery) is asked again in halves; a timeout, a reset connection or
-a 5xx is asked again twice (1 s, then 3 s later). Anything else raises, with a cause
-extender.errors.causes.describe turns into one line.
+A long range is cut into chunks of at most `max_samples` samples and `MAX_POINTS` points
+per series, so memory stays bounded; a chunk the server refuses as too large is asked
+again in halves, and a transient failure is retried twice.
 """
 
 from __future__ import annotations
@@ -31,10 +23,8 @@ from extender.policy.backend import PrometheusSettings
 MAX_POINTS = 10_000
 """Points per series in one answer (Prometheus' limit is 11,000)."""
 RETRIES = 2
-"""A range query that failed transiently is asked again this many times."""
 RETRY_BACKOFF = Backoff(base=2.0, cap=4.0, floor=0.5)
-"""Waits between them (errors.backoff: up to 2 s, then up to 4 s, at least 0.5 s): replays
-run from many laptops against one server, so they do not retry in lockstep."""
+"""Jittered: replays from many laptops against one server do not retry in lockstep."""
 _TOO_LARGE = re.compile(
     r"too many samples|maxSamplesPerQuery|exceeded maximum resolution|maxPointsPerTimeseries"
     r"|maxSeries|too many points",
@@ -60,7 +50,8 @@ Progress = Callable[[float], None]
 
 
 class HistoryReader(PrometheusProvider):
-    """Range queries on any server of the Prometheus query API."""
+    """Range queries on any server of the Prometheus query API (the policy's
+    `prometheus:` section: URL, headers, auth, TLS, Thanos' dedup and partial_response)."""
 
     def __init__(
         self,
@@ -124,10 +115,8 @@ class HistoryReader(PrometheusProvider):
 
     def retention(self) -> str | None:
         """How long the server keeps data, as it says (Prometheus' runtimeinfo
-        `storageRetention`, e.g. "15d" or "10d or 50GiB"; VictoriaMetrics' -retentionPeriod
-        from /flags, in months unless it has a unit, "1M" when the flag is left at its
-        default (its /flags lists only flags set; it serves them at its root, not under a
-        /prometheus prefix)), or None when it does not say."""
+        `storageRetention`; VictoriaMetrics' -retentionPeriod from /flags at its root, in
+        months unless it has a unit, "1M" when unset), or None."""
         try:
             response = self._request("/api/v1/status/runtimeinfo", {})
             if response.status_code == 200:

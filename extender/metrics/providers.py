@@ -1,8 +1,6 @@
 """Metric providers: where node values come from, and which node each series belongs to.
-
-The Prometheus edge: instant queries through prometheus-api-client (synchronous, so the
-refresher calls `fetch` from a worker thread), each series mapped to a node name. It
-knows nothing of scoring or the engine; refresher.py drives it.
+Instant queries go through prometheus-api-client (synchronous: the refresher calls
+`fetch` from a worker thread).
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ class StaticProvider:
 class MappedSeries:
     values: dict[NodeName, float]
     dropped: list[str]
-    """Why series were left out (no node label, non-numeric, NaN/Inf), for logs."""
+    """Why series were left out, for logs."""
 
 
 def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> NodeName | None:
@@ -107,14 +105,12 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
 class PrometheusProvider:
     """PromQL instant queries on any server with the Prometheus query API (Prometheus,
     VictoriaMetrics, Thanos Query, Mimir, Cortex), through a prometheus-api-client
-    `PrometheusConnect` given our own requests session (headers, auth, TLS, timeout)."""
+    `PrometheusConnect` given our own requests session. `use_subprocess`: big answers go to
+    a subprocess when prometheus.childProcessAbove says so (not in the subprocess itself)."""
 
     def __init__(self, settings: PrometheusSettings, use_subprocess: bool = True) -> None:
-        """`use_subprocess`: big answers are fetched in a subprocess (metrics.fetch_subprocess)
-        when prometheus.childProcessAbove says so; the subprocess' own provider has none."""
         self._settings = settings
-        self._series: dict[str, int] = {}
-        """metric -> series in its last answer: whether the next goes to the subprocess."""
+        self._series: dict[str, int] = {}  # metric -> series in its last answer
         self._fetch_subprocess = (
             FetchSubprocess(settings, fetch_in_subprocess)
             if use_subprocess and settings.child_process_above is not None
@@ -130,9 +126,7 @@ class PrometheusProvider:
             timeout=settings.timeout,
             session=session,
         )
-        # The client mounts an adapter that retries 5xx and timeouts with back-off on its
-        # URL; we own back-off, so one try per refresh: that prefix is replaced too (else a
-        # slow server costs 4 timeouts).
+        # The client mounts an adapter that retries on its URL; we own back-off, so one try.
         for prefix in ("http://", "https://", self._client.url):
             session.mount(prefix, HTTPAdapter(max_retries=0))
 
@@ -158,19 +152,16 @@ class PrometheusProvider:
 
     @property
     def fetch_subprocess(self) -> FetchSubprocess | None:
-        """The subprocess big answers are fetched in, if it may be used."""
         return self._fetch_subprocess
 
     def close(self) -> None:
-        """Stop the subprocess, if one was started."""
         if self._fetch_subprocess is not None:
             self._fetch_subprocess.close()
 
     def query(self, promql: str, timeout: float | None = None) -> list[Any]:
-        """Blocking: one instant query, its `data.result` as the server sent it (labels,
-        `[timestamp, "value"]`). Raises with a cause for extender.errors.causes.describe;
-        a partial answer raises PartialAnswer (carrying what did come). `timeout`: the
-        server's and ours, when not prometheus.timeout."""
+        """Blocking: one instant query's `data.result` as the server sent it. Raises with a
+        cause for errors.causes.describe; a partial answer raises PartialAnswer (carrying
+        what did come). `timeout`: the server's and ours, when not prometheus.timeout."""
         seconds = self._settings.timeout if timeout is None else timeout
         params = {
             "query": promql,
@@ -194,8 +185,8 @@ class PrometheusProvider:
         return series
 
     def build_info(self) -> tuple[int, Any, Mapping[str, str]]:
-        """Blocking: GET /api/v1/status/buildinfo: its status, JSON (None when not JSON)
-        and headers, for doctor to name the backend."""
+        """Blocking: /api/v1/status/buildinfo's status, JSON (or None) and headers, for
+        doctor to name the backend."""
         response = self._request("/api/v1/status/buildinfo", {})
         try:
             body = orjson.loads(response.content)
@@ -204,8 +195,7 @@ class PrometheusProvider:
         return response.status_code, body, dict(response.headers)
 
     def _get(self, path: str, params: Mapping[str, str], timeout: float | None = None) -> Any:
-        # Not the client's custom_query: it returns data.result alone, and we must read
-        # `warnings` and `isPartial` beside it (and orjson parses 15,000 series faster).
+        # Not the client's custom_query: we must read `warnings` and `isPartial` too.
         response = self._request(path, params, timeout)
         if response.status_code != 200:
             raise HTTPStatusError(response.status_code, response.content)
@@ -225,16 +215,14 @@ class PrometheusProvider:
             params=params,
             headers=self.headers(),
             auth=self._client.auth,
-            # Passed, not left to the session: requests would let REQUESTS_CA_BUNDLE
-            # override the session's own CA (caFile) otherwise.
+            # Passed: requests would let REQUESTS_CA_BUNDLE override caFile otherwise.
             verify=session.verify,
             cert=session.cert,
             timeout=self._settings.timeout if timeout is None else timeout,
         )
 
     def headers(self) -> dict[str, str]:
-        """The headers of the next query: fixed ones, the tenant, and files re-read now
-        (projected tokens and mounted Secrets rotate)."""
+        """The headers of the next query; files are re-read now (tokens rotate)."""
         settings = self._settings
         headers = dict(settings.headers)
         if settings.tenant is not None:
@@ -248,11 +236,8 @@ class PrometheusProvider:
 
 
 def partial_cause(payload: Any) -> str | None:
-    """Why an answer is partial, or None when it is whole. VictoriaMetrics' cluster says
-    `isPartial: true` when a vmstorage node did not answer; Thanos Query (with
-    partial_response) and Mimir say it in `warnings`. PromQL's own annotations, which
-    Prometheus also sends as warnings ("PromQL info: ...", "PromQL warning: ..."), say
-    nothing about missing data."""
+    """Why an answer is partial, or None: VictoriaMetrics' `isPartial: true`, or Thanos'
+    and Mimir's `warnings` (but PromQL's own annotations, "PromQL info: ...")."""
     if not isinstance(payload, dict):
         return None
     if payload.get("isPartial") is True:
@@ -281,14 +266,13 @@ def _basic_auth(settings: PrometheusSettings) -> tuple[str, str] | None:
 
 
 _in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None
-"""The subprocess' provider (one session, kept alive), and the settings it was made for."""
+"""The subprocess' provider, and the settings it was made for."""
 
 
 def fetch_in_subprocess(
     settings: PrometheusSettings, query: str, inventory: NodeInventory
 ) -> Fetched:
-    """Runs in the subprocess (metrics.fetch_subprocess): one query through the same code as in
-    the service."""
+    """In the subprocess: one query through the same code as in the service."""
     global _in_subprocess
     if _in_subprocess is None or _in_subprocess[0] != settings:
         _in_subprocess = (settings, PrometheusProvider(settings, use_subprocess=False))

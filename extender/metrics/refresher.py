@@ -1,10 +1,7 @@
-"""The background refresher: first refresh, the loop, back-off and the failure count.
-
-The request path never waits on Prometheus: every `interval` the refresher runs the
-provider's queries in a worker thread, merges them into the next immutable snapshot,
-builds its answer table off the event loop and installs both into the engine. A query
-that fails keeps its last good values with the error beside them; consecutive failures
-back the wait off (`delay`) up to `maxBackoff`.
+"""The background refresher: every `interval` it runs the provider's queries in a worker
+thread, merges them into the next immutable snapshot, builds its tables off the event
+loop and installs both into the engine; the request path never waits on Prometheus. A
+failed query keeps its last good values with the error beside them; failures back off.
 """
 
 from __future__ import annotations
@@ -36,9 +33,7 @@ log = logging.getLogger("decice.refresher")
 
 BUILD_SWITCH_INTERVAL: float | None = 0.0005
 """The GIL switch interval while a refresh builds its tables in a thread (None: Python's
-own, 5 ms). The build is pure Python, tens of milliseconds at 15,000 nodes: a request
-arriving meanwhile waits up to one interval for the interpreter (BENCHMARKS.md,
-"Refreshes: fetch, decode and map in a child process", has the figures)."""
+5 ms), which a request arriving meanwhile waits for (BENCHMARKS.md, "Refreshes")."""
 
 REPEAT_EVERY = 10
 """A failure streak with an unchanged cause is logged again every this many refreshes."""
@@ -54,7 +49,7 @@ def next_snapshot(
     usage: UsageTable | BaseException | None = None,
 ) -> Snapshot:
     """Merge one refresh: new values where the query worked, old ones (with the error) where
-    not; the same for the measured use of pods (None: not fetched, the old table stays)."""
+    not; the same for the pods' measured use (None: the old table stays)."""
     metrics: dict[str, MetricSeries] = {}
     for name, result in results.items():
         old = previous.metrics.get(name, MetricSeries())
@@ -68,21 +63,19 @@ def next_snapshot(
 
 @dataclass(slots=True)
 class _Streak:
-    """One metric's consecutive failed refreshes."""
+    """One metric's consecutive failed refreshes: since when, the cause last logged, and
+    `failures` when it was last logged."""
 
     failures: int
     since: float
-    """Clock time of the first failure."""
     cause: str
-    """The cause last logged."""
     logged: int
-    """`failures` when it was last logged."""
 
 
 class FailureLog:
-    """Refresh failures for operators: a streak's first error at WARNING, then again only
-    when its cause changes or every `repeat` refreshes; one INFO line when the metric's
-    source answers again. Lines with the same text for several metrics are joined."""
+    """Refresh failures for operators: a streak's first error at WARNING, then only when its
+    cause changes or every `repeat` refreshes; INFO when the source answers again. Lines
+    with the same text for several metrics are joined."""
 
     def __init__(self, source: str, repeat: int = REPEAT_EVERY) -> None:
         self._source = source
@@ -90,7 +83,6 @@ class FailureLog:
         self._streaks: dict[str, _Streak] = {}
 
     def failing(self, metric: str) -> int:
-        """The metric's consecutive failed refreshes (0 when its last one worked)."""
         streak = self._streaks.get(metric)
         return 0 if streak is None else streak.failures
 
@@ -151,9 +143,8 @@ def _duration(seconds: float) -> str:
 
 
 class _SwitchInterval:
-    """sys.setswitchinterval for the length of a block. The interval is process-wide, so
-    overlapping blocks (a refresh and a reload building at once) restore the interval
-    from before the first of them."""
+    """sys.setswitchinterval for the length of a block; overlapping blocks (a refresh and a
+    reload building at once) restore the interval from before the first of them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -200,8 +191,7 @@ class Refresher:
         installed: Callable[[Snapshot], None] | None = None,
         heap: FrozenHeap | None = None,
     ) -> None:
-        """`heap`: frozen after each install (metrics.heap), so the collector's full
-        walks skip the snapshot and tables: the service passes the process's."""
+        """`heap`: frozen after each install (metrics.heap)."""
         self._settings = settings
         self._engine = engine
         self._provider = provider
@@ -212,8 +202,7 @@ class Refresher:
         self._heap = heap
         self._failures = 0
         self._usage_failures = 0
-        self.rng = random.Random()
-        """The back-off's random source (tests seed it)."""
+        self.rng = random.Random()  # the back-off's (tests seed it)
         source = (
             "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
         )
@@ -226,14 +215,12 @@ class Refresher:
 
     @property
     def failures(self) -> int:
-        """Consecutive refreshes with at least one error other than a partial answer (or
-        an unexpected failure)."""
+        """Consecutive refreshes with an error other than a partial answer."""
         return self._failures
 
     def delay(self) -> float:
-        """The wait before the next refresh: the interval; after consecutive failures, drawn
-        (errors.backoff) between one interval and a ceiling doubling from two intervals up
-        to `maxBackoff`, so replicas that failed together do not all ask again together."""
+        """The interval; after failures, drawn (errors.backoff) between one interval and a
+        ceiling doubling from two up to `maxBackoff`, so replicas do not ask in lockstep."""
         if self._failures == 0:
             return self.interval
         cap = max(self._settings.prometheus.max_backoff, self.interval)
@@ -244,7 +231,6 @@ class Refresher:
     def _fetch_all(
         self, settings: Settings, inventory: NodeInventory
     ) -> dict[str, dict[NodeName, float] | BaseException]:
-        """Blocking (a worker thread): every metric."""
         results: dict[str, dict[NodeName, float] | BaseException] = {}
         for m in settings.fetched_metrics:
             try:
@@ -254,9 +240,8 @@ class Refresher:
         return results
 
     async def refresh_usage_once(self) -> str | None:
-        """One fetch of the pods' measured use (metrics.usage), installed at once; its
-        error, or None. Its own loop and timeout: at 100,000 pods the server takes
-        seconds to answer it, which must delay no metric refresh."""
+        """One fetch of the pods' measured use, installed at once; its error, or None. Its
+        own loop and timeout: a slow answer must delay no metric refresh."""
         settings = self._engine.settings
         guard = settings.herd_guard
         if not isinstance(self._provider, Querier) or not wanted(guard, settings.herd_guarded):
@@ -272,7 +257,7 @@ class Refresher:
         usage = next_usage(self._engine.snapshot.usage, fetched)
         self._engine.install_usage(usage, now)
         if self._heap is not None:
-            self._heap.installed()  # 100,000 pods' use: as long-lived as a snapshot
+            self._heap.installed()
         what = "pods' measured use (herd guard)"
         error = describe(fetched) if isinstance(fetched, Exception) else None
         self.usage_log.refreshed([what], {what: error} if error else {}, now)
@@ -280,8 +265,7 @@ class Refresher:
         return error
 
     def usage_delay(self) -> float:
-        """The wait before the next usage fetch: herdGuard.usageInterval, drawn longer
-        (errors.backoff) after failures, up to ten intervals."""
+        """herdGuard.usageInterval, drawn longer after failures, up to ten intervals."""
         interval = self._engine.settings.herd_guard.usage_interval
         if self._usage_failures == 0:
             return interval
@@ -289,12 +273,9 @@ class Refresher:
         return policy.wait(self._usage_failures)
 
     async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
-        """One refresh; returns metric -> error for the queries that failed.
-
-        `settings`: a reloaded policy, put in force with the first snapshot that has its
-        metrics (so a new fail-closed metric never filters nodes for want of a fetch).
-        A refresh that finds other policies in force when it is done (a reload installed
-        them meanwhile) is dropped: it must not put the old policies back."""
+        """One refresh; metric -> error for the queries that failed. `settings`: a reloaded
+        policy, put in force with the first snapshot that has its metrics. A refresh that
+        finds a reload installed meanwhile is dropped (it must not put old policies back)."""
         started = time.perf_counter()
         in_force = self._engine.settings
         settings = settings or in_force
@@ -317,8 +298,7 @@ class Refresher:
         if self._installed is not None:
             self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}
-        # A partial answer is no sign of a struggling server: no back-off, so the next
-        # whole answer comes at the interval.
+        # A partial answer is no sign of a struggling server: no back-off.
         struggling = any(
             isinstance(r, BaseException) and not isinstance(r, PartialAnswer)
             for r in results.values()
@@ -355,8 +335,7 @@ class Refresher:
                 self._provider.close()
 
     async def _run_usage(self) -> None:
-        """Fetch the measured use at once (the first answers count pods at their requests
-        until it comes), then every usage interval; a bug in one round never stops it."""
+        """Fetch the measured use at once, then every usage interval."""
         while True:
             try:
                 await self.refresh_usage_once()

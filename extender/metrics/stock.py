@@ -1,8 +1,6 @@
 """The series a stock kube-prometheus-stack records that the extender reads, and the chart
-setting behind each: what doctor (and replay) name when one is missing.
-
-Rule names and groups as kubernetes-mixin (`rules/apps.libsonnet`, `rules/node.libsonnet`)
-and node-mixin define them; the settings are kube-prometheus-stack's `values.yaml`.
+setting behind each (kubernetes-mixin `rules/apps.libsonnet`, `rules/node.libsonnet`,
+node-mixin; kube-prometheus-stack's `values.yaml`): what doctor and replay name.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What pods really use, fetched with the refresher: per workload, and per young pod.
-
-Two instant queries per refresh (`herdGuard.usageQuery`, `herdGuard.podUsageQuery`), each
-answered with one series per workload or per pod, aggregated by the server. The answers
-become a `UsageTable` (decisions.usage) that rides in the next snapshot. Bounded: at most
-`herdGuard.maxWorkloads` entries are kept from one answer. A failed fetch keeps the last
-good table with the error beside it; estimate.py stops trusting it after `usageMaxAge`.
+"""What pods really use, per workload and per young pod: two instant queries
+(`herdGuard.usageQuery`, `herdGuard.podUsageQuery`) read into a `UsageTable`, at most
+`herdGuard.maxWorkloads` entries; a failed fetch keeps the last good table with its error.
 """
 
 from __future__ import annotations
@@ -64,8 +60,7 @@ def _labels(item: Any) -> dict[str, Any]:
 
 def read_workloads(result: Sequence[Any], limit: int) -> dict[WorkloadKey, WorkloadUse]:
     """Series labelled namespace, workload, workload_type and stat ("quantile", "median"
-    or "pods") -> each workload's use; a workload missing its quantile or count is left
-    out (the median is optional)."""
+    or "pods") -> each workload's use (one without its quantile or count is left out)."""
     quantiles: dict[WorkloadKey, float] = {}
     medians: dict[WorkloadKey, float] = {}
     counts: dict[WorkloadKey, int] = {}

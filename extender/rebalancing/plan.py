@@ -1,25 +1,12 @@
-"""Which running pods to move, and where they would go: the rebalancer's decisions, pure.
+"""Which running pods to move, and where they would go: the rebalancer's decisions, pure,
+from the very tables filter and prioritize answer from.
 
-Every `rebalance.interval` the rebalancer (rebalancing.loop) hands this module the running
-pods of our schedulers and the engine's tables, the very tables filter and prioritize
-answer from: the scores that evict a pod are the scores that place its successor.
-
-A pod is a candidate to move when its node is filtered by its policy (over a threshold,
-or data missing under fail-closed), or when the best node the filter passes scores at
-least `margin` points more (stickiness). It is due to move after `sustain` consecutive
-checks as a candidate, and only if a passing node is there to take its successor.
-
-`decide` gives every pod its decision before the cycle's limits; the due ones are then
-admitted one at a time (`Moves`), within `maxEvictionsPerCycle` and `maxEvictionsPerNode`,
-each against the moves made so far: a made move counts like a placement in the herd
-guard (the pod's expected use leaves its node and arrives on the target), so one hot node
-does not empty onto one cool node within a check. Only a move the API accepts uses a
-limit: a refused eviction leaves its node's slot to the next candidate there. `plan` is
-the whole check when every eviction is accepted.
-
-Pods the API would refuse now (their PodDisruptionBudget, a recent refusal) come in as
-`held` and are held, their streak kept; pods a rule protects never are candidates
-(rebalancing.pods.protection).
+A pod is a candidate when its node is filtered by its policy, or when the best passing
+node scores at least `margin` more (stickiness); it is due after `sustain` consecutive
+checks, if a passing node has headroom for it. `decide` gives every pod its decision;
+`Moves` then admits the due ones one at a time within `maxEvictionsPerCycle` and
+`maxEvictionsPerNode`, each made move counted in the herd guard's view. Pods the API would
+refuse now come in `held`; pods a rule protects (rebalancing.pods) never are candidates.
 """
 
 from __future__ import annotations
@@ -99,8 +86,7 @@ def plan(
     now: float,
     held: Mapping[str, str] | None = None,
 ) -> Plan:
-    """Decide, for every running pod of ours, whether it moves now, and where to, when
-    every eviction is accepted."""
+    """Every running pod's decision when every eviction is accepted (the simulation's)."""
     out, moves = decide(settings, pods, tables, snapshot, streaks, node_cores, now, held)
     for decision in out.due:
         admitted = moves.admit(decision)
@@ -120,9 +106,8 @@ def decide(
     now: float,
     held: Mapping[str, str] | None = None,
 ) -> tuple[Plan, Moves]:
-    """Every pod's decision before the cycle's limits (`Plan.due`: the pods due to move),
-    and the `Moves` that admit the due ones. `held`: uid -> why the API would refuse to
-    evict the pod now."""
+    """Every pod's decision before the cycle's limits (`Plan.due`), and the `Moves` that
+    admit the due ones. `held`: uid -> why the API would refuse to evict the pod now."""
     rules = settings.rebalance
     held = held or {}
     out = Plan()
@@ -161,8 +146,7 @@ def decide(
 
 
 class Moves:
-    """The cycle's limits and the herd guard's view of the moves made so far, applied to
-    the due pods one at a time."""
+    """The cycle's limits and the herd guard's view of the moves made so far."""
 
     def __init__(
         self,
@@ -249,8 +233,7 @@ def _check(
     moves: Moves,
 ) -> tuple[Decision, float]:
     """(the decision for one pod, what moving it gains) before the cycle's limits. A target
-    must have headroom for what the pod is expected to use: a successor that would wait,
-    or overfill its new node, is no move."""
+    must have headroom for what the pod is expected to use."""
     facts = pod.facts
     reason, here = scores.verdict(facts.node_name)
     cores = moves.cores(facts)
@@ -290,8 +273,7 @@ def _check(
 
 def relief(share: float, overshoot: float | None) -> float:
     """In [0, 1): how well moving a pod that uses `share` of its node brings the node back
-    under its threshold (`overshoot` over it): the smallest pod that is enough ranks first
-    (one eviction, the least disruption), then the larger the better."""
+    under its threshold: the smallest pod that is enough first, then the larger the better."""
     if overshoot is None or share <= 0:
         return 0.0
     if share >= overshoot:
@@ -308,9 +290,8 @@ def _account(
     snapshot: Snapshot,
     now: float,
 ) -> None:
-    """The herd guard's view of one move (source, target): the pod's expected use
-    (estimate.py: its workload's measured use, else its request) leaves the source and
-    its successor's arrives on the target (shares of each node's cores)."""
+    """The herd guard's view of one move: the pod's expected use (estimate.py) leaves the
+    source and its successor's arrives on the target (shares of each node's cores)."""
     guard = settings.herd_guard
     expected = expected_use(
         pod.namespace, pod.name, pod.workload, pod.cpu_request, snapshot.usage, guard, now

@@ -1,7 +1,5 @@
 """The running pods the rebalancer re-checks, read from the API's v1.Pod, and the rules
 that keep a pod where it is whatever its node looks like (pure).
-
-Only pods whose controller recreates them are ever moved (see `protection`).
 """
 
 from __future__ import annotations

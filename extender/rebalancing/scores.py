@@ -1,5 +1,6 @@
 """One policy's view of the cluster during a rebalance check: the table's verdicts and
-scores, with the herd guard's view of the moves planned so far (pure)."""
+scores, with the herd guard's view of the moves planned so far (pure).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from extender.policy.policies import Policy
 
 
 class NodeScores:
-    """One policy's verdicts and scores for this check, with the herd guard's view of the
-    moves planned so far: nodes touched by a move are re-evaluated with the load it frees
-    or adds (scoring.evaluate_node, the function that built the table)."""
+    """Nodes touched by a planned move are re-evaluated with the load it frees or adds
+    (scoring.evaluate_node, the function that built the table)."""
 
     def __init__(
         self,
@@ -34,11 +34,8 @@ class NodeScores:
         self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
         self._scores = self._score_all(table.evals)
         self._touched: dict[NodeName, tuple[str | None, int]] = {}
-        self._evals: dict[NodeName, NodeEval] = {}
-        """The touched nodes' evaluations."""
-        # Best first, ties by name (the table's own ranking unless `candidates` metrics
-        # rescale the scores); a lookup skips the few nodes excluded or touched by planned
-        # moves, so it stops after a handful of entries.
+        self._evals: dict[NodeName, NodeEval] = {}  # of the touched nodes
+        # Best first, ties by name (the table's own unless `candidates` metrics rescale).
         self._ranking = (
             sorted((-s, n) for n, s in self._scores.items() if n in table.ok)
             if self._candidates
@@ -68,8 +65,8 @@ class NodeScores:
             self._touched[n] = (e.reason, score)
 
     def overshoot(self, node: NodeName) -> float | None:
-        """How far the node's herd metric is over its filter threshold (a share of the node,
-        the moves planned so far included); None when it is not, or has no such metric."""
+        """How far the node's herd metric is over its filter threshold (planned moves
+        included); None when it is not, or has no such metric."""
         rule = fit_rule(self._policy)
         if rule is None:
             return None
