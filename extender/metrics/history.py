@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from extender.errors.backoff import Backoff
-from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, excerpt
-from extender.metrics.providers import PrometheusProvider, partial_cause
+from extender.errors.causes import HTTPStatusError
+from extender.metrics.providers import PrometheusProvider, read_result
 from extender.policy.backend import PrometheusSettings
 
 MAX_POINTS = 10_000
@@ -107,7 +107,7 @@ class HistoryReader(PrometheusProvider):
                 if last or not any(n in type(exc).__name__ for n in _TRANSIENT):
                     raise
             self._sleep(self._backoff.wait(failures))
-        return _matrix(payload)
+        return read_result(payload)
 
     def probe(self) -> None:
         """One instant query the server must answer: reachable and authorised, or raise."""
@@ -137,16 +137,3 @@ class HistoryReader(PrometheusProvider):
             value = match.group(1) if match is not None else VM_DEFAULT_RETENTION
             return f"{value}M" if value.isdigit() else value
         return None
-
-
-def _matrix(payload: Any) -> list[Any]:
-    try:
-        result = payload["data"]["result"]
-    except (KeyError, TypeError) as exc:
-        raise BadAnswer("the server answered 200 without data.result") from exc
-    if not isinstance(result, list):
-        raise BadAnswer(f"the server answered data.result {excerpt(repr(result))}")
-    partial = partial_cause(payload)
-    if partial is not None:
-        raise PartialAnswer(f"partial answer: {partial}", result)
-    return result

@@ -169,16 +169,7 @@ class PrometheusProvider:
             **self._settings.query_parameters,
         }
         payload = self._get("/api/v1/query", params, seconds)
-        try:
-            result = payload["data"]["result"]
-        except (KeyError, TypeError) as exc:
-            raise BadAnswer("Prometheus answered 200 without data.result") from exc
-        if not isinstance(result, list):
-            raise BadAnswer(f"Prometheus answered 200 with data.result {excerpt(repr(result))}")
-        series: list[Any] = result
-        partial = partial_cause(payload)
-        if partial is not None:
-            raise PartialAnswer(f"partial answer ({len(series)} series): {partial}", series)
+        series = read_result(payload)
         notes = [w for w in _warnings(payload) if isinstance(w, str)]
         if notes:  # PromQL's own annotations ("PromQL info: ..."): the data is whole
             log.info("query annotations: %s", "; ".join(notes)[:300])
@@ -233,6 +224,20 @@ class PrometheusProvider:
             token = _read_secret(settings.bearer_token_file, "bearerTokenFile")
             headers["Authorization"] = f"Bearer {token}"
         return headers
+
+
+def read_result(payload: Any) -> list[Any]:
+    """An answer's `data.result`; BadAnswer without one, PartialAnswer when partial."""
+    try:
+        result = payload["data"]["result"]
+    except (KeyError, TypeError) as exc:
+        raise BadAnswer("Prometheus answered 200 without data.result") from exc
+    if not isinstance(result, list):
+        raise BadAnswer(f"Prometheus answered 200 with data.result {excerpt(repr(result))}")
+    partial = partial_cause(payload)
+    if partial is not None:
+        raise PartialAnswer(f"partial answer ({len(result)} series): {partial}", result)
+    return result
 
 
 def partial_cause(payload: Any) -> str | None:
