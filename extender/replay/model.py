@@ -132,6 +132,3 @@ class History:
     """Sorted by arrival."""
     notes: list[str] = field(default_factory=list)
     """What the reconstruction noticed (gaps filled, values clamped, inputs missing)."""
-
-    def by_role(self, role: Role) -> list[ReplayPod]:
-        return [p for p in self.pods if p.role is role]

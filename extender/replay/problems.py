@@ -15,9 +15,6 @@ from datetime import UTC, datetime
 from extender.policy.windows import duration
 from extender.replay.queries import setting_of
 
-EXIT = 1
-
-
 class ReplayProblem(Exception):
     """A bad input; `str()` is the whole message for the operator."""
 
