@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from extender.policy.windows import duration
 from extender.replay.queries import setting_of
 
+
 class ReplayProblem(Exception):
     """A bad input; `str()` is the whole message for the operator."""
 
