@@ -30,14 +30,16 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from extender.replay.model import History, ReplayNode, ReplayPod, Role
-from extender.replay.models import REAL, SchedulerModel, node_spec
+from extender.replay.models import REAL, node_spec
 from extender.simulation.framework import Feeds
 from extender.simulation.ledger import NodeLedger, PodMeter
 from extender.simulation.prometheus import MetricPipeline, Pipeline
 from extender.simulation.rebalance import Placed as Moved
 from extender.simulation.rebalance import Rebalancer
 from extender.simulation.run import RunResult
+from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import PeakCalibration, Recorder
+from extender.simulation.upstream import NodeRequests
 from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
 KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE})
@@ -108,7 +110,7 @@ class Replay:
     """The mutable state of one run; `replay` drives it. Times are seconds from the grid's
     start (`r`), as the simulation's are from a scenario's."""
 
-    def __init__(self, history: History, model: SchedulerModel | None, pipeline: Pipeline) -> None:
+    def __init__(self, history: History, model: KubeScheduler | None, pipeline: Pipeline) -> None:
         grid = history.grid
         if grid.step != int(grid.step):
             raise ValueError("the replay's step must be whole seconds")
@@ -139,7 +141,7 @@ class Replay:
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
         self.offered = self.overcommitted = self.lost = self.moved = 0
-        ours = model.scheduler.extender if model is not None else None
+        ours = model.extender if model is not None else None
         self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
 
     # --- events
@@ -169,6 +171,15 @@ class Replay:
         where = self.history.nodes.get(node)
         if where is not None and where.memory > 0 and node in self.memory:
             self.memory[node] += sign * spec.memory / where.memory
+
+    def occupy(self, spec: PodSpec, node: str, sign: int) -> None:
+        """A pod keeping its real node (another scheduler's, pinned, or placed before the
+        range): kube-scheduler's cache counts its requests all the same."""
+        cache = self.model.nodes.get(node) if self.model is not None else None
+        if cache is not None and sign > 0:
+            cache.add(spec.cpu_milli, spec.memory, spec.replicaset)
+        elif cache is not None:
+            cache.remove(spec.cpu_milli, spec.memory, spec.replicaset)
 
     def observe_and_record(self, r: int, elapsed: int) -> None:
         """The step holding r - tick ran `elapsed` seconds since the pipeline last looked;
@@ -207,7 +218,7 @@ class Replay:
                 self.joined.pop(node.name, None)
                 self.memory.pop(node.name, None)
                 if self.model is not None:
-                    self.model.remove_node(node.name)
+                    self.model.nodes.pop(node.name, None)
 
     def join(self, node: ReplayNode) -> None:
         self.present[node.name] = node
@@ -217,9 +228,10 @@ class Replay:
         for spec in self.kept.get(node.name, {}).values():
             self.requested(spec, node.name, 1)
         if self.model is not None:
-            self.model.add_node(node)
+            cpu = round(node.cores * 1000)
+            self.model.nodes[node.name] = NodeRequests(node.name, cpu, node.memory, node.max_pods)
             for spec in self.kept.get(node.name, {}).values():
-                self.model.occupy(spec, node.name)
+                self.occupy(spec, node.name, 1)
 
     # --- pods
     def place(self, pod: ReplayPod, spec: PodSpec, node: str, r: float) -> None:
@@ -240,10 +252,10 @@ class Replay:
 
     def decide(self, pod: ReplayPod, spec: PodSpec, r: float) -> bool:
         assert self.model is not None
-        node = self.model.schedule(spec, r)
+        node = self.model.schedule(spec, EPOCH + r)
         if node is None:
             return False
-        cache = self.model.scheduler.nodes[node]
+        cache = self.model.nodes[node]
         if cache.cpu_requested > cache.cpu or cache.memory_requested > cache.memory > 0:
             self.overcommitted += 1
         self.place(pod, spec, node, r)
@@ -254,7 +266,7 @@ class Replay:
         self.requested(placed.spec, placed.node, -1)
         self.meter.stopped(placed.spec)
         if self.model is not None:
-            self.model.unbind(placed.spec, placed.node, r)
+            self.model.unbind(placed.spec, placed.node, EPOCH + r)
 
     def retry(self, r: float) -> None:
         still = []
@@ -276,16 +288,14 @@ class Replay:
             self.kept.setdefault(node, {})[pod.uid] = spec
             if node in self.present:
                 self.requested(spec, node, 1)
-                if self.model is not None:
-                    self.model.occupy(spec, node)
+                self.occupy(spec, node, 1)
             if pod.end < self.grid.end:
                 self.push(pod.end - start, Event.KEPT_END, pod, node)
         elif kind is Event.KEPT_END:
             gone = self.kept.get(node, {}).pop(pod.uid, None)
             if gone is not None and node in self.present:
                 self.requested(gone, node, -1)
-                if self.model is not None:
-                    self.model.vacate(gone, node)
+                self.occupy(gone, node, -1)
         elif real:
             assert pod.node is not None
             self.place(pod, spec_of(pod, start), pod.node, r)
@@ -319,7 +329,7 @@ def rebalance(run: Replay, r: float) -> None:
 
 
 def replay(
-    history: History, model: SchedulerModel | None, pipeline: Pipeline, seed: int = 1
+    history: History, model: KubeScheduler | None, pipeline: Pipeline, seed: int = 1
 ) -> RunResult:
     """Run `history` under `model`; None: the real placements ("as it happened")."""
     real = model is None
@@ -343,9 +353,9 @@ def replay(
                 run.metrics.scrape(list(run.present), run.memory)
             if r % p.rule_interval == 0:
                 run.metrics.evaluate(r)
-            model.observe(r, run.feeds)
+            model.observe(r, EPOCH + r, run.feeds)
             if r >= run.recorder.start:
-                run.calibration.predicted(r, model.scheduler.predicted_peaks())
+                run.calibration.predicted(r, model.predicted_peaks())
             run.retry(r)
             rebalance(run, r)
         for at, kind, pod, node in run.due(r + tick):

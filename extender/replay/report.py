@@ -92,7 +92,8 @@ def table_of(runs: Mapping[str, RunResult]) -> list[str]:
     def cell(n: str, key: str, fmt: Callable[[float], str]) -> str:
         value = float(getattr(runs[n].metrics, key))
         against = base is not None and n not in (KUBE_SCHEDULER, REAL)
-        return compared(key, fmt(value), value, getattr(base.metrics, key) if against else None)
+        base_value = getattr(base.metrics, key) if base is not None and against else None
+        return compared(key, fmt(value), value, base_value)
 
     return table({n: [cell(n, key, fmt) for key, _, fmt in ROWS] for n in runs})
 
