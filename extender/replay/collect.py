@@ -166,7 +166,7 @@ class Collector:
             for answer in self.range(
                 item.promql, grid.start + ask.window, _ceil(grid, ask.window), ask.window, hint
             ):
-                fold(facts, item.key, answer.result)
+                facts.fold(item.key, answer.result)
                 progress("pods and nodes", (i + answer.done) / len(inputs))
 
     def check_present(self) -> None:
@@ -267,25 +267,6 @@ def collect(
     collector.fine(alive, progress)
     assert collector.size is not None
     return Collected(collector.facts, collector.notes, collector.size)
-
-
-def fold(facts: Facts, key: str, result: list[Any]) -> None:
-    """One window answer into the facts, by the input's key."""
-    if key in ("started", "scheduled", "completed", "deleted", "created"):
-        facts.fold_time(key, result)
-        return
-    folders: dict[str, Callable[[list[Any]], None]] = {
-        "allocatable": facts.fold_allocatable,
-        "pod_info": facts.fold_pod_info,
-        "requests": facts.fold_requests,
-        "owners": facts.fold_owners,
-        "scheduler": facts.fold_scheduler,
-        "selectors": facts.fold_selectors,
-        "tolerations": facts.fold_tolerations,
-        "taints": facts.fold_taints,
-        "node_info": facts.fold_node_info,
-    }
-    folders[key](result)
 
 
 def _ceil(grid: Grid, window: float) -> float:
