@@ -1,12 +1,9 @@
-"""The scenarios: each a pure function of a seed (and a size), so a run can be repeated.
+"""The scenarios: each a pure function of a seed and a size, so a run can be repeated.
 
-For one seed every scenario draws the same nodes, workloads and pod stream (random streams
-named `workload:<seed>`); each draws its own background levels (streams named
-`<scenario>:<seed>`) and adds what it is about: busy nodes, a burst, a node turning hot,
-a node joining, busy nodes that move, mis-requested workloads, a daily swing. Background
-load is work the scheduler cannot see: system daemons, pods of other schedulers, a noisy
-neighbour on the host. Each scenario's description states what it is about and what it
-asks of a scheduler.
+For one seed every scenario draws the same nodes, workloads and pod stream
+(`workload:<seed>`), its own background (`<scenario>:<seed>`), and adds what it is about.
+Background load is work the scheduler cannot see (daemons, other schedulers' pods, noisy
+neighbours). Each description states what the scenario asks of a scheduler.
 """
 
 from __future__ import annotations
@@ -32,19 +29,16 @@ from extender.simulation.workload import (
 )
 
 BACKGROUND_STEP = 15.0
-"""Seconds between background samples (the background is constant in between)."""
 PHI, NOISE = 0.98, 0.01
-"""AR(1) noise on a node's background level: x' = PHI x + N(0, NOISE); sd ~0.05."""
+"""AR(1) noise on a node's background level: x' = PHI x + N(0, NOISE)."""
 CALM = (0.2, 0.5)
 BUSY = (0.75, 0.85)
 OVER_FACTOR = (3.0, 10.0)
-"""misrequested: what the over-users use, as a multiple of their requests (per workload)."""
 UNDER_FACTOR = 0.1
 OVER_REQUESTS = (100, 250, 500)
 UNDER_REQUESTS = (500, 1000, 2000)
 MISREQUESTED_LOAD = 0.04
-"""misrequested: the mis-requested workloads' requests, as a share of the cluster's CPU in
-steady state (half each way), beside the stream's --load."""
+"""misrequested: its workloads' requests as a share of the cluster's CPU."""
 DIURNAL_BASE = (0.25, 0.45)
 DIURNAL_SWING = 0.2
 
@@ -53,14 +47,13 @@ DIURNAL_SWING = 0.2
 class Size:
     nodes: int = 100
     load: float = 0.25
-    """Requests of the pod stream, as a share of the cluster's CPU, in steady state."""
+    """Requests of the pod stream, as a share of the cluster's CPU."""
     warmup: float = 3600.0
-    """Seconds run before measuring: the cluster starts empty of pods."""
+    """Seconds before measuring (the cluster starts empty)."""
     duration: float = 7200.0
-    """Seconds measured."""
     burst: int = 500
     pods: int | None = None
-    """Pods in the stream over the whole run; None: as many as `load` asks."""
+    """Pods in the stream; None: as many as `load` asks."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -77,7 +70,7 @@ class Size:
 
 @dataclass(frozen=True, slots=True)
 class Background:
-    """node -> share of its cores busy with unseen work, one value per BACKGROUND_STEP."""
+    """node -> share of its cores busy with unseen work, per BACKGROUND_STEP."""
 
     levels: Mapping[str, Sequence[float]]
 
@@ -93,14 +86,12 @@ class Scenario:
     nodes: tuple[NodeSpec, ...]
     background: Background
     pods: tuple[PodSpec, ...]
-    """Sorted by arrival."""
     size: Size
     seed: int
     workloads: tuple[Workload, ...] = ()
 
 
 def _series(rng: random.Random, levels: Sequence[float]) -> tuple[float, ...]:
-    """A background series around `levels` (one per step), AR(1) noise, within [0, 1]."""
     x = rng.gauss(0.0, NOISE / math.sqrt(1 - PHI**2))
     out = []
     for level in levels:
@@ -120,8 +111,6 @@ def _calm(rng: random.Random, nodes: Sequence[NodeSpec], size: Size) -> dict[str
 
 @dataclass(frozen=True, slots=True)
 class Base:
-    """What every scenario of one seed shares: nodes, workloads, the pod stream."""
-
     nodes: list[NodeSpec]
     workloads: list[Workload]
     pods: list[PodSpec]
@@ -156,7 +145,6 @@ def _scenario(
 
 
 def _measured_at(size: Size, share: float) -> float:
-    """The instant `share` of the measured time has passed, on the background's steps."""
     return math.ceil((size.warmup + size.duration * share) / BACKGROUND_STEP) * BACKGROUND_STEP
 
 
