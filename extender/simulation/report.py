@@ -1,8 +1,5 @@
-"""Runs into a report: per scenario and metric, every scheduler side by side, over seeds.
-
-The figures are summary.py's (mean and spread over seeds); the table prints each
-scheduler's mean ± sd and its change against kube-scheduler alone; the JSON keeps every
-seed's value; targets.py's verdicts close it.
+"""Runs into a report: per scenario and metric, every scheduler side by side, over seeds
+(summary.py's figures), then the targets' verdicts (targets.py).
 """
 
 from __future__ import annotations
@@ -54,7 +51,7 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 )
 """(Metrics field, label, format) for the table, in order."""
 NO_CHANGE = frozenset({"peak_1sd", "peak_2sd", "peak_3sd"})
-"""Rows shown without a change against kube-scheduler (it predicts no peak)."""
+"""Rows shown without a change (kube-scheduler predicts no peak)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +65,7 @@ class Report:
 def build_report(
     plan: Plan, policy: str, results: Mapping[str, Sequence[Runs]], descriptions: Mapping[str, str]
 ) -> Report:
-    """`descriptions`: scenario -> its text (a scenario's description names its seed's
-    draws, e.g. which node turns hot, so the caller picks the first seed's)."""
+    """`descriptions`: scenario -> the text of its first seed's draw."""
     scenarios = tuple(
         scenario_report(name, descriptions.get(name, ""), runs) for name, runs in results.items()
     )
@@ -77,7 +73,6 @@ def build_report(
 
 
 def describe(results: Mapping[str, Sequence[Runs]], size: Size) -> dict[str, str]:
-    """scenario -> the description of its first seed's draw."""
     return {
         name: SCENARIOS[name](runs[0].seed, size).description
         for name, runs in results.items()
