@@ -1,9 +1,5 @@
-"""Runs into the replay's report: the simulation's table, one column per scheduler.
-
-The rows are the simulation's (extender.simulation.report.ROWS), so a replay reads like a
-simulated scenario; the first column is what happened. The JSON has `simulate --json`'s
-shape: one scenario ("replay") whose `schedulers` map each name to the same figures, each
-a spread over the one run (mean = low = high = the value).
+"""Runs into the replay's report: the simulation's table, one column per scheduler, the
+real placements first; the JSON in `simulate --json`'s shape (one scenario, "replay").
 """
 
 from __future__ import annotations
@@ -50,7 +46,6 @@ class ReplayReport:
     setup: Setup
     history: History
     runs: Mapping[str, RunResult]
-    """Scheduler name -> its run, the real placements first."""
     fidelity: Fidelity
     notes: tuple[str, ...]
 

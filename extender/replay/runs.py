@@ -19,7 +19,7 @@ from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import RunResult
 
 LONGEST_FIRST = (*SCHEDULERS[1:], SCHEDULERS[0], REAL)
-"""Our extender and the peers read metrics each tick: they take longest."""
+"""Ours and the peers read metrics each tick: they take longest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +44,7 @@ def run_all(
     models: Sequence[str] = SCHEDULERS,
     cpu: dict[str, float] | None = None,
 ) -> dict[str, RunResult]:
-    """Row name -> its run, the real placements first, then `models` in report order;
-    `cpu`, when given, gets each row's CPU seconds."""
+    """Row name -> its run, the real placements first; `cpu` gets each row's CPU seconds."""
     names = [REAL, *(m for m in SCHEDULERS if m in models)]
     spent = cpu if cpu is not None else {}
     progress(0.0)
