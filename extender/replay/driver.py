@@ -1,22 +1,11 @@
 """A History replayed under one scheduler model, with the simulation's metric pipeline.
 
-Time moves in ticks of gcd(step, scrape, rule and refresh intervals). At each tick
-boundary, in this order (the simulation's order, extender.simulation.run): the step
-just ended is observed by the metric pipeline and, at a step's end, recorded (and kept in
-the ledger the peers' agents average); nodes join or leave; Prometheus scrapes and
-evaluates its rule (each when due); the model's plugins and extender read what they read
-(our refresher, load-watcher, the koordlets, each on its own interval); pods waiting for
-a node are retried; then the tick's events in time order: departures, pods that keep
-their node binding there, and arrivals, each decided at its arrival time.
-
-Memory, which no input measures per pod, is what the pods on a node request over its
-allocatable (the simulation's convention: pods use the memory they request).
-
-A replayed pod placed at time s uses, from s plus its real start-up delay on, what it
-really used from its real start on, step by step (`ReplayPod.usage`), and ends as long
-after as it really ran. A node's CPU at a step is (background + its replayed pods' use) /
-cores; in the `real` run every pod goes where it went when it did, so that figure is the
-node's measured CPU again: the "as it happened" row.
+Ticks are gcd(step, scrape, rule and refresh intervals); each boundary runs in the
+simulation's order (extender.simulation.run), then the tick's events in time order:
+departures, pods that keep their node, arrivals. Memory is what a node's pods request.
+A replayed pod placed at s uses, from s plus its real start-up delay, what it really used
+step by step, for as long as it ran; in the `real` run every pod goes where and when it
+went, so node CPU is as measured: the "as it happened" row.
 """
 
 from __future__ import annotations
@@ -46,8 +35,7 @@ KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE}
 
 
 class Event(IntEnum):
-    """At one instant, departures first, then binds of pods that keep their node, then
-    arrivals (the order of the value)."""
+    """At one instant, departures first, then binds of pods keeping their node, then arrivals."""
 
     END = 0
     KEPT_END = 1
@@ -63,17 +51,15 @@ class Placed:
     first: int = 0
     """The step its use begins on its node."""
     at: float = 0.0
-    """When it was placed, seconds into the replay."""
 
 
 TEMPLATE_HASH = "replayed"
-"""The simulation names a Deployment's ReplicaSet `<deployment>-<hash>`; the stock owner rule
-names the Deployment only, so every pod of one Deployment shares this stand-in hash."""
+"""The stock owner rule names the Deployment only: its pods share this stand-in hash."""
 
 
 def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) -> ReplayPod:
     """The pod its ReplicaSet creates at `at` once `pod` is evicted `done` steps into its
-    use: it uses the rest of what `pod` would have, from the moment it is placed."""
+    use: it uses the rest of what `pod` would have."""
     rest = pod.usage[done:]
     return replace(
         pod,
@@ -88,9 +74,8 @@ def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) 
 
 
 def spec_of(pod: ReplayPod, start: float) -> PodSpec:
-    """The pod as the simulation's schedulers take it, its arrival in seconds from `start`.
-    A Deployment's pods carry their workload (the namespace joined to its name: the
-    simulation has one namespace); other pods are bare to the simulation."""
+    """The pod as the simulation's schedulers take it (a Deployment's pods carry their
+    workload, the namespace joined to its name; others are bare)."""
     workload = ""
     if pod.workload is not None and pod.workload.startswith("deployment "):
         workload = pod.workload.removeprefix("deployment ").replace("/", ".")
@@ -107,8 +92,7 @@ def spec_of(pod: ReplayPod, start: float) -> PodSpec:
 
 
 class Replay:
-    """The mutable state of one run; `replay` drives it. Times are seconds from the grid's
-    start (`r`), as the simulation's are from a scenario's."""
+    """The mutable state of one run; times are seconds from the grid's start (`r`)."""
 
     def __init__(self, history: History, model: KubeScheduler | None, pipeline: Pipeline) -> None:
         grid = history.grid
@@ -127,7 +111,6 @@ class Replay:
         self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
         self.joined: dict[str, NodeSpec] = {}
         self.memory: dict[str, float] = {}
-        """node -> its pods' memory requests over its allocatable."""
         self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
         self.load = {n: array("d", bytes(8 * grid.steps)) for n in history.nodes}
         """node -> cores its replayed pods use, per step."""
@@ -164,7 +147,6 @@ class Replay:
 
     # --- CPU and memory
     def utilisation(self, node: ReplayNode, k: int) -> float:
-        """Demand: (background + replayed pods' use) / cores, uncapped."""
         return (node.background[k] + self.load[node.name][k]) / node.cores
 
     def requested(self, spec: PodSpec, node: str, sign: int) -> None:
@@ -173,8 +155,7 @@ class Replay:
             self.memory[node] += sign * spec.memory / where.memory
 
     def occupy(self, spec: PodSpec, node: str, sign: int) -> None:
-        """A pod keeping its real node (another scheduler's, pinned, or placed before the
-        range): kube-scheduler's cache counts its requests all the same."""
+        """A pod keeping its real node: kube-scheduler's cache counts its requests all the same."""
         cache = self.model.nodes.get(node) if self.model is not None else None
         if cache is not None and sign > 0:
             cache.add(spec.cpu_milli, spec.memory, spec.replicaset)
@@ -201,7 +182,6 @@ class Replay:
                     self.ledger.record(k, name, d, self.memory[name])
 
     def columns(self) -> list[tuple[array[float], array[float], float]]:
-        """Per present node, in order: its background, its load and 1 / its cores."""
         return [(n.background, self.load[n.name], 1.0 / n.cores) for n in self.present.values()]
 
     # --- nodes
@@ -306,9 +286,8 @@ class Replay:
 
 
 def rebalance(run: Replay, r: float) -> None:
-    """Our rebalancer's check (ours as shipped evicts): each pod it moves stops, what
-    it would still have used leaves its node, and a successor that uses the rest
-    arrives at once, as its ReplicaSet would create it."""
+    """Our rebalancer's check: each pod it moves stops, what it would still have used leaves
+    its node, and a successor using the rest arrives at once."""
     if run.rebalancer is None or r % run.rebalancer.interval:
         return
     live = {u: Moved(p.spec, p.node, EPOCH + p.at) for u, p in run.running.items()}

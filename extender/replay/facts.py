@@ -1,20 +1,11 @@
-"""The facts a replay needs, folded chunk by chunk from range-query answers.
+"""The facts a replay needs, folded chunk by chunk from range-query answers. Pure.
 
-Each answer is a Prometheus matrix (`[{"metric": {labels}, "values": [[t, "v"], ...]}]`),
-read once and dropped: what stays is compact (a float32 per node and step for node CPU,
-per replayed pod and step of its life for its use, a few numbers per pod). Two kinds of
-input:
-
-- fine series, at the grid's step: node CPU (the policy's query) and each replayed pod's
-  measured use (the stock per-container rule, summed per pod);
-- window series, `max_over_time(...[W])` answered every W: what kube-state-metrics says
-  of pods and nodes. Their values carry exact times (creation, start, completion,
-  deletion), so a coarse window loses nothing but the moment a pod's series ends, which
-  is used only when no time says it: kube_pod_info is counted per window instead, and
-  the samples in the last window its series was seen say how long into that window the
-  pod was still there, to within a scrape.
-
-Pure: no I/O.
+Each answer is read once and dropped; what stays is compact: float32 per node and step for
+node CPU and per replayed pod and step for its use (fine series, at the grid's step), a
+few numbers per pod from the window series (`max_over_time(...[W])` every W) of
+kube-state-metrics. Their values carry exact times, so a coarse window loses only when a
+pod's series ends: kube_pod_info is counted per window, its samples in the last one
+telling how long into it the pod was there.
 """
 
 from __future__ import annotations
@@ -54,7 +45,6 @@ def samples(series: Mapping[str, Any]) -> Iterable[tuple[float, float]]:
 
 
 def last_value(series: Mapping[str, Any]) -> float | None:
-    """The series' latest value (None: it has none)."""
     found = None
     for _, value in samples(series):
         found = value
@@ -68,7 +58,7 @@ def labels_of(series: Mapping[str, Any]) -> Labels:
 
 @dataclass(slots=True)
 class Trace:
-    """One series at the grid's step, kept from its first step on (NaN: no value)."""
+    """One series at the grid's step, from its first step on (NaN: no value)."""
 
     first: int
     values: array[float] = field(default_factory=lambda: array("f"))
@@ -121,7 +111,7 @@ class PodFacts:
     completed: float | None = None
     deleted: float | None = None
     cpu: float = 0.0
-    """Cores requested (sum over containers; the highest seen)."""
+    """Cores requested (summed over containers; the highest seen)."""
     memory: float = 0.0
     created_by: str = ""
     workload: str | None = None
@@ -132,29 +122,29 @@ class PodFacts:
 
     @property
     def node(self) -> str | None:
-        """The node it ran on: the first one it was seen bound to."""
+        """The first node it was seen bound to."""
         return min(self.nodes, key=lambda n: self.nodes[n]) if self.nodes else None
 
 
 class Facts:
-    """Everything folded so far; `seen` names the inputs that answered with any series."""
+    """Everything folded so far; `seen` names the inputs that told something."""
 
     def __init__(self, grid: Grid, window: float, scrape: float = 30.0) -> None:
         self.grid = grid
         self.window = window
         self.scrape = scrape
-        """Seconds between kube-state-metrics' scrapes: what a kube_pod_info sample spans."""
+        """kube-state-metrics' scrape interval: what a kube_pod_info sample spans."""
         self.nodes: dict[str, NodeFacts] = {}
         self.pods: dict[tuple[str, str, str], PodFacts] = {}
         self._by_name: dict[tuple[str, str], list[PodFacts]] = {}
         self.usage: dict[tuple[str, str], Trace] = {}
-        """(namespace, pod) -> its measured use in cores (pods created in the range)."""
+        """(namespace, pod) -> its measured use in cores."""
         self.seen: set[str] = set()
         self.ips: dict[str, str] = {}
-        """InternalIP -> node, for policies whose CPU query names nodes by `instance`."""
+        """InternalIP -> node, for CPU queries naming nodes by `instance`."""
         self.keys = KeyLabels()  # the labels telling series apart: had, or lacked
         self.unnamed: Labels | None = None
-        """The labels of a node CPU series no node could be named from (the first seen)."""
+        """The labels of the first node CPU series that named no node."""
 
     # --- keys
     def node(self, name: str) -> NodeFacts:
@@ -271,8 +261,7 @@ class Facts:
 
     # --- fine inputs
     def fold_node_cpu(self, result: list[Any], node_of: Callable[[Labels], str | None]) -> None:
-        """The policy's CPU query; duplicates of one node keep the highest value, as the
-        extender does."""
+        """The policy's CPU query; duplicates of a node keep the highest, as the extender."""
         for series in result:
             labels = labels_of(series)
             name = node_of(labels)
@@ -307,8 +296,8 @@ def fold_trace(
     keep_highest: bool,
     floor: float = -math.inf,
 ) -> bool:
-    """A series' samples into `trace` at their steps (the hot loop of a week's fetch:
-    samples that continue the trace are appended). True when any sample landed."""
+    """A series' samples into `trace` at their steps (the hot loop of a week's fetch);
+    True when any landed."""
     values = series.get("values")
     if not isinstance(values, list):
         return False

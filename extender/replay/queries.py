@@ -1,11 +1,9 @@
 """The PromQL a replay asks, and which kube-prometheus-stack setting records each series.
 
-Window queries (`max_over_time(...[W])` every W) read what kube-state-metrics says of
-pods and nodes; fine queries, at the grid's step, read node CPU (the policy's own query)
-and pods' measured use (the stock rule, summed per pod, for pods created in the range:
-the only ones the replay moves). Names and expressions: kube-state-metrics'
-docs/metrics/workload/pod-metrics.md and node-metrics.md, kubernetes-mixin's
-rules/apps.libsonnet (the usage and owner rules), node-mixin (instance:node_cpu_*).
+Window queries (`max_over_time(...[W])` every W) read kube-state-metrics; fine queries,
+at the grid's step, read node CPU (the policy's query) and pods' use (the stock rule).
+Names and expressions: kube-state-metrics' docs/metrics/workload/pod-metrics.md and
+node-metrics.md, kubernetes-mixin's rules/apps.libsonnet, node-mixin.
 """
 
 from __future__ import annotations
@@ -46,13 +44,12 @@ PURPOSES = {
     "owners": "pods' workloads",
     "node_info": "node addresses, for prometheus.nodeLabel: instance",
 }
-"""A required window input's key -> what the replay reads it for (named when missing)."""
+"""A required input's key -> what the replay reads it for."""
 
 
 @dataclass(frozen=True, slots=True)
 class Input:
     key: str
-    """What the facts call it (Facts.seen)."""
     series: str
     """The series named when it is missing."""
     promql: str
@@ -60,7 +57,7 @@ class Input:
 
 
 def matcher(namespaces: frozenset[str], *extra: str) -> str:
-    """`{...}` with the namespace filter (namespaces are DNS labels: no quoting needed)."""
+    """`{...}` with the namespace filter (DNS labels: no quoting needed)."""
     parts = [*extra]
     if namespaces:
         parts.append(f'namespace=~"{"|".join(sorted(namespaces))}"')
@@ -112,7 +109,6 @@ def window_inputs(window: str, node_ips: bool) -> list[Input]:
 
 
 def usage_query(namespaces: frozenset[str], created_from: float) -> str:
-    """Each pod created from `created_from` on: its measured CPU in cores."""
     ns = matcher(namespaces)
     return (
         f"sum by (namespace, pod) ({USAGE_RULE}{ns}) and on (namespace, pod) "
