@@ -130,18 +130,18 @@ def _workload(seed: int, size: Size) -> Base:
 
 def _scenario(
     name: str,
-    description: str,
+    text: str,
     seed: int,
     size: Size,
-    nodes: Sequence[NodeSpec],
+    base: Base,
     levels: Mapping[str, Sequence[float]],
-    pods: Sequence[PodSpec],
-    workloads: Sequence[Workload] = (),
+    more: Base | None = None,
 ) -> Scenario:
-    ordered = tuple(sorted(pods, key=lambda p: (p.arrival, p.uid)))
-    return Scenario(
-        name, description, tuple(nodes), Background(levels), ordered, size, seed, tuple(workloads)
-    )
+    """The scenario of `base`'s nodes, workloads and pods, and `more` of each."""
+    more = more or Base([], [], [])
+    pods = sorted([*base.pods, *more.pods], key=lambda p: (p.arrival, p.uid))
+    nodes, workloads = (*base.nodes, *more.nodes), (*base.workloads, *more.workloads)
+    return Scenario(name, text, nodes, Background(levels), tuple(pods), size, seed, workloads)
 
 
 def _measured_at(size: Size, share: float) -> float:
@@ -159,7 +159,7 @@ def uniform(seed: int, size: Size) -> Scenario:
         f"every node's background {CALM[0]:.0%}-{CALM[1]:.0%} of its cores; the control: "
         "measured load has little to add, so it must not do worse than requests"
     )
-    return _scenario("uniform", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("uniform", text, seed, size, base, levels)
 
 
 def skewed(seed: int, size: Size) -> Scenario:
@@ -174,7 +174,7 @@ def skewed(seed: int, size: Size) -> Scenario:
         f"the scheduler does not see; the rest {CALM[0]:.0%}-{CALM[1]:.0%}: requests cannot "
         "see the busy nodes, a measured metric can"
     )
-    return _scenario("skewed", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("skewed", text, seed, size, base, levels)
 
 
 def burst(seed: int, size: Size) -> Scenario:
@@ -188,8 +188,7 @@ def burst(seed: int, size: Size) -> Scenario:
         "faster than any metric shows them, so only what a scheduler reserves for the pods "
         "it just placed spreads them"
     )
-    pods = [*base.pods, *extra]
-    return _scenario("burst", text, seed, size, base.nodes, levels, pods, base.workloads)
+    return _scenario("burst", text, seed, size, base, levels, Base([], [], extra))
 
 
 def hot_node(seed: int, size: Size) -> Scenario:
@@ -206,7 +205,7 @@ def hot_node(seed: int, size: Size) -> Scenario:
         f"{hot.name} ({hot.cores} cores) turns hot, {calm:.0%} -> {busy:.0%} of unseen work, "
         f"{_minutes_in(size, at)}: how soon a scheduler stops placing there"
     )
-    return _scenario("hot-node", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("hot-node", text, seed, size, base, levels)
 
 
 def new_node(seed: int, size: Size) -> Scenario:
@@ -220,8 +219,7 @@ def new_node(seed: int, size: Size) -> Scenario:
         f"an empty node (8 cores) joins {_minutes_in(size, at)}: a node without metrics yet "
         "must neither be shunned nor flooded"
     )
-    nodes = [*base.nodes, new]
-    return _scenario("new-node", text, seed, size, nodes, levels, base.pods, base.workloads)
+    return _scenario("new-node", text, seed, size, base, levels, Base([new], [], []))
 
 
 def moving_load(seed: int, size: Size) -> Scenario:
@@ -244,7 +242,7 @@ def moving_load(seed: int, size: Size) -> Scenario:
         f"{len(second)} others {_minutes_in(size, at)}: a metric that follows slowly keeps "
         "placing on the nodes that just turned busy"
     )
-    return _scenario("moving-load", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("moving-load", text, seed, size, base, levels)
 
 
 def misrequested(seed: int, size: Size) -> Scenario:
@@ -276,16 +274,8 @@ def misrequested(seed: int, size: Size) -> Scenario:
         f"{_minutes_in(size, at)}: requests misjudge them both ways, their running "
         "siblings' measured use does not"
     )
-    return _scenario(
-        "misrequested",
-        text,
-        seed,
-        size,
-        base.nodes,
-        levels,
-        [*base.pods, *pods],
-        [*base.workloads, *odd],
-    )
+    more = Base([], odd, pods)
+    return _scenario("misrequested", text, seed, size, base, levels, more)
 
 
 def diurnal(seed: int, size: Size) -> Scenario:
@@ -307,7 +297,7 @@ def diurnal(seed: int, size: Size) -> Scenario:
         f"{_minutes_in(size, peak)}: no node can be dodged at the peak; a scheduler must not "
         "pile pods on while the load rises"
     )
-    return _scenario("diurnal", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("diurnal", text, seed, size, base, levels)
 
 
 SCENARIOS: Mapping[str, Callable[[int, Size], Scenario]] = {
