@@ -1,17 +1,9 @@
-"""What a replay asks the server, in order, and what it does with each answer.
-
-1. One query the server must answer (reachable and authorised?).
-2. Is the range there at all: nodes' allocatable CPU, counted every window. No data:
-   either the server's retention dropped it, or the range is not this cluster's.
-3. The window queries (queries.window_inputs), folded into Facts; every series the
-   replay needs is then known present or missing, and all missing ones are named at
-   once, each with the kube-prometheus-stack setting that records it.
-4. The memory the fine queries will take is estimated (sizing) and refused above the
-   limit before any of them is asked.
-5. The fine queries: node CPU (the policy's own query) and replayed pods' use, chunked.
-
-The server is a `Source` (extender.metrics.history.HistoryReader, or a test's fake); a
-failure of any call becomes a ReplayProblem naming its cause.
+"""What a replay asks the server, in order, and what it does with each answer: a probe;
+the range's presence (nodes' allocatable, counted every window); the window queries,
+folded into Facts, then every missing series named at once with the kube-prometheus-stack
+setting that records it; the memory estimate (sizing), refused above the limit; then the
+fine queries (node CPU by the policy's query, replayed pods' use), chunked. Any failure
+becomes a ReplayProblem naming its cause.
 """
 
 from __future__ import annotations
@@ -55,15 +47,13 @@ Progress = Callable[[str, float], None]
 @dataclass(frozen=True, slots=True)
 class Ask:
     start: float
-    """--from, unix seconds."""
     end: float
-    """--to."""
     step: float
     cpu_query: str
     node_label: str = "node"
     selection: Selection = field(default_factory=Selection)
     lead: float = 600.0
-    """Seconds before --from replayed as they happened, so the metric pipeline is warm."""
+    """Seconds before --from replayed as they happened, so the pipeline is warm."""
     scrape: float = 30.0
     """kube-state-metrics' scrape interval (--scrape-interval)."""
     max_memory: float = 4 * 2**30
@@ -79,8 +69,7 @@ class Ask:
 
     @property
     def window(self) -> float:
-        """The window queries' window: about a 24th of the range, at most an hour, a
-        whole number of steps."""
+        """The window queries' window: about a 24th of the range, at most an hour, whole steps."""
         span = self.grid.steps * self.step
         steps = max(1, min(round(3600 / self.step), math.ceil(span / 24 / self.step)))
         return steps * self.step
@@ -166,7 +155,7 @@ class Collector:
             for answer in self.range(
                 item.promql, grid.start + ask.window, _ceil(grid, ask.window), ask.window, hint
             ):
-                fold(facts, item.key, answer.result)
+                facts.fold(item.key, answer.result)
                 progress("pods and nodes", (i + answer.done) / len(inputs))
 
     def check_present(self) -> None:
@@ -251,13 +240,11 @@ class Collected:
     facts: Facts
     notes: list[str]
     size: sizing.Size
-    """The memory estimate the range was checked against."""
 
 
 def collect(
     source: Source, ask: Ask, now: float, progress: Progress, *, url: str, auth: str, policy: str
 ) -> Collected:
-    """Everything the replay needs from `source`, or a ReplayProblem saying what is wrong."""
     collector = Collector(source, ask, url, auth, policy)
     collector.reachable()
     collector.covered(now)
@@ -269,25 +256,6 @@ def collect(
     return Collected(collector.facts, collector.notes, collector.size)
 
 
-def fold(facts: Facts, key: str, result: list[Any]) -> None:
-    """One window answer into the facts, by the input's key."""
-    if key in ("started", "scheduled", "completed", "deleted", "created"):
-        facts.fold_time(key, result)
-        return
-    folders: dict[str, Callable[[list[Any]], None]] = {
-        "allocatable": facts.fold_allocatable,
-        "pod_info": facts.fold_pod_info,
-        "requests": facts.fold_requests,
-        "owners": facts.fold_owners,
-        "scheduler": facts.fold_scheduler,
-        "selectors": facts.fold_selectors,
-        "tolerations": facts.fold_tolerations,
-        "taints": facts.fold_taints,
-        "node_info": facts.fold_node_info,
-    }
-    folders[key](result)
-
-
 def _ceil(grid: Grid, window: float) -> float:
-    """The last window's end: the grid's end, rounded up to a whole window."""
+    """The grid's end, rounded up to a whole window."""
     return grid.start + math.ceil(grid.steps * grid.step / window) * window

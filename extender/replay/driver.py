@@ -1,22 +1,11 @@
 """A History replayed under one scheduler model, with the simulation's metric pipeline.
 
-Time moves in ticks of gcd(step, scrape, rule and refresh intervals). At each tick
-boundary, in this order (the simulation's order, extender.simulation.run): the step
-just ended is observed by the metric pipeline and, at a step's end, recorded (and kept in
-the ledger the peers' agents average); nodes join or leave; Prometheus scrapes and
-evaluates its rule (each when due); the model's plugins and extender read what they read
-(our refresher, load-watcher, the koordlets, each on its own interval); pods waiting for
-a node are retried; then the tick's events in time order: departures, pods that keep
-their node binding there, and arrivals, each decided at its arrival time.
-
-Memory, which no input measures per pod, is what the pods on a node request over its
-allocatable (the simulation's convention: pods use the memory they request).
-
-A replayed pod placed at time s uses, from s plus its real start-up delay on, what it
-really used from its real start on, step by step (`ReplayPod.usage`), and ends as long
-after as it really ran. A node's CPU at a step is (background + its replayed pods' use) /
-cores; in the `real` run every pod goes where it went when it did, so that figure is the
-node's measured CPU again: the "as it happened" row.
+Ticks are gcd(step, scrape, rule and refresh intervals); each boundary runs in the
+simulation's order (extender.simulation.run), then the tick's events in time order:
+departures, pods that keep their node, arrivals. Memory is what a node's pods request.
+A replayed pod placed at s uses, from s plus its real start-up delay, what it really used
+step by step, for as long as it ran; in the `real` run every pod goes where and when it
+went, so node CPU is as measured: the "as it happened" row.
 """
 
 from __future__ import annotations
@@ -30,22 +19,23 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from extender.replay.model import History, ReplayNode, ReplayPod, Role
-from extender.replay.models import REAL, SchedulerModel, node_spec
+from extender.replay.models import REAL, node_spec
 from extender.simulation.framework import Feeds
 from extender.simulation.ledger import NodeLedger, PodMeter
 from extender.simulation.prometheus import MetricPipeline, Pipeline
 from extender.simulation.rebalance import Placed as Moved
 from extender.simulation.rebalance import Rebalancer
 from extender.simulation.run import RunResult
+from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import PeakCalibration, Recorder
+from extender.simulation.upstream import NodeRequests
 from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
 KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE})
 
 
 class Event(IntEnum):
-    """At one instant, departures first, then binds of pods that keep their node, then
-    arrivals (the order of the value)."""
+    """At one instant, departures first, then binds of pods keeping their node, then arrivals."""
 
     END = 0
     KEPT_END = 1
@@ -61,17 +51,15 @@ class Placed:
     first: int = 0
     """The step its use begins on its node."""
     at: float = 0.0
-    """When it was placed, seconds into the replay."""
 
 
 TEMPLATE_HASH = "replayed"
-"""The simulation names a Deployment's ReplicaSet `<deployment>-<hash>`; the stock owner rule
-names the Deployment only, so every pod of one Deployment shares this stand-in hash."""
+"""The stock owner rule names the Deployment only: its pods share this stand-in hash."""
 
 
 def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) -> ReplayPod:
     """The pod its ReplicaSet creates at `at` once `pod` is evicted `done` steps into its
-    use: it uses the rest of what `pod` would have, from the moment it is placed."""
+    use: it uses the rest of what `pod` would have."""
     rest = pod.usage[done:]
     return replace(
         pod,
@@ -86,9 +74,8 @@ def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) 
 
 
 def spec_of(pod: ReplayPod, start: float) -> PodSpec:
-    """The pod as the simulation's schedulers take it, its arrival in seconds from `start`.
-    A Deployment's pods carry their workload (the namespace joined to its name: the
-    simulation has one namespace); other pods are bare to the simulation."""
+    """The pod as the simulation's schedulers take it (a Deployment's pods carry their
+    workload, the namespace joined to its name; others are bare)."""
     workload = ""
     if pod.workload is not None and pod.workload.startswith("deployment "):
         workload = pod.workload.removeprefix("deployment ").replace("/", ".")
@@ -105,10 +92,9 @@ def spec_of(pod: ReplayPod, start: float) -> PodSpec:
 
 
 class Replay:
-    """The mutable state of one run; `replay` drives it. Times are seconds from the grid's
-    start (`r`), as the simulation's are from a scenario's."""
+    """The mutable state of one run; times are seconds from the grid's start (`r`)."""
 
-    def __init__(self, history: History, model: SchedulerModel | None, pipeline: Pipeline) -> None:
+    def __init__(self, history: History, model: KubeScheduler | None, pipeline: Pipeline) -> None:
         grid = history.grid
         if grid.step != int(grid.step):
             raise ValueError("the replay's step must be whole seconds")
@@ -125,7 +111,6 @@ class Replay:
         self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
         self.joined: dict[str, NodeSpec] = {}
         self.memory: dict[str, float] = {}
-        """node -> its pods' memory requests over its allocatable."""
         self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
         self.load = {n: array("d", bytes(8 * grid.steps)) for n in history.nodes}
         """node -> cores its replayed pods use, per step."""
@@ -139,7 +124,7 @@ class Replay:
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
         self.offered = self.overcommitted = self.lost = self.moved = 0
-        ours = model.scheduler.extender if model is not None else None
+        ours = model.extender if model is not None else None
         self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
 
     # --- events
@@ -162,13 +147,20 @@ class Replay:
 
     # --- CPU and memory
     def utilisation(self, node: ReplayNode, k: int) -> float:
-        """Demand: (background + replayed pods' use) / cores, uncapped."""
         return (node.background[k] + self.load[node.name][k]) / node.cores
 
     def requested(self, spec: PodSpec, node: str, sign: int) -> None:
         where = self.history.nodes.get(node)
         if where is not None and where.memory > 0 and node in self.memory:
             self.memory[node] += sign * spec.memory / where.memory
+
+    def occupy(self, spec: PodSpec, node: str, sign: int) -> None:
+        """A pod keeping its real node: kube-scheduler's cache counts its requests all the same."""
+        cache = self.model.nodes.get(node) if self.model is not None else None
+        if cache is not None and sign > 0:
+            cache.add(spec.cpu_milli, spec.memory, spec.replicaset)
+        elif cache is not None:
+            cache.remove(spec.cpu_milli, spec.memory, spec.replicaset)
 
     def observe_and_record(self, r: int, elapsed: int) -> None:
         """The step holding r - tick ran `elapsed` seconds since the pipeline last looked;
@@ -190,7 +182,6 @@ class Replay:
                     self.ledger.record(k, name, d, self.memory[name])
 
     def columns(self) -> list[tuple[array[float], array[float], float]]:
-        """Per present node, in order: its background, its load and 1 / its cores."""
         return [(n.background, self.load[n.name], 1.0 / n.cores) for n in self.present.values()]
 
     # --- nodes
@@ -207,7 +198,7 @@ class Replay:
                 self.joined.pop(node.name, None)
                 self.memory.pop(node.name, None)
                 if self.model is not None:
-                    self.model.remove_node(node.name)
+                    self.model.nodes.pop(node.name, None)
 
     def join(self, node: ReplayNode) -> None:
         self.present[node.name] = node
@@ -217,9 +208,10 @@ class Replay:
         for spec in self.kept.get(node.name, {}).values():
             self.requested(spec, node.name, 1)
         if self.model is not None:
-            self.model.add_node(node)
+            cpu = round(node.cores * 1000)
+            self.model.nodes[node.name] = NodeRequests(node.name, cpu, node.memory, node.max_pods)
             for spec in self.kept.get(node.name, {}).values():
-                self.model.occupy(spec, node.name)
+                self.occupy(spec, node.name, 1)
 
     # --- pods
     def place(self, pod: ReplayPod, spec: PodSpec, node: str, r: float) -> None:
@@ -240,10 +232,10 @@ class Replay:
 
     def decide(self, pod: ReplayPod, spec: PodSpec, r: float) -> bool:
         assert self.model is not None
-        node = self.model.schedule(spec, r)
+        node = self.model.schedule(spec, EPOCH + r)
         if node is None:
             return False
-        cache = self.model.scheduler.nodes[node]
+        cache = self.model.nodes[node]
         if cache.cpu_requested > cache.cpu or cache.memory_requested > cache.memory > 0:
             self.overcommitted += 1
         self.place(pod, spec, node, r)
@@ -254,7 +246,7 @@ class Replay:
         self.requested(placed.spec, placed.node, -1)
         self.meter.stopped(placed.spec)
         if self.model is not None:
-            self.model.unbind(placed.spec, placed.node, r)
+            self.model.unbind(placed.spec, placed.node, EPOCH + r)
 
     def retry(self, r: float) -> None:
         still = []
@@ -276,16 +268,14 @@ class Replay:
             self.kept.setdefault(node, {})[pod.uid] = spec
             if node in self.present:
                 self.requested(spec, node, 1)
-                if self.model is not None:
-                    self.model.occupy(spec, node)
+                self.occupy(spec, node, 1)
             if pod.end < self.grid.end:
                 self.push(pod.end - start, Event.KEPT_END, pod, node)
         elif kind is Event.KEPT_END:
             gone = self.kept.get(node, {}).pop(pod.uid, None)
             if gone is not None and node in self.present:
                 self.requested(gone, node, -1)
-                if self.model is not None:
-                    self.model.vacate(gone, node)
+                self.occupy(gone, node, -1)
         elif real:
             assert pod.node is not None
             self.place(pod, spec_of(pod, start), pod.node, r)
@@ -296,9 +286,8 @@ class Replay:
 
 
 def rebalance(run: Replay, r: float) -> None:
-    """Our rebalancer's check (ours as shipped evicts): each pod it moves stops, what
-    it would still have used leaves its node, and a successor that uses the rest
-    arrives at once, as its ReplicaSet would create it."""
+    """Our rebalancer's check: each pod it moves stops, what it would still have used leaves
+    its node, and a successor using the rest arrives at once."""
     if run.rebalancer is None or r % run.rebalancer.interval:
         return
     live = {u: Moved(p.spec, p.node, EPOCH + p.at) for u, p in run.running.items()}
@@ -319,7 +308,7 @@ def rebalance(run: Replay, r: float) -> None:
 
 
 def replay(
-    history: History, model: SchedulerModel | None, pipeline: Pipeline, seed: int = 1
+    history: History, model: KubeScheduler | None, pipeline: Pipeline, seed: int = 1
 ) -> RunResult:
     """Run `history` under `model`; None: the real placements ("as it happened")."""
     real = model is None
@@ -343,9 +332,9 @@ def replay(
                 run.metrics.scrape(list(run.present), run.memory)
             if r % p.rule_interval == 0:
                 run.metrics.evaluate(r)
-            model.observe(r, run.feeds)
+            model.observe(r, EPOCH + r, run.feeds)
             if r >= run.recorder.start:
-                run.calibration.predicted(r, model.scheduler.predicted_peaks())
+                run.calibration.predicted(r, model.predicted_peaks())
             run.retry(r)
             rebalance(run, r)
         for at, kind, pod, node in run.due(r + tick):

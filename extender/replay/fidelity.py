@@ -1,13 +1,8 @@
 """Is the kube-scheduler model faithful on this history? Its row against what happened.
 
-The same pods, arrivals and use went through the model of kube-scheduler's default
-scoring; if it placed them about as the real scheduler did, its figures match the "as it
-happened" row, and the other rows can be read as what those schedulers would have done.
-If they are far apart (more than FAR on hot node-minutes, p95 node CPU or the spread
-across nodes), something shaped the real placements that the models leave out: node
-affinity, pod (anti-)affinity, topology spread, taints. kube-state-metrics says which
-pods carry tolerations and which nodes taints; affinity and topology spread it does not
-export, so no pod can be named for them.
+If the model's figures are more than FAR apart from the real row, something shaped the
+real placements that the models leave out (affinity, topology spread, taints): the
+tolerations and taints kube-state-metrics exports are named.
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ from extender.replay.model import History, Role
 from extender.simulation.run import RunResult
 
 FAR = 0.25
-"""Relative distance above which the replay is not to be trusted."""
 NAMED = 5
 """Pods or nodes named per line."""
 
@@ -26,14 +20,13 @@ NAMED = 5
 @dataclass(frozen=True, slots=True)
 class Fidelity:
     distance: float
-    """The largest of the relative differences below."""
     differences: dict[str, float]
     """Metrics field -> |model - real| / max(real, a floor)."""
     same_node: float
-    """Share of replayed pods the model put on the node they really went to."""
+    """Share of replayed pods the model put on their real node."""
     far: bool
     why: tuple[str, ...]
-    """When far: what the models leave out, and which pods and nodes carry it."""
+    """When far: what the models leave out, and who carries it."""
 
 
 def measured_node_minutes(history: History) -> float:
@@ -67,7 +60,6 @@ def fidelity(real: RunResult, model: RunResult, history: History) -> Fidelity:
 
 
 def constraints(history: History) -> list[str]:
-    """What the models leave out, with the pods and nodes of this history carrying it."""
     lines = [
         "not modelled: node affinity, pod (anti-)affinity, topology spread constraints, "
         "taints and tolerations, volume and port constraints"

@@ -1,12 +1,9 @@
 """The labels a replay tells series apart by, and which of them the folded series lacked.
 
-A window input's series name a pod by namespace, pod and uid, a node by node, and so on
-(KEYS). A series without one of them is folded into the wrong thing: without `uid`
-(kube-state-metrics before v2.1 has it on kube_pod_info only,
-kubernetes/kube-state-metrics#1304) one pod becomes two, one with a node and no arrival,
-one with an arrival and no node; kube_pod_info without `node` makes every pod look
-Pending. The collector names each lacking label before anything is replayed
-(problems.missing). Pure: no I/O.
+A series without one is folded into the wrong thing: without `uid` (kube-state-metrics
+before v2.1 has it on kube_pod_info only, kubernetes/kube-state-metrics#1304) one pod
+becomes two; kube_pod_info without `node` makes every pod look Pending. The collector
+names each lacking label before anything is replayed. Pure.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 TIMES = ("created", "started", "scheduled", "completed", "deleted")
-"""The window inputs that carry a pod's timestamps (facts.Facts.fold_time)."""
 POD = ("namespace", "pod", "uid")
 KEYS: dict[str, tuple[str, ...]] = {
     "allocatable": ("node", "resource"),
@@ -32,8 +28,6 @@ KEYS: dict[str, tuple[str, ...]] = {
 
 
 class KeyLabels:
-    """Which of KEYS the folded series of each input had, and which some lacked."""
-
     def __init__(self) -> None:
         self.had: dict[str, set[str]] = {}
         self.lacked: dict[str, set[str]] = {}
@@ -48,8 +42,8 @@ class KeyLabels:
         self.had.setdefault("pod_info", set()).add("node")
 
     def lacking(self) -> list[tuple[str, str, bool]]:
-        """(input key, label, on every series) for each label some folded series lacked,
-        and kube_pod_info's `node` when none of its series had one."""
+        """(input key, label, on every series) for each label some series lacked, and
+        kube_pod_info's `node` when none of its series had one."""
         out = [
             (key, label, label not in self.had.get(key, set()))
             for key, labels in KEYS.items()

@@ -1,10 +1,8 @@
 """What a replay replays: the time grid, the nodes with their background, the pods.
 
-Time is a grid of steps (`--step`, 30 s by default, the stock rule evaluation interval):
-step k covers [start + k*step, start + (k+1)*step), and a series' value at step k is the
-value a range query answered at its start. The grid begins a lead-in before the measured
-range so the metric pipeline is warm when measuring starts; pods that arrived in the
-lead-in, like pods running before it, keep their real node.
+Step k covers [start + k*step, start + (k+1)*step) and holds the value a range query
+answered at its start. The grid begins a lead-in before the measured range so the
+pipeline is warm; pods arriving in the lead-in keep their real node.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ class Grid:
         return self.start + k * self.step
 
     def index(self, t: float) -> int:
-        """The step holding time `t` (may fall outside the grid)."""
         return math.floor((t - self.start) / self.step + 1e-9)
 
     @property
@@ -47,8 +44,6 @@ class Grid:
 
 
 class Role(StrEnum):
-    """What the replay does with a pod."""
-
     REPLAYED = "replayed"
     """Placed again by each scheduler model, at its arrival."""
     EARLIER = "arrived before the range"
@@ -63,19 +58,17 @@ class Role(StrEnum):
 class ReplayNode:
     name: str
     cores: float
-    """Allocatable CPU."""
     memory: int
-    """Allocatable bytes (0: unknown, left out of kube-scheduler's scores as upstream does)."""
+    """Allocatable bytes (0: unknown, left out of the scores as upstream does)."""
     max_pods: int
     first: int
-    """The first step it is present (has a CPU value)."""
+    """The first and last steps it has a CPU value."""
     last: int
-    """The last step it is present."""
     background: array[float]
-    """Cores busy per step with what no scheduler replays: the node's CPU less the replayed
-    pods' measured use (0 outside [first, last])."""
+    """Cores busy per step with what no scheduler replays: its CPU less the replayed pods'
+    use (0 outside [first, last])."""
     taints: tuple[str, ...] = ()
-    """`key:effect` of its NoSchedule/NoExecute taints (not modelled; named in warnings)."""
+    """`key:effect` of its NoSchedule/NoExecute taints (named in warnings only)."""
 
 
 @dataclass(slots=True)
@@ -87,15 +80,15 @@ class ReplayPod:
     why: str
     """Why the role (e.g. "DaemonSet", "nodeSelector", "scheduler my-scheduler")."""
     node: str | None
-    """The node it really ran on (None: it never ran)."""
+    """Where it really ran (None: never)."""
     arrival: float
-    """Its creation: when a scheduler first sees it."""
+    """Its creation."""
     bound: float
-    """When it was really bound (its scheduled time, else its start)."""
+    """When really bound (its scheduled time, else its start)."""
     start: float
-    """When its measured use really began (its start time)."""
+    """When its measured use began (its start time)."""
     end: float
-    """When it really ended (the grid's end when it still runs)."""
+    """When it really ended (the grid's end if still running)."""
     cpu_milli: int
     memory: int
     usage: array[float] = field(default_factory=lambda: array("f"))
@@ -103,7 +96,7 @@ class ReplayPod:
     workload: str | None = None
     """`kind namespace/name` of its owner, from the stock owner rule."""
     tolerations: tuple[str, ...] = ()
-    """`key:effect` of tolerations beyond the defaults every pod gets."""
+    """`key:effect` of tolerations beyond the defaults."""
 
     @property
     def key(self) -> str:
@@ -116,7 +109,6 @@ class ReplayPod:
 
     @property
     def runs(self) -> float:
-        """Seconds it ran."""
         return max(0.0, self.end - self.start)
 
     @property
@@ -129,9 +121,5 @@ class History:
     grid: Grid
     nodes: dict[str, ReplayNode]
     pods: list[ReplayPod]
-    """Sorted by arrival."""
     notes: list[str] = field(default_factory=list)
     """What the reconstruction noticed (gaps filled, values clamped, inputs missing)."""
-
-    def by_role(self, role: Role) -> list[ReplayPod]:
-        return [p for p in self.pods if p.role is role]

@@ -1,10 +1,4 @@
-"""Why a replay cannot run, in one message each: the command prints it and exits non-zero.
-
-Every bad input the replay meets ends here, never in a traceback: a server that does not
-answer or refuses us, a range with no data or without the series the replay reads (each
-named, with the kube-prometheus-stack setting that records it), a range too large for
-memory, a range the server's retention no longer holds.
-"""
+"""Why a replay cannot run, in one message each: the command prints it and exits non-zero."""
 
 from __future__ import annotations
 
@@ -14,8 +8,6 @@ from datetime import UTC, datetime
 
 from extender.policy.windows import duration
 from extender.replay.queries import setting_of
-
-EXIT = 1
 
 
 class ReplayProblem(Exception):
@@ -27,7 +19,7 @@ class Unreachable(ReplayProblem):
 
 
 class Refused(ReplayProblem):
-    """The server answered 401 or 403: our credentials (or tenant) are not accepted."""
+    """The server answered 401 or 403."""
 
 
 class NoData(ReplayProblem):
@@ -85,8 +77,8 @@ def missing(
     end: float,
     lacking: Sequence[tuple[str, str, bool]] = (),
 ) -> MissingSeries:
-    """`names`: (series, what it is for); `lacking`: (series, label, on every series),
-    named first: a missing label may be why a rule built on it records nothing."""
+    """`names`: (series, what for); `lacking`: (series, label, on every series), named first:
+    a missing label may be why a rule built on it records nothing."""
     span = f"between {when(start)} and {when(end)}"
     parts = []
     if lacking:
@@ -124,8 +116,7 @@ def no_data(start: float, end: float, url: str) -> NoData:
 
 
 def retention_seconds(text: str | None) -> float | None:
-    """The time part of a retention ("15d", "10d or 50GiB", "1h30m", VictoriaMetrics'
-    "12M" months), or None when it has none."""
+    """The time part of a retention ("15d", "10d or 50GiB", VictoriaMetrics' "12M"), or None."""
     if not text:
         return None
     return duration(text.split(" or ")[0].strip())
@@ -134,8 +125,7 @@ def retention_seconds(text: str | None) -> float | None:
 def beyond_retention(
     start: float, held_from: float | None, retention: str | None, now: float
 ) -> BeyondRetention | None:
-    """A problem when the server's retention no longer holds `start`: its stated
-    retention says so, or (held_from) its data begins later. None when it may hold it."""
+    """A problem when the server's retention no longer holds `start`, else None."""
     seconds = retention_seconds(retention)
     kept_from = now - seconds if seconds is not None else None
     if kept_from is None or start >= kept_from:

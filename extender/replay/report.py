@@ -1,24 +1,19 @@
-"""Runs into the replay's report: the simulation's table, one column per scheduler.
-
-The rows are the simulation's (extender.simulation.report.ROWS), so a replay reads like a
-simulated scenario; the first column is what happened. The JSON has `simulate --json`'s
-shape: one scenario ("replay") whose `schedulers` map each name to the same figures, each
-a spread over the one run (mean = low = high = the value).
+"""Runs into the replay's report: the simulation's table, one column per scheduler, the
+real placements first; the JSON in `simulate --json`'s shape (one scenario, "replay").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from extender.replay.fidelity import FAR, Fidelity
-from extender.replay.model import History, Role
+from extender.replay.model import History
 from extender.replay.models import KUBE_SCHEDULER, REAL
 from extender.replay.problems import when
-from extender.simulation.profiles import SHORT
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.report import NO_CHANGE, ROWS
+from extender.simulation.report import ROWS, compared, hosts_text, pipeline_text, table
 from extender.simulation.run import RunResult
 from extender.simulation.summary import spread
 
@@ -51,7 +46,6 @@ class ReplayReport:
     setup: Setup
     history: History
     runs: Mapping[str, RunResult]
-    """Scheduler name -> its run, the real placements first."""
     fidelity: Fidelity
     notes: tuple[str, ...]
 
@@ -63,30 +57,20 @@ def roles(history: History) -> dict[str, int]:
     return out
 
 
-def _change(base: float, value: float) -> str:
-    if base == 0:
-        return "=" if value == 0 else "new"
-    return f"{100 * (value - base) / base:+.0f}%"
-
-
 def render(report: ReplayReport) -> str:
     s, history = report.setup, report.history
     days = (s.end - s.start) / 86400
-    p = s.pipeline
-    hosts = "policy's" if s.max_hosts is None else (str(s.max_hosts) if s.max_hosts else "all")
-    fast = f"raw rate window {p.fast_window}s" if p.fast_window else "no raw rate"
     lines = [
         f"decice-extender replay: {s.url}, {when(s.start)} .. {when(s.end)} ({days:.2f} days), "
-        f"step {s.step:g}s; policy {s.policy}, maxHosts {hosts}, extender weight {s.weight}",
-        f"metrics: scrape {p.scrape_interval}s, rate window {p.rate_window}s, rule eval "
-        f"{p.rule_interval}s, {fast}, refresh {p.refresh_interval}s; lead-in "
-        f"{s.lead / 60:g} min; node CPU capped at 100% (demand uncapped); change: against "
-        "kube-scheduler alone",
+        f"step {s.step:g}s; policy {s.policy}, maxHosts {hosts_text(s.max_hosts)}, extender "
+        f"weight {s.weight}",
+        f"{pipeline_text(s.pipeline)}; lead-in {s.lead / 60:g} min; node CPU capped at 100% "
+        "(demand uncapped); change: against kube-scheduler alone",
         f"history: {len(history.nodes)} nodes, {len(history.pods)} pods ("
         + ", ".join(f"{n} {role}" for role, n in roles(history).items())
         + ")",
         "",
-        *table(report.runs),
+        *table_of(report.runs),
         "",
         *fidelity_lines(report),
     ]
@@ -95,28 +79,18 @@ def render(report: ReplayReport) -> str:
     return "\n".join(lines)
 
 
-def table(runs: Mapping[str, RunResult]) -> list[str]:
-    """The simulation's rows, a column per run, each value with its change against
-    kube-scheduler's (but kube-scheduler's own and the real placements')."""
-    names = list(runs)
+def table_of(runs: Mapping[str, RunResult]) -> list[str]:
+    """The simulation's table, a column per run; changes against kube-scheduler's but for
+    its own and the real placements'."""
     base = runs.get(KUBE_SCHEDULER)
-    rows = [[SHORT.get(n, n) for n in names]]
-    for key, _, fmt in ROWS:
-        row = []
-        for n in names:
-            value = float(getattr(runs[n].metrics, key))
-            text = fmt(value)
-            if base is not None and n not in (KUBE_SCHEDULER, REAL) and key not in NO_CHANGE:
-                text += f" {_change(float(getattr(base.metrics, key)), value):>5}"
-            row.append(text)
-        rows.append(row)
-    width = max(len(label) for _, label, _ in ROWS)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(names))]
-    labels = ["", *(label for _, label, _ in ROWS)]
-    return [
-        f"  {label:<{width}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, widths, strict=True))
-        for label, row in zip(labels, rows, strict=True)
-    ]
+
+    def cell(n: str, key: str, fmt: Callable[[float], str]) -> str:
+        value = float(getattr(runs[n].metrics, key))
+        against = base is not None and n not in (KUBE_SCHEDULER, REAL)
+        base_value = getattr(base.metrics, key) if base is not None and against else None
+        return compared(key, fmt(value), value, base_value)
+
+    return table({n: [cell(n, key, fmt) for key, _, fmt in ROWS] for n in runs})
 
 
 def fidelity_lines(report: ReplayReport) -> list[str]:
@@ -192,7 +166,3 @@ def to_json(report: ReplayReport) -> dict[str, Any]:
 def figures(run: RunResult) -> dict[str, Any]:
     """Metrics field -> its spread over the one run (simulate --json's cell)."""
     return {k: asdict(spread([float(v)])) for k, v in asdict(run.metrics).items()}
-
-
-def replayed_count(history: History) -> int:
-    return sum(1 for p in history.pods if p.role is Role.REPLAYED)

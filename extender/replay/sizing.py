@@ -1,12 +1,7 @@
-"""How much memory a replay will take, known before its large queries are asked.
-
-After the window queries the replay knows the nodes, the steps, and every pod it will
-move with its lifetime, so the fine part (node CPU per step, each replayed pod's use per
-step of its life, the arrays of each row replayed at once) can be counted before it is
-fetched. The figures per item are what the arrays hold (float32 traces, float64
-background, load and ledger, the recorder's two float64 per node-step) plus a margin for
-Python objects; tests/benchmarks/test_replay_quick.py holds the estimate above what the
-command and its workers took together.
+"""How much memory a replay will take, known before its large queries are asked: after
+the window queries the nodes, steps and replayed pods' lifetimes are known. The figures
+per item are what the arrays hold plus a margin; tests/benchmarks/test_replay_quick.py
+holds the estimate above what was taken.
 """
 
 from __future__ import annotations
@@ -16,25 +11,18 @@ from dataclasses import dataclass
 from extender.replay.problems import TooLarge, gib, too_large
 
 NODE_STEP = 4 + 8
-"""Bytes per node and step held once: its CPU trace and its background."""
+"""Its CPU trace and its background."""
 RUN_NODE_STEP = 80
-"""Bytes per node and step each run at once holds: its load (8), the recorder's CPU and
-demand (16), the ledger's three running sums (24), and what the models keep besides
-(their pipelines, the peers' windows, the heap a run leaves behind): a week of 500 nodes
-took about 800 MiB a worker (tests/benchmarks/replay.py)."""
+"""Per node and step, each run at once: its load, the recorder's, the ledger's, and
+what the models keep besides (measured: tests/benchmarks/replay.py)."""
 POD_STEP = 4 + 4
-"""Bytes per replayed pod and step of its life: the fetched trace and its filled copy."""
+"""The fetched trace and its filled copy."""
 STEP = 400
-"""Bytes per step: the recorder's band, the tick loop's bookkeeping."""
 POD = 3000
-"""Bytes per pod: its facts, its ReplayPod and PodSpec, its events."""
 SAMPLE = 200
-"""Bytes per sample of one parsed answer (orjson's lists, floats and strings)."""
 BASE = 200 * 2**20
-"""The interpreter, the libraries, the engine."""
 STEPS = (60, 120, 300)
-"""Steps suggested when the range is too large, in seconds: none coarser than the stock
-rules' 5-minute window, past which the replay no longer sees what the metric saw."""
+"""Steps suggested when too large: none coarser than the stock rules' 5-minute window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +31,9 @@ class Size:
     steps: int
     pods: int
     pod_steps: int
-    """Steps of life of the pods the replay moves, summed."""
     answer_samples: int
     step: float
     runs: int = 1
-    """Rows replayed at once (--jobs)."""
 
     @property
     def scaled(self) -> float:
@@ -74,7 +60,6 @@ class Size:
 
 
 def check(size: Size, limit: float) -> TooLarge | None:
-    """A problem naming the size and what would fit, or None when it fits."""
     if size.bytes <= limit:
         return None
     room = limit - size.fixed

@@ -1,17 +1,10 @@
-"""What ran where, tick by tick: the record every measuring agent reads from.
+"""What ran where, tick by tick: the record every measuring agent reads.
 
-Agents measure the same nodes and pods on their own clocks and windows: Prometheus scrapes
-cAdvisor's per-pod CPU counters (a pod's series starts when the pod starts: its `irate`
-is its real use as soon as it has two samples, its 5-minute `rate` is diluted until the
-series covers the window), and koordlet samples the node and its pods itself and averages
-over its aggregation window (peers.koordlet). Both read the same record here, so they
-differ only in their windows and lags, as in a cluster.
-
-A node short of CPU (its demand above its cores) serves every consumer on it in
-proportion: a pod's counter then grows by its use times the node's served share, which is
-what a real pod's CPU series shows of a hog's neighbours. Per node the record keeps, from
-the tick the node joined, running sums of its capped utilisation, served share and memory
-utilisation, so any window's mean is two lookups.
+Prometheus scrapes cAdvisor's per-pod counters (a pod's series starts with the pod: its
+`irate` is its real use from two samples on, its 5-minute `rate` is diluted until the
+series covers the window); koordlet averages over its own window (peers.koordlet). Both
+read this record, so they differ only in windows and lags. A node short of CPU serves
+everyone on it in proportion. Per node, running sums make any window's mean two lookups.
 """
 
 from __future__ import annotations
@@ -28,12 +21,9 @@ POD_WINDOW = 300
 
 
 class NodeLedger:
-    """Per node, running sums over ticks of utilisation (capped), served share, memory."""
-
     def __init__(self, tick: float) -> None:
         self.tick = tick
         self._first: dict[str, int] = {}
-        """node -> the index of its first recorded tick."""
         self._cpu: dict[str, array[float]] = {}
         self._served: dict[str, array[float]] = {}
         self._memory: dict[str, array[float]] = {}
@@ -53,7 +43,6 @@ class NodeLedger:
         mem.append(mem[-1] + memory)
 
     def _span(self, node: str, start: int, end: int) -> tuple[int, int] | None:
-        """Offsets into the node's sums for ticks [start, end), clipped to what it has."""
         first = self._first.get(node)
         if first is None:
             return None
@@ -66,7 +55,7 @@ class NodeLedger:
         return (sums[b] - sums[a]) / (b - a)
 
     def cpu(self, node: str, start: int, end: int) -> float | None:
-        """Mean capped utilisation over ticks [start, end) (None: no tick of it recorded)."""
+        """Mean capped utilisation over ticks [start, end) (None: none recorded)."""
         span = self._span(node, start, end)
         return None if span is None else self._mean(self._cpu[node], span)
 
@@ -87,15 +76,11 @@ class Running:
 
 
 class PodMeter:
-    """The pods running now and what each one's CPU series shows."""
-
     def __init__(self, ledger: NodeLedger, scrape_interval: int, window: int = POD_WINDOW) -> None:
         self.ledger = ledger
         self.scrape = scrape_interval
         self.window = window
-        """The range of the per-pod rules (the stock ones: 5 minutes)."""
         self.running: dict[str, Running] = {}
-        """uid -> the pod, in the order they started."""
         self.on_node: dict[str, dict[str, Running]] = {}
 
     def started(self, pod: PodSpec, node: str, t: float) -> None:
@@ -109,14 +94,14 @@ class PodMeter:
             del self.on_node[entry.node][pod.uid]
 
     def _use(self, entry: Running, start: float, end: float) -> float | None:
-        """Its use over [start, end), in cores: its own times its node's served share."""
+        """Its use over [start, end) in cores: its own times its node's served share."""
         tick = self.ledger.tick
         served = self.ledger.served(entry.node, math.floor(start / tick), math.ceil(end / tick))
         return None if served is None else entry.pod.usage * served
 
     def _samples(self, entry: Running, t: float) -> tuple[float, float, int] | None:
-        """(first, last, count) of its series' samples inside (t - window, t]: cAdvisor's
-        series of a container begins at the first scrape after it started."""
+        """(first, last, count) of its samples in (t - window, t]: cAdvisor's series begins at
+        the first scrape after the container started."""
         scrape = self.scrape
         first = max(
             math.floor(entry.start / scrape) + 1, math.floor((t - self.window) / scrape) + 1
@@ -127,12 +112,8 @@ class PodMeter:
         return first * scrape, last * scrape, last - first + 1
 
     def rate(self, entry: Running, t: float) -> float | None:
-        """What the stock rule
-        `node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m` says of
-        the pod at `t` (its one container): PromQL's rate() over 5 minutes, so a pod younger
-        than that shows only the share of the window its series covers
-        (prometheus.extrapolated_share; the counter starts from 0 when it starts). None
-        before it has two samples."""
+        """What the stock rule `...:sum_rate5m` says of the pod at `t`: rate() over 5 minutes,
+        so a younger pod shows only the share its series covers. None before two samples."""
         samples = self._samples(entry, t)
         if samples is None:
             return None
@@ -143,8 +124,7 @@ class PodMeter:
         return use * extrapolated_share(first, last, t, self.window, count, entry.start)
 
     def irate(self, entry: Running, t: float) -> float | None:
-        """What the stock rule `...:sum_irate` says of the pod at `t`: the rate between its
-        last two samples, its real use as soon as it has two."""
+        """What `...:sum_irate` says at `t`: its real use as soon as it has two samples."""
         samples = self._samples(entry, t)
         if samples is None:
             return None
@@ -152,8 +132,8 @@ class PodMeter:
         return self._use(entry, last - self.scrape, last)
 
     def average(self, entry: Running, t: float, window: float) -> float | None:
-        """Its mean use over the samples of [t - window, t] taken every tick or more often
-        (koordlet: every second); None when it started at `t`."""
+        """Its mean use over [t - window, t] (koordlet samples every second); None when it
+        started at `t`."""
         start = max(entry.start, t - window)
         if t - start < 1.0:
             return None

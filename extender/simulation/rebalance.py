@@ -1,13 +1,9 @@
 """Our rebalancer in the simulation: the real plan (rebalancing.plan) over the real tables.
 
-Every `rebalance.interval` the run hands it its running pods; it reads them as the
-rebalancer reads the API's (a pod of a Deployment, created when it was placed), plans with
-the engine's tables and the streaks it kept, and answers which pods to evict. The run
-then does what the Eviction API and the ReplicaSet controller do: the pod stops on its
-node and a successor of the same workload, with the time it had left, arrives at once
-and is scheduled like any other pod. There are no PodDisruptionBudgets in the simulated
-cluster, so every eviction is accepted. Off unless the policy's `rebalance.mode` is
-`evict` (dry-run moves nothing).
+Every `rebalance.interval` it reads the running pods as the rebalancer reads the API's and
+answers which to evict; the run then does what the Eviction API and the ReplicaSet
+controller do: the pod stops and a successor with the time it had left arrives at once.
+No PodDisruptionBudgets here. Off unless `rebalance.mode` is `evict`.
 """
 
 from __future__ import annotations
@@ -31,8 +27,6 @@ class Placed:
 
 
 class Rebalancer:
-    """The streaks between checks, and the checks themselves."""
-
     def __init__(self, ours: OurExtender) -> None:
         self.ours = ours
         self.interval = max(1, round(ours.settings.rebalance.interval))
@@ -44,7 +38,6 @@ class Rebalancer:
         return ours.settings.rebalance.mode == "evict"
 
     def check(self, running: Mapping[str, Placed], now: float) -> list[str]:
-        """The UIDs to evict now."""
         self.ours.ready()
         engine = self.ours.engine
         settings = engine.settings

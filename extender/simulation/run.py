@@ -1,21 +1,10 @@
 """One scenario under one scheduler: time steps, arrivals, retries, departures, metrics.
 
-Time moves in ticks (prometheus.Pipeline.tick, 15 s by default). At each tick boundary T,
-in this order: nodes due join; the tick just ended is observed by the metric pipeline;
-Prometheus scrapes and evaluates its rule (each when T falls on its interval); the
-scheduler's plugins and extender read what they read (our refresher, load-watcher, the
-koordlets, each on its own interval); pods waiting for a node are retried (kube-scheduler
-retries them on a pod deletion or a plugin's event, our requeue after a refresh: at least
-this often here); the tick's arrivals are scheduled one at a time, in arrival order, at
-their arrival time, with the pods that ended before each of them gone. A tick's
-utilisation is what runs at its end, with its background; the ledger (ledger.py) keeps it
-per node for the agents that average it themselves.
-
-After the measured time, the run drains (`DRAIN_SECONDS`): no pod arrives, nothing is
-measured, and the pods still waiting are retried as before. A pod counts as left unplaced
-only if it is still waiting then: a pod that arrived in the run's last minute and waits for
-room (our herdGuard.waitForRoom, koordinator's pods waiting for a node under its threshold)
-is not yet unplaced when the clock stops.
+At each tick boundary, in order: nodes due join; the tick just ended is observed by the
+metric pipeline; Prometheus scrapes and evaluates (each on its interval); the plugins and
+extender read what they read; waiting pods are retried; the tick's arrivals are scheduled
+one at a time at their arrival time. After the measured time the run drains
+(`DRAIN_SECONDS`): a pod counts as unplaced only if it still waits then.
 """
 
 from __future__ import annotations
@@ -34,8 +23,7 @@ from extender.simulation.stats import Band, Metrics, PeakCalibration, Recorder
 from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
 DRAIN_SECONDS = 2100.0
-"""After the measured time: how long the pods still waiting keep being retried (past our
-waitForRoom, 1800 s, and a few of the metric's refreshes) before they count as unplaced."""
+"""Past our waitForRoom (1800 s) and a few of the metric's refreshes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +34,13 @@ class RunResult:
     metrics: Metrics
     bands: tuple[Band, ...]
     placements: Mapping[str, str]
-    """uid -> the node the pod ran on."""
     unplaced: frozenset[str]
     """Pods still waiting when the run ended, after its drain."""
     overcommitted: int
-    """Bindings that left a node's requests above its allocatable, or more pods on it than
-    it allows: a pod placed where it does not fit by requests (must be 0)."""
+    """Bindings past a node's allocatable or pod count (must be 0)."""
 
 
 class Run:
-    """The mutable state of one run; `simulate` drives it."""
-
     def __init__(self, scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> None:
         self.scenario = scenario
         self.scheduler = scheduler
@@ -79,9 +63,8 @@ class Run:
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
         self.live: dict[str, Placed] = {}
-        """uid -> the pods running now, for the rebalancer."""
         self.evicted: set[str] = set()
-        """Pods the rebalancer evicted, still in `running` (skipped when they come due)."""
+        """Evicted pods still in `running` (skipped when they come due)."""
         ours = scheduler.extender
         self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
         self.overcommitted = 0
@@ -89,7 +72,7 @@ class Run:
         self.last: dict[str, float] = {}
         """node -> capped utilisation of the tick just recorded."""
         self.measuring = True
-        """False while draining: placements and ticks are no longer measured."""
+        """False while draining."""
 
     def utilisation(self, node: str, t: float) -> float:
         """Demand: (background + its pods' real use) / cores, uncapped."""
@@ -108,8 +91,6 @@ class Run:
                 self.scheduler.add_node(node)
 
     def observe(self, t: float) -> None:
-        """Step 1-3 of a tick boundary: the tick just ended, then the pipeline's events,
-        then whoever reads them."""
         p = self.pipeline
         for node, utilisation in self.last.items():
             self.metrics.observe(node, utilisation, p.tick)
@@ -190,8 +171,6 @@ class Run:
 
 
 def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> RunResult:
-    """Run `scenario` under `scheduler`; deterministic for the scenario's seed and the
-    scheduler's RNG."""
     run = Run(scenario, scheduler, pipeline)
     tick = pipeline.tick
     end = scenario.size.end

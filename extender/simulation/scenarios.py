@@ -1,12 +1,9 @@
-"""The scenarios: each a pure function of a seed (and a size), so a run can be repeated.
+"""The scenarios: each a pure function of a seed and a size, so a run can be repeated.
 
-For one seed every scenario draws the same nodes, workloads and pod stream (random streams
-named `workload:<seed>`); each draws its own background levels (streams named
-`<scenario>:<seed>`) and adds what it is about: busy nodes, a burst, a node turning hot,
-a node joining, busy nodes that move, mis-requested workloads, a daily swing. Background
-load is work the scheduler cannot see: system daemons, pods of other schedulers, a noisy
-neighbour on the host. Each scenario's description states what it is about and what it
-asks of a scheduler.
+For one seed every scenario draws the same nodes, workloads and pod stream
+(`workload:<seed>`), its own background (`<scenario>:<seed>`), and adds what it is about.
+Background load is work the scheduler cannot see (daemons, other schedulers' pods, noisy
+neighbours). Each description states what the scenario asks of a scheduler.
 """
 
 from __future__ import annotations
@@ -32,19 +29,16 @@ from extender.simulation.workload import (
 )
 
 BACKGROUND_STEP = 15.0
-"""Seconds between background samples (the background is constant in between)."""
 PHI, NOISE = 0.98, 0.01
-"""AR(1) noise on a node's background level: x' = PHI x + N(0, NOISE); sd ~0.05."""
+"""AR(1) noise on a node's background level: x' = PHI x + N(0, NOISE)."""
 CALM = (0.2, 0.5)
 BUSY = (0.75, 0.85)
 OVER_FACTOR = (3.0, 10.0)
-"""misrequested: what the over-users use, as a multiple of their requests (per workload)."""
 UNDER_FACTOR = 0.1
 OVER_REQUESTS = (100, 250, 500)
 UNDER_REQUESTS = (500, 1000, 2000)
 MISREQUESTED_LOAD = 0.04
-"""misrequested: the mis-requested workloads' requests, as a share of the cluster's CPU in
-steady state (half each way), beside the stream's --load."""
+"""misrequested: its workloads' requests as a share of the cluster's CPU."""
 DIURNAL_BASE = (0.25, 0.45)
 DIURNAL_SWING = 0.2
 
@@ -53,14 +47,13 @@ DIURNAL_SWING = 0.2
 class Size:
     nodes: int = 100
     load: float = 0.25
-    """Requests of the pod stream, as a share of the cluster's CPU, in steady state."""
+    """Requests of the pod stream, as a share of the cluster's CPU."""
     warmup: float = 3600.0
-    """Seconds run before measuring: the cluster starts empty of pods."""
+    """Seconds before measuring (the cluster starts empty)."""
     duration: float = 7200.0
-    """Seconds measured."""
     burst: int = 500
     pods: int | None = None
-    """Pods in the stream over the whole run; None: as many as `load` asks."""
+    """Pods in the stream; None: as many as `load` asks."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -77,7 +70,7 @@ class Size:
 
 @dataclass(frozen=True, slots=True)
 class Background:
-    """node -> share of its cores busy with unseen work, one value per BACKGROUND_STEP."""
+    """node -> share of its cores busy with unseen work, per BACKGROUND_STEP."""
 
     levels: Mapping[str, Sequence[float]]
 
@@ -93,14 +86,12 @@ class Scenario:
     nodes: tuple[NodeSpec, ...]
     background: Background
     pods: tuple[PodSpec, ...]
-    """Sorted by arrival."""
     size: Size
     seed: int
     workloads: tuple[Workload, ...] = ()
 
 
 def _series(rng: random.Random, levels: Sequence[float]) -> tuple[float, ...]:
-    """A background series around `levels` (one per step), AR(1) noise, within [0, 1]."""
     x = rng.gauss(0.0, NOISE / math.sqrt(1 - PHI**2))
     out = []
     for level in levels:
@@ -120,8 +111,6 @@ def _calm(rng: random.Random, nodes: Sequence[NodeSpec], size: Size) -> dict[str
 
 @dataclass(frozen=True, slots=True)
 class Base:
-    """What every scenario of one seed shares: nodes, workloads, the pod stream."""
-
     nodes: list[NodeSpec]
     workloads: list[Workload]
     pods: list[PodSpec]
@@ -141,22 +130,21 @@ def _workload(seed: int, size: Size) -> Base:
 
 def _scenario(
     name: str,
-    description: str,
+    text: str,
     seed: int,
     size: Size,
-    nodes: Sequence[NodeSpec],
+    base: Base,
     levels: Mapping[str, Sequence[float]],
-    pods: Sequence[PodSpec],
-    workloads: Sequence[Workload] = (),
+    more: Base | None = None,
 ) -> Scenario:
-    ordered = tuple(sorted(pods, key=lambda p: (p.arrival, p.uid)))
-    return Scenario(
-        name, description, tuple(nodes), Background(levels), ordered, size, seed, tuple(workloads)
-    )
+    """The scenario of `base`'s nodes, workloads and pods, and `more` of each."""
+    more = more or Base([], [], [])
+    pods = sorted([*base.pods, *more.pods], key=lambda p: (p.arrival, p.uid))
+    nodes, workloads = (*base.nodes, *more.nodes), (*base.workloads, *more.workloads)
+    return Scenario(name, text, nodes, Background(levels), tuple(pods), size, seed, workloads)
 
 
 def _measured_at(size: Size, share: float) -> float:
-    """The instant `share` of the measured time has passed, on the background's steps."""
     return math.ceil((size.warmup + size.duration * share) / BACKGROUND_STEP) * BACKGROUND_STEP
 
 
@@ -171,7 +159,7 @@ def uniform(seed: int, size: Size) -> Scenario:
         f"every node's background {CALM[0]:.0%}-{CALM[1]:.0%} of its cores; the control: "
         "measured load has little to add, so it must not do worse than requests"
     )
-    return _scenario("uniform", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("uniform", text, seed, size, base, levels)
 
 
 def skewed(seed: int, size: Size) -> Scenario:
@@ -186,7 +174,7 @@ def skewed(seed: int, size: Size) -> Scenario:
         f"the scheduler does not see; the rest {CALM[0]:.0%}-{CALM[1]:.0%}: requests cannot "
         "see the busy nodes, a measured metric can"
     )
-    return _scenario("skewed", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("skewed", text, seed, size, base, levels)
 
 
 def burst(seed: int, size: Size) -> Scenario:
@@ -200,8 +188,7 @@ def burst(seed: int, size: Size) -> Scenario:
         "faster than any metric shows them, so only what a scheduler reserves for the pods "
         "it just placed spreads them"
     )
-    pods = [*base.pods, *extra]
-    return _scenario("burst", text, seed, size, base.nodes, levels, pods, base.workloads)
+    return _scenario("burst", text, seed, size, base, levels, Base([], [], extra))
 
 
 def hot_node(seed: int, size: Size) -> Scenario:
@@ -218,7 +205,7 @@ def hot_node(seed: int, size: Size) -> Scenario:
         f"{hot.name} ({hot.cores} cores) turns hot, {calm:.0%} -> {busy:.0%} of unseen work, "
         f"{_minutes_in(size, at)}: how soon a scheduler stops placing there"
     )
-    return _scenario("hot-node", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("hot-node", text, seed, size, base, levels)
 
 
 def new_node(seed: int, size: Size) -> Scenario:
@@ -232,8 +219,7 @@ def new_node(seed: int, size: Size) -> Scenario:
         f"an empty node (8 cores) joins {_minutes_in(size, at)}: a node without metrics yet "
         "must neither be shunned nor flooded"
     )
-    nodes = [*base.nodes, new]
-    return _scenario("new-node", text, seed, size, nodes, levels, base.pods, base.workloads)
+    return _scenario("new-node", text, seed, size, base, levels, Base([new], [], []))
 
 
 def moving_load(seed: int, size: Size) -> Scenario:
@@ -256,7 +242,7 @@ def moving_load(seed: int, size: Size) -> Scenario:
         f"{len(second)} others {_minutes_in(size, at)}: a metric that follows slowly keeps "
         "placing on the nodes that just turned busy"
     )
-    return _scenario("moving-load", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("moving-load", text, seed, size, base, levels)
 
 
 def misrequested(seed: int, size: Size) -> Scenario:
@@ -288,16 +274,8 @@ def misrequested(seed: int, size: Size) -> Scenario:
         f"{_minutes_in(size, at)}: requests misjudge them both ways, their running "
         "siblings' measured use does not"
     )
-    return _scenario(
-        "misrequested",
-        text,
-        seed,
-        size,
-        base.nodes,
-        levels,
-        [*base.pods, *pods],
-        [*base.workloads, *odd],
-    )
+    more = Base([], odd, pods)
+    return _scenario("misrequested", text, seed, size, base, levels, more)
 
 
 def diurnal(seed: int, size: Size) -> Scenario:
@@ -319,7 +297,7 @@ def diurnal(seed: int, size: Size) -> Scenario:
         f"{_minutes_in(size, peak)}: no node can be dodged at the peak; a scheduler must not "
         "pile pods on while the load rises"
     )
-    return _scenario("diurnal", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("diurnal", text, seed, size, base, levels)
 
 
 SCENARIOS: Mapping[str, Callable[[int, Size], Scenario]] = {

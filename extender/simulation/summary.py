@@ -1,8 +1,5 @@
-"""Runs into figures over seeds: per scenario, per scheduler, per metric, a mean and spread.
-
-One seed is one sample of a noisy system, so every figure is a mean with its spread (the
-sample standard deviation and the range over seeds), and each seed's value is kept for
-anyone who wants another statistic. report.py prints these, targets.py judges them.
+"""Runs into figures over seeds: per scenario, scheduler and metric, a mean and spread
+(sample sd and range), each seed's value kept.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ def spread(values: Sequence[float]) -> Spread:
 
 
 def side_spreads(metrics: Sequence[Metrics]) -> dict[str, Spread]:
-    """Metrics field -> its spread over seeds."""
     rows = [asdict(m) for m in metrics]
     return {key: spread([float(r[key]) for r in rows]) for key in rows[0]}
 
@@ -45,12 +41,11 @@ class ScenarioReport:
     description: str
     seeds: tuple[int, ...]
     schedulers: Mapping[str, Mapping[str, Spread]]
-    """scheduler -> Metrics field -> its spread over seeds, in the plan's order."""
+    """scheduler -> Metrics field -> its spread, in the plan's order."""
     unplaced_only: Mapping[str, int]
-    """scheduler -> pods kube-scheduler placed and it left unplaced, summed over seeds
-    (empty when kube-scheduler was not run)."""
+    """scheduler -> pods kube-scheduler placed and it left unplaced, over seeds."""
     overcommitted: int
-    """Bindings past a node's allocatable, every scheduler, all seeds (must be 0)."""
+    """Every scheduler, all seeds (must be 0)."""
 
     @property
     def baseline(self) -> Mapping[str, Spread] | None:

@@ -130,7 +130,7 @@ def test_the_plot_draws_a_panel_per_row(tmp_path: Path) -> None:
     plt = MagicMock()
     axes = [MagicMock() for _ in r.runs]
     figure = MagicMock()
-    plt.subplots.return_value = (figure, axes)
+    plt.subplots.return_value = (figure, [axes])
     plot(r, tmp_path / "plots", plt)
     assert plt.subplots.call_args.args == (1, len(r.runs))
     assert [ax.set_title.call_args.args[0] for ax in axes] == list(r.runs)

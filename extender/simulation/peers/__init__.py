@@ -1,4 +1,3 @@
-"""The load-aware peers, modelled as their sources compute: Trimaran's TargetLoadPacking
-and LoadVariationRiskBalancing (kubernetes-sigs/scheduler-plugins, fed by paypal's
-load-watcher) and Koordinator's LoadAwareScheduling (fed by the koordlet's NodeMetric).
-Each module names the upstream files it follows and the constants it takes from them."""
+"""The load-aware peers, modelled from their sources (each module names the files it
+follows): Trimaran (scheduler-plugins, fed by load-watcher) and Koordinator.
+"""

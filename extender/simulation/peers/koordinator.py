@@ -2,33 +2,23 @@
 
 Read, not copied, from koordinator-sh/koordinator (master, 2026-07):
 
-- pkg/scheduler/plugins/loadaware/estimator/default_estimator.go: a pod's estimated use
-  per resource is max(request, limit) x its scaling factor / 100, rounded, at most the
-  limit; a pod requesting nothing counts DefaultMilliCPURequest 250m and
-  DefaultMemoryRequest 200 MiB.
-- pkg/scheduler/plugins/loadaware/pod_assign_cache.go: the pods assigned to a node
-  (from Reserve and the pod informer, stamped with the assignment time) and its NodeMetric.
-  A node's estimated use is the NodeMetric's NodeUsage plus, for every assigned pod the
-  metric may not show yet, max(0, its estimate - its own reported use): a pod is counted
-  so while the NodeMetric has no usage of it, or it was assigned after UpdateTime minus
-  the report interval (helper.go: getNodeMetricReportInterval, 60 s by default).
-- pkg/scheduler/plugins/loadaware/load_aware.go: Filter rejects a node whose estimated use
-  with the incoming pod, round(used / allocatable x 100), is above a threshold; a node
-  without a NodeMetric passes; with FilterExpiredNodeMetrics and
-  !EnableScheduleWhenNodeMetricsExpired a node whose NodeMetric is older than
-  NodeMetricExpirationSeconds (or never reported) is rejected. Score: per resource
-  leastUsedScore = (allocatable - used) x 100 / allocatable (0 when used is more), the
-  weighted mean over resources (integer arithmetic); 0 without a NodeMetric or when
-  expired.
-- pkg/scheduler/apis/config/v1/defaults.go: the default LoadAwareSchedulingArgs:
-  FilterExpiredNodeMetrics true, EnableScheduleWhenNodeMetricsExpired false,
-  NodeMetricExpirationSeconds 180, ResourceWeights cpu 1 / memory 1, UsageThresholds
-  cpu 65 % / memory 95 %, EstimatedScalingFactors cpu 85 % / memory 70 %.
+- pkg/scheduler/plugins/loadaware/estimator/default_estimator.go: a pod's estimate per
+  resource is max(request, limit) x its scaling factor / 100, rounded, at most the limit;
+  a pod requesting nothing counts DefaultMilliCPURequest 250m, DefaultMemoryRequest 200 MiB.
+- .../loadaware/pod_assign_cache.go and helper.go: a node's estimated use is the
+  NodeMetric's NodeUsage plus, per assigned pod the metric may not show yet (no usage of
+  it, or assigned after UpdateTime less the 60 s report interval), max(0, its estimate -
+  its reported use).
+- .../loadaware/load_aware.go: Filter rejects a node whose round(used / allocatable x 100)
+  with the pod is over a threshold; a node without a NodeMetric passes; an expired one
+  (FilterExpiredNodeMetrics, NodeMetricExpirationSeconds) is rejected. Score: per
+  resource (allocatable - used) x 100 / allocatable, weighted mean; 0 without a metric.
+- pkg/scheduler/apis/config/v1/defaults.go: expiration 180 s, weights cpu 1 / memory 1,
+  UsageThresholds cpu 65 % / memory 95 %, EstimatedScalingFactors cpu 85 % / memory 70 %.
 
-The profile modelled is koord-scheduler's (config/manager/scheduler-config.yaml): the
-default plugins kept, LoadAwareScheduling a filter and a score at weight 1. That file
-sets usageThresholds to 0 (filter off); the model takes the plugin's defaults (65 % /
-95 %), which is what enabling the plugin without thresholds gives.
+The profile is koord-scheduler's config/manager/scheduler-config.yaml (defaults kept,
+LoadAwareScheduling filter and score at weight 1), with the plugin's default thresholds
+(that file sets 0, filter off).
 """
 
 from __future__ import annotations
@@ -61,7 +51,6 @@ def estimate(request: int, limit: int | None, factor: int, default: int) -> int:
 
 
 def estimate_pod(pod: PodSpec) -> tuple[int, int]:
-    """(millicores, bytes) the default estimator counts for a pod."""
     cpu = estimate(pod.cpu_milli, pod.cpu_limit_milli, CPU_SCALING, DEFAULT_MILLI_CPU)
     return cpu, estimate(pod.memory, None, MEMORY_SCALING, DEFAULT_MEMORY)
 
@@ -95,8 +84,6 @@ class Assigned:
 
 
 class LoadAware(Plugin):
-    """LoadAwareScheduling: the assign cache, the filter and the score."""
-
     name = "LoadAwareScheduling"
     filters = True
 
@@ -105,7 +92,7 @@ class LoadAware(Plugin):
         self.assigned: dict[str, dict[str, Assigned]] = {}
         """node -> uid -> the pod as the assign cache holds it."""
         self._existing: dict[str, tuple[int, int]] = {}
-        """node -> its estimated use without the incoming pod (cleared on any change)."""
+        """node -> its estimated use without the incoming pod."""
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         if self.koordlets.observe(t, now, feeds.nodes, feeds.ledger, feeds.meter):
@@ -120,7 +107,6 @@ class LoadAware(Plugin):
         self._existing.pop(node, None)
 
     def existing(self, node: str, metric: NodeMetric) -> tuple[int, int]:
-        """NodeUsage plus what the metric does not show yet of the assigned pods."""
         cached = self._existing.get(node)
         if cached is not None:
             return cached

@@ -1,23 +1,11 @@
 """load-watcher's Prometheus provider and Trimaran's collector, as their sources compute.
 
 Read, not copied, from paypal/load-watcher (master, 2024-12):
-
-- pkg/watcher/internal/metricsprovider/prometheus.go: for every host, instant queries
-  `avg_over_time(instance:node_cpu:ratio[15m])` and `stddev_over_time(...)` (and the same
-  for `instance:node_memory_utilisation:ratio`), each value x 100, keyed by the series'
-  `instance` label. `instance:node_cpu:ratio` is kube-prometheus' node recording rule, a
-  5-minute rate of node_cpu_seconds_total, so the scheduler sees a 15-minute average of a
-  5-minute rate. (Its `instance` is node-exporter's address unless relabelled to the node
-  name; the model assumes it is, else Trimaran would see no node at all.)
-- pkg/watcher/watcher.go: the 15-minute window is fetched once at start and then every
-  minute (`time.Sleep(time.Minute)`); Window.End is the fetch time.
-
-and from kubernetes-sigs/scheduler-plugins (master, 2026-08): pkg/trimaran/collector.go
-(library mode: the plugin copies the watcher's latest fetch every
-metricsUpdateIntervalSeconds = 30 s).
-
-All clocks are aligned at 0 like the rest of the simulation: the fewest seconds of lag a
-real cluster could show.
+pkg/watcher/internal/metricsprovider/prometheus.go queries
+`avg_over_time(instance:node_cpu:ratio[15m])` and `stddev_over_time(...)` (and memory),
+x 100, keyed by `instance` (assumed relabelled to the node name); pkg/watcher/watcher.go
+fetches every minute. From kubernetes-sigs/scheduler-plugins (master, 2026-08):
+pkg/trimaran/collector.go copies the latest fetch every 30 s.
 """
 
 from __future__ import annotations
@@ -35,7 +23,7 @@ COLLECT_EVERY = 30
 
 @dataclass(frozen=True, slots=True)
 class NodeLoad:
-    """One host's figures of a fetch, in percent (0..100) as load-watcher reports them."""
+    """One host's figures of a fetch, in percent."""
 
     cpu_avg: float
     cpu_std: float
@@ -46,7 +34,6 @@ class NodeLoad:
 @dataclass(frozen=True, slots=True)
 class WatcherMetrics:
     window_end: int
-    """Unix seconds of the fetch."""
     hosts: Mapping[str, NodeLoad] = field(default_factory=dict)
 
 
@@ -70,8 +57,6 @@ def _std(xs: Sequence[float]) -> float:
 
 
 class LoadWatcher:
-    """The watcher's latest 15-minute fetch, and the collector's copy the plugin reads."""
-
     def __init__(self) -> None:
         self.latest: WatcherMetrics | None = None
         self.collected: WatcherMetrics | None = None

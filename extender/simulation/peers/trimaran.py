@@ -2,35 +2,24 @@
 
 Read, not copied, from kubernetes-sigs/scheduler-plugins (master, 2026-08):
 
-- pkg/trimaran/targetloadpacking/targetloadpacking.go, Score: a node without metrics scores
-  0 (MinNodeScore). Else predicted % = 100 x (the node's CPU average x its capacity + the
-  pod's predicted use + the predicted use of every pod bound to it that the metrics may not
-  show yet) / capacity. At or below the target the score is
-  round((100 - target) x predicted / target + target); above it
-  round(target x (100 - predicted) / (100 - target)), and 0 above 100 %. PredictUtilisation:
-  a container's CPU limit, else its request x DefaultRequestsMultiplier, else
-  DefaultRequests. No filter: it only scores.
-- pkg/trimaran/handler.go: the pods bound, per node, stamped when the informer sees them
-  assigned; a pod counts as "missing" while it was bound after the metrics' window end, or
-  less than metricsAgentReportingIntervalSeconds = 60 s before it. A deleted pod leaves.
-- pkg/trimaran/loadvariationriskbalancing/{loadvariationriskbalancing,analysis}.go and
-  pkg/trimaran/resourcestats.go: per resource mu = (average used + the pod's request) /
-  allocatable and sigma = std / allocatable (each within [0, 1]); sigma^(1/sensitivity) x
-  margin within [0, 1]; risk = (mu + sigma) / 2; score (1 - risk) x 100; the node's score
-  is round(min(CPU score, memory score)) when both have data (the larger when only one
-  has), 0 without metrics. It registers the pod handler but its score never reads it.
-- apis/config/v1/defaults.go: DefaultRequestsMilliCores 1000, DefaultRequestsMultiplier
-  "1.5", DefaultTargetUtilizationPercent 40; DefaultSafeVarianceMargin 1,
-  DefaultSafeVarianceSensitivity 1.
+- pkg/trimaran/targetloadpacking/targetloadpacking.go: no metrics scores 0; predicted % =
+  100 x (CPU average x capacity + the pod's predicted use + that of bound pods the metrics
+  may not show) / capacity; at or below target round((100 - target) x p / target +
+  target), above round(target x (100 - p) / (100 - target)), 0 over 100 %.
+  PredictUtilisation: the CPU limit, else request x multiplier, else DefaultRequests.
+- pkg/trimaran/handler.go: bound pods stamped when seen assigned; "missing" while bound
+  after the window end or less than 60 s before it.
+- pkg/trimaran/loadvariationriskbalancing/{loadvariationriskbalancing,analysis}.go,
+  pkg/trimaran/resourcestats.go: mu = (average + request) / allocatable, sigma = std /
+  allocatable, sigma^(1/sensitivity) x margin, each within [0, 1]; score (1 - (mu +
+  sigma) / 2) x 100; round(min(CPU, memory)); 0 without metrics.
+- apis/config/v1/defaults.go: DefaultRequestsMilliCores 1000, target 40 %, margin 1,
+  sensitivity 1.
 
-The profiles modelled are the ones the repository recommends. TargetLoadPacking:
-manifests/trimaran/scheduler-config.yaml (targetUtilization 40, defaultRequestsMultiplier
-"1", Prometheus provider; NodeResourcesBalancedAllocation and the request-based
-LeastAllocated score disabled, TargetLoadPacking enabled at weight 1; the manifest names
-LeastAllocated by its pre-v1beta2 plugin name, whose v1 form is NodeResourcesFit's score).
-LoadVariationRiskBalancing: its README's example (safeVarianceMargin 1,
-safeVarianceSensitivity 2, the README's recommended values) enables it at weight 1 beside
-the default plugins.
+Profiles as the repository recommends: manifests/trimaran/scheduler-config.yaml for
+TargetLoadPacking (target 40, multiplier "1", Fit's and BalancedAllocation's scores off);
+the LoadVariationRiskBalancing README's example (margin 1, sensitivity 2, weight 1 beside
+the defaults).
 """
 
 from __future__ import annotations
@@ -45,10 +34,10 @@ from extender.simulation.workload import PodSpec
 
 DEFAULT_REQUESTS_MILLI = 1000
 REPORTING_INTERVAL = 60
-"""metricsAgentReportingIntervalSeconds (handler.go, targetloadpacking.go)."""
+"""metricsAgentReportingIntervalSeconds."""
 TARGET_UTILIZATION = 40
 REQUESTS_MULTIPLIER = 1.0
-"""manifests/trimaran/scheduler-config.yaml's defaultRequestsMultiplier (the default is 1.5)."""
+"""The manifest's defaultRequestsMultiplier (the default is 1.5)."""
 SAFE_VARIANCE_MARGIN = 1.0
 SAFE_VARIANCE_SENSITIVITY = 2.0
 
@@ -81,7 +70,7 @@ def target_load_score(predicted: float, target: int = TARGET_UTILIZATION) -> int
 
 
 def still_missing(bound_at: int, window_end: int) -> bool:
-    """A bound pod the metrics may not show yet (handler.go's rule, Unix seconds)."""
+    """A bound pod the metrics may not show yet (handler.go's rule)."""
     return bound_at > window_end or window_end - bound_at < REPORTING_INTERVAL
 
 
@@ -126,9 +115,8 @@ class TargetLoadPacking(Plugin):
         self.multiplier = multiplier
         self.watcher = LoadWatcher()
         self.bound_pods: dict[str, dict[str, tuple[int, int]]] = {}
-        """ScheduledPodsCache: node -> uid -> (Unix seconds seen assigned, predicted milli)."""
+        """ScheduledPodsCache: node -> uid -> (seen assigned, predicted millicores)."""
         self._missing: dict[str, tuple[int, int]] = {}
-        """node -> (window end, the predicted use of its pods still missing then)."""
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         self.watcher.observe(t, now, feeds.prometheus, list(feeds.nodes))
@@ -143,7 +131,6 @@ class TargetLoadPacking(Plugin):
         self._missing.pop(node, None)
 
     def missing(self, node: str, end: int) -> int:
-        """Millicores predicted for the node's pods the metrics of `end` may not show."""
         hit = self._missing.get(node)
         if hit is not None and hit[0] == end:
             return hit[1]
@@ -184,8 +171,7 @@ class LoadVariationRiskBalancing(Plugin):
         self.watcher.observe(t, now, feeds.prometheus, list(feeds.nodes))
 
     def take_predictions(self) -> Mapping[str, tuple[float, float]]:
-        """Its mu and sigma of node CPU (load-watcher's 15-minute mean and deviation), when
-        the collector copied new ones."""
+        """Its mu and sigma of node CPU, when the collector copied new ones."""
         metrics = self.watcher.collected
         if metrics is None or metrics is self._predicted:
             return {}
