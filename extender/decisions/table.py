@@ -33,22 +33,85 @@ class WholeAnswer:
     and no fragment for a score of 0, so the answer is never larger than the request. The
     set check hashes each name once, about half the cost of looking each one up and
     joining (BENCHMARKS.md, "Prioritize within its floors").
+
+    The answer is kept as chunks of CHUNK nodes in the table's node order, each joined
+    once: a patch re-joins the chunks of the nodes it moved, and the answer is one join of
+    the chunks (n / CHUNK parts), byte for byte the join of every fragment in that order.
     """
 
-    __slots__ = ("_encoded", "fragments", "nodes")
+    __slots__ = ("_chunks", "_encoded", "_index", "_order", "nodes")
 
-    def __init__(self, nodes: frozenset[NodeName], fragments: dict[NodeName, bytes]) -> None:
+    def __init__(
+        self,
+        nodes: frozenset[NodeName],
+        order: Sequence[NodeName],
+        index: Mapping[NodeName, int],
+        chunks: list[bytes],
+    ) -> None:
         self.nodes = nodes
-        self.fragments = fragments
-        """node -> serialised HostPriority, for the nodes of `nodes` scored above 0."""
+        self._order = order
+        """The table's nodes, in the order the answer lists them (shared by its patches)."""
+        self._index = index
+        """node -> its place in `_order`."""
+        self._chunks = chunks
         self._encoded: bytes | None = None
+
+    @classmethod
+    def of(
+        cls,
+        order: Sequence[NodeName],
+        fragments: Mapping[NodeName, bytes],
+        scores: Mapping[NodeName, int],
+        ok: frozenset[NodeName],
+    ) -> WholeAnswer:
+        """The passing nodes of `order` scored above 0, chunked."""
+        index = {n: i for i, n in enumerate(order)}
+        chunks = [
+            _chunk(order, start, fragments, scores, ok) for start in range(0, len(order), CHUNK)
+        ]
+        return cls(ok, order, index, chunks)
+
+    def patched(
+        self,
+        moved: Iterable[NodeName],
+        fragments: Mapping[NodeName, bytes],
+        scores: Mapping[NodeName, int],
+        ok: frozenset[NodeName],
+    ) -> WholeAnswer:
+        """The answer once the `moved` nodes have these fragments, scores and verdicts: their
+        chunks joined again, the others shared (a node new to the table: all of them)."""
+        index, order = self._index, self._order
+        if any(n not in index for n in moved):
+            order = [*order, *(n for n in dict.fromkeys(moved) if n not in index)]
+            return WholeAnswer.of(order, fragments, scores, ok)
+        chunks = list(self._chunks)
+        for start in {index[n] // CHUNK * CHUNK for n in moved}:
+            chunks[start // CHUNK] = _chunk(order, start, fragments, scores, ok)
+        return WholeAnswer(ok, order, index, chunks)
 
     def encoded(self) -> bytes:
         """Joined on first use after a (re)build or patch: a burst of binds patches the
         table once per pod, and only the prioritize calls between them pay for a join."""
         if self._encoded is None:
-            self._encoded = join_priorities(self.fragments.values())
+            self._encoded = join_priorities(filter(None, self._chunks))
         return self._encoded
+
+
+CHUNK = 64
+"""Nodes per chunk of the whole answer: a patch joins one chunk of this many fragments, an
+answer joins n / CHUNK chunks."""
+
+
+def _chunk(
+    order: Sequence[NodeName],
+    start: int,
+    fragments: Mapping[NodeName, bytes],
+    scores: Mapping[NodeName, int],
+    ok: frozenset[NodeName],
+) -> bytes:
+    """The fragments of the passing nodes scored above 0 among `order[start:start+CHUNK]`,
+    joined (b"" when there are none)."""
+    return b",".join([fragments[n] for n in order[start : start + CHUNK] if n in ok and scores[n]])
 
 
 class Fragments(dict[str, bytes]):
@@ -134,7 +197,7 @@ def build_table(
         evals=evals,
         scores=scores,
         fragments=fragments,
-        whole=WholeAnswer(ok, {n: fragments[n] for n in evals if n in ok and scores[n]}),
+        whole=WholeAnswer.of(list(evals), fragments, scores, ok),
         reasons=reasons,
         ok=ok,
         unknown=unknown,
@@ -183,24 +246,30 @@ def patch_table(
         return replace(table, headroom=headroom, evals=evals, herd=dict(herd))
     scores = dict(table.scores)
     fragments = Fragments(table.fragments, table.unknown_score)
-    ranked = dict(table.whole.fragments)
-    reasons = dict(table.reasons)
-    ok = set(table.ok)
     for n in moved:
-        e = evals[n]
         scores[n] = verdicts[n][0]
         fragments[n] = host_priority(n, scores[n])
-        if e.reason is None:
-            reasons.pop(n, None)
-            ok.add(n)
-        else:
-            reasons[n] = e.reason
-            ok.discard(n)
-        if e.reason is None and scores[n]:
-            ranked[n] = fragments[n]
-        else:
-            ranked.pop(n, None)
-    passing = frozenset(ok)
+    # The verdicts' maps are copied only when a verdict changed: a node whose score alone
+    # moved keeps `ok` the same object, and with it the prioritize request it was parsed
+    # for answered whole (Engine.prioritize compares by identity).
+    reasons = table.reasons
+    if any(reasons.get(n) != evals[n].reason for n in moved):
+        reasons = dict(reasons)
+        for n in moved:
+            reason = evals[n].reason
+            if reason is None:
+                reasons.pop(n, None)
+            else:
+                reasons[n] = reason
+    passing = table.ok
+    if any((n in passing) != (evals[n].reason is None) for n in moved):
+        ok = set(passing)
+        for n in moved:
+            if evals[n].reason is None:
+                ok.add(n)
+            else:
+                ok.discard(n)
+        passing = frozenset(ok)
     if len(moved) > RESORT_ABOVE:
         ranking = _ranking(scores, passing)
     else:  # a copy, then each changed node moved to its place: O(nodes) memmove at worst
@@ -217,7 +286,7 @@ def patch_table(
         evals=evals,
         scores=scores,
         fragments=fragments,
-        whole=WholeAnswer(passing, ranked),
+        whole=table.whole.patched(moved, fragments, scores, passing),
         reasons=reasons,
         ok=passing,
         passes_all=not reasons and table.unknown.reason is None,
