@@ -20,16 +20,11 @@ from enum import IntEnum
 
 from extender.replay.model import History, ReplayNode, ReplayPod, Role
 from extender.replay.models import REAL, node_spec
-from extender.simulation.framework import Feeds
-from extender.simulation.ledger import NodeLedger, PodMeter
-from extender.simulation.prometheus import MetricPipeline, Pipeline
-from extender.simulation.rebalance import Placed as Moved
-from extender.simulation.rebalance import Rebalancer
-from extender.simulation.run import RunResult
+from extender.simulation.prometheus import Pipeline
+from extender.simulation.run import Cluster, RunResult
 from extender.simulation.scheduler import KubeScheduler
-from extender.simulation.stats import PeakCalibration, Recorder
 from extender.simulation.upstream import NodeRequests
-from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
+from extender.simulation.workload import PodSpec
 
 KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE})
 
@@ -48,9 +43,8 @@ class Placed:
     pod: ReplayPod
     spec: PodSpec
     node: str
-    first: int = 0
+    first: int
     """The step its use begins on its node."""
-    at: float = 0.0
 
 
 TEMPLATE_HASH = "replayed"
@@ -91,27 +85,19 @@ def spec_of(pod: ReplayPod, start: float) -> PodSpec:
     )
 
 
-class Replay:
+class Replay(Cluster):
     """The mutable state of one run; times are seconds from the grid's start (`r`)."""
 
     def __init__(self, history: History, model: KubeScheduler | None, pipeline: Pipeline) -> None:
         grid = history.grid
         if grid.step != int(grid.step):
             raise ValueError("the replay's step must be whole seconds")
+        step = int(grid.step)
+        super().__init__(model, pipeline, grid.measured_from * step, step, pipeline.rate_window)
         self.history = history
         self.grid = grid
-        self.model = model
-        self.pipeline = pipeline
-        self.step = int(grid.step)
-        self.tick = math.gcd(self.step, pipeline.tick)
-        self.metrics = MetricPipeline(pipeline)
-        self.recorder = Recorder(grid.measured_from * self.step, self.step)
-        self.calibration = PeakCalibration()
-        self.ledger = NodeLedger(self.step)
-        self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
-        self.joined: dict[str, NodeSpec] = {}
-        self.memory: dict[str, float] = {}
-        self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
+        self.step = step
+        self.tick = math.gcd(step, pipeline.tick)
         self.load = {n: array("d", bytes(8 * grid.steps)) for n in history.nodes}
         """node -> cores its replayed pods use, per step."""
         self.present: dict[str, ReplayNode] = {}
@@ -119,13 +105,11 @@ class Replay:
         self.kept: dict[str, dict[str, PodSpec]] = {}
         """node -> uid -> pods keeping that node, running now."""
         self.running: dict[str, Placed] = {}
-        self.waiting: list[tuple[ReplayPod, PodSpec]] = []
-        self.placements: dict[str, str] = {}
+        self.pods: dict[str, ReplayPod] = {}
+        """uid -> each replayed pod offered and not yet placed."""
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
-        self.offered = self.overcommitted = self.lost = self.moved = 0
-        ours = model.extender if model is not None else None
-        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
+        self.offered = self.lost = 0
 
     # --- events
     def push(self, t: float, kind: Event, pod: ReplayPod, node: str = "") -> None:
@@ -149,14 +133,10 @@ class Replay:
     def utilisation(self, node: ReplayNode, k: int) -> float:
         return (node.background[k] + self.load[node.name][k]) / node.cores
 
-    def requested(self, spec: PodSpec, node: str, sign: int) -> None:
-        where = self.history.nodes.get(node)
-        if where is not None and where.memory > 0 and node in self.memory:
-            self.memory[node] += sign * spec.memory / where.memory
-
     def occupy(self, spec: PodSpec, node: str, sign: int) -> None:
         """A pod keeping its real node: kube-scheduler's cache counts its requests all the same."""
-        cache = self.model.nodes.get(node) if self.model is not None else None
+        self.requested(spec, node, sign)
+        cache = self.scheduler.nodes.get(node) if self.scheduler is not None else None
         if cache is not None and sign > 0:
             cache.add(spec.cpu_milli, spec.memory, spec.replicaset)
         elif cache is not None:
@@ -168,7 +148,7 @@ class Replay:
         k = (r - self.tick) // self.step
         demand = [(bg[k] + load[k]) * inverse for bg, load, inverse in self._columns]
         cpu = [min(1.0, d) for d in demand]
-        if self.model is not None:
+        if self.scheduler is not None:
             observe = self.metrics.observe
             for name, u in zip(self.present, cpu, strict=True):
                 observe(name, u, elapsed)
@@ -177,7 +157,7 @@ class Replay:
             self.recorder.record(k * self.step, cpu, demand, names)
             if k * self.step >= self.recorder.start:
                 self.calibration.observe(k * self.step, names, cpu)
-            if self.model is not None:
+            if self.scheduler is not None:
                 for name, d in zip(self.present, demand, strict=True):
                     self.ledger.record(k, name, d, self.memory[name])
 
@@ -197,65 +177,59 @@ class Replay:
                 self._columns = self.columns()
                 self.joined.pop(node.name, None)
                 self.memory.pop(node.name, None)
-                if self.model is not None:
-                    self.model.nodes.pop(node.name, None)
+                if self.scheduler is not None:
+                    self.scheduler.nodes.pop(node.name, None)
 
     def join(self, node: ReplayNode) -> None:
         self.present[node.name] = node
         self._columns = self.columns()
         self.joined[node.name] = node_spec(node)
         self.memory[node.name] = 0.0
-        for spec in self.kept.get(node.name, {}).values():
-            self.requested(spec, node.name, 1)
-        if self.model is not None:
+        if self.scheduler is not None:
             cpu = round(node.cores * 1000)
-            self.model.nodes[node.name] = NodeRequests(node.name, cpu, node.memory, node.max_pods)
-            for spec in self.kept.get(node.name, {}).values():
-                self.occupy(spec, node.name, 1)
+            self.scheduler.nodes[node.name] = NodeRequests(
+                node.name, cpu, node.memory, node.max_pods
+            )
+        for spec in self.kept.get(node.name, {}).values():
+            self.occupy(spec, node.name, 1)
 
     # --- pods
-    def place(self, pod: ReplayPod, spec: PodSpec, node: str, r: float) -> None:
+    def bind(self, pod: ReplayPod, spec: PodSpec, node: str, r: float) -> None:
         grid = self.grid
         where = self.history.nodes.get(node)
+        first = grid.index(grid.start + r + pod.startup)
         if where is not None:
             k = grid.index(grid.start + r)
             self.recorder.placed(r, min(1.0, self.utilisation(where, k)), node)
-            load, first = self.load[node], grid.index(grid.start + r + pod.startup)
+            load = self.load[node]
             for i in range(max(0, -first), min(len(pod.usage), grid.steps - first)):
                 load[first + i] += pod.usage[i]
-        self.placements[pod.uid] = node
-        first = grid.index(grid.start + r + pod.startup)
-        self.running[pod.uid] = Placed(pod, spec, node, first, r)
-        self.requested(spec, node, 1)
-        self.meter.started(spec, node, r)
+        self.running[pod.uid] = Placed(pod, spec, node, first)
+        self.started(spec, node, r)
         self.push(r + pod.startup + pod.runs, Event.END, pod, node)
 
-    def decide(self, pod: ReplayPod, spec: PodSpec, r: float) -> bool:
-        assert self.model is not None
-        node = self.model.schedule(spec, EPOCH + r)
-        if node is None:
-            return False
-        cache = self.model.nodes[node]
-        if cache.cpu_requested > cache.cpu or cache.memory_requested > cache.memory > 0:
-            self.overcommitted += 1
-        self.place(pod, spec, node, r)
-        return True
+    def place(self, pod: PodSpec, t: float) -> bool:
+        node = self.decide(pod, t)
+        if node is not None:
+            self.bind(self.pods.pop(pod.uid), pod, node, t)
+        return node is not None
 
     def end(self, placed: Placed, r: float) -> None:
         self.running.pop(placed.pod.uid, None)
-        self.requested(placed.spec, placed.node, -1)
-        self.meter.stopped(placed.spec)
-        if self.model is not None:
-            self.model.unbind(placed.spec, placed.node, EPOCH + r)
+        self.stopped(placed.spec, placed.node, r)
 
-    def retry(self, r: float) -> None:
-        still = []
-        for pod, spec in self.waiting:
-            if self.decide(pod, spec, r):
-                self.recorder.waited(spec.arrival, r)
-            else:
-                still.append((pod, spec))
-        self.waiting = still
+    def evict(self, uid: str, t: float) -> PodSpec:
+        """What the pod would still have used leaves its node; its successor uses the rest."""
+        placed = self.running[uid]
+        done = max(0, self.grid.index(self.grid.start + t) - placed.first)
+        load = self.load[placed.node]
+        for i in range(done, len(placed.pod.usage)):
+            if 0 <= placed.first + i < self.grid.steps:
+                load[placed.first + i] -= placed.pod.usage[i]
+        self.end(placed, t)
+        pod = successor(placed.pod, self.grid.start + t, done, self.moved, self.step)
+        self.pods[pod.uid] = pod
+        return spec_of(pod, self.grid.start)
 
     def handle(self, r: float, kind: Event, pod: ReplayPod, node: str, real: bool) -> None:
         start = self.grid.start
@@ -267,44 +241,19 @@ class Replay:
             spec = spec_of(pod, start)
             self.kept.setdefault(node, {})[pod.uid] = spec
             if node in self.present:
-                self.requested(spec, node, 1)
                 self.occupy(spec, node, 1)
             if pod.end < self.grid.end:
                 self.push(pod.end - start, Event.KEPT_END, pod, node)
         elif kind is Event.KEPT_END:
             gone = self.kept.get(node, {}).pop(pod.uid, None)
             if gone is not None and node in self.present:
-                self.requested(gone, node, -1)
                 self.occupy(gone, node, -1)
         elif real:
             assert pod.node is not None
-            self.place(pod, spec_of(pod, start), pod.node, r)
+            self.bind(pod, spec_of(pod, start), pod.node, r)
         else:
-            spec = spec_of(pod, start)
-            if not self.decide(pod, spec, r):
-                self.waiting.append((pod, spec))
-
-
-def rebalance(run: Replay, r: float) -> None:
-    """Our rebalancer's check: each pod it moves stops, what it would still have used leaves
-    its node, and a successor using the rest arrives at once."""
-    if run.rebalancer is None or r % run.rebalancer.interval:
-        return
-    live = {u: Moved(p.spec, p.node, EPOCH + p.at) for u, p in run.running.items()}
-    k = run.grid.index(run.grid.start + r)
-    for uid in run.rebalancer.check(live, EPOCH + r):
-        placed = run.running[uid]
-        done = max(0, k - placed.first)
-        load = run.load[placed.node]
-        for i in range(done, len(placed.pod.usage)):
-            if 0 <= placed.first + i < run.grid.steps:
-                load[placed.first + i] -= placed.pod.usage[i]
-        run.end(placed, r)
-        run.moved += 1
-        pod = successor(placed.pod, run.grid.start + r, done, run.moved, run.step)
-        spec = spec_of(pod, run.grid.start)
-        if not run.decide(pod, spec, r):
-            run.waiting.append((pod, spec))
+            self.pods[pod.uid] = pod
+            self.offer(spec_of(pod, start), r)
 
 
 def replay(
@@ -328,29 +277,10 @@ def replay(
         if r % run.step == 0:
             run.nodes_change(r // run.step, r)
         if model is not None:  # what happened reads no metric
-            if r % p.scrape_interval == 0:
-                run.metrics.scrape(list(run.present), run.memory)
-            if r % p.rule_interval == 0:
-                run.metrics.evaluate(r)
-            model.observe(r, EPOCH + r, run.feeds)
-            if r >= run.recorder.start:
-                run.calibration.predicted(r, model.predicted_peaks())
+            run.look(r)
             run.retry(r)
-            rebalance(run, r)
+            run.rebalance(r)
         for at, kind, pod, node in run.due(r + tick):
             run.handle(at, kind, pod, node, real)
-    for _, spec in run.waiting:
-        run.recorder.waited(spec.arrival, end, placed=False)
-    metrics = run.recorder.metrics(
-        len(run.waiting), run.offered, run.moved, run.calibration.shares()
-    )
-    return RunResult(
-        scenario="replay",
-        seed=seed,
-        scheduler=REAL if model is None else model.name,
-        metrics=metrics,
-        bands=tuple(run.recorder.bands),
-        placements=run.placements,
-        unplaced=frozenset(pod.uid for pod, _ in run.waiting),
-        overcommitted=run.overcommitted,
-    )
+    name = REAL if model is None else model.name
+    return run.result("replay", seed, name, run.offered, end)

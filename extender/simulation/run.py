@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from extender.simulation.framework import Feeds
-from extender.simulation.ledger import NodeLedger, PodMeter
+from extender.simulation.ledger import POD_WINDOW, NodeLedger, PodMeter
 from extender.simulation.prometheus import MetricPipeline, Pipeline
 from extender.simulation.rebalance import Placed, Rebalancer, successor
 from extender.simulation.scenarios import Scenario
@@ -40,35 +40,134 @@ class RunResult:
     """Bindings past a node's allocatable or pod count (must be 0)."""
 
 
-class Run:
-    def __init__(self, scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> None:
-        self.scenario = scenario
+class Cluster:
+    """What a simulated and a replayed run share: the measuring agents, the scheduler's
+    decisions, the waiting pods and the rebalancer; `t` is seconds from the run's start."""
+
+    def __init__(
+        self,
+        scheduler: KubeScheduler | None,
+        pipeline: Pipeline,
+        start: float,
+        step: float,
+        pod_window: int = POD_WINDOW,
+    ) -> None:
         self.scheduler = scheduler
         self.pipeline = pipeline
         self.metrics = MetricPipeline(pipeline)
-        self.recorder = Recorder(scenario.size.warmup, pipeline.tick)
+        self.recorder = Recorder(start, step)
         self.calibration = PeakCalibration()
-        self.ledger = NodeLedger(pipeline.tick)
-        self.meter = PodMeter(self.ledger, pipeline.scrape_interval)
-        self.nodes: list[NodeSpec] = []
+        self.ledger = NodeLedger(step)
+        self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pod_window)
         self.joined: dict[str, NodeSpec] = {}
-        self.usage: dict[str, float] = {}
-        """node -> cores its pods really use."""
         self.memory: dict[str, float] = {}
         """node -> memory utilisation of its pods (they use what they request)."""
-        self.cores: dict[str, float] = {}
         self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
-        self.running: list[tuple[float, str, PodSpec, str]] = []
-        """(end, uid, pod, node), a heap."""
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
         self.live: dict[str, Placed] = {}
+        self.overcommitted = self.moved = 0
+        ours = scheduler.extender if scheduler is not None else None
+        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
+
+    def look(self, t: float) -> None:
+        """Prometheus scrapes and evaluates on its intervals; the scheduler reads."""
+        p, scheduler = self.pipeline, self.scheduler
+        assert scheduler is not None
+        if t % p.scrape_interval == 0:
+            self.metrics.scrape(list(self.joined), self.memory, at=t)
+        if t % p.rule_interval == 0:
+            self.metrics.evaluate(t)
+        scheduler.observe(t, EPOCH + t, self.feeds)
+        if t >= self.recorder.start:
+            self.calibration.predicted(t, scheduler.predicted_peaks())
+
+    def requested(self, pod: PodSpec, node: str, sign: int) -> None:
+        spec = self.joined.get(node)
+        if spec is not None and spec.memory > 0:
+            self.memory[node] += sign * pod.memory / spec.memory
+
+    def decide(self, pod: PodSpec, t: float) -> str | None:
+        """The scheduler's node for the pod (None: it waits), binding past room counted."""
+        assert self.scheduler is not None
+        node = self.scheduler.schedule(pod, EPOCH + t)
+        if node is not None:
+            n = self.scheduler.nodes[node]
+            if n.cpu_requested > n.cpu or n.memory_requested > n.memory > 0 or n.pods > n.max_pods:
+                self.overcommitted += 1
+        return node
+
+    def started(self, pod: PodSpec, node: str, t: float) -> None:
+        self.placements[pod.uid] = node
+        self.live[pod.uid] = Placed(pod, node, EPOCH + t)
+        self.requested(pod, node, 1)
+        self.meter.started(pod, node, t)
+
+    def stopped(self, pod: PodSpec, node: str, t: float) -> None:
+        self.live.pop(pod.uid, None)
+        self.requested(pod, node, -1)
+        self.meter.stopped(pod)
+        if self.scheduler is not None:
+            self.scheduler.unbind(pod, node, EPOCH + t)
+
+    def place(self, pod: PodSpec, t: float) -> bool:
+        raise NotImplementedError
+
+    def evict(self, uid: str, t: float) -> PodSpec:
+        """Stops the pod; returns the successor its ReplicaSet creates."""
+        raise NotImplementedError
+
+    def offer(self, pod: PodSpec, t: float) -> None:
+        if not self.place(pod, t):
+            self.waiting.append(pod)
+
+    def retry(self, t: float) -> None:
+        still = []
+        for pod in self.waiting:
+            if self.place(pod, t):
+                self.recorder.waited(pod.arrival, t)
+            else:
+                still.append(pod)
+        self.waiting = still
+
+    def rebalance(self, t: float) -> None:
+        """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
+        if self.rebalancer is None or t % self.rebalancer.interval:
+            return
+        for uid in self.rebalancer.check(self.live, EPOCH + t):
+            self.moved += 1
+            self.offer(self.evict(uid, t), t)
+
+    def result(self, scenario: str, seed: int, name: str, offered: int, end: float) -> RunResult:
+        for pod in self.waiting:
+            self.recorder.waited(pod.arrival, end, placed=False)
+        shares = self.calibration.shares()
+        metrics = self.recorder.metrics(len(self.waiting), offered, self.moved, shares)
+        return RunResult(
+            scenario=scenario,
+            seed=seed,
+            scheduler=name,
+            metrics=metrics,
+            bands=tuple(self.recorder.bands),
+            placements=self.placements,
+            unplaced=frozenset(p.uid for p in self.waiting),
+            overcommitted=self.overcommitted,
+        )
+
+
+class Run(Cluster):
+    def __init__(self, scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> None:
+        super().__init__(scheduler, pipeline, scenario.size.warmup, pipeline.tick)
+        self.scheduler: KubeScheduler = scheduler
+        self.scenario = scenario
+        self.nodes: list[NodeSpec] = []
+        self.usage: dict[str, float] = {}
+        """node -> cores its pods really use."""
+        self.cores: dict[str, float] = {}
+        self.running: list[tuple[float, str, PodSpec, str]] = []
+        """(end, uid, pod, node), a heap."""
         self.evicted: set[str] = set()
         """Evicted pods still in `running` (skipped when they come due)."""
-        ours = scheduler.extender
-        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
-        self.overcommitted = 0
-        self.moved = 0
         self.last: dict[str, float] = {}
         """node -> capped utilisation of the tick just recorded."""
         self.measuring = True
@@ -91,16 +190,9 @@ class Run:
                 self.scheduler.add_node(node)
 
     def observe(self, t: float) -> None:
-        p = self.pipeline
         for node, utilisation in self.last.items():
-            self.metrics.observe(node, utilisation, p.tick)
-        if t % p.scrape_interval == 0:
-            self.metrics.scrape([n.name for n in self.nodes], self.memory, at=t)
-        if t % p.rule_interval == 0:
-            self.metrics.evaluate(t)
-        self.scheduler.observe(t, EPOCH + t, self.feeds)
-        if t >= self.scenario.size.warmup:
-            self.calibration.predicted(t, self.scheduler.predicted_peaks())
+            self.metrics.observe(node, utilisation, self.pipeline.tick)
+        self.look(t)
 
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
@@ -112,50 +204,25 @@ class Run:
 
     def stop(self, pod: PodSpec, node: str, t: float) -> None:
         self.usage[node] -= pod.usage
-        self.memory[node] -= pod.memory / self.joined[node].memory
-        self.meter.stopped(pod)
-        self.live.pop(pod.uid, None)
-        self.scheduler.unbind(pod, node, EPOCH + t)
+        self.stopped(pod, node, t)
 
-    def rebalance(self, t: float) -> None:
-        """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
-        if self.rebalancer is None or t % self.rebalancer.interval:
-            return
-        ends = {uid: end for end, uid, _, _ in self.running}
-        for uid in self.rebalancer.check(self.live, EPOCH + t):
-            placed = self.live[uid]
-            self.stop(placed.pod, placed.node, t)
-            self.evicted.add(uid)
-            self.moved += 1
-            pod = successor(placed.pod, ends[uid] - t, t, self.moved)
-            if not self.place(pod, t):
-                self.waiting.append(pod)
+    def evict(self, uid: str, t: float) -> PodSpec:
+        placed = self.live[uid]
+        end = next(e for e, u, _, _ in self.running if u == uid)
+        self.stop(placed.pod, placed.node, t)
+        self.evicted.add(uid)
+        return successor(placed.pod, end - t, t, self.moved)
 
     def place(self, pod: PodSpec, t: float) -> bool:
-        node = self.scheduler.schedule(pod, EPOCH + t)
+        node = self.decide(pod, t)
         if node is None:
             return False
         if self.measuring:
             self.recorder.placed(t, min(1.0, self.utilisation(node, t)), node)
-        n = self.scheduler.nodes[node]
-        if n.cpu_requested > n.cpu or n.memory_requested > n.memory or n.pods > n.max_pods:
-            self.overcommitted += 1
         self.usage[node] += pod.usage
-        self.memory[node] += pod.memory / self.joined[node].memory
-        self.meter.started(pod, node, t)
-        self.placements[pod.uid] = node
-        self.live[pod.uid] = Placed(pod, node, EPOCH + t)
+        self.started(pod, node, t)
         heapq.heappush(self.running, (t + pod.duration, pod.uid, pod, node))
         return True
-
-    def retry(self, t: float) -> None:
-        still = []
-        for pod in self.waiting:
-            if self.place(pod, t):
-                self.recorder.waited(pod.arrival, t)
-            else:
-                still.append(pod)
-        self.waiting = still
 
     def record(self, t: float) -> None:
         demand = [self.utilisation(n.name, t) for n in self.nodes]
@@ -172,44 +239,21 @@ class Run:
 
 def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> RunResult:
     run = Run(scenario, scheduler, pipeline)
-    tick = pipeline.tick
-    end = scenario.size.end
-    pods = scenario.pods
+    tick, end, pods = pipeline.tick, scenario.size.end, scenario.pods
     next_pod = 0
     t = 0
-    while t < end:
+    while t < end or (run.waiting and t < end + DRAIN_SECONDS):
+        run.measuring = t < end
         run.join(t)
         run.observe(t)
         run.retry(t)
         run.rebalance(t)
-        while next_pod < len(pods) and pods[next_pod].arrival < t + tick:
+        while run.measuring and next_pod < len(pods) and pods[next_pod].arrival < t + tick:
             pod = pods[next_pod]
             next_pod += 1
             run.leave(pod.arrival)
-            if not run.place(pod, pod.arrival):
-                run.waiting.append(pod)
+            run.offer(pod, pod.arrival)
         run.leave(t + tick)
         run.record(t)
         t += tick
-    run.measuring = False
-    while run.waiting and t < end + DRAIN_SECONDS:
-        run.join(t)
-        run.observe(t)
-        run.retry(t)
-        run.rebalance(t)
-        run.leave(t + tick)
-        run.record(t)
-        t += tick
-    for pod in run.waiting:
-        run.recorder.waited(pod.arrival, t, placed=False)
-    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.moved, run.calibration.shares())
-    return RunResult(
-        scenario=scenario.name,
-        seed=scenario.seed,
-        scheduler=scheduler.name,
-        metrics=metrics,
-        bands=tuple(run.recorder.bands),
-        placements=run.placements,
-        unplaced=frozenset(p.uid for p in run.waiting),
-        overcommitted=run.overcommitted,
-    )
+    return run.result(scenario.name, scenario.seed, scheduler.name, next_pod, t)
