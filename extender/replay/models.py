@@ -8,7 +8,7 @@ kube-scheduler counts (see docs/replay.md, "Limits").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -21,7 +21,7 @@ from extender.simulation import profiles
 from extender.simulation.experiment import with_max_hosts
 from extender.simulation.ours import OurExtender
 from extender.simulation.scheduler import KubeScheduler
-from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
+from extender.simulation.workload import EPOCH, NodeSpec
 
 REAL = "as-it-happened"
 KUBE_SCHEDULER = profiles.KUBE_SCHEDULER
@@ -37,16 +37,11 @@ def node_spec(node: ReplayNode) -> NodeSpec:
 
 
 class DeferredExtender(OurExtender):
-    """Our extender whose refreshes build the engine's tables (the costly part of an
-    install) only when the next pod is decided or the rebalancer reads them: a week has
-    ten times more refreshes than decisions. The herd guard and the peaks follow every
-    refresh at once; test_driver.py checks the placements are the same."""
+    """Our extender building the engine's tables (an install's cost) only when they are
+    next read: a week has ten times more refreshes than decisions. The herd guard and the
+    peaks follow every refresh at once; test_driver.py checks the placements are the same."""
 
-    def __init__(
-        self, settings: Settings, now: float, cpu_metric: str = "cpu", refresh: int | None = None
-    ) -> None:
-        super().__init__(settings, now, cpu_metric, refresh)
-        self._due: tuple[Snapshot, float] | None = None
+    _due: tuple[Snapshot, float] | None = None
 
     def install(
         self,
@@ -65,18 +60,6 @@ class DeferredExtender(OurExtender):
         if self._due is not None:
             (snapshot, now), self._due = self._due, None
             self.engine.install(snapshot, None, now)
-
-    def filter(self, pod: PodSpec, names: Sequence[str], now: float) -> list[str]:
-        self.ready()
-        return super().filter(pod, names, now)
-
-    def prioritize(self, pod: PodSpec, names: Sequence[str], now: float) -> dict[str, int]:
-        self.ready()
-        return super().prioritize(pod, names, now)
-
-    def bound(self, pod: PodSpec, node: str, now: float) -> None:
-        self.ready()
-        super().bound(pod, node, now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,7 @@ class OurExtender:
         return Snapshot(series, now, self._generation, usage=usage)
 
     def ready(self) -> None:
-        """Before the tables are read outside a verb (the rebalancer); a replay defers installs."""
+        """Before the tables are read (a decision, the rebalancer); a replay defers installs."""
 
     def _predict(self, cpu: Mapping[str, float], now: float) -> None:
         """Each node's predicted peak and spread (peaks.py), with the herd guard's load, for

@@ -92,6 +92,8 @@ class KubeScheduler:
         if not feasible:
             return None
         extender = self.extender
+        if extender is not None:
+            extender.ready()
         if extender is not None and extender.filters:
             passed = set(extender.filter(pod, [n.name for n in feasible], now))
             feasible = [n for n in feasible if n.name in passed]
