@@ -169,7 +169,7 @@ def _replay(
     from extender.replay.collect import Ask, collect
     from extender.replay.fidelity import fidelity
     from extender.replay.models import KUBE_SCHEDULER, REAL, Options
-    from extender.replay.problems import Unreachable
+    from extender.replay.problems import unreachable
     from extender.replay.reconstruct import DEFAULT_SCHEDULER, Selection, reconstruct
     from extender.replay.report import ReplayReport, Setup
     from extender.replay.runs import Work, run_all
@@ -199,7 +199,7 @@ def _replay(
     try:
         reader = HistoryReader(prometheus)
     except Exception as exc:  # a password file that cannot be read, a bad CA path
-        raise Unreachable(f"cannot query {prometheus.url}: {describe(exc)}") from exc
+        raise unreachable(prometheus.url, describe(exc)) from exc
     collected = collect(
         reader, ask, time.time(), bar, url=prometheus.url, auth=auth_text(prometheus), policy=path
     )

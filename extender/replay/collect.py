@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,20 +88,23 @@ class Collector:
         self.notes: list[str] = []
         self.size: sizing.Size | None = None
 
-    def _failed(self, exc: Exception) -> ReplayProblem:
-        if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):
-            return problems.refused(self.url, exc.status, self.auth, self.policy)
-        return problems.unreachable(self.url, describe(exc))
+    @contextmanager
+    def asking(self) -> Iterator[None]:
+        """The server's failures as a ReplayProblem naming the cause."""
+        try:
+            yield
+        except ReplayProblem:
+            raise
+        except Exception as exc:
+            if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):
+                raise problems.refused(self.url, exc.status, self.auth, self.policy) from exc
+            raise problems.unreachable(self.url, describe(exc)) from exc
 
     def range(
         self, promql: str, start: float, end: float, step: float, series: int = 1
     ) -> Iterator[Answer]:
-        try:
+        with self.asking():
             yield from self.source.query_range(promql, start, end, step, series)
-        except ReplayProblem:
-            raise
-        except Exception as exc:
-            raise self._failed(exc) from exc
 
     def counts(self, promql: str) -> list[tuple[float, float]]:
         """`promql` (a count) every window over the grid: (time, value) where it has one."""
@@ -113,10 +117,8 @@ class Collector:
 
     # --- the steps
     def reachable(self) -> None:
-        try:
+        with self.asking():
             self.source.probe()
-        except Exception as exc:
-            raise self._failed(exc) from exc
 
     def covered(self, now: float) -> None:
         # The stated retention first: a server deletes what it no longer keeps at its next

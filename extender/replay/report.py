@@ -13,7 +13,7 @@ from extender.replay.model import History
 from extender.replay.models import KUBE_SCHEDULER, REAL
 from extender.replay.problems import when
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.report import ROWS, compared, hosts_text, pipeline_text, table
+from extender.simulation.report import ROWS, compared, hosts_text, pipeline_text, plan_json, table
 from extender.simulation.run import RunResult
 from extender.simulation.summary import spread
 
@@ -132,10 +132,7 @@ def to_json(report: ReplayReport) -> dict[str, Any]:
             "leadIn": s.lead,
             "namespaces": list(s.namespaces),
             "schedulerNames": list(s.schedulers),
-            "pipeline": {**asdict(s.pipeline), "tick": s.pipeline.tick},
-            "maxHosts": s.max_hosts,
-            "extenderWeight": s.weight,
-            "cpuMetric": s.cpu_metric,
+            **plan_json(s.pipeline, s.max_hosts, s.weight, s.cpu_metric),
             "policy": s.policy,
             "seeds": [s.seed],
         },

@@ -183,6 +183,12 @@ def _figures(spreads: Mapping[str, Spread]) -> dict[str, Any]:
     return {k: asdict(s) for k, s in spreads.items()}
 
 
+def plan_json(p: Pipeline, max_hosts: int | None, weight: int, cpu: str) -> dict[str, Any]:
+    """The plan's pipeline and our extender's options, as simulate and replay write them."""
+    pipeline = {**asdict(p), "tick": p.tick}
+    return {"pipeline": pipeline, "maxHosts": max_hosts, "extenderWeight": weight, "cpuMetric": cpu}
+
+
 def to_json(report: Report) -> dict[str, Any]:
     """The report as a JSON-able document (`--json FILE`). `baseline` and `ours` repeat
     kube-scheduler's and decice's figures under their old names, for one release."""
@@ -208,10 +214,7 @@ def to_json(report: Report) -> dict[str, Any]:
             "seeds": list(plan.seeds),
             "schedulers": list(plan.schedulers),
             "size": asdict(plan.size),
-            "pipeline": {**asdict(plan.pipeline), "tick": plan.pipeline.tick},
-            "maxHosts": plan.max_hosts,
-            "extenderWeight": plan.weight,
-            "cpuMetric": plan.cpu_metric,
+            **plan_json(plan.pipeline, plan.max_hosts, plan.weight, plan.cpu_metric),
             "policy": report.policy,
         },
         "distribution": distribution_text(),
