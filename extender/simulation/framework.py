@@ -40,9 +40,6 @@ class Feeds:
 class Plugin:
     """A framework plugin: a filter, a score, or both; the base does nothing."""
 
-    name = "plugin"
-    filters = False
-
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         """A tick boundary at `t` seconds into the run (`now` on the engine's clock)."""
 
@@ -68,8 +65,6 @@ class RequestScores(Plugin):
     """NodeResourcesFit's LeastAllocated score and BalancedAllocation, weighted: both read
     only requests, so a node's sum is cached per pod shape until the node changes."""
 
-    name = "NodeResourcesFit+NodeResourcesBalancedAllocation"
-
     def __init__(self, fit: int = FIT_WEIGHT, balanced: int = BALANCED_WEIGHT) -> None:
         self.fit = fit
         self.balanced = balanced
@@ -90,8 +85,6 @@ class RequestScores(Plugin):
 
 class PodTopologySpread(Plugin):
     """The system default spreading of a ReplicaSet's pods across hosts."""
-
-    name = "PodTopologySpread"
 
     def score(self, pod: PodSpec, nodes: Sequence[NodeRequests], now: float) -> list[int] | None:
         owner = pod.replicaset

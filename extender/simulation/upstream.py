@@ -1,29 +1,13 @@
 """kube-scheduler's default filter and scores from requests, computed as upstream does.
 
-Read, not copied, from kubernetes/kubernetes at the v1.35 line (the e2e tests run v1.35.4):
-
-- pkg/scheduler/framework/plugins/noderesources/fit.go: the NodeResourcesFit filter (pod
-  count within the node's allowed pods; each requested resource fits allocatable less
-  what the node's pods request; a pod requesting nothing fits) and its LeastAllocated
-  score, cpu and memory weight 1;
-- .../least_allocated.go: per resource (allocatable - requested) * MaxNodeScore /
-  allocatable in integers, 0 when over; the weighted sum over the weight sum;
-- .../balanced_allocation.go: per resource requested / allocatable (capped at 1); with
-  two resources std = |cpu - memory| / 2; score int((1 - std) * MaxNodeScore); a
-  best-effort pod skips it;
-- .../resource_allocation.go: "requested" includes the pod being placed (every simulated
-  pod requests cpu and memory, so non-zero and plain requests are the same here);
-- pkg/scheduler/apis/config/v1/default_plugins.go: score weights NodeResourcesFit 1,
-  BalancedAllocation 1, PodTopologySpread 2 (TaintToleration, NodeAffinity,
-  InterPodAffinity, ImageLocality score every simulated node alike and are left out);
-- pkg/scheduler/schedule_one.go: prioritizeNodes sums score x weight plus each extender's
-  score x its weight x (MaxNodeScore / MaxExtenderPriority); selectHost takes the highest,
-  ties by reservoir sampling; one feasible node is taken without scoring;
-- pkg/scheduler/framework/plugins/podtopologyspread/{plugin,scoring}.go: a ReplicaSet's
-  pod gets the system defaults; without zone labels only hostname (maxSkew 3) scores:
-  raw round(same-ReplicaSet pods x log(feasible nodes + 2) + maxSkew - 1), normalised to
-  100 x (max + min - raw) / max (100 for all when max is 0).
-
+Read, not copied, from kubernetes/kubernetes v1.35, pkg/scheduler/:
+- framework/plugins/noderesources/fit.go: the NodeResourcesFit filter, LeastAllocated score;
+- framework/plugins/noderesources/least_allocated.go: (allocatable - requested) x 100 / it;
+- framework/plugins/noderesources/balanced_allocation.go: (1 - |cpu - memory| / 2) x 100;
+- framework/plugins/noderesources/resource_allocation.go: the pod placed counts as requested;
+- apis/config/v1/default_plugins.go: weights Fit 1, BalancedAllocation 1, PodTopologySpread 2;
+- schedule_one.go: prioritizeNodes (an extender's score x weight x 10) and selectHost;
+- framework/plugins/podtopologyspread/scoring.go: by hostname only, maxSkew 3.
 Every node is scored (`percentageOfNodesToScore: 100`, as DESIGN §7 measured).
 """
 
@@ -48,13 +32,11 @@ RESOURCE_WEIGHTS = (1, 1)
 
 @dataclass(slots=True)
 class NodeRequests:
-    """What the scheduler's cache knows of a node: allocatable and the sum of requests."""
+    """The scheduler's cache of a node: allocatable (millicores, bytes), requests summed."""
 
     name: str
     cpu: int
-    """Allocatable millicores."""
     memory: int
-    """Allocatable bytes."""
     max_pods: int = MAX_PODS
     cpu_requested: int = 0
     memory_requested: int = 0
@@ -117,8 +99,8 @@ def least_allocated(node: NodeRequests, cpu: int, memory: int) -> int:
 
 
 def balanced_allocation(node: NodeRequests, cpu: int, memory: int) -> int:
-    """NodeResourcesBalancedAllocation's score, 0..100, the pod included (0 for a pod
-    requesting nothing: upstream skips it on every node)."""
+    """NodeResourcesBalancedAllocation's score, 0..100, the pod included (0 when it
+    requests nothing: upstream skips it)."""
     if cpu == 0 and memory == 0:
         return 0
     fractions = [

@@ -37,8 +37,6 @@ class Counting(OurExtender):
 class Refuses(Plugin):
     """A filter plugin that turns a named node away, and remembers what it heard."""
 
-    filters = True
-
     def __init__(self, refused: str) -> None:
         self.refused = refused
         self.heard: list[tuple[str, str, str]] = []

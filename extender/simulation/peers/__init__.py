@@ -1,3 +1,1 @@
-"""The load-aware peers, modelled from their sources (each module names the files it
-follows): Trimaran (scheduler-plugins, fed by load-watcher) and Koordinator.
-"""
+"""The load-aware peers from their sources: Trimaran (scheduler-plugins) and Koordinator."""

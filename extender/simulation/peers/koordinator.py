@@ -1,24 +1,11 @@
 """Koordinator's LoadAwareScheduling, as koord-scheduler computes it.
 
-Read, not copied, from koordinator-sh/koordinator (master, 2026-07):
-
-- pkg/scheduler/plugins/loadaware/estimator/default_estimator.go: a pod's estimate per
-  resource is max(request, limit) x its scaling factor / 100, rounded, at most the limit;
-  a pod requesting nothing counts DefaultMilliCPURequest 250m, DefaultMemoryRequest 200 MiB.
-- .../loadaware/pod_assign_cache.go and helper.go: a node's estimated use is the
-  NodeMetric's NodeUsage plus, per assigned pod the metric may not show yet (no usage of
-  it, or assigned after UpdateTime less the 60 s report interval), max(0, its estimate -
-  its reported use).
-- .../loadaware/load_aware.go: Filter rejects a node whose round(used / allocatable x 100)
-  with the pod is over a threshold; a node without a NodeMetric passes; an expired one
-  (FilterExpiredNodeMetrics, NodeMetricExpirationSeconds) is rejected. Score: per
-  resource (allocatable - used) x 100 / allocatable, weighted mean; 0 without a metric.
-- pkg/scheduler/apis/config/v1/defaults.go: expiration 180 s, weights cpu 1 / memory 1,
-  UsageThresholds cpu 65 % / memory 95 %, EstimatedScalingFactors cpu 85 % / memory 70 %.
-
-The profile is koord-scheduler's config/manager/scheduler-config.yaml (defaults kept,
-LoadAwareScheduling filter and score at weight 1), with the plugin's default thresholds
-(that file sets 0, filter off).
+Read, not copied, from koordinator-sh/koordinator (master, 2026-07), pkg/scheduler/:
+- plugins/loadaware/estimator/default_estimator.go: max(request, limit) x factor, 250m/200Mi;
+- plugins/loadaware/pod_assign_cache.go, helper.go: NodeUsage plus pods it may not show yet;
+- plugins/loadaware/load_aware.go: Filter by usage thresholds, Score by least used;
+- apis/config/v1/defaults.go: expiry 180 s, thresholds cpu 65 %/memory 95 %, factors 85/70 %;
+- config/manager/scheduler-config.yaml (repository root): the profile, at the plugin's defaults.
 """
 
 from __future__ import annotations
@@ -40,7 +27,6 @@ EXPIRATION = 180
 
 
 def estimate(request: int, limit: int | None, factor: int, default: int) -> int:
-    """estimatedUsedByResource for one resource (millicores or bytes)."""
     quantity = max(request, limit or 0)
     if quantity == 0:
         return default
@@ -84,15 +70,10 @@ class Assigned:
 
 
 class LoadAware(Plugin):
-    name = "LoadAwareScheduling"
-    filters = True
-
     def __init__(self) -> None:
         self.koordlets = Koordlets()
         self.assigned: dict[str, dict[str, Assigned]] = {}
-        """node -> uid -> the pod as the assign cache holds it."""
         self._existing: dict[str, tuple[int, int]] = {}
-        """node -> its estimated use without the incoming pod."""
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         if self.koordlets.observe(t, now, feeds.nodes, feeds.ledger, feeds.meter):

@@ -1,12 +1,8 @@
 """The koordlet's NodeMetric: what Koordinator's scheduler knows of a node's load.
 
-Read, not copied, from koordinator-sh/koordinator (master, 2026-07):
-pkg/koordlet/statesinformer/impl/states_nodemetric.go: every report interval (60 s) the
-koordlet writes NodeUsage, the average of its own samples over the aggregate duration
-(300 s), each pod's PodUsage over the same span, and UpdateTime
-(pkg/util/sloconfig/colocation_config.go has the defaults). It samples cgroups itself, not
-Prometheus, so its input here is the ledger (ledger.NodeLedger, PodMeter.average). Before
-the first report a NodeMetric has no UpdateTime.
+From koordinator-sh/koordinator pkg/koordlet/statesinformer/impl/states_nodemetric.go (and
+pkg/util/sloconfig/colocation_config.go): every 60 s, the node's and each pod's mean use
+over 300 s of its own samples (here the ledger's), stamped UpdateTime.
 """
 
 from __future__ import annotations
@@ -28,7 +24,6 @@ class NodeMetric:
     cpu_milli: int = 0
     memory: int = 0
     pods: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """uid -> (millicores, bytes) of each pod the report covers."""
     report_interval: float = REPORT_INTERVAL
 
 
@@ -57,7 +52,6 @@ def report(node: NodeSpec, t: float, now: float, ledger: NodeLedger, meter: PodM
 class Koordlets:
     def __init__(self) -> None:
         self.metrics: dict[str, NodeMetric] = {}
-        self.generation = 0
 
     def observe(
         self,
@@ -78,6 +72,4 @@ class Koordlets:
                 if ledger.cpu(name, 0, round(t / ledger.tick)) is not None:
                     self.metrics[name] = report(node, t, now, ledger, meter)
             changed = True
-        if changed:
-            self.generation += 1
         return changed

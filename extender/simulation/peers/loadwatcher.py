@@ -1,11 +1,8 @@
 """load-watcher's Prometheus provider and Trimaran's collector, as their sources compute.
 
-Read, not copied, from paypal/load-watcher (master, 2024-12):
-pkg/watcher/internal/metricsprovider/prometheus.go queries
-`avg_over_time(instance:node_cpu:ratio[15m])` and `stddev_over_time(...)` (and memory),
-x 100, keyed by `instance` (assumed relabelled to the node name); pkg/watcher/watcher.go
-fetches every minute. From kubernetes-sigs/scheduler-plugins (master, 2026-08):
-pkg/trimaran/collector.go copies the latest fetch every 30 s.
+- paypal/load-watcher pkg/watcher/internal/metricsprovider/prometheus.go: avg and stddev
+  of `instance:node_cpu:ratio` over 15m, x 100; pkg/watcher/watcher.go: every minute;
+- kubernetes-sigs/scheduler-plugins pkg/trimaran/collector.go: the latest, every 30 s.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ COLLECT_EVERY = 30
 
 @dataclass(frozen=True, slots=True)
 class NodeLoad:
-    """One host's figures of a fetch, in percent."""
-
     cpu_avg: float
     cpu_std: float
     memory_avg: float
@@ -60,7 +55,6 @@ class LoadWatcher:
     def __init__(self) -> None:
         self.latest: WatcherMetrics | None = None
         self.collected: WatcherMetrics | None = None
-        """What the plugin sees (None before the collector's first copy)."""
 
     def observe(
         self, t: float, now: float, prometheus: MetricPipeline, nodes: Sequence[str]

@@ -1,25 +1,12 @@
 """Trimaran's TargetLoadPacking and LoadVariationRiskBalancing, as scheduler-plugins computes.
 
 Read, not copied, from kubernetes-sigs/scheduler-plugins (master, 2026-08):
-
-- pkg/trimaran/targetloadpacking/targetloadpacking.go: no metrics scores 0; predicted % =
-  100 x (CPU average x capacity + the pod's predicted use + that of bound pods the metrics
-  may not show) / capacity; at or below target round((100 - target) x p / target +
-  target), above round(target x (100 - p) / (100 - target)), 0 over 100 %.
-  PredictUtilisation: the CPU limit, else request x multiplier, else DefaultRequests.
-- pkg/trimaran/handler.go: bound pods stamped when seen assigned; "missing" while bound
-  after the window end or less than 60 s before it.
-- pkg/trimaran/loadvariationriskbalancing/{loadvariationriskbalancing,analysis}.go,
-  pkg/trimaran/resourcestats.go: mu = (average + request) / allocatable, sigma = std /
-  allocatable, sigma^(1/sensitivity) x margin, each within [0, 1]; score (1 - (mu +
-  sigma) / 2) x 100; round(min(CPU, memory)); 0 without metrics.
-- apis/config/v1/defaults.go: DefaultRequestsMilliCores 1000, target 40 %, margin 1,
-  sensitivity 1.
-
-Profiles as the repository recommends: manifests/trimaran/scheduler-config.yaml for
-TargetLoadPacking (target 40, multiplier "1", Fit's and BalancedAllocation's scores off);
-the LoadVariationRiskBalancing README's example (margin 1, sensitivity 2, weight 1 beside
-the defaults).
+- pkg/trimaran/targetloadpacking/targetloadpacking.go: the score and PredictUtilisation;
+- pkg/trimaran/handler.go: bound pods the metrics may not show yet ("missing");
+- pkg/trimaran/loadvariationriskbalancing/analysis.go, pkg/trimaran/resourcestats.go: mu, sigma;
+- apis/config/v1/defaults.go: 1000m default requests, target 40 %, margin 1, sensitivity 1;
+- manifests/trimaran/scheduler-config.yaml: TargetLoadPacking's profile (Fit's scores off);
+- pkg/trimaran/loadvariationriskbalancing/README.md: its example (sensitivity 2, weight 1).
 """
 
 from __future__ import annotations
@@ -33,11 +20,9 @@ from extender.simulation.upstream import MAX_NODE_SCORE, NodeRequests, round_hal
 from extender.simulation.workload import PodSpec
 
 DEFAULT_REQUESTS_MILLI = 1000
-REPORTING_INTERVAL = 60
-"""metricsAgentReportingIntervalSeconds."""
+REPORTING_INTERVAL = 60  # metricsAgentReportingIntervalSeconds
 TARGET_UTILIZATION = 40
-REQUESTS_MULTIPLIER = 1.0
-"""The manifest's defaultRequestsMultiplier (the default is 1.5)."""
+REQUESTS_MULTIPLIER = 1.0  # the manifest's defaultRequestsMultiplier (the default is 1.5)
 SAFE_VARIANCE_MARGIN = 1.0
 SAFE_VARIANCE_SENSITIVITY = 2.0
 
@@ -48,7 +33,6 @@ def predict_utilisation(
     multiplier: float = REQUESTS_MULTIPLIER,
     default_milli: int = DEFAULT_REQUESTS_MILLI,
 ) -> int:
-    """PredictUtilisation of one container, in millicores."""
     if limit_milli is not None:
         return limit_milli
     if request_milli is not None:
@@ -61,7 +45,6 @@ def pod_prediction(pod: PodSpec, multiplier: float = REQUESTS_MULTIPLIER) -> int
 
 
 def target_load_score(predicted: float, target: int = TARGET_UTILIZATION) -> int:
-    """TargetLoadPacking's score for a node predicted at `predicted` % CPU."""
     if predicted > target:
         if predicted > 100:
             return 0
@@ -70,7 +53,6 @@ def target_load_score(predicted: float, target: int = TARGET_UTILIZATION) -> int
 
 
 def still_missing(bound_at: int, window_end: int) -> bool:
-    """A bound pod the metrics may not show yet (handler.go's rule)."""
     return bound_at > window_end or window_end - bound_at < REPORTING_INTERVAL
 
 
@@ -82,7 +64,7 @@ def risk_score(
     margin: float = SAFE_VARIANCE_MARGIN,
     sensitivity: float = SAFE_VARIANCE_SENSITIVITY,
 ) -> float:
-    """computeScore for one resource (capacity and request in the same unit)."""
+    """computeScore for one resource: (1 - (mu + sigma) / 2) x 100."""
     if capacity <= 0:
         return 0.0
     used_avg = max(min(avg_percent * capacity / 100, capacity), 0.0)
@@ -98,7 +80,7 @@ def risk_score(
 
 
 def risk_balancing_score(load: NodeLoad | None, node: NodeRequests, pod: PodSpec) -> int:
-    """LoadVariationRiskBalancing's score of a node (CPU in millicores, memory in MiB)."""
+    """A node's score: the lower of CPU's (millicores) and memory's (MiB)."""
     if load is None:
         return 0
     mib = 1024 * 1024
@@ -108,8 +90,6 @@ def risk_balancing_score(load: NodeLoad | None, node: NodeRequests, pod: PodSpec
 
 
 class TargetLoadPacking(Plugin):
-    name = "TargetLoadPacking"
-
     def __init__(self, target: int = TARGET_UTILIZATION, multiplier: float = REQUESTS_MULTIPLIER):
         self.target = target
         self.multiplier = multiplier
@@ -158,12 +138,9 @@ class TargetLoadPacking(Plugin):
 
 
 class LoadVariationRiskBalancing(Plugin):
-    name = "LoadVariationRiskBalancing"
-
     def __init__(self) -> None:
         self.watcher = LoadWatcher()
         self._cache: dict[tuple[int, int], dict[str, int]] = {}
-        """(cpu, memory) requested -> node -> score, for the metrics collected last."""
         self._cached_for: WatcherMetrics | None = None
         self._predicted: WatcherMetrics | None = None
 
@@ -171,7 +148,6 @@ class LoadVariationRiskBalancing(Plugin):
         self.watcher.observe(t, now, feeds.prometheus, list(feeds.nodes))
 
     def take_predictions(self) -> Mapping[str, tuple[float, float]]:
-        """Its mu and sigma of node CPU, when the collector copied new ones."""
         metrics = self.watcher.collected
         if metrics is None or metrics is self._predicted:
             return {}
