@@ -1,9 +1,6 @@
-"""What a replay asks the server, in order, and what it does with each answer: a probe;
-the range's presence (nodes' allocatable, counted every window); the window queries,
-folded into Facts, then every missing series named at once with the kube-prometheus-stack
-setting that records it; the memory estimate (sizing), refused above the limit; then the
-fine queries (node CPU by the policy's query, replayed pods' use), chunked. Any failure
-becomes a ReplayProblem naming its cause.
+"""What a replay asks the server, in order: a probe; the range's presence; the window
+queries (folded into Facts), every missing series then named at once; the memory estimate
+(sizing), refused above the limit; the fine queries, chunked. Failures: a ReplayProblem.
 """
 
 from __future__ import annotations
@@ -56,11 +53,9 @@ class Ask:
     lead: float = 600.0
     """Seconds before --from replayed as they happened, so the pipeline is warm."""
     scrape: float = 30.0
-    """kube-state-metrics' scrape interval (--scrape-interval)."""
     max_memory: float = 4 * 2**30
     max_samples: int = 500_000
     jobs: int = 1
-    """Rows replayed at once: each holds its own arrays."""
 
     @property
     def grid(self) -> Grid:
@@ -107,7 +102,7 @@ class Collector:
             yield from self.source.query_range(promql, start, end, step, series)
 
     def counts(self, promql: str) -> list[tuple[float, float]]:
-        """`promql` (a count) every window over the grid: (time, value) where it has one."""
+        """`promql` (a count) every window over the grid: (time, value)."""
         window, grid = self.ask.window, self.grid
         out: list[tuple[float, float]] = []
         for answer in self.range(promql, grid.start + window, _ceil(grid, window), window):
@@ -187,8 +182,7 @@ class Collector:
             raise problems.missing(missing, ask.start, ask.end, lacking)
 
     def fits(self) -> int:
-        """Checks the memory (the estimate kept in `size`); returns the most replayed pods
-        alive at once."""
+        """Checks the memory estimate (kept in `size`); returns the most pods alive at once."""
         grid, facts = self.grid, self.facts
         edges: list[tuple[float, int]] = []
         pod_steps = 0

@@ -1,11 +1,9 @@
 """A History replayed under one scheduler model, with the simulation's metric pipeline.
 
-Ticks are gcd(step, scrape, rule and refresh intervals); each boundary runs in the
-simulation's order (extender.simulation.run), then the tick's events in time order:
-departures, pods that keep their node, arrivals. Memory is what a node's pods request.
-A replayed pod placed at s uses, from s plus its real start-up delay, what it really used
-step by step, for as long as it ran; in the `real` run every pod goes where and when it
-went, so node CPU is as measured: the "as it happened" row.
+Each tick boundary runs in the simulation's order (extender.simulation.run), then the tick's
+events: departures, pods keeping their node, arrivals. A replayed pod uses, from its bind
+plus its real start-up delay, what it really used step by step; in the `real` run every pod
+goes where and when it went: the "as it happened" row.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ TEMPLATE_HASH = "replayed"
 
 
 def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) -> ReplayPod:
-    """The pod its ReplicaSet creates at `at` once `pod` is evicted `done` steps into its
-    use: it uses the rest of what `pod` would have."""
+    """The pod its ReplicaSet creates at `at`, `pod` evicted `done` steps into its use."""
     rest = pod.usage[done:]
     return replace(
         pod,
@@ -68,8 +65,7 @@ def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) 
 
 
 def spec_of(pod: ReplayPod, start: float) -> PodSpec:
-    """The pod as the simulation's schedulers take it (a Deployment's pods carry their
-    workload, the namespace joined to its name; others are bare)."""
+    """The pod as the simulation's schedulers take it (a Deployment's: `namespace.name`)."""
     workload = ""
     if pod.workload is not None and pod.workload.startswith("deployment "):
         workload = pod.workload.removeprefix("deployment ").replace("/", ".")
@@ -143,8 +139,7 @@ class Replay(Cluster):
             cache.remove(spec.cpu_milli, spec.memory, spec.replicaset)
 
     def observe_and_record(self, r: int, elapsed: int) -> None:
-        """The step holding r - tick ran `elapsed` seconds since the pipeline last looked;
-        at a step's end it is recorded."""
+        """The step holding r - tick ran `elapsed` s since the last look; recorded at its end."""
         k = (r - self.tick) // self.step
         demand = [(bg[k] + load[k]) * inverse for bg, load, inverse in self._columns]
         cpu = [min(1.0, d) for d in demand]

@@ -1,11 +1,7 @@
 """The facts a replay needs, folded chunk by chunk from range-query answers. Pure.
 
-Each answer is read once and dropped; what stays is compact: float32 per node and step for
-node CPU and per replayed pod and step for its use (fine series, at the grid's step), a
-few numbers per pod from the window series (`max_over_time(...[W])` every W) of
-kube-state-metrics. Their values carry exact times, so a coarse window loses only when a
-pod's series ends: kube_pod_info is counted per window, its samples in the last one
-telling how long into it the pod was there.
+Each answer is read once and dropped: what stays is float32 per node and step (node CPU)
+and per replayed pod and step (its use), and a few numbers per pod from the window series.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ from extender.replay.model import Grid
 Labels = Mapping[str, str]
 NAN = math.nan
 
-# Tolerations the API server's admission adds to every pod (DefaultTolerationSeconds):
-# they say nothing about where a pod may go.
+# DefaultTolerationSeconds admission adds these to every pod: they tell nothing.
 DEFAULT_TOLERATIONS = frozenset(
     {"node.kubernetes.io/not-ready:NoExecute", "node.kubernetes.io/unreachable:NoExecute"}
 )
@@ -31,7 +26,7 @@ TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 def samples(series: Mapping[str, Any]) -> Iterable[tuple[float, float]]:
-    """(time, value) of one series of a matrix, non-numbers and NaN/Inf left out."""
+    """(time, value) of one series of a matrix, finite numbers only."""
     values = series.get("values")
     if not isinstance(values, list):
         return
@@ -88,7 +83,6 @@ class NodeFacts:
     memory: int = 0
     max_pods: int = 110
     cpu: Trace | None = None
-    """Utilisation 0..1 per step, as the policy's CPU query answers."""
     taints: set[str] = field(default_factory=set)
 
 
@@ -100,18 +94,17 @@ class PodFacts:
     nodes: dict[str, float] = field(default_factory=dict)
     """node -> the first window it was seen bound there."""
     first_seen: float = math.inf
-    """Window bounds of any kube_pod_info series: (first - W, last]."""
     last_seen: float = -math.inf
     tail: tuple[float, float] | None = None
-    """(the last window its kube_pod_info series with a node was seen in, its samples
-    there): where its end falls when no time says it."""
+    """(the last window kube_pod_info saw it bound, its samples there): when no time says
+    where its end falls."""
     created: float | None = None
     started: float | None = None
     scheduled: float | None = None
     completed: float | None = None
     deleted: float | None = None
     cpu: float = 0.0
-    """Cores requested (summed over containers; the highest seen)."""
+    """Cores requested (summed over containers, the highest seen)."""
     memory: float = 0.0
     created_by: str = ""
     workload: str | None = None
@@ -122,7 +115,6 @@ class PodFacts:
 
     @property
     def node(self) -> str | None:
-        """The first node it was seen bound to."""
         return min(self.nodes, key=lambda n: self.nodes[n]) if self.nodes else None
 
 
@@ -132,19 +124,15 @@ class Facts:
     def __init__(self, grid: Grid, window: float, scrape: float = 30.0) -> None:
         self.grid = grid
         self.window = window
-        self.scrape = scrape
-        """kube-state-metrics' scrape interval: what a kube_pod_info sample spans."""
+        self.scrape = scrape  # what a kube_pod_info sample spans
         self.nodes: dict[str, NodeFacts] = {}
         self.pods: dict[tuple[str, str, str], PodFacts] = {}
         self._by_name: dict[tuple[str, str], list[PodFacts]] = {}
         self.usage: dict[tuple[str, str], Trace] = {}
-        """(namespace, pod) -> its measured use in cores."""
         self.seen: set[str] = set()
-        self.ips: dict[str, str] = {}
-        """InternalIP -> node, for CPU queries naming nodes by `instance`."""
+        self.ips: dict[str, str] = {}  # InternalIP -> node, for prometheus.nodeLabel: instance
         self.keys = KeyLabels()  # the labels telling series apart: had, or lacked
-        self.unnamed: Labels | None = None
-        """The labels of the first node CPU series that named no node."""
+        self.unnamed: Labels | None = None  # the first node CPU series naming no node
 
     # --- keys
     def node(self, name: str) -> NodeFacts:
@@ -170,7 +158,7 @@ class Facts:
 
     # --- window inputs
     def fold(self, key: str, result: list[Any]) -> None:
-        """One window answer into the facts, by its input's key (queries.Input.key)."""
+        """One window answer, by its input's key (queries.Input.key)."""
         for series in result:
             labels = labels_of(series)
             self.keys.note(key, labels)
@@ -296,8 +284,7 @@ def fold_trace(
     keep_highest: bool,
     floor: float = -math.inf,
 ) -> bool:
-    """A series' samples into `trace` at their steps (the hot loop of a week's fetch);
-    True when any landed."""
+    """A series' samples into `trace` at their steps (a week's hot loop); True if any landed."""
     values = series.get("values")
     if not isinstance(values, list):
         return False

@@ -1,8 +1,5 @@
-"""Is the kube-scheduler model faithful on this history? Its row against what happened.
-
-If the model's figures are more than FAR apart from the real row, something shaped the
-real placements that the models leave out (affinity, topology spread, taints): the
-tolerations and taints kube-state-metrics exports are named.
+"""Is the kube-scheduler model faithful on this history? Beyond FAR from the real row,
+something the models leave out shaped the real placements: its traces are named.
 """
 
 from __future__ import annotations
@@ -13,8 +10,7 @@ from extender.replay.model import History, Role
 from extender.simulation.run import RunResult
 
 FAR = 0.25
-NAMED = 5
-"""Pods or nodes named per line."""
+NAMED = 5  # pods or nodes named per line
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +19,8 @@ class Fidelity:
     differences: dict[str, float]
     """Metrics field -> |model - real| / max(real, a floor)."""
     same_node: float
-    """Share of replayed pods the model put on their real node."""
     far: bool
     why: tuple[str, ...]
-    """When far: what the models leave out, and who carries it."""
 
 
 def measured_node_minutes(history: History) -> float:

@@ -1,9 +1,6 @@
-"""The labels a replay tells series apart by, and which of them the folded series lacked.
-
-A series without one is folded into the wrong thing: without `uid` (kube-state-metrics
-before v2.1 has it on kube_pod_info only, kubernetes/kube-state-metrics#1304) one pod
-becomes two; kube_pod_info without `node` makes every pod look Pending. The collector
-names each lacking label before anything is replayed. Pure.
+"""The labels a replay tells series apart by, and which the folded series lacked (without
+`uid`, kube-state-metrics before v2.1, kubernetes/kube-state-metrics#1304, one pod becomes
+two). Pure.
 """
 
 from __future__ import annotations
@@ -42,8 +39,8 @@ class KeyLabels:
         self.had.setdefault("pod_info", set()).add("node")
 
     def lacking(self) -> list[tuple[str, str, bool]]:
-        """(input key, label, on every series) for each label some series lacked, and
-        kube_pod_info's `node` when none of its series had one."""
+        """(input key, label, on every series) of each label lacked; `node` when no
+        kube_pod_info series had one."""
         out = [
             (key, label, label not in self.had.get(key, set()))
             for key, labels in KEYS.items()

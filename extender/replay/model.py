@@ -1,8 +1,5 @@
-"""What a replay replays: the time grid, the nodes with their background, the pods.
-
-Step k covers [start + k*step, start + (k+1)*step) and holds the value a range query
-answered at its start. The grid begins a lead-in before the measured range so the
-pipeline is warm; pods arriving in the lead-in keep their real node.
+"""What a replay replays: the time grid (a lead-in, then the measured range), nodes with
+their background, pods. Step k covers [start + k*step, start + (k+1)*step).
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from enum import StrEnum
 @dataclass(frozen=True, slots=True)
 class Grid:
     start: float
-    """Unix seconds of step 0 (the lead-in's start)."""
     step: float
     steps: int
     measured_from: int
@@ -45,13 +41,11 @@ class Grid:
 
 class Role(StrEnum):
     REPLAYED = "replayed"
-    """Placed again by each scheduler model, at its arrival."""
     EARLIER = "arrived before the range"
     OTHER_SCHEDULER = "another scheduler's"
     PINNED = "pinned to its node"
     OUTSIDE = "outside the namespaces replayed"
     NEVER_RAN = "never ran"
-    """Pending throughout: stays Pending in every row."""
 
 
 @dataclass(slots=True)
@@ -62,13 +56,10 @@ class ReplayNode:
     """Allocatable bytes (0: unknown, left out of the scores as upstream does)."""
     max_pods: int
     first: int
-    """The first and last steps it has a CPU value."""
     last: int
     background: array[float]
-    """Cores busy per step with what no scheduler replays: its CPU less the replayed pods'
-    use (0 outside [first, last])."""
+    """Cores busy per step with what no scheduler replays (0 outside [first, last])."""
     taints: tuple[str, ...] = ()
-    """`key:effect` of its NoSchedule/NoExecute taints (named in warnings only)."""
 
 
 @dataclass(slots=True)
@@ -82,21 +73,17 @@ class ReplayPod:
     node: str | None
     """Where it really ran (None: never)."""
     arrival: float
-    """Its creation."""
     bound: float
-    """When really bound (its scheduled time, else its start)."""
     start: float
-    """When its measured use began (its start time)."""
+    """When its measured use began."""
     end: float
-    """When it really ended (the grid's end if still running)."""
     cpu_milli: int
     memory: int
     usage: array[float] = field(default_factory=lambda: array("f"))
-    """Cores used per step from the step holding `start` on, gaps filled (replayed pods)."""
+    """Cores used per step from the step holding `start` on (replayed pods)."""
     workload: str | None = None
     """`kind namespace/name` of its owner, from the stock owner rule."""
     tolerations: tuple[str, ...] = ()
-    """`key:effect` of tolerations beyond the defaults."""
 
     @property
     def key(self) -> str:
@@ -104,7 +91,6 @@ class ReplayPod:
 
     @property
     def startup(self) -> float:
-        """Seconds from its bind to its use beginning (image pulls, init containers)."""
         return max(0.0, self.start - self.bound)
 
     @property
@@ -122,4 +108,3 @@ class History:
     nodes: dict[str, ReplayNode]
     pods: list[ReplayPod]
     notes: list[str] = field(default_factory=list)
-    """What the reconstruction noticed (gaps filled, values clamped, inputs missing)."""

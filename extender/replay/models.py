@@ -1,9 +1,5 @@
-"""The scheduler models a replay runs: the simulation's profiles (extender.simulation.
-profiles), plus `as-it-happened` (the real placements: driver.replay with no model).
-
-The driver writes each model's node cache (NodeRequests) itself: a replayed cluster has
-fractional allocatable CPU, nodes that leave, and pods of other schedulers whose requests
-kube-scheduler counts (see docs/replay.md, "Limits").
+"""The scheduler models a replay runs: the simulation's profiles, plus `as-it-happened`
+(driver.replay with no model). The driver writes their node caches (docs/replay.md, "Limits").
 """
 
 from __future__ import annotations
@@ -27,12 +23,10 @@ REAL = "as-it-happened"
 KUBE_SCHEDULER = profiles.KUBE_SCHEDULER
 DECICE = profiles.DECICE
 SCHEDULERS: tuple[str, ...] = profiles.SCHEDULERS
-"""The models, in report order (the real placements come before them)."""
 
 
 def node_spec(node: ReplayNode) -> NodeSpec:
-    """The node as the simulation's agents read it; its allocatable CPU stays fractional
-    (NodeSpec says int, every reader takes a number)."""
+    """The node as the simulation's agents read it, its CPU fractional (every reader copes)."""
     return NodeSpec(node.name, cast(int, node.cores), node.memory)
 
 
@@ -65,17 +59,14 @@ class DeferredExtender(OurExtender):
 @dataclass(frozen=True, slots=True)
 class Options:
     seed: int = 1
-    """Tie-break RNGs (`select-host:<seed>`, as the simulation's)."""
     max_hosts: int | None = None
     weight: int = DEFAULT_WEIGHT
     cpu_metric: str = "cpu"
     refresh: int = 15
-    """Our refresher's interval (the policy's prometheus.interval)."""
 
 
 def build(name: str, settings: Settings, options: Options, defer: bool = True) -> KubeScheduler:
-    """A fresh model of that name for one run, as the simulation's profile builds it; its
-    extender, if any, defers its installs (`defer`)."""
+    """A fresh model for one run, as the simulation builds it; `defer`: DeferredExtender."""
     policy = with_max_hosts(settings, options.max_hosts)
     scheduler = profiles.build(
         name, options.seed, policy, options.weight, options.cpu_metric, options.refresh

@@ -1,9 +1,5 @@
-"""The PromQL a replay asks, and which kube-prometheus-stack setting records each series.
-
-Window queries (`max_over_time(...[W])` every W) read kube-state-metrics; fine queries,
-at the grid's step, read node CPU (the policy's query) and pods' use (the stock rule).
-Names and expressions: kube-state-metrics' docs/metrics/workload/pod-metrics.md and
-node-metrics.md, kubernetes-mixin's rules/apps.libsonnet, node-mixin.
+"""The PromQL a replay asks, and which kube-prometheus-stack setting records each series
+(kube-state-metrics' docs/metrics/workload/pod-metrics.md, kubernetes-mixin's rules).
 """
 
 from __future__ import annotations
@@ -51,7 +47,6 @@ PURPOSES = {
 class Input:
     key: str
     series: str
-    """The series named when it is missing."""
     promql: str
     required: bool
 
@@ -83,12 +78,11 @@ WINDOW_INPUTS = (
 
 
 def window_inputs(window: str, node_ips: bool) -> list[Input]:
-    """What kube-state-metrics says, as `max_over_time(...[window])`: of every pod, since
-    kube-scheduler counts the requests of pods in namespaces the replay leaves alone."""
+    """kube-state-metrics' series as `max_over_time(...[window])`, of every pod: kube-scheduler
+    counts the requests of pods in namespaces the replay leaves alone."""
     pod = "namespace, pod, uid"
     special = {
-        # Its samples per window, not its value (always 1): in the window its series
-        # ends, how long into it the pod was still there (facts.PodFacts.tail).
+        # Samples per window (its value is 1): when in its last window the pod ended.
         "pod_info": f"max by ({pod}, node, created_by_kind) "
         f"(count_over_time(kube_pod_info[{window}]))",
         "requests": f"sum by ({pod}, resource) (max_over_time("

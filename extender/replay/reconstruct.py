@@ -1,14 +1,10 @@
 """Facts into a History: arrivals, requests, each pod's use from its start, each node's
-background. Pure.
+background (its CPU less the replayed pods' use, clamped at 0). Pure.
 
 A pod arrives at kube_pod_created, is bound at its scheduled time (else its start), uses
-CPU from kube_pod_start_time and ends at its completion or deletion, else where its
-kube_pod_info series ends (to within a scrape: its samples in the last window it was
-seen). Its use is the stock per-container rule summed per pod; its first steps take the
-first value, gaps the last. A node's background is its CPU less the replayed pods' use,
-clamped at 0 (and counted). Pods move (Role.REPLAYED) when created in the measured range,
-bound, by a scheduler of `schedulers`, neither DaemonSet, static nor with a
-nodeSelector, in `namespaces` (all if none).
+CPU from its start time and ends at its completion or deletion, else where its
+kube_pod_info series ends. Pods are replayed (Role.REPLAYED) when created in the measured
+range, bound, by a scheduler of `schedulers`, not pinned, in `namespaces` (all if none).
 """
 
 from __future__ import annotations
@@ -23,18 +19,17 @@ from extender.replay.model import Grid, History, ReplayNode, ReplayPod, Role
 
 DEFAULT_SCHEDULER = "default-scheduler"
 NON_ZERO_CPU, NON_ZERO_MEMORY = 100, 200 * 1024 * 1024
-"""kube-scheduler's stand-in requests for a container requesting nothing
-(pkg/scheduler/util/pod_resources.go)."""
+"""kubernetes pkg/scheduler/util/pod_resources.go: requests for a pod asking nothing."""
 PINNED_KINDS = {"daemonset": "DaemonSet", "staticpod": "static pod"}
 PINNED_CREATORS = {"DaemonSet": "DaemonSet", "Node": "static pod"}
 
 
 @dataclass(frozen=True, slots=True)
 class Selection:
+    """Pods outside its namespaces (empty: all) or of other schedulers keep their node."""
+
     namespaces: frozenset[str] = frozenset()
-    """Pods outside these keep their node; empty: every namespace."""
     schedulers: frozenset[str] = field(default_factory=lambda: frozenset({DEFAULT_SCHEDULER}))
-    """Pods of other schedulers keep their node."""
 
 
 def reconstruct(facts: Facts, selection: Selection) -> History:
@@ -170,7 +165,6 @@ def _pod(f: PodFacts, facts: Facts, selection: Selection, notes: list[str]) -> R
 
 
 def use_step(pod: ReplayPod, grid: Grid) -> int:
-    """The step its measured use (`usage[0]`) belongs to."""
     return max(0, grid.index(pod.start))
 
 

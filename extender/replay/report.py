@@ -1,6 +1,4 @@
-"""Runs into the replay's report: the simulation's table, one column per scheduler, the
-real placements first; the JSON in `simulate --json`'s shape (one scenario, "replay").
-"""
+"""The replay's report: the simulation's table, real placements first; the JSON simulate's."""
 
 from __future__ import annotations
 

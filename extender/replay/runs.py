@@ -1,7 +1,5 @@
-"""Every row of a replay: the real placements and each scheduler model, on `jobs` cores.
-
-The runs share nothing but the History, which they only read: forked workers inherit it
-(its arrays are never written, so the pages stay shared), the longest runs first.
+"""Every row of a replay on `jobs` cores, longest first: forked workers share the History
+(only read, so its pages stay shared).
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from extender.simulation.experiment import fork_map
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import RunResult
 
-LONGEST_FIRST = (*SCHEDULERS[1:], SCHEDULERS[0], REAL)
-"""Ours and the peers read metrics each tick: they take longest."""
+LONGEST_FIRST = (*SCHEDULERS[1:], SCHEDULERS[0], REAL)  # ours and the peers read metrics
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,5 @@
-"""How much memory a replay will take, known before its large queries are asked: after
-the window queries the nodes, steps and replayed pods' lifetimes are known. The figures
-per item are what the arrays hold plus a margin; tests/benchmarks/test_replay_quick.py
-holds the estimate above what was taken.
+"""How much memory a replay will take, known after the window queries (nodes, steps, pods'
+lifetimes); tests/benchmarks/test_replay_quick.py holds the estimate above what is taken.
 """
 
 from __future__ import annotations
@@ -10,13 +8,10 @@ from dataclasses import dataclass
 
 from extender.replay.problems import TooLarge, gib, too_large
 
-NODE_STEP = 4 + 8
-"""Its CPU trace and its background."""
+NODE_STEP = 4 + 8  # its CPU trace and its background
 RUN_NODE_STEP = 80
-"""Per node and step, each run at once: its load, the recorder's, the ledger's, and
-what the models keep besides (measured: tests/benchmarks/replay.py)."""
-POD_STEP = 4 + 4
-"""The fetched trace and its filled copy."""
+"""Per node and step, each run at once (measured: tests/benchmarks/replay.py)."""
+POD_STEP = 4 + 4  # the fetched trace and its filled copy
 STEP = 400
 POD = 3000
 SAMPLE = 200

@@ -1,20 +1,10 @@
 """Node CPU as the shipped policy sees it: scraped, averaged over a window, then polled.
 
-The lag is why the herd guard exists and why a burst can overshoot, so it is modelled:
-
-1. node-exporter's CPU counters (the integral of capped utilisation) are scraped every
-   `scrape_interval`.
-2. The rule `instance:node_cpu_utilisation:rate5m` is evaluated every `rule_interval`
-   over `rate_window` as PromQL's rate() computes (promql/functions.go, extrapolatedRate):
-   the increase between the first and last samples in the window over the time between
-   them, scaled by (that time + the gaps to the window's edges) / window, a gap over 1.1
-   intervals counting half an interval. A series that began inside the window is diluted
-   (`extrapolated_share`); a node needs two samples to have a value.
-3. Our refresher reads the latest evaluation every `refresh_interval`, and ("rises fast,
-   falls slow") a raw rate over `fast_window`, taking the larger of the two.
-
-The rule's answers are kept `history_window` for load-watcher (peers.loadwatcher). All
-clocks are aligned at 0, so the lag modelled is the least a real cluster shows.
+The lag is why the herd guard exists, so it is modelled: node-exporter's counters are
+scraped every `scrape_interval`; the rule `instance:node_cpu_utilisation:rate5m` is
+evaluated every `rule_interval` as PromQL's rate() computes (promql/functions.go,
+extrapolatedRate); our refresher reads it every `refresh_interval`, taking the larger of
+it and a raw rate over `fast_window`. Clocks align at 0: the least lag a cluster shows.
 """
 
 from __future__ import annotations
@@ -33,8 +23,7 @@ class Pipeline:
     refresh_interval: int = 15
     fast_window: int = 60
     """0: the recorded rule alone."""
-    history_window: int = 900
-    """load-watcher's 15-minute window."""
+    history_window: int = 900  # load-watcher's 15-minute window
 
     def __post_init__(self) -> None:
         for name in ("scrape_interval", "rate_window", "rule_interval", "refresh_interval"):
@@ -70,9 +59,9 @@ Evaluation = tuple[float, float, float]
 def extrapolated_share(
     first: float, last: float, at: float, window: float, samples: int, zero_at: float | None = None
 ) -> float:
-    """What PromQL's rate() over `window` at `at` shows of a counter's rate between its first
-    and last samples (`samples` of them): counted as in the module's docstring; a counter
-    that started from 0 at `zero_at` is not extrapolated before then."""
+    """The share of a counter's rate between its first and last samples that rate() over
+    `window` shows: gaps to the window's edges count, half an interval past 1.1 of one,
+    never back before `zero_at` (a counter starting from 0)."""
     sampled = last - first
     average = sampled / (samples - 1)
     to_start, to_end = first - (at - window), at - last
@@ -89,7 +78,6 @@ class MetricPipeline:
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         self._since_scrape: dict[str, float] = {}
-        """node -> utilisation x seconds since its last scrape."""
         self._elapsed: dict[str, float] = {}
         self._intervals: dict[str, deque[float]] = {}
         """node -> mean utilisation of each scrape interval in the window, oldest first."""
@@ -104,7 +92,6 @@ class MetricPipeline:
         self._evaluations = pipeline.history_window // pipeline.rule_interval
 
     def observe(self, node: str, utilisation: float, seconds: float) -> None:
-        """The node ran at `utilisation` for `seconds` (counted from its first scrape on)."""
         if node in self._intervals:
             self._since_scrape[node] += utilisation * seconds
             self._elapsed[node] += seconds
@@ -115,7 +102,7 @@ class MetricPipeline:
         memory: Mapping[str, float] | None = None,
         at: float | None = None,
     ) -> None:
-        """A scrape at `at` (by default one interval after the previous one, the first at 0)."""
+        """A scrape at `at` (by default an interval after the previous one)."""
         if at is None:
             at = self._next_scrape
         self._next_scrape = at + self.pipeline.scrape_interval
@@ -138,8 +125,7 @@ class MetricPipeline:
             self._first[node] = -math.inf
 
     def _rate(self, node: str, window: float, at: float) -> tuple[float, float] | None:
-        """(mean utilisation between the first and last samples in the window,
-        extrapolated_share), or None with fewer than two samples."""
+        """(mean utilisation between the window's first and last samples, its share)."""
         intervals = self._intervals.get(node)
         if intervals is None:
             return None
@@ -157,8 +143,7 @@ class MetricPipeline:
         return mean, extrapolated_share(last - (samples - 1) * scrape, last, at, window, samples)
 
     def evaluate(self, now: float) -> None:
-        """The recording rules: utilisation (1 - the idle rate) for us, the busy rate for
-        load-watcher's history."""
+        """The rules: utilisation (1 - the idle rate) for us, the busy rate for load-watcher."""
         window = self.pipeline.rate_window
         evaluated = {}
         for node in self._intervals:
@@ -178,7 +163,6 @@ class MetricPipeline:
         return self._evaluated
 
     def fast(self, at: float) -> dict[str, float]:
-        """The raw rate over `fast_window` at `at`: each node's 1 - its idle rate."""
         window = self.pipeline.fast_window
         out: dict[str, float] = {}
         if not window:
