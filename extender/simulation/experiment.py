@@ -1,7 +1,5 @@
-"""Scenarios x seeds x schedulers: the whole comparison.
-
-Every scheduler of one (scenario, seed) sees the same scenario; each has its own
-tie-breaking RNG and a fresh engine, so no luck or state leaks between runs.
+"""Scenarios x seeds x schedulers: the whole comparison. Each scheduler of one scenario and
+seed gets its own tie-breaking RNG and a fresh engine: no luck or state leaks between runs.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ class Plan:
     """prioritize.maxHosts for our extender; None keeps the policy's."""
     weight: int = DEFAULT_WEIGHT
     cpu_metric: str = "cpu"
-    """The policy's metric that gets node CPU utilisation."""
     schedulers: tuple[str, ...] = SCHEDULERS
 
     def __post_init__(self) -> None:
@@ -107,8 +104,7 @@ K = TypeVar("K", bound=Hashable)
 P = TypeVar("P")
 R = TypeVar("R")
 
-_inherited: Any = None
-"""What forked workers inherit (set before the pool forks): fork_map's payload."""
+_inherited: Any = None  # fork_map's payload, set before the pool forks
 
 
 def _call(task: Callable[[K, Any], R], key: K) -> R:
@@ -122,9 +118,8 @@ def fork_map(
     jobs: int,
     finished: Callable[[K, R], None] = lambda key, result: None,
 ) -> dict[K, R]:
-    """key -> task(key, payload), in `keys`' order. With `jobs` > 1 the calls run in forked
-    processes, started in `keys`' order, which inherit `payload` (never pickled; `task`
-    must be module-level); `finished` hears of each as it ends."""
+    """key -> task(key, payload), in `keys`' order; with `jobs` > 1 in forked processes that
+    inherit `payload` (never pickled); `finished` hears of each as it ends."""
     done: dict[K, R] = {}
     if jobs <= 1:
         for key in keys:

@@ -1,9 +1,7 @@
 """kube-scheduler's framework in the simulation: plugins, what they are fed, the defaults.
 
-A scheduler is a profile (scheduler.py): filter plugins, weighted score plugins, at most one
-extender. At each tick every plugin is told what the cluster's agents measured (`Feeds`)
-and reads what it really reads on its own clock; it hears of every pod bound and gone, as
-its informer would. The default scores that differ between nodes are here (upstream.py).
+At each tick every plugin reads what the cluster's agents measured (`Feeds`) on its own
+clock, and hears of every pod bound and gone, as its informer would.
 """
 
 from __future__ import annotations
@@ -26,22 +24,18 @@ from extender.simulation.workload import NodeSpec, PodSpec
 
 @dataclass(frozen=True, slots=True)
 class Feeds:
-    """What the cluster's agents have measured so far; each plugin reads its own."""
-
     prometheus: MetricPipeline
     ledger: NodeLedger
     meter: PodMeter
     nodes: Mapping[str, NodeSpec]
-    """The nodes that have joined."""
     memory: Mapping[str, float]
-    """node -> memory utilisation now."""
 
 
 class Plugin:
     """A framework plugin: a filter, a score, or both; the base does nothing."""
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
-        """A tick boundary at `t` seconds into the run (`now` on the engine's clock)."""
+        """A tick boundary, `t` seconds into the run (`now` on the engine's clock)."""
 
     def take_predictions(self) -> Mapping[str, tuple[float, float]]:
         """node -> (mean, spread) of a peak predictor, new since asked last."""
@@ -55,15 +49,15 @@ class Plugin:
         return None
 
     def bound(self, pod: PodSpec, node: str, now: float) -> None:
-        """The pod was bound to `node` (Reserve, or the informer)."""
+        """Reserve, or the informer seeing it bound."""
 
     def released(self, pod: PodSpec, node: str, now: float) -> None:
         """The pod is gone from `node`."""
 
 
 class RequestScores(Plugin):
-    """NodeResourcesFit's LeastAllocated score and BalancedAllocation, weighted: both read
-    only requests, so a node's sum is cached per pod shape until the node changes."""
+    """NodeResourcesFit's LeastAllocated and BalancedAllocation, weighted: from requests
+    only, so cached per pod shape until the node changes."""
 
     def __init__(self, fit: int = FIT_WEIGHT, balanced: int = BALANCED_WEIGHT) -> None:
         self.fit = fit

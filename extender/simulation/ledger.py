@@ -1,10 +1,6 @@
-"""What ran where, tick by tick: the record every measuring agent reads.
-
-Prometheus scrapes cAdvisor's per-pod counters (a pod's series starts with the pod: its
-`irate` is its real use from two samples on, its 5-minute `rate` is diluted until the
-series covers the window); koordlet averages over its own window (peers.koordlet). Both
-read this record, so they differ only in windows and lags. A node short of CPU serves
-everyone on it in proportion. Per node, running sums make any window's mean two lookups.
+"""What ran where, tick by tick: the record every measuring agent (Prometheus' per-pod
+rules, koordlet) reads, so they differ only in windows and lags. A node short of CPU
+serves everyone on it in proportion; running sums make any window's mean two lookups.
 """
 
 from __future__ import annotations
@@ -16,8 +12,7 @@ from dataclasses import dataclass
 from extender.simulation.prometheus import extrapolated_share
 from extender.simulation.workload import PodSpec
 
-POD_WINDOW = 300
-"""The range of the stock per-pod CPU rules (kubernetes-mixin: `[5m]`)."""
+POD_WINDOW = 300  # the stock per-pod CPU rules' `[5m]` (kubernetes-mixin)
 
 
 class NodeLedger:
@@ -29,7 +24,6 @@ class NodeLedger:
         self._memory: dict[str, array[float]] = {}
 
     def record(self, index: int, node: str, demand: float, memory: float) -> None:
-        """Tick `index` (covering [index * tick, (index + 1) * tick)) of `node`."""
         cpu = self._cpu.get(node)
         if cpu is None:
             self._first[node] = index
@@ -94,14 +88,12 @@ class PodMeter:
             del self.on_node[entry.node][pod.uid]
 
     def _use(self, entry: Running, start: float, end: float) -> float | None:
-        """Its use over [start, end) in cores: its own times its node's served share."""
         tick = self.ledger.tick
         served = self.ledger.served(entry.node, math.floor(start / tick), math.ceil(end / tick))
         return None if served is None else entry.pod.usage * served
 
     def _samples(self, entry: Running, t: float) -> tuple[float, float, int] | None:
-        """(first, last, count) of its samples in (t - window, t]: cAdvisor's series begins at
-        the first scrape after the container started."""
+        """(first, last, count) of its cAdvisor samples in (t - window, t]."""
         scrape = self.scrape
         first = max(
             math.floor(entry.start / scrape) + 1, math.floor((t - self.window) / scrape) + 1
@@ -112,8 +104,7 @@ class PodMeter:
         return first * scrape, last * scrape, last - first + 1
 
     def rate(self, entry: Running, t: float) -> float | None:
-        """What the stock rule `...:sum_rate5m` says of the pod at `t`: rate() over 5 minutes,
-        so a younger pod shows only the share its series covers. None before two samples."""
+        """The stock `...:sum_rate5m` at `t`: a young pod shows the share its series covers."""
         samples = self._samples(entry, t)
         if samples is None:
             return None
@@ -124,7 +115,7 @@ class PodMeter:
         return use * extrapolated_share(first, last, t, self.window, count, entry.start)
 
     def irate(self, entry: Running, t: float) -> float | None:
-        """What `...:sum_irate` says at `t`: its real use as soon as it has two samples."""
+        """The stock `...:sum_irate` at `t`: its real use from two samples on."""
         samples = self._samples(entry, t)
         if samples is None:
             return None
@@ -132,8 +123,7 @@ class PodMeter:
         return self._use(entry, last - self.scrape, last)
 
     def average(self, entry: Running, t: float, window: float) -> float | None:
-        """Its mean use over [t - window, t] (koordlet samples every second); None when it
-        started at `t`."""
+        """Its mean use over [t - window, t] (koordlet samples every second)."""
         start = max(entry.start, t - window)
         if t - start < 1.0:
             return None

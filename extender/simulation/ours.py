@@ -1,10 +1,6 @@
-"""Our extender as kube-scheduler reaches it: the real engine, through the wire format.
-
-The simulation judges the code that serves: the body kube-scheduler sends (`Pod` and
-`NodeNames`, the pod as its ReplicaSet made it) is parsed by `decisions.wire`, decided by
-`decisions.engine.Engine`, encoded, and read back as the scheduler reads it. Only the
-values' source differs: in place of the refresher, the simulation installs what it would
-fetch (prometheus.MetricPipeline.metric; usagefeed on `herdGuard.usageInterval`).
+"""Our extender as kube-scheduler reaches it: the body it sends is parsed by decisions.wire,
+decided by the real Engine, encoded and read back. Only the values' source differs: the
+simulation installs what the refresher would fetch (MetricPipeline.metric, usagefeed).
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ class OurExtender:
         self.metrics = tuple(m.name for m in settings.fetched_metrics)
         self.cpu_metric = cpu_metric
         self.engine = Engine(settings, Snapshot.empty(self.metrics), now)
-        self.filters = settings.filters_anything
-        """The scheduler config has a filterVerb only when the policy can reject a node."""
+        self.filters = settings.filters_anything  # a filterVerb only if it can reject
         self.scheduler_name = sorted(settings.scheduler_names)[0]
         self._source = "bind" if settings.bind.enabled else "watch"
         self._generation = 0
@@ -69,8 +64,7 @@ class OurExtender:
         now: float,
         usage: UsageTable = EMPTY,
     ) -> None:
-        """A refresh: node CPU for the CPU metric and the pods' measured use; other metrics
-        answer no node, so their `onMissing` decides."""
+        """A refresh: node CPU and the pods' use; other metrics' `onMissing` decides."""
         self._predict(cpu, now)
         self.engine.set_node_cores(dict(cores))
         self.engine.install(self.snapshot_of(cpu, now, usage), None, now)
@@ -87,8 +81,7 @@ class OurExtender:
         """Before the tables are read (a decision, the rebalancer); a replay defers installs."""
 
     def _predict(self, cpu: Mapping[str, float], now: float) -> None:
-        """Each node's predicted peak and spread (peaks.py), with the herd guard's load, for
-        PeakCalibration whether or not the policy filters by it."""
+        """Each node's predicted peak and spread (peaks.py), for PeakCalibration."""
         ledger = self.engine.guard.ledger
         load, margins = ledger.load, ledger.margins
         predicted = {n: v + load.get(n, 0.0) - margins.get(n, 0.0) for n, v in cpu.items()}
@@ -102,8 +95,7 @@ class OurExtender:
         return out
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
-        """The refresher's two loops: node CPU every `prometheus.interval`, the pods' use every
-        `herdGuard.usageInterval`."""
+        """The refresher's two loops: node CPU, then the pods' use, each on its interval."""
         if t % self.refresh_interval == 0:
             self.install(
                 feeds.prometheus.metric(t), self._cores(feeds), now, self.engine.snapshot.usage
@@ -117,7 +109,6 @@ class OurExtender:
         return {name: float(n.cores) for name, n in feeds.nodes.items()}
 
     def _pod(self, pod: PodSpec) -> bytes:
-        """The v1.Pod kube-scheduler sends, serialised once per pod."""
         doc = self._pods.get(pod.uid)
         if doc is None:
             doc = orjson.dumps(pod_document(pod, self.scheduler_name))
@@ -140,12 +131,11 @@ class OurExtender:
         return {h["Host"]: h["Score"] for h in answer}
 
     def bound(self, pod: PodSpec, node: str, now: float) -> None:
-        """Our bind went through: the herd guard counts the pod."""
         self.engine.pods.placed(pod.uid, node)
         self.engine.reserve(pod.uid, node, pod.cores, now, self._source)
 
     def released(self, pod: PodSpec, node: str, now: float) -> None:
-        """The pod watch saw the pod go: its reservation is freed, its node credited."""
+        """The pod watch saw it go: its reservation is freed."""
         meta = orjson.loads(self._pod(pod))["metadata"]
         facts = PodFacts(
             pod.uid,

@@ -1,14 +1,7 @@
-"""The five schedulers compared, each a kube-scheduler profile (framework.py, scheduler.py).
-
-- kube-scheduler: the default profile alone (upstream.py);
-- decice: the same plus this extender through the real engine (ours.py);
-- trimaran-targetloadpacking: Fit's and BalancedAllocation's scores off, TargetLoadPacking
-  at weight 1 (peers/trimaran.py);
-- trimaran-loadvariationriskbalancing: the defaults plus LoadVariationRiskBalancing at 1;
-- koordinator-loadaware: the defaults plus LoadAwareScheduling's filter and score at 1
-  (peers/koordinator.py).
-
-Each gets its own tie-breaking RNG seeded `select-host:<seed>`: none borrows another's luck.
+"""The five schedulers compared, each a kube-scheduler profile: kube-scheduler's defaults;
+decice (the same plus our extender); trimaran-targetloadpacking (Fit's and
+BalancedAllocation's scores off); trimaran-loadvariationriskbalancing and
+koordinator-loadaware (the defaults plus the plugin at 1). Each its own tie-break RNG.
 """
 
 from __future__ import annotations
@@ -31,14 +24,13 @@ LVRB = "trimaran-loadvariationriskbalancing"
 KOORDINATOR = "koordinator-loadaware"
 PEERS = (TLP, LVRB, KOORDINATOR)
 SCHEDULERS = (KUBE_SCHEDULER, DECICE, *PEERS)
-SHORT = {
+SHORT = {  # the table's column headings
     KUBE_SCHEDULER: "kube-scheduler",
     DECICE: "decice",
     TLP: "trimaran-tlp",
     LVRB: "trimaran-lvrb",
     KOORDINATOR: "koordinator",
 }
-"""Column headings for the printed table."""
 
 
 def build(
@@ -49,7 +41,6 @@ def build(
     cpu_metric: str = "cpu",
     refresh: int = 15,
 ) -> KubeScheduler:
-    """A fresh scheduler of that name for one run (no state shared between runs)."""
     rng = random.Random(f"select-host:{seed}")
     spread = Weighted(PodTopologySpread(), SPREAD_WEIGHT)
     if name == KUBE_SCHEDULER:

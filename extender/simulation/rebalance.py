@@ -1,9 +1,6 @@
-"""Our rebalancer in the simulation: the real plan (rebalancing.plan) over the real tables.
-
-Every `rebalance.interval` it reads the running pods as the rebalancer reads the API's and
-answers which to evict; the run then does what the Eviction API and the ReplicaSet
-controller do: the pod stops and a successor with the time it had left arrives at once.
-No PodDisruptionBudgets here. Off unless `rebalance.mode` is `evict`.
+"""Our rebalancer in the simulation: the real plan (rebalancing.plan) over the real tables,
+every `rebalance.interval`; the run then stops each pod it evicts and its successor arrives
+at once (Eviction API, ReplicaSet controller; no PodDisruptionBudgets). Off unless `evict`.
 """
 
 from __future__ import annotations
@@ -22,8 +19,7 @@ from extender.simulation.workload import PodSpec
 class Placed:
     pod: PodSpec
     node: str
-    since: float
-    """When it was placed, on the engine's clock."""
+    since: float  # on the engine's clock
 
 
 class Rebalancer:
@@ -31,7 +27,6 @@ class Rebalancer:
         self.ours = ours
         self.interval = max(1, round(ours.settings.rebalance.interval))
         self._streaks: dict[str, int] = {}
-        self.moved = 0
 
     @staticmethod
     def active(ours: OurExtender) -> bool:
@@ -46,9 +41,7 @@ class Rebalancer:
         cores = engine.guard.ledger.node_cores
         result = plan(settings, pods, tables, engine.snapshot, self._streaks, cores, now)
         self._streaks = result.streaks
-        evicted = [d.pod.facts.uid for d in result.moves]
-        self.moved += len(evicted)
-        return evicted
+        return [d.pod.facts.uid for d in result.moves]
 
 
 def successor(pod: PodSpec, left: float, now: float, generation: int) -> PodSpec:

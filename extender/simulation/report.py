@@ -1,5 +1,5 @@
-"""Runs into a report: per scenario and metric, every scheduler side by side, over seeds
-(summary.py's figures), then the targets' verdicts (targets.py).
+"""Runs into a report: per scenario and metric, every scheduler side by side, over seeds,
+then the targets' verdicts.
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ class Report:
 def build_report(
     plan: Plan, policy: str, results: Mapping[str, Sequence[Runs]], descriptions: Mapping[str, str]
 ) -> Report:
-    """`descriptions`: scenario -> the text of its first seed's draw."""
     scenarios = tuple(
         scenario_report(name, descriptions.get(name, ""), runs) for name, runs in results.items()
     )
@@ -98,7 +97,6 @@ def compared(key: str, text: str, value: float, base: float | None) -> str:
 
 
 def table(columns: Mapping[str, Sequence[str]]) -> list[str]:
-    """ROWS' labels, then a column per scheduler (its cells in ROWS' order)."""
     rows = [[SHORT.get(n, n) for n in columns], *map(list, zip(*columns.values(), strict=True))]
     labels = ["", *(label for _, label, _ in ROWS)]
     width = max(map(len, labels))
@@ -157,7 +155,6 @@ def _block(sc: ScenarioReport, seeds: int) -> list[str]:
 
 
 def render(report: Report) -> str:
-    """The text table: a block per scenario, then the targets."""
     seeds = len(report.plan.seeds)
     lines = _header(report)
     for sc in report.scenarios:
@@ -184,14 +181,12 @@ def _figures(spreads: Mapping[str, Spread]) -> dict[str, Any]:
 
 
 def plan_json(p: Pipeline, max_hosts: int | None, weight: int, cpu: str) -> dict[str, Any]:
-    """The plan's pipeline and our extender's options, as simulate and replay write them."""
     pipeline = {**asdict(p), "tick": p.tick}
     return {"pipeline": pipeline, "maxHosts": max_hosts, "extenderWeight": weight, "cpuMetric": cpu}
 
 
 def to_json(report: Report) -> dict[str, Any]:
-    """The report as a JSON-able document (`--json FILE`). `baseline` and `ours` repeat
-    kube-scheduler's and decice's figures under their old names, for one release."""
+    """`--json FILE`'s document; `baseline` and `ours` are old names, kept for one release."""
     plan = report.plan
     scenarios: dict[str, Any] = {}
     for sc in report.scenarios:

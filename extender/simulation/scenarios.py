@@ -1,9 +1,6 @@
-"""The scenarios: each a pure function of a seed and a size, so a run can be repeated.
-
-For one seed every scenario draws the same nodes, workloads and pod stream
-(`workload:<seed>`), its own background (`<scenario>:<seed>`), and adds what it is about.
-Background load is work the scheduler cannot see (daemons, other schedulers' pods, noisy
-neighbours). Each description states what the scenario asks of a scheduler.
+"""The scenarios: each a pure function of a seed and a size. For one seed every scenario
+draws the same nodes, workloads and pods (`workload:<seed>`), its own background
+(`<scenario>:<seed>`: work no scheduler sees), and adds what it is about.
 """
 
 from __future__ import annotations
@@ -29,16 +26,14 @@ from extender.simulation.workload import (
 )
 
 BACKGROUND_STEP = 15.0
-PHI, NOISE = 0.98, 0.01
-"""AR(1) noise on a node's background level: x' = PHI x + N(0, NOISE)."""
+PHI, NOISE = 0.98, 0.01  # AR(1) noise on a background level: x' = PHI x + N(0, NOISE)
 CALM = (0.2, 0.5)
 BUSY = (0.75, 0.85)
 OVER_FACTOR = (3.0, 10.0)
 UNDER_FACTOR = 0.1
 OVER_REQUESTS = (100, 250, 500)
 UNDER_REQUESTS = (500, 1000, 2000)
-MISREQUESTED_LOAD = 0.04
-"""misrequested: its workloads' requests as a share of the cluster's CPU."""
+MISREQUESTED_LOAD = 0.04  # misrequested's workloads' requests, of the cluster's CPU
 DIURNAL_BASE = (0.25, 0.45)
 DIURNAL_SWING = 0.2
 
@@ -49,7 +44,6 @@ class Size:
     load: float = 0.25
     """Requests of the pod stream, as a share of the cluster's CPU."""
     warmup: float = 3600.0
-    """Seconds before measuring (the cluster starts empty)."""
     duration: float = 7200.0
     burst: int = 500
     pods: int | None = None
@@ -137,7 +131,6 @@ def _scenario(
     levels: Mapping[str, Sequence[float]],
     more: Base | None = None,
 ) -> Scenario:
-    """The scenario of `base`'s nodes, workloads and pods, and `more` of each."""
     more = more or Base([], [], [])
     pods = sorted([*base.pods, *more.pods], key=lambda p: (p.arrival, p.uid))
     nodes, workloads = (*base.nodes, *more.nodes), (*base.workloads, *more.workloads)

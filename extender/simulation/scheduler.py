@@ -1,9 +1,6 @@
-"""One kube-scheduler scheduling cycle, for any profile of plugins and our extender.
-
-upstream's order (schedule_one.go): NodeResourcesFit's filter, the profile's filters, the
-extender's filter; one node left is taken; else plugin scores x weights plus the
-extender's score x weight x 10, selectHost breaking ties at random. Binding updates the
-cache at once (the pod is assumed) and every plugin hears of it.
+"""One kube-scheduler scheduling cycle, for any profile of plugins and our extender, in
+upstream's order (pkg/scheduler/schedule_one.go): filters, the extender's filter, scores
+plus the extender's x weight x 10, selectHost; the bound pod is assumed at once.
 """
 
 from __future__ import annotations
@@ -57,7 +54,6 @@ class KubeScheduler:
         self.filters = list(filters)
         self.name = name or ("kube-scheduler" if extender is None else "decice")
         self.nodes: dict[str, NodeRequests] = {}
-        """In the order nodes joined."""
         plugins: dict[int, Plugin] = {id(p): p for p in self.filters}
         plugins.update((id(w.plugin), w.plugin) for w in self.scores)
         self._plugins = list(plugins.values())
@@ -72,7 +68,7 @@ class KubeScheduler:
             self.extender.observe(t, now, feeds)
 
     def predicted_peaks(self) -> Mapping[str, tuple[float, float]]:
-        """node -> (mean, spread) of the peak predictor it decides by, when new this tick."""
+        """node -> (mean, spread) of the peaks it predicts, when new this tick."""
         if self.extender is not None:
             return self.extender.take_predictions()
         for plugin in self._plugins:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 HOT = 0.9
 """Hot: 5 points over the shipped filter threshold (0.85), its margin for noise and lag."""
-EXCEEDANCE_WINDOW = 300.0
-"""The rule's 5-minute rate window, by when every metric shows a placed pod whole."""
+EXCEEDANCE_WINDOW = 300.0  # the rule's 5-minute window: a placed pod shows whole by then
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -37,7 +36,6 @@ def pstdev(values: Sequence[float]) -> float:
 @dataclass(frozen=True, slots=True)
 class Metrics:
     node_minutes_hot: float
-    """Node-minutes above 90 % CPU."""
     cpu_p95: float
     cpu_max: float
     demand_p95: float
@@ -45,24 +43,18 @@ class Metrics:
     cpu_std: float
     """Across nodes, averaged over ticks."""
     placed_on_hot: int
-    """Pods placed in the measured window on a node above 90 % then."""
     unplaced: int
     pods: int
     waited: int
-    """Pods placed only after waiting."""
     wait_p95: float = 0.0
-    """Minutes (0 when none waited)."""
     wait_max: float = 0.0
     wait_minutes: float = 0.0
-    """Minutes every pod waited from the measured window's start to the run's end (the
-    unplaced included): waiting counted as a cost beside hot node-minutes."""
+    """Every pod's wait in the measured time, the unplaced included: a cost beside heat."""
     moved: int = 0
-    """Pods the rebalancer evicted (each replaced by a successor)."""
     exceedance: float = 0.0
     """The share of placements whose node went above 90 % within EXCEEDANCE_WINDOW."""
     peak_1sd: float = -1.0
-    """The share of predicted peaks (mean + k spreads) exceeded EXCEEDANCE_WINDOW later;
-    -1: none predicted."""
+    """The share of predicted peaks (mean + k sd) exceeded later; -1: none predicted."""
     peak_2sd: float = -1.0
     peak_3sd: float = -1.0
 
@@ -71,8 +63,8 @@ SIGMAS = (1.0, 2.0, 3.0)
 
 
 class PeakCalibration:
-    """How often a predicted peak (mean, or latest value, plus k spreads) is exceeded
-    EXCEEDANCE_WINDOW later, as "Take it to the limit" (EuroSys 2021) measures peak predictors."""
+    """How often a predicted peak is exceeded EXCEEDANCE_WINDOW later, as "Take it to the
+    limit" (EuroSys 2021) measures peak predictors."""
 
     def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
         self.horizon = horizon
@@ -99,7 +91,6 @@ class PeakCalibration:
                     self._over[i] += u > mean + k * sd
 
     def shares(self) -> tuple[float, ...]:
-        """Per k, the share exceeded; -1 each when nothing was predicted."""
         if not self._seen:
             return (-1.0,) * len(SIGMAS)
         return tuple(o / self._seen for o in self._over)
@@ -138,7 +129,6 @@ class Recorder:
         demand: Sequence[float],
         names: Sequence[str] = (),
     ) -> None:
-        """One tick: every present node's capped utilisation and demand (`names` in order)."""
         if self._pending:
             self._judge(t, cpu, names)
         top = max(cpu, default=0.0)
@@ -164,7 +154,7 @@ class Recorder:
             self._pending.setdefault(node, []).append(t)
 
     def _judge(self, t: float, cpu: Sequence[float], names: Sequence[str]) -> None:
-        """Placements whose node is hot at `t` exceeded; those older than the window did not."""
+        """Placements whose node is hot at `t` exceeded; older than the window, not."""
         for name, u in zip(names, cpu, strict=True):
             times = self._pending.get(name)
             if times is None:

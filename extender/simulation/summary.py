@@ -1,6 +1,4 @@
-"""Runs into figures over seeds: per scenario, scheduler and metric, a mean and spread
-(sample sd and range), each seed's value kept.
-"""
+"""Runs into figures over seeds: per scenario, scheduler and metric, a mean and spread."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from extender.simulation.stats import Metrics
 class Spread:
     mean: float
     sd: float
-    """Sample standard deviation over seeds (0 with one seed)."""
+    """Sample standard deviation over seeds."""
     low: float
     high: float
     values: tuple[float, ...]
@@ -45,7 +43,6 @@ class ScenarioReport:
     unplaced_only: Mapping[str, int]
     """scheduler -> pods kube-scheduler placed and it left unplaced, over seeds."""
     overcommitted: int
-    """Every scheduler, all seeds (must be 0)."""
 
     @property
     def baseline(self) -> Mapping[str, Spread] | None:

@@ -1,9 +1,6 @@
-"""The measured use our refresher fetches beside node CPU (the shipped
-`herdGuard.usageQuery` and `podUsageQuery`), as an `extender.decisions.usage.UsageTable`.
-
-Per Deployment: the quantile (PromQL's `quantile`) and median of its running pods' use by
-the stock `...:sum_rate5m` rule at its latest evaluation, and how many were measured. Per
-pod younger than YOUNG_POD: its own use by the `...:sum_irate` rule.
+"""The measured use our refresher fetches beside node CPU (the shipped `herdGuard.usageQuery`
+and `podUsageQuery`): per Deployment the quantile and median of its pods' `...:sum_rate5m`;
+per pod younger than YOUNG_POD its own `...:sum_irate`.
 """
 
 from __future__ import annotations
@@ -13,12 +10,10 @@ from extender.simulation.ledger import PodMeter
 from extender.simulation.stats import percentile
 
 NAMESPACE = "sim"
-YOUNG_POD = 900.0
-"""The shipped podUsageQuery keeps pods whose kube_pod_created is under 900 s old."""
+YOUNG_POD = 900.0  # the shipped podUsageQuery's age limit
 
 
 def usage_table(meter: PodMeter, evaluated_at: float, quantile: float, now: float) -> UsageTable:
-    """What the refresher fetches at `now`, the rule last evaluated at `evaluated_at`."""
     by_workload: dict[str, list[float]] = {}
     pods: dict[tuple[str, str], float] = {}
     for uid, entry in meter.running.items():

@@ -1,8 +1,6 @@
-"""Nodes, workloads, and pods whose real CPU use differs from what they request.
-
-Requests lie: some pods idle, a few use several times what they asked for. A workload's
-pods share its request and usage distribution, so its running pods tell what its next pod
-will use. DISTRIBUTION, printed in every report, is the simulation's claim about a cluster.
+"""Nodes, workloads, and pods whose real CPU use differs from what they request: a
+workload's pods share its request and usage distribution, so its running pods tell what
+its next pod will use. DISTRIBUTION, printed in every report, is the claim about a cluster.
 """
 
 from __future__ import annotations
@@ -16,12 +14,10 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-EPOCH = 1_000_000.0
-"""Simulated time 0 on the engine's clock."""
+EPOCH = 1_000_000.0  # simulated time 0 on the engine's clock
 MIB = 1024**2
 GIB = 1024**3
-MAX_PODS = 110
-"""The kubelet's default `maxPods`."""
+MAX_PODS = 110  # the kubelet's default `maxPods`
 
 NODE_SIZES: tuple[tuple[int, int, float], ...] = ((8, 32, 0.6), (16, 64, 0.3), (4, 16, 0.1))
 CPU_REQUESTS: tuple[tuple[int, float], ...] = (
@@ -39,15 +35,12 @@ IDLE_FACTOR = (0.02, 0.1)
 HOG_SHARE = 0.10
 HOG_FACTOR = (3.0, 5.0)
 NORMAL_MEDIAN, NORMAL_SIGMA = 0.8, 0.5
-POD_SIGMA = 0.25
-"""A pod's use around its workload's (replicas differ a little)."""
+POD_SIGMA = 0.25  # a pod's use around its workload's
 WORKLOADS_PER_NODE = 0.5
 POPULARITY_SIGMA = 0.5
-"""A workload's share of the arrivals: lognormal weights."""
 DURATION_MEDIAN, DURATION_SIGMA = 20 * 60.0, 0.8
 DURATION_CLIP = (60.0, 3 * 3600.0)
-HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-"""The alphabet of a `pod-template-hash` (apimachinery's rand.SafeEncodeString)."""
+HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.SafeEncodeString
 
 DISTRIBUTION = f"""\
 nodes: 60% 8 cores / 32 GiB, 30% 16 cores / 64 GiB, 10% 4 cores / 16 GiB; {MAX_PODS} pods at most.
@@ -82,14 +75,12 @@ class NodeSpec:
     cores: int
     memory: int
     added_at: float = 0.0
-    """Seconds after the start when the node joins."""
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
     name: str
     template_hash: str
-    """Its ReplicaSet is `<name>-<hash>`."""
     cpu_milli: int
     memory: int
     factor: float
@@ -110,7 +101,6 @@ class PodSpec:
     """Cores the pod really uses while it runs."""
     arrival: float
     duration: float
-    """Seconds it runs once placed."""
     workload: str = ""
     """Its Deployment ("" for a bare pod)."""
     template_hash: str = ""
@@ -122,7 +112,6 @@ class PodSpec:
 
     @property
     def replicaset(self) -> str:
-        """What PodTopologySpread's default constraints select on ("" for a bare pod)."""
         return f"{self.workload}-{self.template_hash}" if self.workload else ""
 
 
@@ -144,11 +133,8 @@ def make_nodes(rng: random.Random, count: int, prefix: str = "node") -> list[Nod
     return out
 
 
-def usage_factor(rng: random.Random, kind: str | None = None) -> float:
-    """A workload's real use / request of `kind` (None: drawn too)."""
-    if kind is None:
-        x = rng.random()
-        kind = "idle" if x < IDLE_SHARE else "hog" if x < IDLE_SHARE + HOG_SHARE else "normal"
+def usage_factor(rng: random.Random, kind: str | None) -> float:
+    """A workload's real use / request of `kind`."""
     if kind == "idle":
         return rng.uniform(*IDLE_FACTOR)
     if kind == "hog":
@@ -157,7 +143,7 @@ def usage_factor(rng: random.Random, kind: str | None = None) -> float:
 
 
 def kinds(rng: random.Random, count: int) -> list[str]:
-    """The kinds of `count` workloads in DISTRIBUTION's exact shares, shuffled."""
+    """`count` workloads' kinds in DISTRIBUTION's exact shares, shuffled."""
     idle, hog = round(count * IDLE_SHARE), round(count * HOG_SHARE)
     out = ["idle"] * idle + ["hog"] * hog + ["normal"] * (count - idle - hog)
     rng.shuffle(out)
@@ -229,8 +215,7 @@ def make_pods(
 
 
 def _means() -> tuple[float, float, float, float, float]:
-    """Mean cores requested by a workload not a hog and by a hog; mean factor of an idle,
-    a hog and a normal workload."""
+    """Mean cores requested by a workload not a hog and a hog; mean factor of each kind."""
     most = sum(m / 1000 * share for m, share in CPU_REQUESTS)
     hogs = sum(m / 1000 * share for m, share in HOG_REQUESTS)
     normal = NORMAL_MEDIAN * math.exp(NORMAL_SIGMA**2 / 2)
@@ -243,20 +228,18 @@ def mean_request() -> float:
 
 
 def mix_request(workloads: Sequence[Workload]) -> float:
-    """Cores a pod of this mix requests on average."""
     total = sum(w.popularity for w in workloads)
     return sum(w.cpu_milli / 1000 * w.popularity for w in workloads) / total
 
 
 def mean_factor() -> float:
-    """Real use / request of a pod on average."""
     _, _, idle, hog, normal = _means()
     kinds = IDLE_SHARE * idle + HOG_SHARE * hog + (1 - IDLE_SHARE - HOG_SHARE) * normal
     return kinds * math.exp(POD_SIGMA**2 / 2)
 
 
 def use_per_request() -> float:
-    """Cores used per core requested (less than the mean factor: hogs ask for little)."""
+    """Cores used per core requested (hogs ask for little)."""
     most, hogs, idle, hog, normal = _means()
     rest = 1 - IDLE_SHARE - HOG_SHARE
     not_hog = (IDLE_SHARE * idle + rest * normal) / (IDLE_SHARE + rest)
