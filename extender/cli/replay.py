@@ -1,11 +1,6 @@
 """`decice-extender replay`: what we, and kube-scheduler alone, would have done on the
-user's own Prometheus history.
-
-Reads the range from the policy's server (or --prometheus, with the policy's auth, tenant
-and TLS), reconstructs arrivals, requests, use and background (extender.replay), replays
-every pod under each scheduler model, and prints the simulation's table with the real
-placements first. Every bad input ends in one message and exit code 1 (2 for bad
-arguments), never a traceback.
+user's own Prometheus history (extender.replay), printed as the simulation's table with
+the real placements first. Bad input: one message, exit code 1 (2 for bad arguments).
 """
 
 from __future__ import annotations
@@ -22,14 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extender.cli.simulate import (
-    SHIPPED,
     add_shared,
     draw,
+    emit,
     fail,
     pipeline_of,
+    policy,
     pyplot_or_say_why,
     save,
-    write_json,
 )
 from extender.policy import windows
 from extender.simulation.profiles import SCHEDULERS
@@ -43,7 +38,6 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B?)?", re.IGNORECASE)
 
 
 def duration(text: str) -> float:
-    """ "30s", "1m30s", "7d" or plain seconds."""
     try:
         return float(text)
     except ValueError:
@@ -116,7 +110,6 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.cli.common import load
     from extender.replay.problems import ReplayProblem
 
     if args.end <= args.start:
@@ -126,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
     bad = [n for n in args.namespace if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
     if bad:
         return fail("replay", f"not a namespace name: {', '.join(bad)}")
-    if args.config is None and not SHIPPED.is_file():
-        return fail("replay", "the shipped config/extender.yaml is not here; pass --config POLICY")
-    path = args.config or str(SHIPPED)
-    settings = load(path)
+    found = policy("replay", args)
+    if found is None:
+        return 2
+    path, settings = found
     metric = next((m for m in settings.fetched_metrics if m.name == args.cpu_metric), None)
     if metric is None:
         names = ", ".join(m.name for m in settings.fetched_metrics)
@@ -151,11 +144,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("replay", str(exc), 1)
     from extender.replay.report import render, to_json
 
-    print(render(report))
-    if args.json:
-        write_json(args.json, to_json(report))
-    if pyplot is not None:
-        plot(report, Path(args.plot), pyplot)
+    emit(args, render(report), to_json(report), lambda where: plot(report, where, pyplot))
     return 0
 
 

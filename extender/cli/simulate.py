@@ -1,8 +1,5 @@
-"""`decice-extender simulate`: placement quality, kube-scheduler, ours and the peers.
-
-A seeded simulation (extender.simulation) of the same nodes, unseen load and pods under
-kube-scheduler alone, with our extender (the real engine, fed Prometheus-lagged CPU), and
-under the load-aware peers. Prints a table per scenario; `--json FILE` writes the report,
+"""`decice-extender simulate`: placement quality, kube-scheduler, ours and the peers, in a
+seeded simulation (extender.simulation). A table per scenario; `--json FILE` the report,
 `--plot DIR` a PNG per scenario (matplotlib, the optional `plot` extra).
 """
 
@@ -31,14 +28,12 @@ if TYPE_CHECKING:
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
 QUICK = {"nodes": 20, "warmup": 10.0, "duration": 30.0, "burst": 100}
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-"""The cores this process may run on: --jobs' default."""
 DEFAULTS = {"nodes": 100, "warmup": 60.0, "duration": 120.0, "burst": 500}
 
 
 def add_shared(
     s: argparse.ArgumentParser, scheduler_help: str, scrape: int, scrape_help: str
 ) -> None:
-    """The options simulate and replay share: the policy, the models, the metric pipeline."""
     s.add_argument("--config", help=f"policy file (default: the shipped {SHIPPED.name})")
     s.add_argument("--scheduler", action="append", choices=SCHEDULERS, help=scheduler_help)
     s.add_argument(
@@ -112,6 +107,26 @@ def fail(command: str, message: str, code: int = 2) -> int:
     return code
 
 
+def policy(command: str, args: argparse.Namespace) -> tuple[str, Settings] | None:
+    """The policy's path and settings, or None after saying the shipped one is not here."""
+    from extender.cli.common import load
+
+    if args.config is None and not SHIPPED.is_file():
+        fail(command, "the shipped config/extender.yaml is not here; pass --config POLICY")
+        return None
+    path = args.config or str(SHIPPED)
+    return path, load(path)
+
+
+def emit(args: argparse.Namespace, text: str, document: Any, drawn: Callable[[Path], None]) -> None:
+    """The report printed, written as JSON (--json) and drawn (--plot)."""
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        drawn(Path(args.plot))
+
+
 def pipeline_of(args: argparse.Namespace, settings: Settings) -> Pipeline:
     from extender.simulation.prometheus import Pipeline
 
@@ -159,17 +174,14 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.cli.common import load
     from extender.cli.progress import counter
     from extender.simulation.experiment import run_plan
     from extender.simulation.report import build_report, describe, render, to_json
 
-    if args.config is None and not SHIPPED.is_file():
-        return fail(
-            "simulate", "the shipped config/extender.yaml is not here; pass --config POLICY"
-        )
-    path = args.config or str(SHIPPED)
-    settings = load(path)
+    found = policy("simulate", args)
+    if found is None:
+        return 2
+    path, settings = found
     if args.jobs < 1:
         return fail("simulate", "--jobs must be at least 1")
     try:
@@ -206,24 +218,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     report = build_report(plan, path, results, describe(results, plan.size))
-    print(render(report))
-    if args.json:
-        write_json(args.json, to_json(report))
-    if pyplot is not None:
-        plot(results, Path(args.plot), plan.size.warmup, pyplot)
+    emit(
+        args, render(report), to_json(report), lambda d: plot(results, d, plan.size.warmup, pyplot)
+    )
     print(f"ran in {time.perf_counter() - started:.1f} s ({jobs} jobs)", file=sys.stderr)
     return 0
-
-
-def write_json(path: str, document: Any) -> None:
-    Path(path).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
 def pyplot_or_say_why(
     command: str, importer: Callable[[str], ModuleType] = importlib.import_module
 ) -> ModuleType | None:
-    """matplotlib.pyplot (non-interactive), or None after saying how to get it (matplotlib
-    is the optional `plot` extra; a test passes an `importer` that fails)."""
+    """matplotlib.pyplot (non-interactive), or None after saying how to get it."""
     try:
         importer("matplotlib").use("Agg")
         return importer("matplotlib.pyplot")
@@ -236,8 +241,7 @@ def pyplot_or_say_why(
 
 
 def draw(ax: Any, bands: Any, start: float, per: float, title: str, xlabel: str) -> None:
-    """Node CPU across nodes over time (p50-p95 band, p50, max, max uncapped demand), on
-    `per` seconds a unit from `start`."""
+    """Node CPU across nodes over time, on `per` seconds a unit from `start`."""
     at = [(b.t - start) / per for b in bands]
     p50 = [100 * b.p50 for b in bands]
     ax.fill_between(at, p50, [100 * b.p95 for b in bands], alpha=0.4, label="p50-p95 across nodes")
@@ -253,7 +257,6 @@ def draw(ax: Any, bands: Any, start: float, per: float, title: str, xlabel: str)
 
 
 def save(plt: Any, fig: Any, axes: Any, out: Path, top: float) -> None:
-    """The shared y axis, legend and file of a row of panels."""
     first = axes[0]
     first.set_ylim(0, max(105.0, 100 * top + 5))
     first.set_ylabel("node CPU %")
@@ -266,7 +269,7 @@ def save(plt: Any, fig: Any, axes: Any, out: Path, top: float) -> None:
 
 
 def plot(results: dict[str, list[Runs]], where: Path, warmup: float, plt: Any) -> None:
-    """A PNG per scenario (its first seed): a panel per scheduler, side by side."""
+    """A PNG per scenario (its first seed), a panel per scheduler."""
     for name, all_runs in results.items():
         runs = all_runs[0]
         shown = [runs[s] for s in runs]
