@@ -58,20 +58,16 @@ def constraints(history: History) -> list[str]:
         "not modelled: node affinity, pod (anti-)affinity, topology spread constraints, "
         "taints and tolerations, volume and port constraints"
     ]
-    tolerating = [p for p in history.pods if p.role is Role.REPLAYED and p.tolerations]
-    if tolerating:
-        lines.append(
-            f"{len(tolerating)} replayed pods tolerate taints: "
-            + "; ".join(f"{p.key} ({', '.join(p.tolerations)})" for p in tolerating[:NAMED])
-            + (" ..." if len(tolerating) > NAMED else "")
-        )
-    tainted = [n for n in history.nodes.values() if n.taints]
-    if tainted:
-        lines.append(
-            f"{len(tainted)} nodes carry NoSchedule/NoExecute taints: "
-            + "; ".join(f"{n.name} ({', '.join(n.taints)})" for n in tainted[:NAMED])
-            + (" ..." if len(tainted) > NAMED else "")
-        )
+    pods = [(p.key, p.tolerations) for p in history.pods if p.role is Role.REPLAYED]
+    nodes = [(n.name, n.taints) for n in history.nodes.values()]
+    for what, items in (
+        ("replayed pods tolerate taints", pods),
+        ("nodes carry NoSchedule/NoExecute taints", nodes),
+    ):
+        named = [(name, keys) for name, keys in items if keys]
+        if named:
+            listed = "; ".join(f"{name} ({', '.join(keys)})" for name, keys in named[:NAMED])
+            lines.append(f"{len(named)} {what}: {listed}" + (" ..." if len(named) > NAMED else ""))
     lines.append(
         "kube-state-metrics exports no affinity nor topology spread: look for Deployments "
         "with affinity or topologySpreadConstraints among the replayed pods' workloads"

@@ -57,10 +57,11 @@ LABELS = {
     "uid": "pods are told apart by namespace, pod and uid; kube-state-metrics puts uid on "
     "every pod series from v2.1 on (before, on kube_pod_info only): upgrade it, or drop the "
     "metricRelabelings that remove it",
-    "namespace": "which pod: kube-state-metrics' target needs honorLabels: true, or its "
-    "namespace and pod become exported_namespace and exported_pod",
-    "pod": "which pod: kube-state-metrics' target needs honorLabels: true, or its namespace "
-    "and pod become exported_namespace and exported_pod",
+    **dict.fromkeys(
+        ("namespace", "pod"),
+        "which pod: kube-state-metrics' target needs honorLabels: true, or its namespace and "
+        "pod become exported_namespace and exported_pod",
+    ),
     "node": "which node (on kube_pod_info: where each pod ran; without it every pod looks "
     "Pending): check metricRelabelings",
     "resource": "which resource: check metricRelabelings",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -49,10 +50,7 @@ class ReplayReport:
 
 
 def roles(history: History) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for pod in history.pods:
-        out[pod.role.value] = out.get(pod.role.value, 0) + 1
-    return out
+    return dict(Counter(pod.role.value for pod in history.pods))
 
 
 def render(report: ReplayReport) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.simulation.profiles import DECICE, KOORDINATOR, PEERS, SHORT
-from extender.simulation.summary import ScenarioReport, Spread
+from extender.simulation.summary import ScenarioReport, Spread, spread
 
 HOT = "node_minutes_hot"
 WAIT = "wait_minutes"
@@ -76,13 +76,9 @@ def _no_more_than(
 
 def _paired(base: Spread, ours: Spread) -> tuple[float, float | None]:
     """(mean of ours - baseline seed by seed, its standard error; None with one seed)."""
-    diffs = [o - b for b, o in zip(base.values, ours.values, strict=True)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    if n < 2:
-        return mean, None
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    return mean, sd / math.sqrt(n)
+    diffs = spread([o - b for b, o in zip(base.values, ours.values, strict=True)])
+    n = len(diffs.values)
+    return diffs.mean, diffs.sd / math.sqrt(n) if n > 1 else None
 
 
 def no_worse(sc: ScenarioReport) -> Verdict:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from extender.simulation.framework import Feeds, Plugin
 from extender.simulation.peers.koordlet import Koordlets, NodeMetric
-from extender.simulation.upstream import MAX_NODE_SCORE, NodeRequests, round_half_away
+from extender.simulation.upstream import NodeRequests, least_requested_score, round_half_away
 from extender.simulation.workload import MIB, PodSpec
 
 DEFAULT_MILLI_CPU = 250
@@ -41,15 +41,10 @@ def estimate_pod(pod: PodSpec) -> tuple[int, int]:
     return cpu, estimate(pod.memory, None, MEMORY_SCALING, DEFAULT_MEMORY)
 
 
-def least_used_score(used: int, capacity: int) -> int:
-    if capacity == 0 or used > capacity:
-        return 0
-    return (capacity - used) * MAX_NODE_SCORE // capacity
-
-
 def load_aware_score(used: tuple[int, int], allocatable: tuple[int, int]) -> int:
-    cpu = least_used_score(used[0], allocatable[0]) * CPU_WEIGHT
-    memory = least_used_score(used[1], allocatable[1]) * MEMORY_WEIGHT
+    """leastUsedScore per resource: LeastAllocated's formula over use."""
+    cpu = least_requested_score(used[0], allocatable[0]) * CPU_WEIGHT
+    memory = least_requested_score(used[1], allocatable[1]) * MEMORY_WEIGHT
     return (cpu + memory) // (CPU_WEIGHT + MEMORY_WEIGHT)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.simulation.prometheus import Evaluation, MetricPipeline
+from extender.simulation.stats import pstdev
 
 FETCH_EVERY = 60
 WINDOW = 900
@@ -39,16 +40,8 @@ def window_stats(evaluations: Sequence[Evaluation], end: float) -> NodeLoad | No
         return None
     cpu = [e[1] for e in inside]
     memory = [e[2] for e in inside]
-    return NodeLoad(100 * _mean(cpu), 100 * _std(cpu), 100 * _mean(memory), 100 * _std(memory))
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs)
-
-
-def _std(xs: Sequence[float]) -> float:
-    m = _mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
+    cpu_mean, memory_mean = sum(cpu) / len(cpu), sum(memory) / len(memory)
+    return NodeLoad(100 * cpu_mean, 100 * pstdev(cpu), 100 * memory_mean, 100 * pstdev(memory))
 
 
 class LoadWatcher:
