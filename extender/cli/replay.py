@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from extender.cli.simulate import (
     add_shared,
-    draw,
     emit,
     fail,
+    panels,
     pipeline_of,
     policy,
     pyplot_or_say_why,
-    save,
+    saved,
 )
 from extender.policy import windows
 from extender.simulation.profiles import SCHEDULERS
@@ -236,10 +236,5 @@ def _replay(
 
 def plot(report: ReplayReport, where: Path, plt: Any) -> None:
     """replay.png: node CPU across nodes over time, a panel per row."""
-    runs = report.runs
-    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 4), sharey=True, squeeze=False)
     start = report.history.grid.measured_from * report.history.grid.step
-    for ax, (name, run) in zip(axes[0], runs.items(), strict=True):
-        draw(ax, run.bands, start, 3600, name, "hours from --from")
-    top = max((b.demand_max for r in runs.values() for b in r.bands), default=1)
-    save(plt, fig, axes[0], where / "replay.png", top)
+    saved(plt, panels(plt, report.runs, 5, start, 3600, "hours from --from"), where / "replay.png")

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -240,27 +240,36 @@ def pyplot_or_say_why(
         return None
 
 
-def draw(ax: Any, bands: Any, start: float, per: float, title: str, xlabel: str) -> None:
-    """Node CPU across nodes over time, on `per` seconds a unit from `start`."""
-    at = [(b.t - start) / per for b in bands]
-    p50 = [100 * b.p50 for b in bands]
-    ax.fill_between(at, p50, [100 * b.p95 for b in bands], alpha=0.4, label="p50-p95 across nodes")
-    ax.plot(at, p50, linewidth=0.8, label="p50")
-    ax.plot(at, [100 * b.max for b in bands], linewidth=0.8, label="max")
-    demand = [100 * b.demand_max for b in bands]
-    ax.plot(at, demand, linewidth=0.6, linestyle=":", label="max demand (uncapped)")
-    ax.axhline(90, color="red", linestyle="--", linewidth=0.8, label="90%")
-    if at and at[0] < 0:
-        ax.axvspan(at[0], 0, color="grey", alpha=0.15, label="warm-up")
-    ax.set_xlabel(xlabel)
-    ax.set_title(title)
+def panels(
+    plt: Any, runs: Mapping[str, Any], width: float, start: float, per: float, xlabel: str
+) -> Any:
+    """A figure of a panel per run: node CPU across nodes over time (p50-p95, p50, max, max
+    uncapped demand), on `per` seconds a unit from `start`."""
+    fig, axes = plt.subplots(
+        1, len(runs), figsize=(width * len(runs), 4), sharey=True, squeeze=False
+    )
+    for ax, (title, run) in zip(axes[0], runs.items(), strict=True):
+        at = [(b.t - start) / per for b in run.bands]
+        p50 = [100 * b.p50 for b in run.bands]
+        p95 = [100 * b.p95 for b in run.bands]
+        ax.fill_between(at, p50, p95, alpha=0.4, label="p50-p95 across nodes")
+        ax.plot(at, p50, linewidth=0.8, label="p50")
+        ax.plot(at, [100 * b.max for b in run.bands], linewidth=0.8, label="max")
+        demand = [100 * b.demand_max for b in run.bands]
+        ax.plot(at, demand, linewidth=0.6, linestyle=":", label="max demand (uncapped)")
+        ax.axhline(90, color="red", linestyle="--", linewidth=0.8, label="90%")
+        if at and at[0] < 0:
+            ax.axvspan(at[0], 0, color="grey", alpha=0.15, label="warm-up")
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
+    top = max((b.demand_max for r in runs.values() for b in r.bands), default=1)
+    axes[0][0].set_ylim(0, max(105.0, 100 * top + 5))
+    axes[0][0].set_ylabel("node CPU %")
+    axes[0][0].legend(loc="lower center", ncol=2, fontsize="x-small")
+    return fig
 
 
-def save(plt: Any, fig: Any, axes: Any, out: Path, top: float) -> None:
-    first = axes[0]
-    first.set_ylim(0, max(105.0, 100 * top + 5))
-    first.set_ylabel("node CPU %")
-    first.legend(loc="lower center", ncol=2, fontsize="x-small")
+def saved(plt: Any, fig: Any, out: Path) -> None:
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
@@ -272,12 +281,6 @@ def plot(results: dict[str, list[Runs]], where: Path, warmup: float, plt: Any) -
     """A PNG per scenario (its first seed), a panel per scheduler."""
     for name, all_runs in results.items():
         runs = all_runs[0]
-        shown = [runs[s] for s in runs]
-        fig, axes = plt.subplots(
-            1, len(shown), figsize=(4.2 * len(shown), 4), sharey=True, squeeze=False
-        )
-        for ax, result in zip(axes[0], shown, strict=True):
-            draw(ax, result.bands, warmup, 60, result.scheduler, "minutes (0: measuring starts)")
+        fig = panels(plt, runs.results, 4.2, warmup, 60, "minutes (0: measuring starts)")
         fig.suptitle(f"{name} (seed {runs.seed}): node CPU across nodes")
-        top = max((b.demand_max for r in shown for b in r.bands), default=1)
-        save(plt, fig, axes[0], where / f"{name}.png", top)
+        saved(plt, fig, where / f"{name}.png")
