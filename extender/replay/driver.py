@@ -11,13 +11,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
+from extender.policy.settings import Settings
 from extender.replay.model import History, ReplayNode, ReplayPod, Role
-from extender.replay.models import REAL, node_spec
+from extender.replay.models import REAL, SCHEDULERS, Options, build, node_spec
+from extender.simulation.experiment import fork_map
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import Cluster, RunResult
 from extender.simulation.scheduler import KubeScheduler
@@ -279,3 +282,44 @@ def replay(
             run.handle(at, kind, pod, node, real)
     name = REAL if model is None else model.name
     return run.result("replay", seed, name, run.offered, end)
+
+
+LONGEST_FIRST = (*SCHEDULERS[1:], SCHEDULERS[0], REAL)  # ours and the peers read metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    history: History
+    settings: Settings
+    options: Options
+    pipeline: Pipeline
+
+
+def one(name: str, w: Work) -> tuple[RunResult, float]:
+    """One row's run and the CPU seconds it took."""
+    began = time.process_time()
+    model = None if name == REAL else build(name, w.settings, w.options)
+    return replay(w.history, model, w.pipeline, w.options.seed), time.process_time() - began
+
+
+def run_all(
+    work: Work,
+    jobs: int,
+    progress: Callable[[float], None],
+    models: Sequence[str] = SCHEDULERS,
+    cpu: dict[str, float] | None = None,
+) -> dict[str, RunResult]:
+    """Row name -> its run, the real placements first; `cpu` gets each row's CPU seconds.
+    Forked workers share the History (only read: its pages stay shared), longest first."""
+    names = [REAL, *(m for m in SCHEDULERS if m in models)]
+    spent = cpu if cpu is not None else {}
+    progress(0.0)
+
+    def finished(name: str, result: tuple[RunResult, float]) -> None:
+        spent[name] = result[1]
+        progress(len(spent) / len(names))
+
+    first = [n for n in LONGEST_FIRST if n in names] if jobs > 1 else names
+    runs = fork_map(one, work, first, jobs, finished)
+    progress(1.0)
+    return {name: runs[name][0] for name in names}

@@ -16,8 +16,7 @@ from extender.simulation.experiment import Plan, run_scenario
 from extender.simulation.ours import OurExtender
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.rebalance import successor
-from extender.simulation.run import DRAIN_SECONDS, RunResult, simulate
+from extender.simulation.run import DRAIN_SECONDS, RunResult, simulate, successor
 from extender.simulation.scenarios import SCENARIOS, Background, Size
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Metrics
