@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.policy.settings import Settings
-from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS, build
+from extender.simulation.profiles import SCHEDULERS, build
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import RunResult, simulate
 from extender.simulation.scenarios import SCENARIOS, Size
@@ -55,14 +55,6 @@ class Runs:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.results)
-
-    @property
-    def baseline(self) -> RunResult:
-        return self.results[KUBE_SCHEDULER]
-
-    @property
-    def ours(self) -> RunResult:
-        return self.results[DECICE]
 
 
 def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:

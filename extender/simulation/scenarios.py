@@ -98,6 +98,13 @@ def _steps(size: Size) -> int:
     return math.ceil(size.end / BACKGROUND_STEP) + 1
 
 
+def _switching(
+    rng: random.Random, size: Size, at: float, before: float, after: float
+) -> tuple[float, ...]:
+    switch = int(at // BACKGROUND_STEP)
+    return _series(rng, [before] * switch + [after] * (_steps(size) - switch))
+
+
 def _calm(rng: random.Random, nodes: Sequence[NodeSpec], size: Size) -> dict[str, Sequence[float]]:
     steps = _steps(size)
     return {n.name: _series(rng, [rng.uniform(*CALM)] * steps) for n in nodes}
@@ -120,6 +127,14 @@ def _workload(seed: int, size: Size) -> Base:
         rate = stream_rate(nodes, size.load, mix_request(workloads))
         times = arrivals(rng, 0.0, size.end, rate)
     return Base(nodes, workloads, make_pods(rng, times, workloads))
+
+
+def _calm_start(
+    name: str, seed: int, size: Size
+) -> tuple[Base, random.Random, dict[str, Sequence[float]]]:
+    """The seed's workload, the scenario's RNG, and every node's calm background from it."""
+    base, rng = _workload(seed, size), random.Random(f"{name}:{seed}")
+    return base, rng, _calm(rng, base.nodes, size)
 
 
 def _scenario(
@@ -146,8 +161,7 @@ def _minutes_in(size: Size, at: float) -> str:
 
 
 def uniform(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    levels = _calm(random.Random(f"uniform:{seed}"), base.nodes, size)
+    base, _, levels = _calm_start("uniform", seed, size)
     text = (
         f"every node's background {CALM[0]:.0%}-{CALM[1]:.0%} of its cores; the control: "
         "measured load has little to add, so it must not do worse than requests"
@@ -156,9 +170,7 @@ def uniform(seed: int, size: Size) -> Scenario:
 
 
 def skewed(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"skewed:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("skewed", seed, size)
     busy = rng.sample(base.nodes, max(1, round(len(base.nodes) / 10)))
     for n in busy:
         levels[n.name] = _series(rng, [rng.uniform(*BUSY)] * _steps(size))
@@ -171,8 +183,7 @@ def skewed(seed: int, size: Size) -> Scenario:
 
 
 def burst(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    levels = _calm(random.Random(f"burst:{seed}"), base.nodes, size)
+    base, _, levels = _calm_start("burst", seed, size)
     at = size.warmup + min(600.0, size.duration / 4)
     rng = random.Random(f"burst-pods:{seed}")
     extra = make_pods(rng, [at] * size.burst, base.workloads, "burst")
@@ -185,15 +196,11 @@ def burst(seed: int, size: Size) -> Scenario:
 
 
 def hot_node(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"hot-node:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("hot-node", seed, size)
     hot = rng.choice(base.nodes)
     at = size.warmup + size.duration / 3
     calm, busy = rng.uniform(*CALM), rng.uniform(*BUSY)
-    steps = _steps(size)
-    switch = int(at // BACKGROUND_STEP)
-    levels[hot.name] = _series(rng, [calm] * switch + [busy] * (steps - switch))
+    levels[hot.name] = _switching(rng, size, at, calm, busy)
     text = (
         f"{hot.name} ({hot.cores} cores) turns hot, {calm:.0%} -> {busy:.0%} of unseen work, "
         f"{_minutes_in(size, at)}: how soon a scheduler stops placing there"
@@ -202,9 +209,7 @@ def hot_node(seed: int, size: Size) -> Scenario:
 
 
 def new_node(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"new-node:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("new-node", seed, size)
     at = _measured_at(size, 1 / 3)
     new = replace(NodeSpec("node-new", 8, 32 * GIB), added_at=at)
     levels[new.name] = _series(rng, [0.05] * _steps(size))
@@ -216,20 +221,15 @@ def new_node(seed: int, size: Size) -> Scenario:
 
 
 def moving_load(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"moving-load:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("moving-load", seed, size)
     tenth = max(1, round(len(base.nodes) / 10))
     chosen = rng.sample(base.nodes, min(len(base.nodes), 2 * tenth))
     first, second = chosen[:tenth], chosen[tenth:]
     at = _measured_at(size, 1 / 3)
-    steps, switch = _steps(size), int(at // BACKGROUND_STEP)
     for n in first:
-        busy, calm = rng.uniform(*BUSY), rng.uniform(*CALM)
-        levels[n.name] = _series(rng, [busy] * switch + [calm] * (steps - switch))
+        levels[n.name] = _switching(rng, size, at, rng.uniform(*BUSY), rng.uniform(*CALM))
     for n in second:
-        calm, busy = rng.uniform(*CALM), rng.uniform(*BUSY)
-        levels[n.name] = _series(rng, [calm] * switch + [busy] * (steps - switch))
+        levels[n.name] = _switching(rng, size, at, rng.uniform(*CALM), rng.uniform(*BUSY))
     text = (
         f"unseen work at {BUSY[0]:.0%}-{BUSY[1]:.0%} moves from {len(first)} nodes to "
         f"{len(second)} others {_minutes_in(size, at)}: a metric that follows slowly keeps "
@@ -239,9 +239,7 @@ def moving_load(seed: int, size: Size) -> Scenario:
 
 
 def misrequested(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"misrequested:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("misrequested", seed, size)
     count = max(2, round(len(base.nodes) / 50))
     over = [
         make_workload(rng, f"over-{i:02d}", rng.uniform(*OVER_FACTOR), rng.choice(OVER_REQUESTS))

@@ -85,5 +85,5 @@ def test_run_plan_reports_progress_in_order() -> None:
     )
     results = run_plan(load_settings(SHIPPED), plan, 1, lambda key, runs: seen.append(key))
     assert seen == [("new-node", 1), ("new-node", 2), ("uniform", 1), ("uniform", 2)]
-    assert [r.ours.seed for r in results["uniform"]] == [1, 2]
+    assert [r[DECICE].seed for r in results["uniform"]] == [1, 2]
     assert list(results["uniform"][0]) == [DECICE, KUBE_SCHEDULER]
