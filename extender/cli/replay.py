@@ -225,10 +225,7 @@ def _replay(
         pipeline=pipeline,
         namespaces=tuple(sorted(args.namespace)),
         schedulers=schedulers,
-        max_hosts=args.max_hosts,
-        weight=args.extender_weight,
-        cpu_metric=args.cpu_metric,
-        seed=args.seed,
+        options=options,
     )
     check = fidelity(runs[REAL], runs[KUBE_SCHEDULER], history)
     return ReplayReport(setup, history, runs, check, (*notes, *history.notes))

@@ -9,7 +9,7 @@ from typing import Any
 
 from extender.replay.fidelity import FAR, Fidelity
 from extender.replay.model import History
-from extender.replay.models import KUBE_SCHEDULER, REAL
+from extender.replay.models import KUBE_SCHEDULER, REAL, Options
 from extender.replay.problems import when
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.report import ROWS, compared, hosts_text, pipeline_text, plan_json, table
@@ -34,10 +34,7 @@ class Setup:
     pipeline: Pipeline
     namespaces: tuple[str, ...]
     schedulers: tuple[str, ...]
-    max_hosts: int | None
-    weight: int
-    cpu_metric: str
-    seed: int
+    options: Options
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +55,8 @@ def render(report: ReplayReport) -> str:
     days = (s.end - s.start) / 86400
     lines = [
         f"decice-extender replay: {s.url}, {when(s.start)} .. {when(s.end)} ({days:.2f} days), "
-        f"step {s.step:g}s; policy {s.policy}, maxHosts {hosts_text(s.max_hosts)}, extender "
-        f"weight {s.weight}",
+        f"step {s.step:g}s; policy {s.policy}, maxHosts {hosts_text(s.options.max_hosts)}, "
+        f"extender weight {s.options.weight}",
         f"{pipeline_text(s.pipeline)}; lead-in {s.lead / 60:g} min; node CPU capped at 100% "
         "(demand uncapped); change: against kube-scheduler alone",
         f"history: {len(history.nodes)} nodes, {len(history.pods)} pods ("
@@ -128,15 +125,15 @@ def to_json(report: ReplayReport) -> dict[str, Any]:
             "leadIn": s.lead,
             "namespaces": list(s.namespaces),
             "schedulerNames": list(s.schedulers),
-            **plan_json(s.pipeline, s.max_hosts, s.weight, s.cpu_metric),
+            **plan_json(s.pipeline, s.options.max_hosts, s.options.weight, s.options.cpu_metric),
             "policy": s.policy,
-            "seeds": [s.seed],
+            "seeds": [s.options.seed],
         },
         "history": {"nodes": len(report.history.nodes), "pods": roles(report.history)},
         "scenarios": {
             "replay": {
                 "description": f"{when(s.start)} .. {when(s.end)} as recorded at {s.url}",
-                "seeds": [s.seed],
+                "seeds": [s.options.seed],
                 "schedulers": {name: figures(run) for name, run in report.runs.items()},
                 "unplacedPods": {
                     name: sorted(keys.get(u, u) for u in run.unplaced)

@@ -11,7 +11,7 @@ from unittest.mock import MagicMock
 
 from extender.replay.fidelity import FAR, fidelity
 from extender.replay.model import History, ReplayNode, Role
-from extender.replay.models import KUBE_SCHEDULER, REAL, SCHEDULERS
+from extender.replay.models import KUBE_SCHEDULER, REAL, SCHEDULERS, Options
 from extender.replay.report import ReplayReport, Setup, render, to_json
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import RunResult
@@ -51,10 +51,7 @@ def report(runs: dict[str, RunResult]) -> ReplayReport:
         pipeline=Pipeline(),
         namespaces=("shop",),
         schedulers=("default-scheduler",),
-        max_hosts=None,
-        weight=1,
-        cpu_metric="cpu",
-        seed=1,
+        options=Options(weight=1),
     )
     return ReplayReport(setup, h, runs, fidelity(runs[REAL], runs[KUBE_SCHEDULER], h), ("n1",))
 
