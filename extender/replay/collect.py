@@ -166,7 +166,8 @@ class Collector:
             for item in inputs
             if item.required and item.key not in facts.seen and item.series not in named
         ]
-        if not self.counts(queries.usage_presence(ask.selection.namespaces)):
+        usage = queries.USAGE_RULE + queries.matcher(ask.selection.namespaces)
+        if not self.counts(f"count({usage})"):
             missing.append((queries.USAGE_RULE, "each pod's measured CPU"))
         if not self.counts(f"count({ask.cpu_query})"):
             names = queries.selectors_in(ask.cpu_query)

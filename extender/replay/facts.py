@@ -87,13 +87,6 @@ def samples(series: Mapping[str, Any]) -> Iterable[tuple[float, float]]:
             yield t, v
 
 
-def last_value(series: Mapping[str, Any]) -> float | None:
-    found = None
-    for _, value in samples(series):
-        found = value
-    return found
-
-
 def labels_of(series: Mapping[str, Any]) -> Labels:
     labels = series.get("metric")
     return labels if isinstance(labels, dict) else {}
@@ -216,8 +209,7 @@ class Facts:
     def _fold(self, key: str, labels: Labels, series: Mapping[str, Any]) -> bool:
         """One series with samples; True when it told something."""
         if key == "allocatable" or key in TIMES:
-            last = last_value(series)
-            assert last is not None
+            *_, (_, last) = samples(series)  # fold() passes series with samples only
             if key == "allocatable":
                 return self._allocatable(labels, last)
             pod = self.pod(labels)

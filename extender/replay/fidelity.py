@@ -23,17 +23,12 @@ class Fidelity:
     why: tuple[str, ...]
 
 
-def measured_node_minutes(history: History) -> float:
-    grid = history.grid
-    steps = sum(
-        max(0, n.last - max(n.first, grid.measured_from) + 1) for n in history.nodes.values()
-    )
-    return steps * grid.step / 60
-
-
 def fidelity(real: RunResult, model: RunResult, history: History) -> Fidelity:
     a, b = real.metrics, model.metrics
-    floor_hot = max(1.0, 0.005 * measured_node_minutes(history))
+    grid = history.grid
+    nodes = history.nodes.values()
+    steps = sum(max(0, n.last - max(n.first, grid.measured_from) + 1) for n in nodes)
+    floor_hot = max(1.0, 0.005 * (steps * grid.step / 60))  # of the node-minutes measured
     differences = {
         "node_minutes_hot": abs(b.node_minutes_hot - a.node_minutes_hot)
         / max(a.node_minutes_hot, floor_hot),

@@ -110,10 +110,6 @@ def usage_query(namespaces: frozenset[str], created_from: float) -> str:
     )
 
 
-def usage_presence(namespaces: frozenset[str]) -> str:
-    return f"count({USAGE_RULE}{matcher(namespaces)})"
-
-
 def selectors_in(query: str) -> list[str]:
     """The series names a PromQL expression reads, in order, each once."""
     try:

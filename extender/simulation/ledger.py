@@ -36,30 +36,22 @@ class NodeLedger:
         mem = self._memory[node]
         mem.append(mem[-1] + memory)
 
-    def _span(self, node: str, start: int, end: int) -> tuple[int, int] | None:
+    def _mean(self, sums: dict[str, array[float]], node: str, start: int, end: int) -> float | None:
+        """The mean over ticks [start, end) (None: none recorded)."""
         first = self._first.get(node)
         if first is None:
             return None
-        a = max(start - first, 0)
-        b = min(end - first, len(self._cpu[node]) - 1)
-        return (a, b) if b > a else None
-
-    def _mean(self, sums: array[float], span: tuple[int, int]) -> float:
-        a, b = span
-        return (sums[b] - sums[a]) / (b - a)
+        a, b = max(start - first, 0), min(end - first, len(sums[node]) - 1)
+        return (sums[node][b] - sums[node][a]) / (b - a) if b > a else None
 
     def cpu(self, node: str, start: int, end: int) -> float | None:
-        """Mean capped utilisation over ticks [start, end) (None: none recorded)."""
-        span = self._span(node, start, end)
-        return None if span is None else self._mean(self._cpu[node], span)
+        return self._mean(self._cpu, node, start, end)
 
     def served(self, node: str, start: int, end: int) -> float | None:
-        span = self._span(node, start, end)
-        return None if span is None else self._mean(self._served[node], span)
+        return self._mean(self._served, node, start, end)
 
     def memory(self, node: str, start: int, end: int) -> float | None:
-        span = self._span(node, start, end)
-        return None if span is None else self._mean(self._memory[node], span)
+        return self._mean(self._memory, node, start, end)
 
 
 @dataclass(frozen=True, slots=True)
