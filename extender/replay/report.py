@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from extender.replay.fidelity import FAR, Fidelity
 from extender.replay.model import History
 from extender.replay.models import KUBE_SCHEDULER, REAL, Options
 from extender.replay.problems import when
+from extender.simulation.experiment import Runs
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.report import ROWS, compared, hosts_text, pipeline_text, plan_json, table
+from extender.simulation.report import block, figures, hosts_text, pipeline_text, plan_json
 from extender.simulation.run import RunResult
-from extender.simulation.summary import spread
+from extender.simulation.summary import ScenarioReport, scenario_report
 
 LABELS = {
     "node_minutes_hot": "hot node-minutes",
@@ -63,7 +64,7 @@ def render(report: ReplayReport) -> str:
         + ", ".join(f"{n} {role}" for role, n in roles(history).items())
         + ")",
         "",
-        *table_of(report.runs),
+        *block(summary(report.runs), 1, (KUBE_SCHEDULER, REAL)),
         "",
         *fidelity_lines(report),
     ]
@@ -72,18 +73,8 @@ def render(report: ReplayReport) -> str:
     return "\n".join(lines)
 
 
-def table_of(runs: Mapping[str, RunResult]) -> list[str]:
-    """The simulation's table, a column per run; changes against kube-scheduler's but for
-    its own and the real placements'."""
-    base = runs.get(KUBE_SCHEDULER)
-
-    def cell(n: str, key: str, fmt: Callable[[float], str]) -> str:
-        value = float(getattr(runs[n].metrics, key))
-        against = base is not None and n not in (KUBE_SCHEDULER, REAL)
-        base_value = getattr(base.metrics, key) if base is not None and against else None
-        return compared(key, fmt(value), value, base_value)
-
-    return table({n: [cell(n, key, fmt) for key, _, fmt in ROWS] for n in runs})
+def summary(runs: Mapping[str, RunResult]) -> ScenarioReport:
+    return scenario_report("replay", "", [Runs(1, runs)])
 
 
 def fidelity_lines(report: ReplayReport) -> list[str]:
@@ -134,7 +125,7 @@ def to_json(report: ReplayReport) -> dict[str, Any]:
             "replay": {
                 "description": f"{when(s.start)} .. {when(s.end)} as recorded at {s.url}",
                 "seeds": [s.options.seed],
-                "schedulers": {name: figures(run) for name, run in report.runs.items()},
+                "schedulers": {n: figures(f) for n, f in summary(report.runs).schedulers.items()},
                 "unplacedPods": {
                     name: sorted(keys.get(u, u) for u in run.unplaced)
                     for name, run in report.runs.items()
@@ -151,8 +142,3 @@ def to_json(report: ReplayReport) -> dict[str, Any]:
         },
         "notes": list(report.notes),
     }
-
-
-def figures(run: RunResult) -> dict[str, Any]:
-    """Metrics field -> its spread over the one run (simulate --json's cell)."""
-    return {k: asdict(spread([float(v)])) for k, v in asdict(run.metrics).items()}

@@ -4,7 +4,7 @@ then the targets' verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -137,7 +137,8 @@ def _header(report: Report) -> list[str]:
     ]
 
 
-def _block(sc: ScenarioReport, seeds: int) -> list[str]:
+def block(sc: ScenarioReport, seeds: int, plain: Collection[str] = (KUBE_SCHEDULER,)) -> list[str]:
+    """The scenario's table; a column of `plain` shows no change against kube-scheduler."""
     base = sc.baseline
     columns = {
         n: [
@@ -145,7 +146,7 @@ def _block(sc: ScenarioReport, seeds: int) -> list[str]:
                 key,
                 _cell(figures[key], fmt, seeds),
                 figures[key].mean,
-                base[key].mean if base is not None and n != KUBE_SCHEDULER else None,
+                base[key].mean if base is not None and n not in plain else None,
             )
             for key, _, fmt in ROWS
         ]
@@ -162,7 +163,7 @@ def render(report: Report) -> str:
         mean = first["pods"].mean
         pods = f"{mean:.0f} pods" + (" a run on average" if mean != int(mean) else "")
         drawn = f"; as drawn for seed {sc.seeds[0]}" if seeds > 1 else ""
-        lines += ["", f"{sc.name}: {sc.description} ({pods}{drawn})", *_block(sc, seeds)]
+        lines += ["", f"{sc.name}: {sc.description} ({pods}{drawn})", *block(sc, seeds)]
         left = {n: k for n, k in sc.unplaced_only.items() if k}
         if left:
             listed = ", ".join(f"{SHORT.get(n, n)} {k}" for n, k in left.items())
@@ -176,7 +177,7 @@ def render(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _figures(spreads: Mapping[str, Spread]) -> dict[str, Any]:
+def figures(spreads: Mapping[str, Spread]) -> dict[str, Any]:
     return {k: asdict(s) for k, s in spreads.items()}
 
 
@@ -193,14 +194,14 @@ def to_json(report: Report) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "description": sc.description,
             "seeds": list(sc.seeds),
-            "schedulers": {n: _figures(s) for n, s in sc.schedulers.items()},
+            "schedulers": {n: figures(s) for n, s in sc.schedulers.items()},
             "unplacedOnly": dict(sc.unplaced_only),
             "overcommitted": sc.overcommitted,
         }
         if sc.baseline is not None:
-            doc["baseline"] = _figures(sc.baseline)
+            doc["baseline"] = figures(sc.baseline)
         if sc.ours is not None:
-            doc["ours"] = _figures(sc.ours)
+            doc["ours"] = figures(sc.ours)
             doc["unplacedOnlyOurs"] = sc.unplaced_only.get(DECICE, 0)
         scenarios[sc.name] = doc
     return {
