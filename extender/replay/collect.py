@@ -50,8 +50,7 @@ class Ask:
     cpu_query: str
     node_label: str = "node"
     selection: Selection = field(default_factory=Selection)
-    lead: float = 600.0
-    """Seconds before --from replayed as they happened, so the pipeline is warm."""
+    lead: float = 600.0  # seconds before --from replayed as they happened, so the pipeline is warm
     scrape: float = 30.0
     max_memory: float = 4 * 2**30
     max_samples: int = 500_000

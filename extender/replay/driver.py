@@ -44,8 +44,7 @@ class Placed:
     pod: ReplayPod
     spec: PodSpec
     node: str
-    first: int
-    """The step its use begins on its node."""
+    first: int  # the step its use begins on its node
 
 
 TEMPLATE_HASH = "replayed"
@@ -104,8 +103,7 @@ class Replay(Cluster):
         self.kept: dict[str, dict[str, PodSpec]] = {}
         """node -> uid -> pods keeping that node, running now."""
         self.running: dict[str, Placed] = {}
-        self.pods: dict[str, ReplayPod] = {}
-        """uid -> each replayed pod offered and not yet placed."""
+        self.pods: dict[str, ReplayPod] = {}  # uid -> each replayed pod offered and not yet placed
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
         self.offered = self.lost = 0

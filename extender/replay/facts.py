@@ -144,8 +144,7 @@ class PodFacts:
     scheduled: float | None = None
     completed: float | None = None
     deleted: float | None = None
-    cpu: float = 0.0
-    """Cores requested (summed over containers, the highest seen)."""
+    cpu: float = 0.0  # cores requested (summed over containers, the highest seen)
     memory: float = 0.0
     created_by: str = ""
     workload: str | None = None

@@ -16,8 +16,7 @@ NAMED = 5  # pods or nodes named per line
 @dataclass(frozen=True, slots=True)
 class Fidelity:
     distance: float
-    differences: dict[str, float]
-    """Metrics field -> |model - real| / max(real, a floor)."""
+    differences: dict[str, float]  # metrics field -> |model - real| / max(real, a floor)
     same_node: float
     far: bool
     why: tuple[str, ...]

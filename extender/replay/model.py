@@ -15,8 +15,7 @@ class Grid:
     start: float
     step: float
     steps: int
-    measured_from: int
-    """The first measured step: `--from`."""
+    measured_from: int  # the first measured step: `--from`
 
     def __post_init__(self) -> None:
         if self.step <= 0 or self.steps < 1:
@@ -52,8 +51,7 @@ class Role(StrEnum):
 class ReplayNode:
     name: str
     cores: float
-    memory: int
-    """Allocatable bytes (0: unknown, left out of the scores as upstream does)."""
+    memory: int  # allocatable bytes (0: unknown, left out of the scores as upstream does)
     max_pods: int
     first: int
     last: int
@@ -68,21 +66,17 @@ class ReplayPod:
     name: str
     uid: str
     role: Role
-    why: str
-    """Why the role (e.g. "DaemonSet", "nodeSelector", "scheduler my-scheduler")."""
-    node: str | None
-    """Where it really ran (None: never)."""
+    why: str  # why the role (e.g. "DaemonSet", "nodeSelector", "scheduler my-scheduler")
+    node: str | None  # where it really ran (None: never)
     arrival: float
     bound: float
-    start: float
-    """When its measured use began."""
+    start: float  # when its measured use began
     end: float
     cpu_milli: int
     memory: int
     usage: array[float] = field(default_factory=lambda: array("f"))
     """Cores used per step from the step holding `start` on (replayed pods)."""
-    workload: str | None = None
-    """`kind namespace/name` of its owner, from the stock owner rule."""
+    workload: str | None = None  # `kind namespace/name` of its owner, from the stock owner rule
     tolerations: tuple[str, ...] = ()
 
     @property

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from extender.replay.problems import TooLarge, gib, too_large
 
 NODE_STEP = 4 + 8  # its CPU trace and its background
-RUN_NODE_STEP = 80
-"""Per node and step, each run at once (measured: tests/benchmarks/replay.py)."""
+RUN_NODE_STEP = 80  # per node and step, each run at once (measured: tests/benchmarks/replay.py)
 POD_STEP = 4 + 4  # the fetched trace and its filled copy
 STEP = 400
 POD = 3000

@@ -24,8 +24,7 @@ class Plan:
     seeds: tuple[int, ...] = (1,)
     size: Size = field(default_factory=Size)
     pipeline: Pipeline = field(default_factory=Pipeline)
-    max_hosts: int | None = None
-    """prioritize.maxHosts for our extender; None keeps the policy's."""
+    max_hosts: int | None = None  # prioritize.maxHosts for our extender; None keeps the policy's
     weight: int = DEFAULT_WEIGHT
     cpu_metric: str = "cpu"
     schedulers: tuple[str, ...] = SCHEDULERS

@@ -21,8 +21,7 @@ class Pipeline:
     rate_window: int = 300
     rule_interval: int = 30
     refresh_interval: int = 15
-    fast_window: int = 60
-    """0: the recorded rule alone."""
+    fast_window: int = 60  # 0: the recorded rule alone
     history_window: int = 900  # load-watcher's 15-minute window
 
     def __post_init__(self) -> None:

@@ -25,8 +25,7 @@ from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Band, Metrics, PeakCalibration, Recorder
 from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
-DRAIN_SECONDS = 2100.0
-"""Past our waitForRoom (1800 s) and a few of the metric's refreshes."""
+DRAIN_SECONDS = 2100.0  # past our waitForRoom (1800 s) and a few of the metric's refreshes
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +100,8 @@ class RunResult:
     metrics: Metrics
     bands: tuple[Band, ...]
     placements: Mapping[str, str]
-    unplaced: frozenset[str]
-    """Pods still waiting when the run ended, after its drain."""
-    overcommitted: int
-    """Bindings past a node's allocatable or pod count (must be 0)."""
+    unplaced: frozenset[str]  # pods still waiting when the run ended, after its drain
+    overcommitted: int  # bindings past a node's allocatable or pod count (must be 0)
 
 
 class Cluster:
@@ -228,17 +225,13 @@ class Run(Cluster):
         self.scheduler: KubeScheduler = scheduler
         self.scenario = scenario
         self.nodes: list[NodeSpec] = []
-        self.usage: dict[str, float] = {}
-        """node -> cores its pods really use."""
+        self.usage: dict[str, float] = {}  # node -> cores its pods really use
         self.cores: dict[str, float] = {}
-        self.running: list[tuple[float, str, PodSpec, str]] = []
-        """(end, uid, pod, node), a heap."""
+        self.running: list[tuple[float, str, PodSpec, str]] = []  # (end, uid, pod, node), a heap
         self.evicted: set[str] = set()
         """Evicted pods still in `running` (skipped when they come due)."""
-        self.last: dict[str, float] = {}
-        """node -> capped utilisation of the tick just recorded."""
-        self.measuring = True
-        """False while draining."""
+        self.last: dict[str, float] = {}  # node -> capped utilisation of the tick just recorded
+        self.measuring = True  # False while draining
 
     def utilisation(self, node: str, t: float) -> float:
         """Demand: (background + its pods' real use) / cores, uncapped."""

@@ -41,13 +41,11 @@ DIURNAL_SWING = 0.2
 @dataclass(frozen=True, slots=True)
 class Size:
     nodes: int = 100
-    load: float = 0.25
-    """Requests of the pod stream, as a share of the cluster's CPU."""
+    load: float = 0.25  # requests of the pod stream, as a share of the cluster's CPU
     warmup: float = 3600.0
     duration: float = 7200.0
     burst: int = 500
-    pods: int | None = None
-    """Pods in the stream; None: as many as `load` asks."""
+    pods: int | None = None  # pods in the stream; None: as many as `load` asks
 
     def __post_init__(self) -> None:
         if self.nodes < 1:

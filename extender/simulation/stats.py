@@ -10,8 +10,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-HOT = 0.9
-"""Hot: 5 points over the shipped filter threshold (0.85), its margin for noise and lag."""
+HOT = 0.9  # hot: 5 points over the shipped filter threshold (0.85), its margin for noise and lag
 EXCEEDANCE_WINDOW = 300.0  # the rule's 5-minute window: a placed pod shows whole by then
 
 
@@ -40,8 +39,7 @@ class Metrics:
     cpu_max: float
     demand_p95: float
     demand_max: float
-    cpu_std: float
-    """Across nodes, averaged over ticks."""
+    cpu_std: float  # across nodes, averaged over ticks
     placed_on_hot: int
     unplaced: int
     pods: int

@@ -14,8 +14,7 @@ from extender.simulation.stats import Metrics
 @dataclass(frozen=True, slots=True)
 class Spread:
     mean: float
-    sd: float
-    """Sample standard deviation over seeds."""
+    sd: float  # sample standard deviation over seeds
     low: float
     high: float
     values: tuple[float, ...]

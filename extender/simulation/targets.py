@@ -32,8 +32,7 @@ NO_WORSE_METRICS = {
 @dataclass(frozen=True, slots=True)
 class Verdict:
     target: str
-    met: bool | None
-    """None: the scenario or a scheduler it is about was not run."""
+    met: bool | None  # None: the scenario or a scheduler it is about was not run
     detail: str
 
 

@@ -26,8 +26,7 @@ FIT_WEIGHT = 1
 BALANCED_WEIGHT = 1
 SPREAD_WEIGHT = 2
 HOSTNAME_MAX_SKEW = 3
-RESOURCE_WEIGHTS = (1, 1)
-"""LeastAllocated's weights for (cpu, memory)."""
+RESOURCE_WEIGHTS = (1, 1)  # LeastAllocated's weights for (cpu, memory)
 
 
 @dataclass(slots=True)

@@ -83,8 +83,7 @@ class Workload:
     template_hash: str
     cpu_milli: int
     memory: int
-    factor: float
-    """What its pods use, as a multiple of their CPU request."""
+    factor: float  # what its pods use, as a multiple of their CPU request
     popularity: float = 1.0
 
     @property
@@ -97,12 +96,10 @@ class PodSpec:
     uid: str
     cpu_milli: int
     memory: int
-    usage: float
-    """Cores the pod really uses while it runs."""
+    usage: float  # cores the pod really uses while it runs
     arrival: float
     duration: float
-    workload: str = ""
-    """Its Deployment ("" for a bare pod)."""
+    workload: str = ""  # its Deployment ("" for a bare pod)
     template_hash: str = ""
     cpu_limit_milli: int | None = None
 
