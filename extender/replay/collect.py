@@ -122,7 +122,7 @@ class Collector:
         except Exception:
             retention = None
         start = self.ask.start
-        problem = problems.beyond_retention(start, None, retention, now)
+        problem = problems.beyond_retention(start, retention, now)
         if problem is not None:
             raise problem
         held = self.counts('count(kube_node_status_allocatable{resource="cpu"})')

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -123,18 +122,14 @@ def retention_seconds(text: str | None) -> float | None:
     return duration(text.split(" or ")[0].strip())
 
 
-def beyond_retention(
-    start: float, held_from: float | None, retention: str | None, now: float
-) -> BeyondRetention | None:
+def beyond_retention(start: float, retention: str | None, now: float) -> BeyondRetention | None:
     """A problem when the server's retention no longer holds `start`, else None."""
     seconds = retention_seconds(retention)
-    kept_from = now - seconds if seconds is not None else None
-    if kept_from is None or start >= kept_from:
+    if seconds is None or start >= now - seconds:
         return None
-    begins = held_from if held_from is not None and math.isfinite(held_from) else kept_from
     return BeyondRetention(
         f"the range starts {when(start)}, but the server keeps {retention} (data from "
-        f"{when(begins)} on): use --from {when(max(begins, kept_from))} or later"
+        f"{when(now - seconds)} on): use --from {when(now - seconds)} or later"
     )
 
 

@@ -163,15 +163,8 @@ class MetricPipeline:
 
     def fast(self, at: float) -> dict[str, float]:
         window = self.pipeline.fast_window
-        out: dict[str, float] = {}
-        if not window:
-            return out
-        for node in self._intervals:
-            rate = self._rate(node, window, at)
-            if rate is not None:
-                mean, share = rate
-                out[node] = 1 - (1 - mean) * share
-        return out
+        rates = {n: self._rate(n, window, at) for n in self._intervals} if window else {}
+        return {n: 1 - (1 - r[0]) * r[1] for n, r in rates.items() if r is not None}
 
     def metric(self, at: float) -> dict[str, float]:
         """Our CPU metric at `at`: the larger of the rule and the raw rate where both answer."""
