@@ -243,8 +243,7 @@ def pyplot_or_say_why(
 def panels(
     plt: Any, runs: Mapping[str, Any], width: float, start: float, per: float, xlabel: str
 ) -> Any:
-    """A figure of a panel per run: node CPU across nodes over time (p50-p95, p50, max, max
-    uncapped demand), on `per` seconds a unit from `start`."""
+    """A panel per run: node CPU across nodes over time, `per` seconds a unit from `start`."""
     fig, axes = plt.subplots(
         1, len(runs), figsize=(width * len(runs), 4), sharey=True, squeeze=False
     )

@@ -307,8 +307,7 @@ def run_all(
     models: Sequence[str] = SCHEDULERS,
     cpu: dict[str, float] | None = None,
 ) -> dict[str, RunResult]:
-    """Row name -> its run, the real placements first; `cpu` gets each row's CPU seconds.
-    Forked workers share the History (only read: its pages stay shared), longest first."""
+    """Row name -> its run, the real placements first; `cpu` gets each row's CPU seconds."""
     names = [REAL, *(m for m in SCHEDULERS if m in models)]
     spent = cpu if cpu is not None else {}
     progress(0.0)

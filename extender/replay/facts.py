@@ -52,8 +52,7 @@ class KeyLabels:
         self.had.setdefault("pod_info", set()).add("node")
 
     def lacking(self) -> list[tuple[str, str, bool]]:
-        """(input key, label, on every series) of each label lacked; `node` when no
-        kube_pod_info series had one."""
+        """(input key, label, on every series) of each label lacked."""
         out = [
             (key, label, label not in self.had.get(key, set()))
             for key, labels in KEYS.items()
@@ -137,8 +136,7 @@ class PodFacts:
     first_seen: float = math.inf
     last_seen: float = -math.inf
     tail: tuple[float, float] | None = None
-    """(the last window kube_pod_info saw it bound, its samples there): when no time says
-    where its end falls."""
+    """(the last window kube_pod_info saw it bound, its samples there): where it ended."""
     created: float | None = None
     started: float | None = None
     scheduled: float | None = None

@@ -77,8 +77,7 @@ def missing(
     end: float,
     lacking: Sequence[tuple[str, str, bool]] = (),
 ) -> MissingSeries:
-    """`names`: (series, what for); `lacking`: (series, label, on every series), named first:
-    a missing label may be why a rule built on it records nothing."""
+    """`lacking` first: a missing label may be why a rule built on it records nothing."""
     span = f"between {when(start)} and {when(end)}"
     parts = []
     if lacking:

@@ -78,8 +78,7 @@ WINDOW_INPUTS = (
 
 
 def window_inputs(window: str, node_ips: bool) -> list[Input]:
-    """kube-state-metrics' series as `max_over_time(...[window])`, of every pod: kube-scheduler
-    counts the requests of pods in namespaces the replay leaves alone."""
+    """Every pod's series (kube-scheduler counts the pods the replay leaves alone too)."""
     pod = "namespace, pod, uid"
     special = {
         # Samples per window (its value is 1): when in its last window the pod ended.

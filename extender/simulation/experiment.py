@@ -109,8 +109,7 @@ def fork_map(
     jobs: int,
     finished: Callable[[K, R], None] = lambda key, result: None,
 ) -> dict[K, R]:
-    """key -> task(key, payload), in `keys`' order; with `jobs` > 1 in forked processes that
-    inherit `payload` (never pickled); `finished` hears of each as it ends."""
+    """key -> task(key, payload); with `jobs` > 1 in forked workers inheriting `payload`."""
     done: dict[K, R] = {}
     if jobs <= 1:
         for key in keys:

@@ -56,8 +56,7 @@ class Plugin:
 
 
 class RequestScores(Plugin):
-    """NodeResourcesFit's LeastAllocated and BalancedAllocation, weighted: from requests
-    only, so cached per pod shape until the node changes."""
+    """LeastAllocated and BalancedAllocation: from requests only, so cached per pod shape."""
 
     def __init__(self, fit: int = FIT_WEIGHT, balanced: int = BALANCED_WEIGHT) -> None:
         self.fit = fit

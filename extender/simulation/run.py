@@ -36,8 +36,7 @@ class Placed:
 
 
 class Rebalancer:
-    """Our rebalancer: the real plan (rebalancing.plan) over the real tables; the run stops
-    each pod it evicts and its successor arrives at once (no PodDisruptionBudgets)."""
+    """Our rebalancer's real plan over the real tables (no PodDisruptionBudgets here)."""
 
     def __init__(self, ours: OurExtender) -> None:
         self.ours = ours
@@ -105,8 +104,7 @@ class RunResult:
 
 
 class Cluster:
-    """What a simulated and a replayed run share: the measuring agents, the scheduler's
-    decisions, the waiting pods and the rebalancer; `t` is seconds from the run's start."""
+    """What a simulated and a replayed run share; `t` is seconds from the run's start."""
 
     def __init__(
         self,

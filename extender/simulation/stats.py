@@ -61,8 +61,7 @@ SIGMAS = (1.0, 2.0, 3.0)
 
 
 class PeakCalibration:
-    """How often a predicted peak is exceeded EXCEEDANCE_WINDOW later, as "Take it to the
-    limit" (EuroSys 2021) measures peak predictors."""
+    """How often a predicted peak is exceeded later ("Take it to the limit", EuroSys 2021)."""
 
     def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
         self.horizon = horizon

@@ -98,8 +98,7 @@ def least_allocated(node: NodeRequests, cpu: int, memory: int) -> int:
 
 
 def balanced_allocation(node: NodeRequests, cpu: int, memory: int) -> int:
-    """NodeResourcesBalancedAllocation's score, 0..100, the pod included (0 when it
-    requests nothing: upstream skips it)."""
+    """BalancedAllocation's score, the pod included (0 if it requests nothing: skipped)."""
     if cpu == 0 and memory == 0:
         return 0
     fractions = [
