@@ -158,9 +158,7 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
         pods=args.pods,
     )
     # Resolved here so the report names it: 0 is every host (the policy leaves it unset).
-    max_hosts = args.max_hosts
-    if max_hosts is None:
-        max_hosts = settings.prioritize.max_hosts or 0
+    max_hosts = settings.prioritize.max_hosts or 0 if args.max_hosts is None else args.max_hosts
     return Plan(
         scenarios=tuple(args.scenario or SCENARIOS),
         seeds=tuple(range(args.seed, args.seed + max(1, args.seeds))),

@@ -122,11 +122,8 @@ def pipeline_text(p: Pipeline) -> str:
 def _header(report: Report) -> list[str]:
     plan, size = report.plan, report.plan.size
     seeds = plan.seeds
-    seed_text = (
-        f"seed {seeds[0]}"
-        if len(seeds) == 1
-        else f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), mean ± sd"
-    )
+    seed_text = f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), mean ± sd"
+    seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else seed_text
     return [
         f"decice-extender simulate: {size.nodes} nodes, {seed_text}; policy {report.policy}, "
         f"maxHosts {hosts_text(plan.max_hosts)}, extender weight {plan.weight}",

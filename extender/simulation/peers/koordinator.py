@@ -112,11 +112,9 @@ class LoadAware(Plugin):
             if expired(metric, now):
                 continue
             cpu, memory = self._used(incoming, n.name, metric)
-            if over_threshold(cpu, n.cpu, CPU_THRESHOLD):
-                continue
-            if over_threshold(memory, n.memory, MEMORY_THRESHOLD):
-                continue
-            out.append(n)
+            hot = over_threshold(cpu, n.cpu, CPU_THRESHOLD)
+            if not hot and not over_threshold(memory, n.memory, MEMORY_THRESHOLD):
+                out.append(n)
         return out
 
     def score(self, pod: PodSpec, nodes: Sequence[NodeRequests], now: float) -> list[int] | None:
