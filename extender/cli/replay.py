@@ -157,11 +157,10 @@ def _replay(
     from extender.metrics.history import HistoryReader
     from extender.replay.collect import Ask, collect
     from extender.replay.driver import Work, run_all
-    from extender.replay.fidelity import fidelity
     from extender.replay.models import KUBE_SCHEDULER, REAL, Options
     from extender.replay.problems import unreachable
     from extender.replay.reconstruct import DEFAULT_SCHEDULER, Selection, reconstruct
-    from extender.replay.report import ReplayReport, Setup
+    from extender.replay.report import ReplayReport, Setup, fidelity
 
     prometheus = settings.prometheus.model_copy(
         update={

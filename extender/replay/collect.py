@@ -1,6 +1,6 @@
 """What a replay asks the server, in order: a probe; the range's presence; the window
 queries (folded into Facts), every missing series then named at once; the memory estimate
-(sizing), refused above the limit; the fine queries, chunked. Failures: a ReplayProblem.
+(Size), refused above the limit; the fine queries, chunked. Failures: a ReplayProblem.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Protocol
 from extender.decisions.model import NodeInventory
 from extender.errors.causes import HTTPStatusError, describe
 from extender.metrics.providers import node_of
-from extender.replay import problems, queries, sizing
+from extender.replay import problems, queries
 from extender.replay.facts import Facts, samples
 from extender.replay.model import Grid
-from extender.replay.problems import ReplayProblem
+from extender.replay.problems import ReplayProblem, TooLarge, gib, too_large
 from extender.replay.reconstruct import Selection, pod_times
 
 
@@ -40,6 +40,69 @@ class Source(Protocol):
 
 
 Progress = Callable[[str, float], None]
+
+# How much memory a replay takes, known after the window queries; the figures per item are
+# what the arrays hold plus a margin (tests/benchmarks/test_replay_quick.py holds them up).
+NODE_STEP = 4 + 8  # its CPU trace and its background
+RUN_NODE_STEP = 80  # per node and step, each run at once (measured: tests/benchmarks/replay.py)
+POD_STEP = 4 + 4  # the fetched trace and its filled copy
+STEP = 400
+POD = 3000
+SAMPLE = 200
+BASE = 200 * 2**20
+STEPS = (60, 120, 300)
+"""Steps suggested when too large: none coarser than the stock rules' 5-minute window."""
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    nodes: int
+    steps: int
+    pods: int
+    pod_steps: int
+    answer_samples: int
+    step: float
+    runs: int = 1
+
+    @property
+    def scaled(self) -> float:
+        """Bytes that shrink in proportion as the step grows."""
+        node_steps = self.nodes * self.steps
+        held = node_steps * NODE_STEP + self.pod_steps * POD_STEP + self.steps * STEP
+        return held + self.runs * node_steps * RUN_NODE_STEP
+
+    @property
+    def fixed(self) -> float:
+        return BASE + self.pods * POD + self.answer_samples * SAMPLE
+
+    @property
+    def bytes(self) -> float:
+        return self.scaled + self.fixed
+
+    def detail(self) -> str:
+        days = self.steps * self.step / 86400
+        return (
+            f"{self.nodes} nodes and {self.pods} pods over {days:.1f} days at step "
+            f"{self.step:g}s: {self.nodes * self.steps:,} node-steps, {self.pod_steps:,} "
+            "steps of replayed pods' use"
+        )
+
+
+def check(size: Size, limit: float) -> TooLarge | None:
+    if size.bytes <= limit:
+        return None
+    room = limit - size.fixed
+    fitting = [s for s in STEPS if s > size.step and size.scaled * size.step / s <= room]
+    if fitting and room > 0:
+        step = fitting[0]
+        at = size.fixed + size.scaled * size.step / step
+        suggestion = f"use --step {step:g}s (about {gib(at)}) or a shorter range"
+    elif room > 0:
+        days = size.steps * size.step / 86400 * room / size.scaled
+        suggestion = f"use a range of at most {days:.1f} days, or raise --max-memory"
+    else:
+        suggestion = "replay fewer namespaces (--namespace) or raise --max-memory"
+    return too_large(size.bytes, limit, size.detail(), suggestion)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +143,7 @@ class Collector:
         self.grid = ask.grid
         self.facts = Facts(self.grid, ask.window, ask.scrape)
         self.notes: list[str] = []
-        self.size: sizing.Size | None = None
+        self.size: Size | None = None
 
     @contextmanager
     def asking(self) -> Iterator[None]:
@@ -196,7 +259,7 @@ class Collector:
         for _, change in sorted(edges):
             alive += change
             most = max(most, alive)
-        size = sizing.Size(
+        size = Size(
             nodes=sum(1 for n in facts.nodes.values() if n.cores),
             steps=grid.steps,
             pods=len(facts.pods),
@@ -206,7 +269,7 @@ class Collector:
             runs=max(1, self.ask.jobs),
         )
         self.size = size
-        problem = sizing.check(size, self.ask.max_memory)
+        problem = check(size, self.ask.max_memory)
         if problem is not None:
             raise problem
         return most
@@ -235,7 +298,7 @@ class Collector:
 class Collected:
     facts: Facts
     notes: list[str]
-    size: sizing.Size
+    size: Size
 
 
 def collect(

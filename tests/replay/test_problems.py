@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from extender.replay.collect import BASE, Size, check
 from extender.replay.problems import beyond_retention, missing, retention_seconds, when
-from extender.replay.sizing import BASE, Size, check
 
 DAY = 86400.0
 

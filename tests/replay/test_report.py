@@ -9,10 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from unittest.mock import MagicMock
 
-from extender.replay.fidelity import FAR, fidelity
 from extender.replay.model import History, ReplayNode, Role
 from extender.replay.models import KUBE_SCHEDULER, REAL, SCHEDULERS, Options
-from extender.replay.report import ReplayReport, Setup, render, to_json
+from extender.replay.report import FAR, ReplayReport, Setup, fidelity, render, to_json
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import RunResult
 from extender.simulation.stats import Metrics
