@@ -15,7 +15,6 @@ import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from enum import IntEnum
 
 from extender.policy.settings import Settings
 from extender.replay.model import History, ReplayNode, ReplayPod, Role
@@ -30,13 +29,8 @@ from extender.simulation.workload import PodSpec
 KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE})
 
 
-class Event(IntEnum):
-    """At one instant, departures first, then binds of pods keeping their node, then arrivals."""
-
-    END = 0
-    KEPT_END = 1
-    KEPT_BIND = 2
-    ARRIVAL = 3
+# Event kinds: at one instant, departures first, then pods keeping their node, then arrivals.
+END, KEPT_END, KEPT_BIND, ARRIVAL = range(4)
 
 
 @dataclass(slots=True)
@@ -109,22 +103,22 @@ class Replay(Cluster):
         self.offered = self.lost = 0
 
     # --- events
-    def push(self, t: float, kind: Event, pod: ReplayPod, node: str = "") -> None:
+    def push(self, t: float, kind: int, pod: ReplayPod, node: str = "") -> None:
         heapq.heappush(self.events, (t, kind, next(self._seq), pod, node))
 
     def schedule_events(self, real: bool) -> None:
         start = self.grid.start
         for pod in self.history.pods:
             if pod.role in KEPT and pod.node is not None:
-                self.push(max(pod.bound, start) - start, Event.KEPT_BIND, pod, pod.node)
+                self.push(max(pod.bound, start) - start, KEPT_BIND, pod, pod.node)
             elif pod.role is Role.REPLAYED:
                 self.offered += 1
-                self.push((pod.bound if real else pod.arrival) - start, Event.ARRIVAL, pod)
+                self.push((pod.bound if real else pod.arrival) - start, ARRIVAL, pod)
 
-    def due(self, until: float) -> Iterator[tuple[float, Event, ReplayPod, str]]:
+    def due(self, until: float) -> Iterator[tuple[float, int, ReplayPod, str]]:
         while self.events and self.events[0][0] < until:
             r, kind, _, pod, node = heapq.heappop(self.events)
-            yield r, Event(kind), pod, node
+            yield r, kind, pod, node
 
     # --- CPU and memory
     def utilisation(self, node: ReplayNode, k: int) -> float:
@@ -202,7 +196,7 @@ class Replay(Cluster):
                 load[first + i] += pod.usage[i]
         self.running[pod.uid] = Placed(pod, spec, node, first)
         self.started(spec, node, r)
-        self.push(r + pod.startup + pod.runs, Event.END, pod, node)
+        self.push(r + pod.startup + pod.runs, END, pod, node)
 
     def place(self, pod: PodSpec, t: float) -> bool:
         node = self.decide(pod, t)
@@ -227,20 +221,20 @@ class Replay(Cluster):
         self.pods[pod.uid] = pod
         return spec_of(pod, self.grid.start)
 
-    def handle(self, r: float, kind: Event, pod: ReplayPod, node: str, real: bool) -> None:
+    def handle(self, r: float, kind: int, pod: ReplayPod, node: str, real: bool) -> None:
         start = self.grid.start
-        if kind is Event.END:
+        if kind == END:
             placed = self.running.get(pod.uid)
             if placed is not None and placed.node == node:
                 self.end(placed, r)
-        elif kind is Event.KEPT_BIND:
+        elif kind == KEPT_BIND:
             spec = spec_of(pod, start)
             self.kept.setdefault(node, {})[pod.uid] = spec
             if node in self.present:
                 self.occupy(spec, node, 1)
             if pod.end < self.grid.end:
-                self.push(pod.end - start, Event.KEPT_END, pod, node)
-        elif kind is Event.KEPT_END:
+                self.push(pod.end - start, KEPT_END, pod, node)
+        elif kind == KEPT_END:
             gone = self.kept.get(node, {}).pop(pod.uid, None)
             if gone is not None and node in self.present:
                 self.occupy(gone, node, -1)

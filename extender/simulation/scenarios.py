@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from extender.simulation.workload import (
     GIB,
+    WORKLOADS_PER_NODE,
     NodeSpec,
     PodSpec,
     Workload,
@@ -22,7 +23,6 @@ from extender.simulation.workload import (
     make_workloads,
     mix_request,
     stream_rate,
-    workload_count,
 )
 
 BACKGROUND_STEP = 15.0
@@ -118,7 +118,7 @@ class Base:
 def _workload(seed: int, size: Size) -> Base:
     rng = random.Random(f"workload:{seed}")
     nodes = make_nodes(rng, size.nodes)
-    workloads = make_workloads(rng, workload_count(size.nodes))
+    workloads = make_workloads(rng, max(4, round(size.nodes * WORKLOADS_PER_NODE)))
     if size.pods is not None:
         times = sorted(rng.uniform(0.0, size.end) for _ in range(size.pods))
     else:

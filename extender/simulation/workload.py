@@ -176,10 +176,6 @@ def make_workloads(rng: random.Random, count: int, prefix: str = "app") -> list[
     ]
 
 
-def workload_count(nodes: int) -> int:
-    return max(4, round(nodes * WORKLOADS_PER_NODE))
-
-
 def make_pod(rng: random.Random, uid: str, arrival: float, workload: Workload) -> PodSpec:
     factor = workload.factor * rng.lognormvariate(0.0, POD_SIGMA)
     duration = rng.lognormvariate(math.log(DURATION_MEDIAN), DURATION_SIGMA)
