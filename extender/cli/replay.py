@@ -6,6 +6,7 @@ the real placements first. Bad input: one message, exit code 1 (2 for bad argume
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import resource
@@ -51,10 +52,8 @@ def moment(text: str, now: Callable[[], float] = time.time) -> float:
     """A time: RFC 3339 / ISO 8601 (no zone: UTC), unix seconds, `now` or `now-7d`."""
     if text == "now" or text.startswith("now-"):
         return now() - (duration(text[4:]) if text != "now" else 0.0)
-    try:
+    with contextlib.suppress(ValueError):
         return float(text)
-    except ValueError:
-        pass
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -121,9 +121,6 @@ class Replay(Cluster):
             yield r, kind, pod, node
 
     # --- CPU and memory
-    def utilisation(self, node: ReplayNode, k: int) -> float:
-        return (node.background[k] + self.load[node.name][k]) / node.cores
-
     def occupy(self, spec: PodSpec, node: str, sign: int) -> None:
         """A pod keeping its real node: kube-scheduler's cache counts its requests all the same."""
         self.requested(spec, node, sign)
@@ -190,7 +187,8 @@ class Replay(Cluster):
         first = grid.index(grid.start + r + pod.startup)
         if where is not None:
             k = grid.index(grid.start + r)
-            self.recorder.placed(r, min(1.0, self.utilisation(where, k)), node)
+            use = (where.background[k] + self.load[node][k]) / where.cores
+            self.recorder.placed(r, min(1.0, use), node)
             load = self.load[node]
             for i in range(max(0, -first), min(len(pod.usage), grid.steps - first)):
                 load[first + i] += pod.usage[i]
