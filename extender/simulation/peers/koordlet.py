@@ -41,12 +41,8 @@ def report(node: NodeSpec, t: float, now: float, ledger: NodeLedger, meter: PodM
         use = meter.average(entry, t, AGGREGATE_DURATION)
         if use is not None:
             pods[uid] = (int(use * 1000), entry.pod.memory)
-    return NodeMetric(
-        now,
-        int((cpu or 0.0) * node.cores * 1000),
-        int((memory or 0.0) * node.memory),
-        pods,
-    )
+    used = int((cpu or 0.0) * node.cores * 1000), int((memory or 0.0) * node.memory)
+    return NodeMetric(now, *used, pods)
 
 
 class Koordlets:
