@@ -55,11 +55,8 @@ class ScenarioReport:
 def scenario_report(name: str, description: str, runs: Sequence[Runs]) -> ScenarioReport:
     names = list(runs[0])
     schedulers = {s: side_spreads([r[s].metrics for r in runs]) for s in names}
-    only: dict[str, int] = {}
-    if KUBE_SCHEDULER in names:
-        for s in names:
-            if s != KUBE_SCHEDULER:
-                only[s] = sum(len(r[s].unplaced - r[KUBE_SCHEDULER].unplaced) for r in runs)
+    others = [s for s in names if s != KUBE_SCHEDULER] if KUBE_SCHEDULER in names else []
+    only = {s: sum(len(r[s].unplaced - r[KUBE_SCHEDULER].unplaced) for r in runs) for s in others}
     return ScenarioReport(
         name=name,
         description=description,
