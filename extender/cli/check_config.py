@@ -12,8 +12,9 @@ from extender.policy.settings import Settings
 
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = sub.add_parser("check-config", help="validate a policy file and exit")
-    c.add_argument("config", nargs="?", help="policy YAML file (or --config)")
-    c.add_argument("--config", dest="config_flag", metavar="FILE", help="policy YAML file")
+    # One dest: the file as a positional argument or with --config.
+    c.add_argument("config", nargs="?", default=argparse.SUPPRESS, help="policy YAML file")
+    c.add_argument("--config", dest="config", metavar="FILE", help="policy YAML file")
     c.add_argument(
         "--http-timeout",
         type=_seconds,
@@ -26,15 +27,16 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _seconds(text: str) -> float:
     """A Go duration flag (validated as scheduler-config does) in seconds."""
-    from extender.policy.scheduler_config import duration_ns, go_duration
+    from extender.policy.scheduler_config import go_duration
+    from extender.policy.windows import GO_UNITS, duration
 
-    return (duration_ns(go_duration(text)) or 0) / 1e9
+    return duration(go_duration(text), GO_UNITS) or 0.0
 
 
 def run(args: argparse.Namespace) -> int:
     from extender.policy.checks import policy_problems
 
-    path = args.config_flag or args.config
+    path = args.config
     if path is None:
         print("decice-extender check-config: give the policy file: --config FILE", file=sys.stderr)
         return 2
