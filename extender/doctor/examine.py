@@ -1,16 +1,15 @@
 """`decice-extender doctor`: is this policy going to work against this cluster?
 
-`examine` gathers what the pure checks (extender.doctor.prometheus, .cluster) read through
-a blocking Prometheus query function and a Kubernetes client it is given
-(extender.metrics.providers.PrometheusProvider.query, extender.cluster.client.KubeClient),
-so this package imports neither client.
+`examine` gathers what the pure checks read, through the blocking Prometheus query function
+and the Kubernetes client it is given (this package imports neither client); the herd
+guard's checks are here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 
 from extender.cluster.kubeapi import KubeAPI
@@ -18,7 +17,6 @@ from extender.decisions.model import NodeInfo
 from extender.decisions.usage import WorkloadKey, WorkloadUse
 from extender.doctor.backend import AskBuildInfo, BuildInfo, backend_row, identify, tenant_row
 from extender.doctor.cluster import nodes_row, permission_row, permissions
-from extender.doctor.herd import present, usage_row, window_row
 from extender.doctor.prometheus import (
     Query,
     Series,
@@ -30,12 +28,13 @@ from extender.doctor.prometheus import (
     reachable_row,
     timestamp_query,
 )
-from extender.doctor.rows import Row
+from extender.doctor.rows import Row, few
 from extender.errors.causes import PartialAnswer, describe
-from extender.metrics.stock import WORKLOAD_USE, used_by
+from extender.metrics.stock import WORKLOAD_USE, StockSeries, used_by
 from extender.metrics.usage import read_workloads, wanted
+from extender.policy.sections import HerdGuardSettings
 from extender.policy.settings import Settings
-from extender.policy.windows import herd_window
+from extender.policy.windows import Window, herd_window
 
 
 async def examine(
@@ -170,3 +169,41 @@ async def _herd_rows(
                 missing.append(stock)
     rows.append(usage_row(workloads, guard, missing))
     return rows
+
+
+def window_row(window: Window, guard: HerdGuardSettings) -> Row:
+    fade = f"then fading over {window.seconds:g}s" if window.seconds else "then gone at once"
+    return Row("herd window", "ok", f"whole for {guard.settle:g}s, {fade}: {window.why}")
+
+
+def usage_row(
+    workloads: Mapping[WorkloadKey, WorkloadUse] | BaseException,
+    guard: HerdGuardSettings,
+    missing: Sequence[StockSeries] = (),
+) -> Row:
+    """What the workload query answered; `missing`: the stock series it reads that the
+    server has none of (asked only when it answered nothing)."""
+    fallback = "placed pods count at their CPU request until it answers"
+    if isinstance(workloads, BaseException):
+        return Row("workload use", "warn", f"{describe(workloads)}; {fallback}")
+    if not workloads:
+        if missing:
+            named = "; ".join(f"{s.name}, recorded by {s.records}" for s in missing)
+            return Row("workload use", "warn", f"no answer: missing {named}; {fallback}")
+        return Row("workload use", "warn", f"the query answered no workload; {fallback}")
+    trusted = {k: u for k, u in workloads.items() if u.pods >= guard.min_pods}
+    examples = few(
+        f"{k} p{100 * guard.quantile:g} {u.cores:.3g} core of {u.pods} pods"
+        for k, u in sorted(trusted.items())[:3]
+    )
+    return Row(
+        "workload use",
+        "ok",
+        f"{len(workloads)} workloads measured, {len(trusted)} with at least minPods "
+        f"{guard.min_pods} pods" + (f", e.g. {examples}" if trusted else ""),
+    )
+
+
+def present(series: Sequence[Series] | BaseException) -> bool:
+    """A `count(name)` answer says the series exists."""
+    return not isinstance(series, BaseException) and bool(series) and series[0].value > 0

@@ -1,10 +1,6 @@
-"""The doctor's Prometheus checks, pure: each metric's answer read from its series' label
-sets, values and sample times against the policy and the node list.
-
-Is Prometheus reachable with the policy's auth, does each query return series, do they
-map to the cluster's nodes (nodeLabel, `instance` addresses, joins), are their samples
-younger than maxAge, do their values fall inside min..max?
-"""
+"""The doctor's Prometheus checks, pure: is it reachable with the policy's auth, does each
+query return series, do they map to the cluster's nodes, are their samples younger than
+maxAge, do their values fall inside min..max?"""
 
 from __future__ import annotations
 
@@ -35,9 +31,6 @@ class Series:
     timestamp: float | None = None
 
 
-# --- parsing ---------------------------------------------------------------------------
-
-
 def parse_series(result: Sequence[Any]) -> list[Series]:
     """An instant-vector `data.result` as Series; items that are not series are left out,
     values that are not numbers become NaN."""
@@ -56,9 +49,6 @@ def parse_series(result: Sequence[Any]) -> list[Series]:
                 pass
         out.append(Series(labels, value, stamp))
     return out
-
-
-# --- Prometheus ------------------------------------------------------------------------
 
 
 def auth_text(prometheus: PrometheusSettings) -> str:
@@ -241,9 +231,6 @@ def range_row(metric: MetricSettings, values: Sequence[float]) -> Row:
         "warn",
         f"{len(outside)} of {len(finite)} values outside {bounds} ({seen}), clamped{hint}",
     )
-
-
-# --- the whole run ---------------------------------------------------------------------
 
 
 def timestamp_query(query: str) -> str:

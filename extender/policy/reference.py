@@ -41,9 +41,6 @@ NAME = "NAME"
 """The placeholder of a map key in key paths: policies.NAME.metrics[]."""
 
 
-# -- the Markdown reference --------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Row:
     """One key of the reference."""
@@ -241,9 +238,6 @@ def markdown_reference() -> str:
 def _cell(text: str, *, escape_pipes: bool = True) -> str:
     text = " ".join(text.split()).replace("<", "&lt;")
     return text.replace("|", "\\|") if escape_pipes else text
-
-
-# -- the committed copies ----------------------------------------------------------------------
 
 
 def doc_with_reference(current: str) -> str:

@@ -179,8 +179,6 @@ class PolicyReloader:
         )
         return False
 
-    # -- status --------------------------------------------------------------------------------
-
     def detail(self) -> dict[str, object]:
         """For /readyz: the policy in force and the last attempt (a failure is not unready)."""
         last = self.last

@@ -35,9 +35,6 @@ _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
 _SUBSCHEMA_ONE = ("items", "additionalProperties", "propertyNames", "not")
 
 
-# -- the JSON schema ---------------------------------------------------------------------------
-
-
 def settings_schema() -> Schema:
     """The whole policy file's schema: $refs inlined, simplified (see `_simplified`)."""
     raw = Settings.model_json_schema(by_alias=True, mode="validation")

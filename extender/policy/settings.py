@@ -114,8 +114,6 @@ class Settings(Model):
         self._default = self.default_policy or next(iter(self._policies))
         return self
 
-    # -- derived, once per load ------------------------------------------------------------
-
     @property
     def policy_map(self) -> Mapping[str, Policy]:
         """name -> Policy, in file order."""
