@@ -1,6 +1,4 @@
-"""The doctor's report: one row per check (ok / warn / FAIL with the likely cause), as a
-table for people and an exit code.
-"""
+"""The doctor's report: one row per check (ok / warn / FAIL with the likely cause)."""
 
 from __future__ import annotations
 

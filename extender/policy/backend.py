@@ -50,11 +50,9 @@ class PrometheusSettings(Model):
     addresses are mapped to nodes through their InternalIP."""
     child_process_above: Annotated[int, Strict(), Field(ge=0)] | None = 2000
     """Fetch, decode and map a metric's answer in a child process once its last answer
-    held more than this many series (0: always; null: never). At 15,000 nodes decoding
-    one answer holds the service's interpreter, and a request arriving meanwhile waits
-    for it (BENCHMARKS.md, "Refreshes: fetch, decode and map in a child process"); the
-    child process (and multiprocessing's resource tracker) cost up to ~70 MiB of memory
-    there."""
+    held more than this many series (0: always; null: never), so decoding a large answer
+    never holds the interpreter requests wait on; it costs memory (BENCHMARKS.md,
+    "Refreshes: fetch, decode and map in a child process")."""
     headers: dict[HeaderName, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
     """Extra HTTP headers sent with every query; never credentials (Authorization,
     Cookie): those come from files (bearerTokenFile, headerFiles)."""

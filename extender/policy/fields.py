@@ -1,8 +1,4 @@
-"""The building blocks of the policy format: strict scalar types, the base model, the error.
-
-Keys are camelCase in YAML, snake_case in Python; unknown keys are errors and values never
-change after load.
-"""
+"""The building blocks of the policy format: strict scalar types, the base model, the error."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""The policy format's reference, generated from its JSON schema (extender.policy.schema).
-
-Two committed copies are generated here, so the format has one source:
-
-- docs/configuration.md: a Markdown table of every key, between the markers
-  `<!-- BEGIN GENERATED: policy reference ... -->` and `<!-- END GENERATED ... -->`;
-- deploy/helm/decice-extender/values.schema.json: the `policy` property, the JSON schema of
-  the policy as the chart's `values.policy` accepts it (the keys the chart sets removed).
+"""The policy format's reference, generated from its JSON schema (extender.policy.schema)
+into two committed copies: docs/configuration.md's key tables (between the BEGIN/END
+markers) and the `policy` property of the chart's values.schema.json.
 
     python -m extender.policy.reference           # rewrites both
-    python -m extender.policy.reference --check   # exits 1 with a diff when either is out of date
-
-This module reads and writes only those two files, in `main`.
+    python -m extender.policy.reference --check   # exits 1 with a diff when either is stale
 """
 
 from __future__ import annotations

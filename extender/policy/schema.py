@@ -1,10 +1,5 @@
-"""The JSON schema of the policy format, from the models of extender.policy.
-
-Everything (key paths, types, defaults, descriptions) comes from
-`Settings.model_json_schema(by_alias=True, mode="validation")`, whose descriptions are the
-fields' attribute docstrings; here it is inlined and simplified for people and for the
-chart's `values.schema.json`.
-"""
+"""The JSON schema of the policy format: pydantic's, from the models (descriptions are the
+fields' attribute docstrings), inlined and simplified for people and for the chart."""
 
 from __future__ import annotations
 

@@ -144,8 +144,7 @@ class HerdGuardSettings(Model):
     wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 1800.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
     it when a node has room); then it goes to the roomiest. 0: at once. The default is
-    the simulation's: at 600 s a waiting peer (Koordinator) still had fewer hot
-    node-minutes on some seeds of the diurnal scenario, at 1800 s on none (BENCHMARKS.md)."""
+    the simulation's (BENCHMARKS.md)."""
     peak_sigmas: Annotated[float, Strict(), Field(ge=0)] = 2.0
     """A node is judged by its predicted peak: the herd metric (with the herd guard's load)
     plus this many times how far its recent spread (standard deviation over peakWindow) is
@@ -158,7 +157,7 @@ class HerdGuardSettings(Model):
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU
-    request (the behaviour before estimates)."""
+    request."""
     quantile: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.9
     """Which quantile of a workload's running pods' CPU use a new pod of it is counted at."""
     min_pods: Count = 3
@@ -174,14 +173,13 @@ class HerdGuardSettings(Model):
     recording rules."""
     pod_usage_query: StrictStr = DEFAULT_POD_USAGE_QUERY
     """PromQL: per young pod (labels namespace, pod) its own CPU use now, in cores. The
-    default reads kube-prometheus-stack's `sum_irate` recording rule (the last two samples:
-    a 5-minute rate would show a pod seconds old at a few seconds' worth of its use) and
-    kube-state-metrics' kube_pod_created."""
+    default reads kube-prometheus-stack's `sum_irate` rule (a 5-minute rate would show a
+    pod seconds old at a few seconds' worth of its use) and kube_pod_created."""
     max_workloads: Count = 100_000
     """Workloads (and young pods) kept from one answer at most: memory stays bounded."""
     usage_interval: Seconds = 60.0
-    """Seconds between fetches of the measured use, on a loop of its own (a workload's use
-    moves slowly; at 100,000 pods Prometheus takes seconds to evaluate the queries)."""
+    """Seconds between fetches of the measured use, on a loop of its own (it moves slowly,
+    and the queries are heavy on large clusters)."""
     usage_timeout: Seconds = 30.0
     """Seconds each usage query may take (server and client): longer than
     prometheus.timeout, as the queries join every running pod to its workload."""
@@ -245,8 +243,7 @@ class RebalanceSettings(Model):
 
     mode: RebalanceMode = "dry-run"
     """dry-run: log, post an Event and count what would move, evict nothing; evict: act
-    (the shipped config/extender.yaml and the chart: BENCHMARKS.md, "Pods moved off nodes
-    that load moves onto")."""
+    (as the shipped config/extender.yaml and the chart do)."""
     interval: Seconds = 15.0
     """Seconds between re-checks of every running pod of ours (as often as the extender's
     refresh: with sustain 2 a pod moves about 30 s after its node's value is over)."""

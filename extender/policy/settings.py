@@ -1,9 +1,5 @@
-"""The whole policy file as one frozen `Settings`, with the problems that span keys.
-
-The models of extender.policy are the one source of the policy format: docs/configuration.md's
-reference and the chart's `values.schema.json` policy block are generated from them
-(extender.policy.reference).
-"""
+"""The whole policy file as one frozen `Settings`, with the problems that span keys. The
+models are the one source of the format (extender.policy.reference generates its docs)."""
 
 from __future__ import annotations
 
