@@ -32,7 +32,17 @@ class HTTPStatusError(Exception):
         self.source = source
 
     def __str__(self) -> str:
-        return http_status_text(self.status, self.body, self.source)
+        """`<source> query error: <type>: <error>` for a Prometheus API error document,
+        else `HTTP <status> from <source>` and the start of the body."""
+        try:
+            doc = json.loads(self.body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("status") == "error":
+            kind = doc.get("errorType") or "error"
+            return f"{self.source} query error: {kind}: {doc.get('error') or '(no message)'}"
+        start = excerpt(self.body)
+        return f"HTTP {self.status} from {self.source}" + (f": {start}" if start else "")
 
 
 class BadAnswer(Exception):
@@ -84,20 +94,6 @@ def walk(exc: BaseException) -> Iterator[BaseException]:
         if isinstance(current, BaseExceptionGroup):
             behind.extend(current.exceptions)
         queue.extend(e for e in behind if isinstance(e, BaseException))
-
-
-def http_status_text(status: int, body: bytes, source: str = "Prometheus") -> str:
-    """`Prometheus query error: <type>: <error>` for a Prometheus API error document,
-    else `HTTP <status> from <source>` and the start of the body."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict) and doc.get("status") == "error":
-        kind = doc.get("errorType") or "error"
-        return f"{source} query error: {kind}: {doc.get('error') or '(no message)'}"
-    start = excerpt(body)
-    return f"HTTP {status} from {source}" + (f": {start}" if start else "")
 
 
 # A URL's query string (PromQL, sometimes a token): `?key=...` after a path or host.

@@ -85,31 +85,21 @@ class ServerSettings(Model):
             raise ValueError(f"metricsPort must be a port of its own, not {self.metrics_port}")
         return self
 
-    @property
-    def verbs_exposed(self) -> bool:
-        """The verbs listener is reachable from outside this pod (not loopback)."""
-        return not is_loopback(self.host)
-
 
 def exposure_problem(server: ServerSettings, bind_enabled: bool) -> str | None:
     """Why these verbs must not listen where they would, or None: /bind must never be
     reachable from outside the pod unless clients must show a certificate (mutual TLS)."""
-    if not bind_enabled or not server.verbs_exposed or server.tls.client_ca_file is not None:
+    try:
+        loopback = ipaddress.ip_address(server.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = server.host == "localhost"
+    if not bind_enabled or loopback or server.tls.client_ca_file is not None:
         return None
     return (
         f"{server.host!r} would let anyone who reaches this pod bind pods (/bind); keep "
         "the verbs on 127.0.0.1 and serve Prometheus and probes with server.metricsPort, "
         "or require client certificates (server.tls.clientCAFile)"
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class StaticSettings(Model):

@@ -6,22 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated
 
-from pydantic import (
-    Field,
-    PrivateAttr,
-    Strict,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, Strict, model_validator
 
 from extender.policy.backend import PrometheusSettings
 from extender.policy.fields import Model, PolicyName, ProviderKind
 from extender.policy.policies import (
     DEFAULT_METRICS,
+    Metrics,
     MetricSettings,
     Policy,
     PolicySettings,
-    checked_metrics,
 )
 from extender.policy.sections import (
     BindSettings,
@@ -60,7 +54,7 @@ class Settings(Model):
     """Used when provider: prometheus."""
     static: StaticSettings = StaticSettings()
     """Used when provider: static."""
-    single_metrics: tuple[MetricSettings, ...] | None = Field(
+    single_metrics: Metrics | None = Field(
         default=None, alias="metrics", json_schema_extra={"minItems": 1}
     )
     """A single-policy file: the metrics of the one policy (named "default"). Unset and no
@@ -90,13 +84,6 @@ class Settings(Model):
     """Overload taints, for cluster autoscalers (off by default)."""
     shadow: ShadowSettings = ShadowSettings()
     """Shadow mode (`decice-extender shadow`): our verdict on other schedulers' placements."""
-
-    @field_validator("single_metrics")
-    @classmethod
-    def _some(cls, metrics: tuple[MetricSettings, ...] | None) -> tuple[MetricSettings, ...] | None:
-        if metrics is not None:
-            checked_metrics(metrics)
-        return metrics
 
     _policies: dict[str, Policy] = PrivateAttr(default_factory=dict)
     _default: str = PrivateAttr(default=DEFAULT_POLICY)
