@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, Strict, StrictBool, StrictStr, field_validator, model_validator
 
-from extender.policy.fields import Model, Seconds
+from extender.policy.fields import Model, NonEmpty, Seconds
 
 TENANT_HEADER = "X-Scope-OrgID"
 """The tenant header of Mimir, Cortex and Thanos' tenancy (and of VictoriaMetrics' vmauth)."""
@@ -26,9 +26,9 @@ HeaderName = Annotated[str, Strict(), Field(pattern=_TOKEN.pattern)]
 
 
 class BasicAuth(Model):
-    username: Annotated[str, Strict(), Field(min_length=1)]
+    username: NonEmpty
     """User name sent with HTTP basic auth."""
-    password_file: Annotated[str, Strict(), Field(min_length=1)]
+    password_file: NonEmpty
     """File holding the password (re-read each refresh)."""
 
 
@@ -45,7 +45,7 @@ class PrometheusSettings(Model):
     """Per-query timeout in seconds."""
     max_backoff: Seconds = 120.0
     """Ceiling of the refresh back-off after consecutive errors."""
-    node_label: Annotated[str, Strict(), Field(min_length=1)] = "node"
+    node_label: NonEmpty = "node"
     """Label naming the node: node, nodename, instance or any label; `instance`
     addresses are mapped to nodes through their InternalIP."""
     child_process_above: Annotated[int, Strict(), Field(ge=0)] | None = 2000

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated
 
-from pydantic import Field, PrivateAttr, Strict, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from extender.policy.backend import PrometheusSettings
-from extender.policy.fields import Model, PolicyName, ProviderKind
+from extender.policy.fields import Model, NonEmpty, PolicyName, ProviderKind
 from extender.policy.policies import (
     DEFAULT_METRICS,
     Metrics,
@@ -42,9 +42,9 @@ DEFAULT_POLICY = "default"
 class Settings(Model):
     """The whole policy file."""
 
-    scheduler_names: Annotated[
-        frozenset[Annotated[str, Strict(), Field(min_length=1)]], Field(min_length=1)
-    ] = frozenset({DEFAULT_SCHEDULER_NAME})
+    scheduler_names: Annotated[frozenset[NonEmpty], Field(min_length=1)] = frozenset(
+        {DEFAULT_SCHEDULER_NAME}
+    )
     """Pods with another spec.schedulerName pass through untouched."""
     server: ServerSettings = ServerSettings()
     """The verbs listener and the optional metrics listener."""
