@@ -7,19 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from extender import __version__
-from extender.cli import (
-    check_config,
-    doctor,
-    replay,
-    report,
-    scheduler_config,
-    scores,
-    serve,
-    simulate,
-)
+from extender.cli import check, replay, report, scheduler_config, serve, simulate
 from extender.policy.fields import ConfigError
 
-COMMANDS = (serve, report, check_config, scores, doctor, scheduler_config, simulate, replay)
+COMMANDS = (serve, report, check, scheduler_config, simulate, replay)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -172,8 +172,7 @@ async def _herd_rows(
 
 
 def window_row(window: Window, guard: HerdGuardSettings) -> Row:
-    fade = f"then fading over {window.seconds:g}s" if window.seconds else "then gone at once"
-    return Row("herd window", "ok", f"whole for {guard.settle:g}s, {fade}: {window.why}")
+    return Row("herd window", "ok", f"{window.fade(guard.settle)}: {window.why}")
 
 
 def usage_row(

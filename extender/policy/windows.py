@@ -33,6 +33,11 @@ class Window:
     why: str
     """Where the figure comes from, for check-config, doctor and /readyz."""
 
+    def fade(self, settle: float) -> str:
+        """How a placed pod's reservation ends: whole for `settle` s, then fading."""
+        fade = f"then fading over {self.seconds:g}s" if self.seconds else "then gone at once"
+        return f"whole for {settle:g}s, {fade}"
+
 
 def duration(text: str, units: dict[str, float] = PROMETHEUS_UNITS) -> float | None:
     """Seconds of a duration with units ("5m", "1h30m", "1.5h"; Prometheus' and
