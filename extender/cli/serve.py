@@ -74,7 +74,7 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def started(args: argparse.Namespace) -> tuple[Settings, str, LogFormat]:
     """Logging configured from the flags, then the policy read once (the hash /readyz
     shows is of the very bytes the settings came from): (settings, sha256, log format)."""
-    from extender.policy.reload import read_policy
+    from extender.policy.loading import read_policy
     from extender.service import logs
 
     log_format = logs.log_format(args.log_format, os.environ)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,27 @@ def parse_settings(
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate a policy file. Environment: PROMETHEUS_URL, KUBECONFIG."""
+    return read_policy(path, environ or {})[0]
+
+
+def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
+    """The file's Settings and the sha256 of the very bytes they came from (one read, so
+    a reloader started from them never misses a change made in between)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError([f"cannot read {path}: {exc.strerror or exc}"], str(path)) from exc
-    return parse_text(text, environ, str(path))
+    return parse_bytes(data, environ, str(path)), hashlib.sha256(data).hexdigest()
+
+
+def parse_bytes(data: bytes, environ: Mapping[str, str], source: str) -> Settings:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [f"$: not UTF-8 text ({exc.reason} at byte {exc.start})"], source
+        ) from exc
+    return parse_text(text, environ, source)
 
 
 def parse_text(

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from extender.errors.causes import describe
 from extender.policy.fields import ConfigError
 from extender.policy.filewatch import ReloadTriggers
-from extender.policy.loading import describe_errors, parse_text
+from extender.policy.loading import describe_errors, parse_bytes
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.reload")
@@ -41,16 +41,6 @@ class Outcome:
     reason: str
     error: str | None = None
     problems: tuple[str, ...] = ()
-
-
-def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
-    """The file's Settings and the sha256 of the very bytes they came from (one read, so
-    a PolicyReloader started from them never misses a change made in between)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError([describe(exc)], str(path)) from exc
-    return _parse(data, environ, str(path)), hashlib.sha256(data).hexdigest()
 
 
 def restart_sections(running: Settings, new: Settings) -> list[str]:
@@ -75,20 +65,10 @@ def effective(running: Settings, new: Settings) -> Settings:
         raise ConfigError(describe_errors(exc), "reloaded policy") from None
 
 
-def _parse(data: bytes, environ: Mapping[str, str], source: str) -> Settings:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            [f"$: not UTF-8 text ({exc.reason} at byte {exc.start})"], source
-        ) from exc
-    return parse_text(text, environ, source)
-
-
 class PolicyReloader:
     """Reloads the policy file into the service through `apply`, one reload at a time.
 
-    `settings` and `sha256` start as `read_policy` gave them and follow each applied
+    `settings` and `sha256` start as `loading.read_policy` gave them and follow each applied
     reload; `environ` (the start's PROMETHEUS_URL, KUBECONFIG) applies to every reload.
     """
 
@@ -140,7 +120,7 @@ class PolicyReloader:
             return True
         try:
             # Off the event loop: a large file's validation must not delay requests.
-            new = await asyncio.to_thread(_parse, data, self._environ, source)
+            new = await asyncio.to_thread(parse_bytes, data, self._environ, source)
         except ConfigError as exc:
             return self._failed(reason, "invalid policy", exc.problems)
         restart = restart_sections(self._started, new)

@@ -20,7 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from extender.errors.backoff import Backoff
 from extender.policy import filewatch
-from extender.policy.reload import PolicyReloader, read_policy, restart_sections
+from extender.policy.loading import read_policy
+from extender.policy.reload import PolicyReloader, restart_sections
 from extender.policy.settings import Settings
 from extender.service.telemetry import Telemetry
 
