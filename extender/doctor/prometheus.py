@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.decisions.model import NodeInfo, NodeInventory
-from extender.doctor.rows import Row, Status, few, number
+from extender.doctor.rows import Row, Status, few
 from extender.errors.causes import describe
 from extender.metrics.providers import node_of
 from extender.policy.backend import PrometheusSettings
@@ -212,7 +212,7 @@ def range_row(metric: MetricSettings, values: Sequence[float]) -> Row:
         return Row(check, "warn", "no values to compare with min..max")
     lo, hi = min(finite), max(finite)
     bounds = f"min {metric.min:g} .. max {metric.max:g}"
-    seen = f"values {number(lo)} .. {number(hi)}"
+    seen = f"values {lo:.4g} .. {hi:.4g}"
     outside = [v for v in finite if v < metric.min or v > metric.max]
     if not outside:
         return Row(check, "ok", f"{seen} within {bounds}")

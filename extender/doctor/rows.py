@@ -26,10 +26,6 @@ def few(items: Iterable[str], n: int = _SHOWN) -> str:
     return ", ".join(listed[:n]) + more
 
 
-def number(value: float) -> str:
-    return f"{value:.4g}"
-
-
 def render(rows: Sequence[Row]) -> str:
     """CHECK, STATUS, DETAIL, then a one-line summary."""
     table = tabulate(

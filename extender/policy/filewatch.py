@@ -117,13 +117,10 @@ class ReloadTriggers:
     def install_sighup(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
         """Reload on SIGHUP (from the running loop by default). False where the platform or
         thread cannot take signal handlers (Windows, not the main thread)."""
-        hup = getattr(signal, "SIGHUP", None)
-        if hup is None:
-            return False
         loop = loop or asyncio.get_running_loop()
         try:
-            loop.add_signal_handler(hup, self._on_sighup)
-        except (NotImplementedError, RuntimeError, ValueError) as exc:
+            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        except (AttributeError, NotImplementedError, RuntimeError, ValueError) as exc:
             log.debug("no SIGHUP reload: %s", describe(exc))
             return False
         self._sighup_loop = loop

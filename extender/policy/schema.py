@@ -101,7 +101,8 @@ def _simplified(node: Schema) -> Schema:
         else:
             out[key] = value
     out = _nullable(out)
-    out = {k: out[k] for k in _ordered(out)}
+    first = [k for k in ("type", "description", "default", "enum") if k in out]  # reading order
+    out = {k: out[k] for k in [*first, *(k for k in out if k not in first)]}
     patterns = out.get("patternProperties")
     if (
         isinstance(patterns, dict)
@@ -118,9 +119,12 @@ def _simplified(node: Schema) -> Schema:
 
 
 def _structured(value: Any) -> bool:
-    if isinstance(value, dict):
-        return bool(value)
-    return isinstance(value, list) and any(isinstance(v, dict) for v in value)
+    """An object, or a list of objects (a default each key of which has its own)."""
+    return (
+        bool(value)
+        if isinstance(value, dict)
+        else isinstance(value, list) and any(isinstance(v, dict) for v in value)
+    )
 
 
 def _nullable(node: Schema) -> Schema:
@@ -138,9 +142,3 @@ def _nullable(node: Schema) -> Schema:
     if "enum" in merged:
         merged["enum"] = [*merged["enum"], None]
     return merged
-
-
-def _ordered(node: Schema) -> list[str]:
-    """Keys in reading order: type, description, default and enum first, then the rest."""
-    first = [k for k in ("type", "description", "default", "enum") if k in node]
-    return [*first, *(k for k in node if k not in first)]
