@@ -169,15 +169,18 @@ def report_text(doc: dict[str, Any]) -> str:
     for metric, share in (doc.get("over") or {}).items():
         rows.append((f"onto nodes over the {metric} threshold", _share(share)))
     rows.append(("median score gap (our best - chosen, 0..10)", str(doc.get("medianGap"))))
-    width = max(len(label) for label, _ in rows)
-    lines = [f"placements judged: {seen} (the last {kept} below)"]
-    lines += [f"  {label.ljust(width)}  {value}" for label, value in rows]
+    lines = [f"placements judged: {seen} (the last {kept} below)", *_aligned(rows)]
     against = doc.get("againstAdvice") or []
     if against:
         chosen = ", ".join(f"{row['node']} ({row['placements']})" for row in against)
         lines.append(f"nodes most often chosen against our advice: {chosen}")
     lines += exceedance_lines(doc.get("exceedance"))
     return "\n".join(lines)
+
+
+def _aligned(rows: list[tuple[str, str]]) -> list[str]:
+    width = max(len(label) for label, _ in rows)
+    return [f"  {label.ljust(width)}  {value}" for label, value in rows]
 
 
 def _window(seconds: float) -> str:
@@ -202,15 +205,11 @@ def exceedance_lines(doc: dict[str, Any] | None) -> list[str]:
     )
     rows = [(label, doc["byVerdict"][verdict]) for label, verdict in VERDICT_LABELS]
     rows.append(("all placements", doc["overall"]))
-    width = max(len(label) for label, _ in rows)
-    lines = [head]
-    for label, row in rows:
-        lines.append(
-            f"  {label.ljust(width)}  {_share(row['share'])} ({row['exceeded']} of {row['judged']})"
-        )
-    lines.append(
+    shares = [(k, f"{_share(r['share'])} ({r['exceeded']} of {r['judged']})") for k, r in rows]
+    return [
+        head,
+        *_aligned(shares),
         f"  not counted: {doc.get('waiting', 0)} in their window still, "
         f"{doc.get('unobserved', 0)} with no fresh data in it, "
-        f"{doc.get('dropped', 0)} let go (over shadow.keep)"
-    )
-    return lines
+        f"{doc.get('dropped', 0)} let go (over shadow.keep)",
+    ]
