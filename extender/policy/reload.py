@@ -12,7 +12,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -161,19 +161,12 @@ class PolicyReloader:
 
     def detail(self) -> dict[str, object]:
         """For /readyz: the policy in force and the last attempt (a failure is not unready)."""
-        last = self.last
         return {
             "path": str(self.path),
             "sha256": self.sha256,
             "loadedAt": self._loaded_at,
             "watching": self.triggers.watching.is_set(),
-            "lastReload": {
-                "at": last.at,
-                "successful": last.successful,
-                "reason": last.reason,
-                "error": last.error,
-                "problems": list(last.problems),
-            },
+            "lastReload": {**asdict(self.last), "problems": list(self.last.problems)},
         }
 
     def figures(self) -> tuple[bool, float, str]:
