@@ -149,7 +149,12 @@ def run(args: argparse.Namespace) -> int:
         doc = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "leaderElection": sc.leader_election(lease, namespace),
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceLock": "leases",
+                "resourceName": lease,
+                "resourceNamespace": namespace,
+            },
             "percentageOfNodesToScore": 100,
             "profiles": profiles,
             "extenders": [entry],

@@ -1,10 +1,6 @@
-"""The doctor's Prometheus checks, pure: each metric's answer read from its series' label
-sets, values and sample times against the policy and the node list.
-
-Is Prometheus reachable with the policy's auth, does each query return series, do they
-map to the cluster's nodes (nodeLabel, `instance` addresses, joins), are their samples
-younger than maxAge, do their values fall inside min..max?
-"""
+"""The doctor's Prometheus checks, pure: is it reachable with the policy's auth, does each
+query return series, do they map to the cluster's nodes, are their samples younger than
+maxAge, do their values fall inside min..max?"""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.decisions.model import NodeInfo, NodeInventory
-from extender.doctor.rows import Row, Status, few, number
+from extender.doctor.rows import Row, Status, few
 from extender.errors.causes import describe
 from extender.metrics.providers import node_of
 from extender.policy.backend import PrometheusSettings
@@ -33,9 +29,6 @@ class Series:
     labels: Mapping[str, str]
     value: float
     timestamp: float | None = None
-
-
-# --- parsing ---------------------------------------------------------------------------
 
 
 def parse_series(result: Sequence[Any]) -> list[Series]:
@@ -56,9 +49,6 @@ def parse_series(result: Sequence[Any]) -> list[Series]:
                 pass
         out.append(Series(labels, value, stamp))
     return out
-
-
-# --- Prometheus ------------------------------------------------------------------------
 
 
 def auth_text(prometheus: PrometheusSettings) -> str:
@@ -222,7 +212,7 @@ def range_row(metric: MetricSettings, values: Sequence[float]) -> Row:
         return Row(check, "warn", "no values to compare with min..max")
     lo, hi = min(finite), max(finite)
     bounds = f"min {metric.min:g} .. max {metric.max:g}"
-    seen = f"values {number(lo)} .. {number(hi)}"
+    seen = f"values {lo:.4g} .. {hi:.4g}"
     outside = [v for v in finite if v < metric.min or v > metric.max]
     if not outside:
         return Row(check, "ok", f"{seen} within {bounds}")
@@ -241,9 +231,6 @@ def range_row(metric: MetricSettings, values: Sequence[float]) -> Row:
         "warn",
         f"{len(outside)} of {len(finite)} values outside {bounds} ({seen}), clamped{hint}",
     )
-
-
-# --- the whole run ---------------------------------------------------------------------
 
 
 def timestamp_query(query: str) -> str:

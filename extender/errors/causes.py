@@ -1,20 +1,10 @@
 """An exception reduced to its cause: the one place that turns an error into operator text.
 
-A refused Prometheus query reaches us as requests.ConnectionError wrapping urllib3's
-MaxRetryError wrapping NewConnectionError wrapping ConnectionRefusedError, and its text
-is a URL with the whole PromQL query in it. `describe` walks such a chain (`__cause__`,
-`__context__`, `MaxRetryError.reason`, exceptions in `args`) and names what happened:
-
-    connection refused to 127.0.0.1:9090
-    timeout after 5s waiting for prometheus:9090
-    name resolution failed for prometheus.example (Name or service not known)
-    TLS: certificate verify failed: unable to get local issuer certificate
-    HTTP 503 from Prometheus: Service Unavailable
-    Prometheus query error: bad_data: 1:5: parse error: unexpected <op:*>
-
-Anything else keeps its type and first line. Every text goes through `redact` (a proxy
-may echo the Authorization header) and is one line of at most 300 characters; query
-strings are never shown. Pure: the library types are recognised by name, not imported.
+`describe` walks an exception chain (`__cause__`, `__context__`, urllib3's
+`MaxRetryError.reason`, exceptions in `args`) and names what happened, e.g. "connection
+refused to 127.0.0.1:9090" or "HTTP 503 from Prometheus: Service Unavailable", instead of a
+URL holding the whole PromQL. Every text is redacted and one line of at most 300
+characters. Library types are recognised by name, not imported.
 """
 
 from __future__ import annotations
@@ -42,7 +32,17 @@ class HTTPStatusError(Exception):
         self.source = source
 
     def __str__(self) -> str:
-        return http_status_text(self.status, self.body, self.source)
+        """`<source> query error: <type>: <error>` for a Prometheus API error document,
+        else `HTTP <status> from <source>` and the start of the body."""
+        try:
+            doc = json.loads(self.body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("status") == "error":
+            kind = doc.get("errorType") or "error"
+            return f"{self.source} query error: {kind}: {doc.get('error') or '(no message)'}"
+        start = excerpt(self.body)
+        return f"HTTP {self.status} from {self.source}" + (f": {start}" if start else "")
 
 
 class BadAnswer(Exception):
@@ -96,22 +96,6 @@ def walk(exc: BaseException) -> Iterator[BaseException]:
         queue.extend(e for e in behind if isinstance(e, BaseException))
 
 
-def http_status_text(status: int, body: bytes, source: str = "Prometheus") -> str:
-    """`Prometheus query error: <type>: <error>` for a Prometheus API error document,
-    else `HTTP <status> from <source>` and the start of the body."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict) and doc.get("status") == "error":
-        kind = doc.get("errorType") or "error"
-        return f"{source} query error: {kind}: {doc.get('error') or '(no message)'}"
-    start = excerpt(body)
-    return f"HTTP {status} from {source}" + (f": {start}" if start else "")
-
-
-# --- the reducers, most telling first ------------------------------------------------------
-
 # A URL's query string (PromQL, sometimes a token): `?key=...` after a path or host.
 _QUERY = re.compile(r"(?<=[\w/])\?[\w%.~+-]+=[^\s'\")]*")
 _HOST_PORT = re.compile(r"host='([^']+)', port=(\d+)")
@@ -119,14 +103,12 @@ _TIMEOUT_VALUE = re.compile(r"(?:read|connect) timeout=([0-9.]+)")
 _RESOLVE = re.compile(r"Failed to resolve '([^']+)'")
 _SSL_TEXT = re.compile(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)")
 _TAGS = re.compile(r"<[^>]*>")
-# Exceptions whose text is written for the operator already
-# (extender.cluster.client.errors.KubeError).
-_TOLD = ("KubeError",)
 
 
 def _told(chain: list[BaseException]) -> str | None:
+    """Errors whose text is written for the operator already (ours, and KubeError)."""
     top = chain[0]
-    if isinstance(top, HTTPStatusError | BadAnswer) or _named(top, *_TOLD):
+    if isinstance(top, HTTPStatusError | BadAnswer) or _named(top, "KubeError"):
         return str(top) or type(top).__name__
     for exc in chain:
         if isinstance(exc, HTTPStatusError | BadAnswer):
@@ -231,12 +213,8 @@ def _fallback(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-# --- helpers ---------------------------------------------------------------------------------
-
-
 def _named(exc: BaseException, *names: str) -> bool:
-    """True when `exc`'s class, or a base class, has one of `names` (duck-typed: requests,
-    urllib3, aiohttp and the Kubernetes client are not imported here)."""
+    """`exc`'s class or a base of it has one of `names` (duck-typed: no library imported)."""
     return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 

@@ -1,9 +1,6 @@
-"""Credentials never reach a log line, /readyz or an Error answer.
-
-Prometheus proxies and API servers sometimes echo the request's Authorization header in
-their error text; every message from an edge goes through `redact` before it is shown.
-URLs are shown through `safe_url` (no user:password@, no query string).
-"""
+"""Credentials never reach a log line, /readyz or an Error answer: servers may echo the
+Authorization header in error text, so every message from an edge goes through `redact`,
+and URLs through `safe_url`."""
 
 from __future__ import annotations
 

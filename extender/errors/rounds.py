@@ -1,7 +1,5 @@
-"""Background loops that check on an interval: the wait, backed off (errors.backoff) after
-failed rounds, and a round that fails (or has a bug) never stopping the next one; and the
-pace of the loops that write to the API one item at a time (requeue's patches, Events,
-taints)."""
+"""Background loops that check on an interval (backed off after failed rounds; a failing
+round never stops the next), and the pace of loops that write to the API one at a time."""
 
 from __future__ import annotations
 
@@ -25,13 +23,8 @@ def backoff(interval: float, failures: int, rng: random.Random) -> float:
     drawn between one interval and a ceiling doubling from 2 intervals to 8."""
     if failures <= 0:
         return interval
-    policy = Backoff(
-        base=FIRST_BACKOFF_FACTOR * interval,
-        cap=MAX_BACKOFF_FACTOR * interval,
-        floor=interval,
-        rng=rng,
-    )
-    return policy.wait(failures)
+    first, most = FIRST_BACKOFF_FACTOR * interval, MAX_BACKOFF_FACTOR * interval
+    return Backoff(base=first, cap=most, floor=interval, rng=rng).wait(failures)
 
 
 async def check_forever(

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, Strict, StrictBool, StrictStr, field_validator, model_validator
 
-from extender.policy.fields import Model, Seconds
+from extender.policy.fields import Model, NonEmpty, Seconds
 
 TENANT_HEADER = "X-Scope-OrgID"
 """The tenant header of Mimir, Cortex and Thanos' tenancy (and of VictoriaMetrics' vmauth)."""
@@ -26,9 +26,9 @@ HeaderName = Annotated[str, Strict(), Field(pattern=_TOKEN.pattern)]
 
 
 class BasicAuth(Model):
-    username: Annotated[str, Strict(), Field(min_length=1)]
+    username: NonEmpty
     """User name sent with HTTP basic auth."""
-    password_file: Annotated[str, Strict(), Field(min_length=1)]
+    password_file: NonEmpty
     """File holding the password (re-read each refresh)."""
 
 
@@ -45,16 +45,14 @@ class PrometheusSettings(Model):
     """Per-query timeout in seconds."""
     max_backoff: Seconds = 120.0
     """Ceiling of the refresh back-off after consecutive errors."""
-    node_label: Annotated[str, Strict(), Field(min_length=1)] = "node"
+    node_label: NonEmpty = "node"
     """Label naming the node: node, nodename, instance or any label; `instance`
     addresses are mapped to nodes through their InternalIP."""
     child_process_above: Annotated[int, Strict(), Field(ge=0)] | None = 2000
     """Fetch, decode and map a metric's answer in a child process once its last answer
-    held more than this many series (0: always; null: never). At 15,000 nodes decoding
-    one answer holds the service's interpreter, and a request arriving meanwhile waits
-    for it (BENCHMARKS.md, "Refreshes: fetch, decode and map in a child process"); the
-    child process (and multiprocessing's resource tracker) cost up to ~70 MiB of memory
-    there."""
+    held more than this many series (0: always; null: never), so decoding a large answer
+    never holds the interpreter requests wait on; it costs memory (BENCHMARKS.md,
+    "Refreshes: fetch, decode and map in a child process")."""
     headers: dict[HeaderName, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
     """Extra HTTP headers sent with every query; never credentials (Authorization,
     Cookie): those come from files (bearerTokenFile, headerFiles)."""

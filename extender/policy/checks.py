@@ -1,12 +1,6 @@
-"""What `check-config` catches beyond the file format: policies that load but cannot work.
-
-Pure: it reads settings and returns problems, one line each naming the key. Loading
-(extender.policy.settings) already refuses a file that is malformed or contradicts itself;
-these
-checks need something the policy alone does not know (the scheduler's httpTimeout) or a
-second opinion that must not stop a running service (a PromQL parser whose dialect may
-trail the Prometheus it talks to).
-"""
+"""What `check-config` catches beyond loading: what the policy alone does not know (the
+scheduler's httpTimeout), or a second opinion that must not stop a running service (a PromQL
+parser whose dialect may trail the server's). Pure: one problem a line, naming the key."""
 
 from __future__ import annotations
 

@@ -1,44 +1,20 @@
 """Reading a policy: YAML text plus environment overrides in, `Settings` or one error
-listing every problem (by its key path as written in YAML) out.
-
-No I/O except reading the file it is given.
-"""
+listing every problem (by its key path as written in YAML) out."""
 
 from __future__ import annotations
 
 import difflib
+import functools
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ValidationError,
-)
+from pydantic import ValidationError
 
-from extender.policy.backend import BasicAuth, PrometheusSettings
 from extender.policy.fields import ConfigError
-from extender.policy.policies import FilterThreshold, MetricSettings, PolicySettings
-from extender.policy.sections import (
-    BindSettings,
-    ExplainSettings,
-    HerdGuardSettings,
-    KubernetesSettings,
-    LabelSelectorSettings,
-    OverloadSettings,
-    PrioritizeSettings,
-    RebalanceSettings,
-    RequeueSettings,
-    SelectorRequirement,
-    ServerSettings,
-    ShadowSettings,
-    StaticSettings,
-    TLSSettings,
-)
 from extender.policy.settings import Settings
-
-# -- loading -----------------------------------------------------------------------------------
 
 
 def parse_settings(
@@ -58,11 +34,27 @@ def parse_settings(
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate a policy file. Environment: PROMETHEUS_URL, KUBECONFIG."""
+    return read_policy(path, environ or {})[0]
+
+
+def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
+    """The file's Settings and the sha256 of the very bytes they came from (one read, so
+    a reloader started from them never misses a change made in between)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError([f"cannot read {path}: {exc.strerror or exc}"], str(path)) from exc
-    return parse_text(text, environ, str(path))
+    return parse_bytes(data, environ, str(path)), hashlib.sha256(data).hexdigest()
+
+
+def parse_bytes(data: bytes, environ: Mapping[str, str], source: str) -> Settings:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [f"$: not UTF-8 text ({exc.reason} at byte {exc.start})"], source
+        ) from exc
+    return parse_text(text, environ, source)
 
 
 def parse_text(
@@ -99,7 +91,7 @@ def describe_errors(exc: ValidationError) -> list[str]:
         kind = error["type"]
         if kind == "extra_forbidden":
             key = str(error["loc"][-1])
-            hint = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
+            hint = difflib.get_close_matches(key, _known_keys(), n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
             out.append(f"{path}: unknown key{suggestion}")
             continue
@@ -130,37 +122,9 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
-def _aliases(model: type[BaseModel]) -> set[str]:
-    return {f.alias or name for name, f in model.model_fields.items()}
-
-
-_KNOWN_KEYS = sorted(
-    set().union(
-        *(
-            _aliases(m)
-            for m in (
-                Settings,
-                ServerSettings,
-                TLSSettings,
-                PrometheusSettings,
-                BasicAuth,
-                StaticSettings,
-                MetricSettings,
-                FilterThreshold,
-                PolicySettings,
-                HerdGuardSettings,
-                BindSettings,
-                KubernetesSettings,
-                RequeueSettings,
-                PrioritizeSettings,
-                ExplainSettings,
-                RebalanceSettings,
-                ShadowSettings,
-                OverloadSettings,
-                LabelSelectorSettings,
-                SelectorRequirement,
-            )
-        )
-    )
-)
-"""Every key of the format, to suggest the one a typo meant."""
+@functools.cache
+def _known_keys() -> list[str]:
+    """Every key of the format, to suggest the one a typo meant."""
+    schema = Settings.model_json_schema(by_alias=True)
+    nodes = (schema, *schema["$defs"].values())
+    return sorted({key for node in nodes for key in node.get("properties", {})})

@@ -1,16 +1,9 @@
-"""The policy format's reference, generated from its JSON schema (extender.policy.schema).
-
-Two committed copies are generated here, so the format has one source:
-
-- docs/configuration.md: a Markdown table of every key, between the markers
-  `<!-- BEGIN GENERATED: policy reference ... -->` and `<!-- END GENERATED ... -->`;
-- deploy/helm/decice-extender/values.schema.json: the `policy` property, the JSON schema of
-  the policy as the chart's `values.policy` accepts it (the keys the chart sets removed).
+"""The policy format's reference, generated from its JSON schema (extender.policy.schema)
+into two committed copies: docs/configuration.md's key tables (between the BEGIN/END
+markers) and the `policy` property of the chart's values.schema.json.
 
     python -m extender.policy.reference           # rewrites both
-    python -m extender.policy.reference --check   # exits 1 with a diff when either is out of date
-
-This module reads and writes only those two files, in `main`.
+    python -m extender.policy.reference --check   # exits 1 with a diff when either is stale
 """
 
 from __future__ import annotations
@@ -19,6 +12,7 @@ import argparse
 import difflib
 import json
 import math
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,9 +35,6 @@ NAME = "NAME"
 """The placeholder of a map key in key paths: policies.NAME.metrics[]."""
 
 
-# -- the Markdown reference --------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Row:
     """One key of the reference."""
@@ -63,35 +54,32 @@ class Section:
     rows: tuple[Row, ...]
 
 
-def sections(schema: Schema | None = None) -> list[Section]:
+def sections(node: Schema | None = None, path: str = "", about: str = "") -> Iterator[Section]:
     """Every object of the policy, depth first in field order, each with its keys."""
-    root = settings_schema() if schema is None else schema
-    out: list[Section] = []
-    _walk(root, "", str(root.get("description", "")), out)
-    return out
-
-
-def key_paths(schema: Schema | None = None) -> list[str]:
-    """Every key path of the reference, e.g. `policies.NAME.metrics[].filter.above`."""
-    return [row.path for section in sections(schema) for row in section.rows]
-
-
-def _walk(node: Schema, path: str, description: str, out: list[Section]) -> None:
+    if node is None:
+        node = settings_schema()
+        about = str(node.get("description", ""))
     properties: dict[str, Schema] = node.get("properties", {})
     required = set(node.get("required", []))
+    paths = {key: f"{path}.{key}" if path else key for key in properties}
     rows = tuple(
         Row(
-            path=_join(path, key),
+            path=paths[key],
             type=readable_type(sub),
             default="required" if key in required else _default(sub),
             description=" ".join(str(sub.get("description", "")).split()),
         )
         for key, sub in properties.items()
     )
-    out.append(Section(path, description, rows))
+    yield Section(path, about, rows)
     for key, sub in properties.items():
-        for child_path, child in _objects(_join(path, key), sub):
-            _walk(child, child_path, str(sub.get("description", "")), out)
+        for child_path, child in _objects(paths[key], sub):
+            yield from sections(child, child_path, str(sub.get("description", "")))
+
+
+def key_paths(schema: Schema | None = None) -> list[str]:
+    """Every key path of the reference, e.g. `policies.NAME.metrics[].filter.above`."""
+    return [row.path for section in sections(schema) for row in section.rows]
 
 
 def _objects(path: str, node: Schema) -> Iterator[tuple[str, Schema]]:
@@ -105,10 +93,6 @@ def _objects(path: str, node: Schema) -> Iterator[tuple[str, Schema]]:
     values = node.get("additionalProperties")
     if isinstance(values, dict):
         yield from _objects(f"{path}.{NAME}", values)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
 
 
 def readable_type(node: Schema) -> str:
@@ -161,12 +145,7 @@ def _readable(node: Schema, kind: Any) -> str:
 
 
 def _plural(text: str) -> str:
-    words = text.split(" ")
-    for i, word in enumerate(words):
-        if word in ("string", "number", "integer", "boolean"):
-            words[i] = f"{word}s"
-            break
-    return " ".join(words)
+    return re.sub(r"\b(string|number|integer|boolean)\b", r"\1s", text, count=1)
 
 
 def _bounded(node: Schema, kind: str) -> str:
@@ -241,9 +220,6 @@ def markdown_reference() -> str:
 def _cell(text: str, *, escape_pipes: bool = True) -> str:
     text = " ".join(text.split()).replace("<", "&lt;")
     return text.replace("|", "\\|") if escape_pipes else text
-
-
-# -- the committed copies ----------------------------------------------------------------------
 
 
 def doc_with_reference(current: str) -> str:

@@ -14,6 +14,8 @@ from extender.policy.fields import (
     ForeignPods,
     MetricName,
     Model,
+    NonEmpty,
+    NonNegative,
     Number,
     OverloadMode,
     Port,
@@ -21,6 +23,7 @@ from extender.policy.fields import (
     RebalanceMode,
     Seconds,
     SelectorOperator,
+    Share,
     TaintEffect,
 )
 from extender.policy.usage_queries import DEFAULT_POD_USAGE_QUERY, DEFAULT_WORKLOAD_USAGE_QUERY
@@ -85,31 +88,21 @@ class ServerSettings(Model):
             raise ValueError(f"metricsPort must be a port of its own, not {self.metrics_port}")
         return self
 
-    @property
-    def verbs_exposed(self) -> bool:
-        """The verbs listener is reachable from outside this pod (not loopback)."""
-        return not is_loopback(self.host)
-
 
 def exposure_problem(server: ServerSettings, bind_enabled: bool) -> str | None:
     """Why these verbs must not listen where they would, or None: /bind must never be
     reachable from outside the pod unless clients must show a certificate (mutual TLS)."""
-    if not bind_enabled or not server.verbs_exposed or server.tls.client_ca_file is not None:
+    try:
+        loopback = ipaddress.ip_address(server.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = server.host == "localhost"
+    if not bind_enabled or loopback or server.tls.client_ca_file is not None:
         return None
     return (
         f"{server.host!r} would let anyone who reaches this pod bind pods (/bind); keep "
         "the verbs on 127.0.0.1 and serve Prometheus and probes with server.metricsPort, "
         "or require client certificates (server.tls.clientCAFile)"
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class StaticSettings(Model):
@@ -128,7 +121,7 @@ class HerdGuardSettings(Model):
     default_node_cores: Positive = 4.0
     """Node size where nothing watches nodes (no Kubernetes API); with a node watch, a node
     not yet known vetoes nothing on its size instead."""
-    settle: Annotated[float, Strict(), Field(ge=0)] = 45.0
+    settle: NonNegative = 45.0
     """Seconds after a bind before the node metric can show any of the pod: the scrape
     interval, the recording rule's evaluation interval and our refresh, at worst. The
     reservation is whole until then, then fades as the metric's rate window covers the
@@ -141,25 +134,24 @@ class HerdGuardSettings(Model):
     """The herd metric's filter.above counts the pod being placed: a node its expected use
     would push past the threshold is turned away for this pod (unresolvable: the scheduler's
     preemption picks victims by its own filters, which that node passes)."""
-    wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 1800.0
+    wait_for_room: NonNegative = 1800.0
     """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
     it when a node has room); then it goes to the roomiest. 0: at once. The default is
-    the simulation's: at 600 s a waiting peer (Koordinator) still had fewer hot
-    node-minutes on some seeds of the diurnal scenario, at 1800 s on none (BENCHMARKS.md)."""
-    peak_sigmas: Annotated[float, Strict(), Field(ge=0)] = 2.0
+    the simulation's (BENCHMARKS.md)."""
+    peak_sigmas: NonNegative = 2.0
     """A node is judged by its predicted peak: the herd metric (with the herd guard's load)
     plus this many times how far its recent spread (standard deviation over peakWindow) is
     above the typical node's, so a node that swings more than the rest gets less headroom
     (the filter threshold's own margin covers the swings every node has). 0: by its
     latest value."""
-    peak_window: Annotated[float, Strict(), Field(gt=0)] = 600.0
+    peak_window: Positive = 600.0
     """Seconds the spread of a node's value is measured over (an exponentially weighted
     window)."""
     estimate: Estimate = "usage"
     """What a placed pod is counted at. usage: the measured use of its workload's running
     pods (the quantile below), or its own once Prometheus measures it; request: its CPU
-    request (the behaviour before estimates)."""
-    quantile: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.9
+    request."""
+    quantile: Share = 0.9
     """Which quantile of a workload's running pods' CPU use a new pod of it is counted at."""
     min_pods: Count = 3
     """Running pods a workload needs measured before its quantile is trusted; with fewer,
@@ -174,14 +166,13 @@ class HerdGuardSettings(Model):
     recording rules."""
     pod_usage_query: StrictStr = DEFAULT_POD_USAGE_QUERY
     """PromQL: per young pod (labels namespace, pod) its own CPU use now, in cores. The
-    default reads kube-prometheus-stack's `sum_irate` recording rule (the last two samples:
-    a 5-minute rate would show a pod seconds old at a few seconds' worth of its use) and
-    kube-state-metrics' kube_pod_created."""
+    default reads kube-prometheus-stack's `sum_irate` rule (a 5-minute rate would show a
+    pod seconds old at a few seconds' worth of its use) and kube_pod_created."""
     max_workloads: Count = 100_000
     """Workloads (and young pods) kept from one answer at most: memory stays bounded."""
     usage_interval: Seconds = 60.0
-    """Seconds between fetches of the measured use, on a loop of its own (a workload's use
-    moves slowly; at 100,000 pods Prometheus takes seconds to evaluate the queries)."""
+    """Seconds between fetches of the measured use, on a loop of its own (it moves slowly,
+    and the queries are heavy on large clusters)."""
     usage_timeout: Seconds = 30.0
     """Seconds each usage query may take (server and client): longer than
     prometheus.timeout, as the queries join every running pod to its workload."""
@@ -245,8 +236,7 @@ class RebalanceSettings(Model):
 
     mode: RebalanceMode = "dry-run"
     """dry-run: log, post an Event and count what would move, evict nothing; evict: act
-    (the shipped config/extender.yaml and the chart: BENCHMARKS.md, "Pods moved off nodes
-    that load moves onto")."""
+    (as the shipped config/extender.yaml and the chart do)."""
     interval: Seconds = 15.0
     """Seconds between re-checks of every running pod of ours (as often as the extender's
     refresh: with sustain 2 a pod moves about 30 s after its node's value is over)."""
@@ -257,14 +247,14 @@ class RebalanceSettings(Model):
     sustain: Count = 2
     """Consecutive checks a pod must be a candidate before it moves (one bad sample never
     moves a pod)."""
-    min_age: Annotated[float, Strict(), Field(ge=0)] = 60.0
+    min_age: NonNegative = 60.0
     """Pods younger than this many seconds are left where they are (the 1-minute rate shows
     a pod whole a minute after it starts)."""
     max_evictions_per_cycle: Count = 5
     """Evictions (or, in dry-run, would-be evictions) per check, in the whole cluster."""
     max_evictions_per_node: Count = 1
     """Evictions per check from one node."""
-    lease_name: Annotated[str, Strict(), Field(min_length=1)] = "decice-rebalancer"
+    lease_name: NonEmpty = "decice-rebalancer"
     """The coordination.k8s.io/v1 Lease that elects the one active rebalancer."""
     lease_namespace: StrictStr | None = None
     """The Lease's namespace; unset: POD_NAMESPACE, else the service account's namespace,
@@ -287,7 +277,7 @@ class RebalanceSettings(Model):
 
 
 class SelectorRequirement(Model):
-    key: Annotated[str, Strict(), Field(min_length=1)]
+    key: NonEmpty
     """The label key."""
     operator: SelectorOperator
     """How the label's value is compared with `values`."""
@@ -306,9 +296,9 @@ class ShadowSettings(Model):
     """`decice-extender shadow`: judge the placements other schedulers make against our
     scores, and change nothing (its own Deployment, read-only)."""
 
-    scheduler_names: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] = ()
+    scheduler_names: tuple[NonEmpty, ...] = ()
     """Judge pods of these spec.schedulerName values; empty: every scheduler's."""
-    namespaces: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] = ()
+    namespaces: tuple[NonEmpty, ...] = ()
     """Judge pods of these namespaces; empty: every namespace."""
     label_selector: LabelSelectorSettings | None = None
     """Judge only pods whose labels this selector matches (matchLabels, matchExpressions)."""
@@ -339,9 +329,9 @@ class OverloadSettings(Model):
     for_seconds: Seconds = 120.0
     """How long a node must stay above (to be tainted) or below threshold - hysteresis (to
     be untainted), on fresh data."""
-    hysteresis: Annotated[float, Strict(), Field(ge=0)] = 0.05
+    hysteresis: NonNegative = 0.05
     """Below threshold - hysteresis counts as cool: a node near the threshold does not flap."""
-    max_tainted_fraction: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.3
+    max_tainted_fraction: Share = 0.3
     """At most this share of the nodes carry the taint at once, the hottest first: a wrong
     query can never cordon the cluster."""
     patches_per_second: Positive = 2.0
@@ -349,7 +339,7 @@ class OverloadSettings(Model):
     remove_on_shutdown: StrictBool = True
     """On a graceful stop, the writer removes the taints it put (a successor puts them
     back after forSeconds of fresh evidence)."""
-    lease_name: Annotated[str, Strict(), Field(min_length=1)] = "decice-overload"
+    lease_name: NonEmpty = "decice-overload"
     """The Lease that elects the one replica that writes taints."""
     lease_namespace: StrictStr | None = None
     """Namespace of the Lease; unset: POD_NAMESPACE, then the service account's."""
@@ -358,7 +348,7 @@ class OverloadSettings(Model):
 class ShortlistSettings(Model):
     nodes: Count = 200
     """The filter passes at least this many of our best nodes (all when fewer pass)."""
-    share: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.2
+    share: Share = 0.2
     """Or this share of the nodes that pass, when that is more."""
 
 

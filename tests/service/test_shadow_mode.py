@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from extender.cli.shadow_report import report_text
+from extender.cli.report import report_text
 from extender.cluster.client import KubeClient
 from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.engine import Engine
