@@ -268,7 +268,7 @@ class RebalanceSettings(Model):
 
     @model_validator(mode="after")
     def _lease_times(self) -> RebalanceSettings:
-        # client-go's rules for these three (tools/leaderelection/leaderelection.go NewLeaderElector).
+        # client-go's rules (tools/leaderelection/leaderelection.go, NewLeaderElector).
         if self.lease_duration <= self.renew_deadline:
             raise ValueError("leaseDuration must be greater than renewDeadline")
         if self.renew_deadline <= 1.2 * self.retry_period:
