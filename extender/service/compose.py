@@ -1,55 +1,71 @@
 """The composition root: settings in, a ready-to-serve service out, one builder per mode.
 
 `decice-extender serve` calls `build_service` (the scheduler's extender), `rebalance`
-calls `build_rebalancer`, `shadow` calls `build_shadow`; tests call them with a fake
-provider or a client for the loopback API server. Nothing else builds the parts. Each
-builder reads as the list of what its mode is made of, over the parts every mode shares
-(extender.service.parts), and hands its background tasks to the app's lifecycle.
+`build_rebalancer`, `shadow` `build_shadow`; tests call them with a fake provider or a
+client for the loopback API server. Nothing else builds the parts: each builder is the
+parts every mode shares (`_Parts`) plus its own, with the background tasks they need.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from extender.cluster.binder import Binder
 from extender.cluster.connect import missing_client_problems
+from extender.cluster.event_poster import EventPoster
 from extender.cluster.informer import Informer
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
+from extender.cluster.nodewatch import NodeEventHandler
+from extender.cluster.overload import Tainter, tainted_nodes
+from extender.cluster.podwatch import PodEventHandler
 from extender.cluster.requeue import Requeuer
-from extender.decisions.engine import Engine
+from extender.decisions.assignments import Assigned
+from extender.decisions.engine import Engine, node_figures
+from extender.decisions.model import Snapshot
 from extender.decisions.nodes import NodeCache
-from extender.metrics.providers import MetricsProvider
+from extender.decisions.turnedaway import TurnedAwayPods
+from extender.metrics.heap import HEAP
+from extender.metrics.providers import MetricsProvider, provider_for
 from extender.metrics.refresher import Refresher
-from extender.policy.reload import PolicyReloader
+from extender.policy.reload import PolicyReloader, effective
 from extender.policy.settings import Settings
 from extender.rebalancing.loop import Rebalancer
-from extender.service import parts
-from extender.service.app import (
-    Apps,
-    Health,
-    Lifecycle,
-    extender_apps,
-    rebalancer_apps,
-    shadow_apps,
-)
-from extender.service.parts import PolicyFile, SharedParts
-from extender.service.rebalance_mode import for_rebalancing, rebalancer_detail
+from extender.service.app import Apps, Lifecycle, Task, make_apps
+from extender.service.endpoints import Health, info_routes, shadow_routes
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
-from extender.service.shadow_telemetry import ShadowTelemetry
-from extender.service.telemetry import RebalanceTelemetry, Telemetry
+from extender.service.telemetry import (
+    OverloadTelemetry,
+    PlacementFigures,
+    RebalanceTelemetry,
+    ShadowTelemetry,
+    Telemetry,
+)
 from extender.service.verbs import Verbs, handlers
-from extender.service.watches import prepare
+from extender.service.watches import ignore_pod, node_informer, pod_informer, prepare
 
 __all__ = ["KubeAPI", "PolicyFile", "Service", "build_rebalancer", "build_service", "build_shadow"]
 
 log = logging.getLogger("decice.service")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFile:
+    """Where the policy came from, for live reload (reload.read_policy gives the hash)."""
+
+    path: Path
+    environ: Mapping[str, str]
+    """The overrides read at start (PROMETHEUS_URL, KUBECONFIG), applied on reload too."""
+    sha256: str
+    """sha256 of the bytes the running Settings were read from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +88,186 @@ class Service:
     reloader: PolicyReloader | None = None
     """Live reload of the policy file, when the service was built from one."""
     rebalancer: Rebalancer | None = None
-    """The rebalancer (`build_rebalancer`)."""
     shadow: ShadowObserver | None = None
-    """The placements judged (`build_shadow`)."""
 
     async def prepare(self) -> None:
         """What the app does before its first refresh (the CLI calls it too)."""
         await prepare(self.informers)
+
+
+class _Parts:
+    """What every mode has: the engine (and what it remembers of turned-away pods), the
+    node cache, the requeuer, the service's metrics; then (`wire`) the refresher, the Event
+    poster, the binder, the watches and live reload, with their tasks and /readyz sections."""
+
+    def __init__(
+        self, settings: Settings, kube: KubeAPI | None, clock: Callable[[], float]
+    ) -> None:
+        self.settings, self.kube, self.clock = settings, kube, clock
+        self.telemetry = telemetry = Telemetry()
+        requeue_on = (
+            kube is not None and settings.kubernetes.watch_pods and settings.requeue.enabled
+        )
+        requeue = settings.requeue
+        turned_away = TurnedAwayPods(requeue.max_pods, requeue.keep_seconds) if requeue_on else None
+        metrics = (m.name for m in settings.fetched_metrics)
+        self.engine = engine = Engine(settings, Snapshot.empty(metrics), clock(), turned_away)
+        telemetry.watch(lambda: engine.snapshot, clock)
+        if settings.explain.node_metrics:
+            telemetry.watch_nodes(lambda: node_figures(engine, clock()))
+        self.requeuer = Requeuer(settings, kube, telemetry, clock) if requeue_on and kube else None
+        self.nodes = NodeCache()
+        self.tasks: dict[str, Task] = {}
+        self.details: dict[str, Callable[[], object]] = {}
+
+    def wire(
+        self,
+        provider: MetricsProvider | None,
+        policy_file: PolicyFile | None,
+        as_read: Settings,
+        shadow: ShadowObserver | None = None,
+    ) -> None:
+        """The parts built from the shared ones. `as_read`: what the policy file said at
+        start (a reload compares the new file with it); `shadow` hears every snapshot and
+        every placement the pod watch sees."""
+        engine, requeuer, clock, kube = self.engine, self.requeuer, self.clock, self.kube
+        settings = self.settings
+
+        def installed(snapshot: Snapshot) -> None:
+            if requeuer is not None:  # a pod turned away may fit now
+                requeuer.recovered(engine.recovered(clock()), snapshot.taken_at)
+            if shadow is not None:
+                shadow.exceedances.installed(snapshot)
+
+        inventory = self.nodes.inventory if kube is not None else None
+        provider = provider if provider is not None else provider_for(settings)
+        self.refresher = Refresher(
+            settings, engine, provider, inventory, self.telemetry, clock, installed, HEAP
+        )
+        placed: Callable[[str], None] = ignore_pod
+        if settings.explain.events and kube is not None:
+            poster = EventPoster(settings, engine.pods, kube, self.telemetry, clock)
+            placed, self.tasks["events"] = poster.placed, poster.run
+        self.binder = Binder(
+            settings,
+            engine,
+            kube,
+            clock=clock,
+            on_outcome=self.telemetry.bound,
+            on_placed=placed,
+        )
+        self.informers = self._watches(placed, shadow)
+        self.reloader = None
+        if policy_file is not None:
+            refresher = self.refresher
+
+            async def apply(new: Settings) -> None:
+                # The first refresh with the new metrics installs the new policies with it.
+                await refresher.refresh_once(effective(engine.settings, new))
+
+            self.reloader = PolicyReloader(
+                policy_file.path, policy_file.environ, as_read, policy_file.sha256, apply, clock
+            )
+            self.telemetry.watch_config(self.reloader.figures)
+            self.tasks["policy-watch"] = self.reloader.triggers.watch
+        self.details["policy"] = self._policy_detail
+        self.details["herdGuard"] = lambda: engine.guard.detail(engine.snapshot, clock())
+
+    def _watches(
+        self, placed: Callable[[str], None], seen: Callable[[Assigned, Any, float], None] | None
+    ) -> tuple[Informer, ...]:
+        """The node watch, and the pod watch feeding the herd guard, requeue and (`seen`)
+        the shadow; with them, the requeue loop."""
+        settings, kube, engine, requeuer = self.settings, self.kube, self.engine, self.requeuer
+        informers: list[Informer] = []
+        if kube is not None:
+            engine.watch_sizes(self.clock())  # node sizes come from the node watch now
+
+            def changed(now: float) -> None:  # a node new, resized or gone: one may fit now
+                if requeuer is not None:
+                    requeuer.recovered(engine.recovered(now), now)
+
+            nodes = NodeEventHandler(self.nodes, engine, changed=changed, clock=self.clock)
+            informers.append(node_informer(settings, kube, nodes, self.telemetry))
+            if settings.kubernetes.watch_pods or seen is not None:
+                handler = PodEventHandler(
+                    engine,
+                    forget=requeuer.forget if requeuer is not None else ignore_pod,
+                    placed=placed,
+                    binding=self.binder.binding,
+                    seen=seen,
+                    clock=self.clock,
+                )
+                informers.append(pod_informer(settings, kube, handler, self.telemetry, self.clock))
+        self.tasks.update((f"watch-{i.status.resource}", i.run) for i in informers)
+        if requeuer is not None:
+            self.tasks["requeue"] = requeuer.run
+
+        def placement() -> PlacementFigures:
+            by_source: dict[str, int] = {}
+            for r in engine.reservations.values():
+                by_source[r.source] = by_source.get(r.source, 0) + 1
+            waiting = len(engine.turned_away) if engine.turned_away is not None else 0
+            pending = requeuer.pending if requeuer is not None else 0
+            return (
+                by_source,
+                waiting,
+                pending,
+                {i.status.resource: i.status.watching for i in informers},
+            )
+
+        self.telemetry.watch_placement(placement, lambda: engine.guard.estimates)
+        return tuple(informers)
+
+    def _policy_detail(self) -> dict[str, object]:
+        """/readyz: the policies in force and, from a file, its hash and the last reload."""
+        settings = self.engine.settings
+        detail: dict[str, object] = {
+            "policies": list(settings.policy_map),
+            "defaultPolicy": settings.default.name,
+        }
+        if self.reloader is not None:
+            detail.update(self.reloader.detail())
+        return detail
+
+    def lifecycle(self, stopping: Callable[[], Any] | None = None) -> Lifecycle:
+        informers, reloader, kube = self.informers, self.reloader, self.kube
+
+        async def shutdown() -> None:  # stop listening for SIGHUP, close the API client
+            if reloader is not None:
+                reloader.triggers.remove_sighup()
+            if kube is not None:
+                await kube.close()
+
+        return Lifecycle(
+            self.settings,
+            self.binder,
+            self.refresher,
+            self.tasks,
+            prepare=lambda: prepare(informers, reloader),
+            shutdown=shutdown,
+            stopping=stopping,
+        )
+
+    def health(self, problems: tuple[str, ...] = ()) -> Health:
+        watches = {i.status.resource: i.status for i in self.informers}
+        return Health(self.engine, self.telemetry, self.clock, watches, problems, self.details)
+
+    def service(self, apps: Apps, **extra: Any) -> Service:
+        return Service(
+            self.settings,
+            apps.verbs,
+            apps.metrics,
+            self.engine,
+            self.binder,
+            self.refresher,
+            self.telemetry,
+            self.nodes,
+            self.informers,
+            self.requeuer,
+            reloader=self.reloader,
+            **extra,
+        )
 
 
 def build_service(
@@ -103,30 +292,27 @@ def build_service(
     `overload.enabled`, the extender writes overload taints while `overload_leader` (an
     elector on its own Lease) holds it (extender.cluster.overload).
     """
-    shared = parts.shared_parts(settings, kube, clock)
-    refresher = parts.refresher(shared, provider)
-    placed, event_tasks = parts.placement_events(shared)
-    binder = _binder(shared, placed)
-    informers, watch_tasks = parts.watches(shared, binder.binding, placed)
-    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
-    tainter, taint_tasks, taint_details = parts.tainter(shared, overload_leader)
+    parts = _Parts(settings, kube, clock)
+    parts.wire(provider, policy_file, settings)
+    tainter = None
+    if settings.overload.enabled and (kube is None or overload_leader is None):
+        log.warning("overload.enabled but no Kubernetes client or Lease: no taints")
+    elif settings.overload.enabled and kube is not None and overload_leader is not None:
+        nodes = parts.nodes
+        counter = OverloadTelemetry(parts.telemetry.registry, lambda: len(tainted_nodes(nodes)))
+        tainter = Tainter(parts.engine, nodes, kube, overload_leader, counter, clock)
+        parts.tasks.update({"overload-leader": overload_leader.run, "overload": tainter.run})
+        parts.details["overload"] = tainter.detail
     problems = missing_client_problems(settings, kube_problem) if kube is None else ()
-    lifecycle = Lifecycle(
-        settings,
-        binder,
-        refresher,
-        {**event_tasks, **watch_tasks, **reload_tasks, **taint_tasks},
-        prepare=lambda: prepare(informers, reloader),
-        shutdown=parts.shutdown(kube, reloader),
-        stopping=tainter.remove_all if tainter is not None else None,
-    )
-    details = {**parts.details(shared, reloader), **taint_details}
-    health = _health(shared, informers, details, problems)
-    verbs = Verbs(
-        settings, handlers(shared.engine, binder, shared.telemetry), shared.telemetry, clock
-    )
-    apps = extender_apps(lifecycle, health, verbs)
-    return _service(shared, apps, binder, refresher, informers, reloader, problems=problems)
+    lifecycle = parts.lifecycle(tainter.remove_all if tainter is not None else None)
+    health = parts.health(problems)
+    telemetry = parts.telemetry
+    verbs = Verbs(settings, handlers(parts.engine, parts.binder, telemetry), telemetry, clock)
+    routes = verbs.routes()
+    for base in sorted({"", settings.server.url_prefix}):
+        routes += health.routes(base) + info_routes(settings, parts.engine, clock, base)
+    apps = make_apps(routes, lifecycle, health)
+    return parts.service(Apps(verbs.front(apps.verbs), apps.metrics), problems=problems)
 
 
 def build_rebalancer(
@@ -141,34 +327,39 @@ def build_rebalancer(
 ) -> Service:
     """The rebalancer (`decice-extender rebalance`): the extender's refresher, engine and
     watches, no verbs, and the rebalancer acting while `leader` (an elector on its Lease)
-    holds it. Events on placed pods, requeue patches and taints stay the extender's."""
+    holds it. Events on placed pods, requeue patches and taints stay the extender's: a
+    second writer would only duplicate them."""
     if kube is None:
         raise ValueError(f"the rebalancer needs a Kubernetes client: {kube_problem}")
-    shared = parts.shared_parts(for_rebalancing(settings), kube, clock)
-    refresher = parts.refresher(shared, provider)
-    placed, event_tasks = parts.placement_events(shared)
-    binder = _binder(shared, placed)
-    informers, watch_tasks = parts.watches(shared, binder.binding, placed)
-    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
-    engine, nodes = shared.engine, shared.nodes
-    counters = RebalanceTelemetry(shared.telemetry.registry, lambda: leader.is_leader)
+    view = settings.model_copy(
+        update={
+            "explain": settings.explain.model_copy(update={"events": False}),
+            "requeue": settings.requeue.model_copy(update={"enabled": False}),
+        }
+    )
+    parts = _Parts(view, kube, clock)
+    parts.wire(provider, policy_file, settings)
+    engine, nodes = parts.engine, parts.nodes
+    counters = RebalanceTelemetry(parts.telemetry.registry, lambda: leader.is_leader)
     rebalancer = Rebalancer(
         engine, kube, leader, counters, lambda: nodes.inventory().cpu_cores, clock
     )
-    tasks = {**event_tasks, **watch_tasks, **reload_tasks}
-    tasks.update(leader=leader.run, rebalance=rebalancer.run)
-    lifecycle = Lifecycle(
-        shared.settings,
-        binder,
-        refresher,
-        tasks,
-        prepare=lambda: prepare(informers, reloader),
-        shutdown=parts.shutdown(kube, reloader),
-    )
-    details = parts.details(shared, reloader)
-    details["rebalancer"] = lambda: rebalancer_detail(engine.settings, leader, rebalancer)
-    apps = rebalancer_apps(lifecycle, _health(shared, informers, details))
-    return _service(shared, apps, binder, refresher, informers, reloader, rebalancer=rebalancer)
+    parts.tasks.update(leader=leader.run, rebalance=rebalancer.run)
+
+    def detail() -> dict[str, object]:
+        """The mode, the lease, and what the last check decided."""
+        out: dict[str, object] = {"mode": engine.settings.rebalance.mode, "leader": leader.detail()}
+        if (last := rebalancer.last) is not None:
+            counts: dict[str, int] = {}
+            for d in last.decisions:
+                counts[d.outcome] = counts.get(d.outcome, 0) + 1
+            out["lastCheck"] = {"decisions": counts, "protected": dict(last.skipped)}
+        return out
+
+    parts.details["rebalancer"] = detail
+    health = parts.health()
+    apps = make_apps(health.routes(), parts.lifecycle(), health)
+    return parts.service(apps, rebalancer=rebalancer)
 
 
 def build_shadow(
@@ -187,80 +378,14 @@ def build_shadow(
         raise ValueError(f"shadow mode needs a Kubernetes client: {kube_problem}")
     if settings.overload.enabled:
         log.info("shadow mode writes nothing: overload.enabled is ignored here")
-    shared = parts.shared_parts(for_shadowing(settings), kube, clock)
-    counters = ShadowTelemetry(shared.telemetry.registry)
-    observer = ShadowObserver(shared.engine, shared.nodes, counters)
+    parts = _Parts(for_shadowing(settings), kube, clock)
+    counters = ShadowTelemetry(parts.telemetry.registry)
+    observer = ShadowObserver(parts.engine, parts.nodes, counters)
     counters.watch_exceedance(observer.exceedance_counts)
-    refresher = parts.refresher(shared, provider, observer.installed)
-    placed, event_tasks = parts.placement_events(shared)
-    binder = _binder(shared, placed)
-    informers, watch_tasks = parts.watches(shared, binder.binding, placed, observer)
-    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
-    lifecycle = Lifecycle(
-        shared.settings,
-        binder,
-        refresher,
-        {**event_tasks, **watch_tasks, **reload_tasks},
-        prepare=lambda: prepare(informers, reloader),
-        shutdown=parts.shutdown(kube, reloader),
+    parts.wire(provider, policy_file, settings, observer)
+    health = parts.health()
+    routes = health.routes() + info_routes(
+        parts.settings, parts.engine, clock, shadowed=observer.explain
     )
-    health = _health(shared, informers, parts.details(shared, reloader))
-    apps = shadow_apps(lifecycle, health, observer)
-    return _service(shared, apps, binder, refresher, informers, reloader, shadow=observer)
-
-
-def _binder(shared: SharedParts, placed: Callable[[str], None]) -> Binder:
-    return Binder(
-        shared.settings,
-        shared.engine,
-        shared.kube,
-        clock=shared.clock,
-        on_outcome=shared.telemetry.bound,
-        on_placed=placed,
-    )
-
-
-def _health(
-    shared: SharedParts,
-    informers: tuple[Informer, ...],
-    details: parts.Details,
-    problems: tuple[str, ...] = (),
-) -> Health:
-    return Health(
-        shared.engine,
-        shared.telemetry,
-        shared.clock,
-        parts.watch_status(informers),
-        problems,
-        details,
-    )
-
-
-def _service(
-    shared: SharedParts,
-    apps: Apps,
-    binder: Binder,
-    refresher: Refresher,
-    informers: tuple[Informer, ...],
-    reloader: PolicyReloader | None,
-    *,
-    problems: tuple[str, ...] = (),
-    rebalancer: Rebalancer | None = None,
-    shadow: ShadowObserver | None = None,
-) -> Service:
-    return Service(
-        shared.settings,
-        apps.verbs,
-        apps.metrics,
-        shared.engine,
-        binder,
-        refresher,
-        shared.telemetry,
-        shared.nodes,
-        informers,
-        shared.requeuer,
-        problems=problems,
-        reloader=reloader,
-        rebalancer=rebalancer,
-        shadow=shadow,
-    )
+    apps = make_apps(routes + shadow_routes(observer.summary), parts.lifecycle(), health)
+    return parts.service(apps, shadow=observer)

@@ -1,11 +1,12 @@
 """The service's other routes: health, readiness and metrics (also on the metrics
-listener), and /explain and /openapi.json (beside the verbs only)."""
+listener), /explain and /openapi.json (beside the verbs), and a shadow's /shadow."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import orjson
 from starlette.requests import Request
@@ -24,61 +25,63 @@ from extender.service.verbs import JSON_TYPE, error_response
 _UID = re.compile(r"[A-Za-z0-9-]{1,128}")
 
 
-def health_routes(
-    engine: Engine,
-    telemetry: Telemetry,
-    clock: Callable[[], float],
-    watches: Mapping[str, WatchStatus],
-    problems: Sequence[str],
-    details: Mapping[str, Callable[[], object]],
-    base: str = "",
-) -> list[Route]:
-    """GET <base>/healthz, /readyz, /readyz/data and /metrics.
+def _json(doc: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(doc), status, media_type=JSON_TYPE)
 
-    /readyz means "can answer": 503 only for `problems` (bind enabled without a Kubernetes
-    client). Stale or missing metric data is no reason to mark the pod NotReady: the
-    scheduler beside us calls us whatever the probe says, so a NotReady pod gains nothing
-    and only stalls a rollout through a Prometheus outage. The data's state is in the body
-    (`dataReady`) and on /readyz/data, which answers 503 while a fail-closed metric has no
-    fresh values (for monitoring and people, not for probes)."""
 
-    async def healthz(request: Request) -> Response:
-        return Response(b"ok\n", media_type="text/plain")
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What /healthz, /readyz and /metrics read. `problems`: what fails whatever the
+    metrics say (/readyz 503); `details`: more /readyz sections, each read when asked."""
 
-    async def readyz(request: Request) -> Response:
-        data_ready, detail = engine.readiness(clock())
-        ready = not problems
-        body: dict[str, object] = {"ready": ready, "dataReady": data_ready, "metrics": detail}
-        # Not part of `ready`: a failed reload keeps serving the last valid policy, and a
-        # rebalancer that does not hold the lease is a healthy standby.
-        for name, detail_of in details.items():
-            body[name] = detail_of()
-        if problems:
-            body["problems"] = list(problems)
-        if watches:
-            # Not part of `ready`: without a watch, filter and prioritize still answer from
-            # the metrics; the herd guard then hears only of our own binds. Until the node
-            # cache has synced, no verb vetoes a node on its size (state.watch_sizes).
-            body["watches"] = {name: status.detail() for name, status in watches.items()}
-            nodes = watches.get("nodes")
-            if nodes is not None:
-                body["nodeCacheSynced"] = nodes.synced
-        return Response(orjson.dumps(body), 200 if ready else 503, media_type=JSON_TYPE)
+    engine: Engine
+    telemetry: Telemetry
+    clock: Callable[[], float]
+    watches: Mapping[str, WatchStatus] = field(default_factory=dict)
+    problems: Sequence[str] = ()
+    details: Mapping[str, Callable[[], object]] = field(default_factory=dict)
 
-    async def data_readyz(request: Request) -> Response:
-        data_ready, detail = engine.readiness(clock())
-        body = {"dataReady": data_ready, "metrics": detail}
-        return Response(orjson.dumps(body), 200 if data_ready else 503, media_type=JSON_TYPE)
+    def routes(self, base: str = "") -> list[Route]:
+        """GET <base>/healthz, /readyz, /readyz/data and /metrics.
 
-    async def metrics(request: Request) -> Response:
-        return Response(telemetry.exposition(), media_type="text/plain; version=0.0.4")
+        /readyz is 503 only for `problems`: the scheduler calls us whatever the probe says,
+        so marking the pod NotReady for stale metrics gains nothing and stalls a rollout
+        through a Prometheus outage. The data's state is in the body (`dataReady`) and on
+        /readyz/data (503 while a fail-closed metric has no fresh values; not for probes)."""
+        engine, clock, problems, watches = self.engine, self.clock, self.problems, self.watches
 
-    return [
-        Route(f"{base}/healthz", healthz, methods=["GET"]),
-        Route(f"{base}/readyz", readyz, methods=["GET"]),
-        Route(f"{base}/readyz/data", data_readyz, methods=["GET"]),
-        Route(f"{base}/metrics", metrics, methods=["GET"]),
-    ]
+        async def healthz(request: Request) -> Response:
+            return Response(b"ok\n", media_type="text/plain")
+
+        async def readyz(request: Request) -> Response:
+            data_ready, detail = engine.readiness(clock())
+            body: dict[str, object] = {"ready": not problems, "dataReady": data_ready}
+            body["metrics"] = detail
+            # Not part of `ready`: a failed reload keeps the last valid policy, a rebalancer
+            # without the lease is a healthy standby, and without a watch the verbs still
+            # answer from the metrics.
+            body.update((name, detail_of()) for name, detail_of in self.details.items())
+            if problems:
+                body["problems"] = list(problems)
+            if watches:
+                body["watches"] = {name: status.detail() for name, status in watches.items()}
+                if "nodes" in watches:  # until synced, no verb vetoes a node on its size
+                    body["nodeCacheSynced"] = watches["nodes"].synced
+            return _json(body, 503 if problems else 200)
+
+        async def data_readyz(request: Request) -> Response:
+            data_ready, detail = engine.readiness(clock())
+            return _json({"dataReady": data_ready, "metrics": detail}, 200 if data_ready else 503)
+
+        async def metrics(request: Request) -> Response:
+            return Response(self.telemetry.exposition(), media_type="text/plain; version=0.0.4")
+
+        return [
+            Route(f"{base}/healthz", healthz, methods=["GET"]),
+            Route(f"{base}/readyz", readyz, methods=["GET"]),
+            Route(f"{base}/readyz/data", data_readyz, methods=["GET"]),
+            Route(f"{base}/metrics", metrics, methods=["GET"]),
+        ]
 
 
 def info_routes(
@@ -125,10 +128,10 @@ def info_routes(
         verdict = shadowed(memo.facts.uid) if shadowed is not None else None
         if verdict is not None:
             doc["shadow"] = dict(verdict)
-        return Response(orjson.dumps(doc), media_type=JSON_TYPE)
+        return _json(doc)
 
     async def openapi(request: Request) -> Response:
-        return Response(orjson.dumps(openapi_document(settings)), media_type=JSON_TYPE)
+        return _json(openapi_document(settings))
 
     return [
         Route(f"{base}/openapi.json", openapi, methods=["GET"]),
@@ -153,6 +156,6 @@ def shadow_routes(summary: Callable[[Mapping[str, float] | None], object]) -> li
                     return error_response(
                         400, f"over: expected METRIC=NUMBER[,...], got {shown(part)}"
                     )
-        return Response(orjson.dumps(summary(over)), media_type=JSON_TYPE)
+        return _json(summary(over))
 
     return [Route("/shadow", shadow, methods=["GET"])]

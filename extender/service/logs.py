@@ -1,18 +1,13 @@
-"""Logging setup: one handler and one format for our loggers and uvicorn's.
-
-`serve --log-format text|json` (or DECICE_LOG_FORMAT) picks the format:
+"""Logging setup: one handler and one format (`--log-format text|json`, or
+DECICE_LOG_FORMAT) for our loggers and uvicorn's, and the start-up line.
 
     text: 2026-05-01T12:00:00.123Z WARNING decice.refresher: metric cpu: refresh failed ...
     json: {"time": "2026-05-01T12:00:00.123Z", "level": "WARNING",
            "logger": "decice.refresher", "message": "metric cpu: refresh failed ...", ...}
 
-Text is one line per record (newlines in a message are escaped; a traceback follows on
-its own lines). JSON is one object per line with the record's `extra` fields beside the
-four above. `uvicorn_log_config` is the dictConfig for both: `configure_logging` applies
-it at start, and `uvicorn.run(log_config=...)` applies it again, so uvicorn's loggers
-(`uvicorn`, `uvicorn.error`, `uvicorn.access`) write through the same handler.
-Requests are not logged one by one (hot path). Stdlib only: the JSON formatter is a
-small class here, no python-json-logger.
+Text is one line per record (a traceback follows on its own lines); JSON one object per
+line with the record's `extra` fields. uvicorn gets the same dictConfig (`log_config`).
+Requests are not logged one by one (hot path).
 """
 
 from __future__ import annotations
@@ -67,8 +62,7 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: time, level, logger, message, then `extra` fields
-    (and `exception` / `stack` text when there is one)."""
+    """time, level, logger, message, then `extra` fields, `exception` and `stack`."""
 
     def __init__(self, use_colors: bool | None = None) -> None:
         super().__init__()
@@ -93,10 +87,8 @@ class JsonFormatter(logging.Formatter):
 def uvicorn_log_config(
     level: str = "info", fmt: LogFormat = "text", stream: IO[str] | None = None
 ) -> dict[str, Any]:
-    """The dictConfig for the whole process: pass it to uvicorn as `log_config`.
-
-    One handler on the root logger (stderr unless `stream`); uvicorn's loggers have none
-    of their own and propagate to it. Loggers that exist already stay enabled."""
+    """The dictConfig for the whole process: one handler on the root logger (stderr
+    unless `stream`), to which uvicorn's loggers propagate."""
     factory = JsonFormatter if fmt == "json" else TextFormatter
     return {
         "version": 1,
@@ -146,13 +138,9 @@ def log_format(flag: str | None, environ: Mapping[str, str]) -> LogFormat:
         value, where = flag, "--log-format"
     else:
         value, where = environ.get(FORMAT_ENV, "").strip().lower() or "text", FORMAT_ENV
-    for fmt in LOG_FORMATS:
-        if value == fmt:
-            return fmt
+    if value in LOG_FORMATS:
+        return value
     raise ConfigError([f"expected one of {', '.join(LOG_FORMATS)}, got {value!r}"], where)
-
-
-# --- the start-up line -----------------------------------------------------------------------
 
 
 def version() -> str:
@@ -223,33 +211,27 @@ def startup_line(
     """decice-extender 0.1.0 starting: policy p.yaml (sha256 3f2a9c1b7e4d); provider
     prometheus at http://prometheus:9090; metrics cpu, mem; verbs filter, prioritize,
     preempt, bind; listening on http://0.0.0.0:8888"""
-    return _startup_text(startup_fields(settings, policy_path, policy_bytes, host, port))
-
-
-def _startup_text(f: Mapping[str, Any]) -> str:
+    f = startup_fields(settings, policy_path, policy_bytes, host, port)
     if "prometheusUrl" in f:
         provider = f"provider prometheus at {f['prometheusUrl']}"
     else:
         provider = f"provider {f['provider']} ({f['staticNodes']} nodes)"
+    policies: Mapping[str, list[str]] = f["policies"]
+    if len(policies) == 1:
+        metrics = f"metrics {', '.join(next(iter(policies.values())))}"
+    else:  # policies cpu (default): cpu; gpu: gpu_util
+        metrics = "policies " + "; ".join(
+            f"{name}{' (default)' if name == f['defaultPolicy'] else ''}: {', '.join(names)}"
+            for name, names in policies.items()
+        )
     prefix = f" under {f['urlPrefix']}/" if f["urlPrefix"] else ""
     listen = f["listen"][0]
     if len(f["listen"]) > 1:
         listen += f" (verbs) and {f['listen'][1]} (/metrics, /healthz, /readyz)"
     return (
         f"decice-extender {f['version']} starting: policy {f['policy']} "
-        f"(sha256 {f['policySha256']}); {provider}; {_policies_text(f)}; "
+        f"(sha256 {f['policySha256']}); {provider}; {metrics}; "
         f"verbs {', '.join(f['verbs'])}{prefix}; listening on {listen}"
-    )
-
-
-def _policies_text(f: Mapping[str, Any]) -> str:
-    """`metrics cpu` for one policy; `policies cpu (default): cpu; gpu: gpu_util` for more."""
-    policies: Mapping[str, list[str]] = f["policies"]
-    if len(policies) == 1:
-        return f"metrics {', '.join(next(iter(policies.values())))}"
-    return "policies " + "; ".join(
-        f"{name}{' (default)' if name == f['defaultPolicy'] else ''}: {', '.join(metrics)}"
-        for name, metrics in policies.items()
     )
 
 
@@ -262,7 +244,8 @@ def log_startup(
 ) -> None:
     """The start-up line at INFO on the `decice` logger, its facts as extra fields."""
     fields = startup_fields(settings, policy_path, policy_bytes, host, port)
-    logging.getLogger("decice").info("%s", _startup_text(fields), extra=fields)
+    line = startup_line(settings, policy_path, policy_bytes, host, port)
+    logging.getLogger("decice").info("%s", line, extra=fields)
 
 
 def _url(host: str, port: int, tls: bool) -> str:

@@ -1,10 +1,8 @@
-"""The service's watches of the cluster: nodes (addresses and sizes, for `instance` labels
-and the herd guard) and pods (assignments whoever bound them, for the herd guard and
-requeue), and their first lists before serving.
+"""The service's watches: nodes (addresses and sizes, for `instance` labels and the herd
+guard) and pods (assignments whoever bound them, for the herd guard and requeue).
 
-A list after the first (the watch's history was compacted: `410 Gone`) replaces what the
-service knew, as client-go's reflector does: a node or a pod that the new list lacks was
-removed while the watch was down, and is dropped (cluster.nodewatch, cluster.podwatch)."""
+A list after the first (`410 Gone`) replaces what the service knew, as client-go's
+reflector does: what the new list lacks was removed while the watch was down."""
 
 from __future__ import annotations
 
@@ -57,12 +55,9 @@ def pod_informer(
     clock: Callable[[], float] = time.time,
 ) -> Informer:
     async def start() -> str:
-        # List, then watch from the list's resourceVersion (client-go's reflector): every
-        # pod holding a node goes through the handler as ADDED, so a restarted service
-        # counts again in the herd guard the pods placed in its settle window (a restart
-        # mid-burst), and forgets nothing the watch will not tell it. Page by page. Then
-        # the pods it held that the list lacks (deleted or finished while the watch was
-        # down) are released.
+        # Every pod holding a node goes through the handler as ADDED, so a restarted
+        # service counts again the pods placed in its settle window; then the pods it held
+        # that the list lacks are released.
         began = clock()
         listed: set[str] = set()
         version, token, whole = "", None, False
@@ -101,8 +96,8 @@ def pod_informer(
 
 async def prepare(informers: tuple[Informer, ...], reloader: PolicyReloader | None = None) -> None:
     """Each watch's first list, bounded in time (nodes map `instance` labels in the first
-    refresh); a failure is logged and the watch loop retries it. SIGHUP reloads the policy
-    from now on (uvicorn handles SIGINT and SIGTERM only)."""
+    refresh; a failure is retried by the watch loop); SIGHUP reloads the policy from now
+    on (uvicorn handles SIGINT and SIGTERM only)."""
     if reloader is not None:
         reloader.triggers.install_sighup()
     for informer in informers:
@@ -110,5 +105,4 @@ async def prepare(informers: tuple[Informer, ...], reloader: PolicyReloader | No
 
 
 def ignore_pod(uid: str) -> None:
-    """A pod callback that does nothing, for the hooks a mode leaves out (no Events, no
-    requeue)."""
+    """A pod callback for the hooks a mode leaves out (no Events, no requeue)."""
