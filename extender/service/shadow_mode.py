@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from extender.decisions.assignments import Assigned
-from extender.decisions.eligibility import read_eligibility
 from extender.decisions.engine import Engine
 from extender.decisions.exceedance import Exceedances, Watch, every_count, threshold_of
-from extender.decisions.nodes import NodeCache
+from extender.decisions.nodes import NodeCache, read_eligibility
 from extender.decisions.pods import PodMemo, read_pod
 from extender.decisions.resources import PodError
 from extender.decisions.shadow import Assignment, ShadowLog, covers, judge
