@@ -1,28 +1,17 @@
 """Exceedance in shadow mode: the share of placements after which the chosen node went over
-its policy's threshold within a window, as the snapshots installed after the placement
-show it (pure: the snapshots and times are passed in).
+its policy's threshold within a window, as the snapshots installed after show it. Pure.
 
-Each placement the shadow judges is watched until one of these settles it:
-- `exceeded`: a snapshot taken after it, within the window, has the node's metric over the
-  threshold (counted when seen);
-- `under`: the window closed, and some snapshot in it had a fresh value of the node, none
-  over the threshold;
-- `unobserved`: the window closed with no fresh value of the node in it (the metric's
-  queries failed, or the node had no series): no evidence either way, so it is left out of
-  the share rather than counted as under;
+Each placement is watched until one of these settles it:
+- `exceeded`: a snapshot taken after it, within the window, has the node over the threshold;
+- `under`: the window closed with some fresh value of the node in it, none over;
+- `unobserved`: the window closed with no fresh value of the node: no evidence either way,
+  so it is left out of the share;
 - `dropped`: more than `keep` placements were watched at once; the oldest is let go.
-The exceedance share of a verdict is exceeded / (exceeded + under).
+The exceedance share of a verdict is exceeded / (exceeded + under). Values are the measured
+ones (the herd guard's load not added): what the node really did.
 
-The threshold (`threshold_of`) is the policy's herd metric at its filter.above, the line
-the herd guard keeps placements under; a policy without one (herd guard off, or its herd
-metric has no filter.above) is judged by the first of its metrics with a filter.above; a
-policy with none is not watched. Values are the measured ones (the herd guard's load not
-added): what the node really did.
-
-Cost: a placement is added in O(1); a snapshot costs one look-up per node with placements
-waiting (never one per placement, and never a walk of nodes without any): a node over the
-threshold settles all its waiting placements at once, and windows close oldest first off
-one queue. Memory: at most `keep` placements, settled or not.
+A snapshot costs one look-up per node with placements waiting, never one per placement;
+windows close oldest first off one queue; at most `keep` placements are held.
 """
 
 from __future__ import annotations
@@ -54,8 +43,8 @@ class Threshold:
 
 
 def threshold_of(policy: Policy) -> Threshold | None:
-    """The herd metric's filter.above; else the first filter.above of the policy's metrics;
-    None when no metric has one (nothing to exceed)."""
+    """The herd metric's filter.above (the line the herd guard keeps placements under); else
+    the first filter.above of the policy's metrics; None: nothing to exceed."""
     rule = fit_rule(policy)
     if rule is not None:
         return Threshold(rule.metric, rule.above)
@@ -77,14 +66,11 @@ class Watch:
     until: float
     """The end of its window."""
     outcome: Outcome | None = None
-    """None while it waits."""
     settled_at: float | None = None
-    """When the snapshot that settled it was taken (or the window closed, or it was dropped)."""
     value: float | None = None
     """The value over the threshold (exceeded)."""
 
     def detail(self) -> dict[str, object]:
-        """/explain's view of it."""
         return {
             "threshold": str(self.threshold),
             "until": self.until,
@@ -101,12 +87,7 @@ class _Node:
 
     def __init__(self) -> None:
         self.waiting: deque[Watch] = deque()
-        self.seen_at = -math.inf
-        """When the last snapshot with a fresh value of the node was taken."""
-
-
-def _share(exceeded: int, judged: int) -> float | None:
-    return round(exceeded / judged, 4) if judged else None
+        self.seen_at = -math.inf  # the last snapshot with a fresh value of the node
 
 
 class Exceedances:
@@ -114,17 +95,13 @@ class Exceedances:
 
     def __init__(self, keep: int) -> None:
         self._keep = keep
-        self._queue: deque[Watch] = deque()
-        """Every placement still held, in the order they were made."""
-        self._nodes: dict[Threshold, dict[NodeName, _Node]] = {}
-        """The waiting ones, by threshold and node."""
+        self._queue: deque[Watch] = deque()  # every placement held, oldest first
+        self._nodes: dict[Threshold, dict[NodeName, _Node]] = {}  # the waiting ones
         self.counts: Counter[tuple[str, Verdict, Outcome]] = Counter()
         """(policy, verdict, outcome) -> placements settled so."""
         self.waiting = 0
-        """Placements whose window is open and whose node has not gone over yet."""
 
     def __len__(self) -> int:
-        """Placements held (waiting, or settled and not yet out of the queue): <= keep."""
         return len(self._queue)
 
     def placed(
@@ -147,8 +124,7 @@ class Exceedances:
         return watch
 
     def close(self, now: float) -> None:
-        """Settle the placements whose window closed before `now`: under when a fresh value
-        of the node came in during it, else unobserved."""
+        """Settle the placements whose window closed before `now`."""
         queue = self._queue
         while queue and queue[0].until < now:
             watch = queue.popleft()
@@ -157,7 +133,6 @@ class Exceedances:
                 self._settle_alone(watch, "under" if seen else "unobserved", watch.until)
 
     def installed(self, snapshot: Snapshot) -> None:
-        """A snapshot the refresher installed: the placements it closes or sees exceed."""
         taken = snapshot.taken_at
         self.close(taken)
         for threshold, nodes in self._nodes.items():
@@ -202,7 +177,6 @@ class Exceedances:
         self.counts[watch.policy, watch.verdict, outcome] += 1
 
     def _settle_alone(self, watch: Watch, outcome: Outcome, at: float) -> None:
-        """Settle a placement still in its node's queue, and take it out of that queue."""
         if watch.outcome is not None:
             return
         self._settle(watch, outcome, at, None)
@@ -218,30 +192,30 @@ class Exceedances:
                 del self._nodes[watch.threshold]
 
     def summary(self, thresholds: dict[str, Threshold | None], window: float) -> dict[str, object]:
-        """What a person reads: per verdict and overall, the placements settled with
-        evidence (exceeded or under) and the share exceeded, since the start."""
-        by: Counter[tuple[Verdict, Outcome]] = Counter()
+        """Per verdict and overall, the placements settled with evidence and the share
+        exceeded, since the start."""
+        by: Counter[tuple[str, Outcome]] = Counter()
         for (_, verdict, outcome), n in self.counts.items():
             by[verdict, outcome] += n
-        rows: dict[str, object] = {}
-        for verdict in VERDICTS:
-            exceeded, under = by[verdict, "exceeded"], by[verdict, "under"]
-            rows[verdict] = _row(exceeded, exceeded + under)
-        exceeded = sum(by[v, "exceeded"] for v in VERDICTS)
-        judged = exceeded + sum(by[v, "under"] for v in VERDICTS)
+            by["overall", outcome] += n
         return {
             "window": window,
             "thresholds": {p: None if t is None else str(t) for p, t in thresholds.items()},
-            "byVerdict": rows,
-            "overall": _row(exceeded, judged),
+            "byVerdict": {v: _row(by, v) for v in VERDICTS},
+            "overall": _row(by, "overall"),
             "waiting": self.waiting,
-            "unobserved": sum(by[v, "unobserved"] for v in VERDICTS),
-            "dropped": sum(by[v, "dropped"] for v in VERDICTS),
+            "unobserved": by["overall", "unobserved"],
+            "dropped": by["overall", "dropped"],
         }
 
 
-def _row(exceeded: int, judged: int) -> dict[str, object]:
-    return {"judged": judged, "exceeded": exceeded, "share": _share(exceeded, judged)}
+def _row(by: Counter[tuple[str, Outcome]], verdict: str) -> dict[str, object]:
+    exceeded, judged = by[verdict, "exceeded"], by[verdict, "exceeded"] + by[verdict, "under"]
+    return {
+        "judged": judged,
+        "exceeded": exceeded,
+        "share": round(exceeded / judged, 4) if judged else None,
+    }
 
 
 def every_count(
@@ -252,6 +226,5 @@ def every_count(
     out: dict[tuple[str, str, str], int] = {
         (p, v, o): 0 for p in policies for v in VERDICTS for o in OUTCOMES
     }
-    for key, count in counts.items():
-        out[key] = count
+    out.update(counts)
     return out

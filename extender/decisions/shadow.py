@@ -1,12 +1,9 @@
 """Shadow verdicts: what we would have advised for a placement another scheduler made, and
-the summary a person reads (pure: `now` is passed in).
+the summary a person reads. Pure.
 
-For each assignment seen, the node the pod went to is judged against our table of that
-moment, among the nodes the pod could have gone to (`eligibility`): our best node
-(`best`), one of our three best (`top3`), another node our filter passes (`other`), or a
-node our filter rejects (`rejected`, with its reason); and the score gap between our best
-and the chosen node. The best three come from the table's ranking, walked until three
-eligible nodes are found: O(1) a pod in the usual case, whatever the cluster's size.
+The chosen node is judged against our table of that moment, among the nodes the pod could
+have gone to: our best (`best`), one of our three best (`top3`), another our filter passes
+(`other`) or one it rejects (`rejected`); and the score gap to our best.
 """
 
 from __future__ import annotations
@@ -34,13 +31,13 @@ class Judgement:
     """Our best eligible node (None: no eligible node passes our filter)."""
     best_score: int | None
     gap: int
-    """Our best node's score less the chosen node's (0 when there is no best)."""
     reason: str | None
     """Our filter's reason for rejecting the chosen node."""
 
 
 def judge(table: Table, chosen: NodeName, eligible: Callable[[NodeName], bool]) -> Judgement:
-    """The chosen node against our best three eligible nodes of `table`."""
+    """The chosen node against our best three eligible nodes of `table` (its ranking walked
+    until three are found: O(1) in the usual case)."""
     reason = None if table.passes(chosen) else table.eval_of(chosen).reason
     chosen_score = table.scores.get(chosen, table.unknown_score)
     top: list[tuple[int, NodeName]] = []
@@ -65,8 +62,6 @@ def judge(table: Table, chosen: NodeName, eligible: Callable[[NodeName], bool]) 
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """One placement seen, as the summary keeps it."""
-
     namespace: str
     name: str
     policy: str
@@ -83,8 +78,7 @@ class ShadowLog:
 
     def __init__(self, keep: int) -> None:
         self._ring: deque[Assignment] = deque(maxlen=keep)
-        self.seen = 0
-        """Assignments seen since the start (the ring keeps the last `keep`)."""
+        self.seen = 0  # since the start
 
     def add(self, assignment: Assignment) -> None:
         self._ring.append(assignment)
@@ -97,9 +91,8 @@ class ShadowLog:
         return iter(self._ring)
 
     def summary(self, over: Mapping[str, float] | None = None, worst: int = 5) -> dict[str, object]:
-        """What a person reads: placements, agreement, share onto nodes over a threshold
-        (`over`: metric -> value; default each rejection), median gap, and the `worst`
-        nodes most often chosen against our advice."""
+        """Placements, agreement, share onto nodes over `over` (metric -> value), median
+        gap, and the `worst` nodes most often chosen against our advice."""
         ring = list(self._ring)
         kept = len(ring)
         verdicts = Counter(a.judgement.verdict for a in ring)

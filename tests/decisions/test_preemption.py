@@ -103,8 +103,8 @@ def test_the_preemptor_passes_where_its_victims_are_leaving_before_the_watch_see
     assert set(e.reservations) == {"fill-1", "fill-2", "fill-3"}  # nothing released
     assert not e.table(NOW).passes("n1")  # every other pod still sees the reservations
     # Remembered for a while (the snapshot is too old by then to judge by), then forgotten.
-    kept = e.preemptions.get("u-urgent", NOW + 300)
-    assert kept is not None and set(kept.victims) == {"n1", "n2"}
+    remembered = e.preemptions.get("u-urgent", NOW + 300)
+    assert remembered is not None and set(remembered.victims) == {"n1", "n2"}
     assert e.preemptions.get("u-urgent", NOW + 301) is None
 
 
