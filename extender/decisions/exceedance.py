@@ -226,5 +226,6 @@ def every_count(
     out: dict[tuple[str, str, str], int] = {
         (p, v, o): 0 for p in policies for v in VERDICTS for o in OUTCOMES
     }
-    out.update(counts)
+    for key, count in counts.items():
+        out[key] = count
     return out

@@ -46,8 +46,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.decisions.model import Snapshot
-from extender.service.telemetry import ShadowTelemetry
-from extender.service.telemetry import OverloadTelemetry, Telemetry
+from extender.service.telemetry import OverloadTelemetry, ShadowTelemetry, Telemetry
 from tests.deploy.chart import KUBE_VERSION, render_mod
 from tests.deploy.test_chart import (
     CHART,
