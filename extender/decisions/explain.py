@@ -51,8 +51,8 @@ def explain_nodes(
     nodes: Sequence[NodeName],
     now: float,
 ) -> list[Document]:
-    """One row per node: each metric's raw value, normalised value, weight and herd load,
-    the score, the verdict and the reason with its values; best score first."""
+    """One row per node, best score first: each metric's raw and normalised value, weight
+    and herd load, the score, the verdict and the reason with its values."""
     evals = [evaluate_node(policy, snapshot, n, stale, herd, now) for n in nodes]
     if has_candidates_metric(policy):
         scores = score_candidates(policy, evals)

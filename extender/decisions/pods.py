@@ -46,7 +46,7 @@ def name_problem(value: str, *, namespace: bool = False) -> str | None:
 
 
 def shown(value: str, limit: int = 80) -> str:
-    """A request value fit for a log line or an answer: control characters escaped, capped."""
+    """A request value fit for a log line or an answer: escaped, capped."""
     text = value if value.isprintable() else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -193,7 +193,7 @@ decisions keep their summary only."""
 
 
 class PodMemory:
-    """uid -> PodMemo, least recently decided dropped first; also found by namespace/name."""
+    """uid -> PodMemo, least recently decided dropped first."""
 
     def __init__(self, capacity: int = 10_000) -> None:
         self._items: OrderedDict[str, PodMemo] = OrderedDict()
@@ -221,7 +221,6 @@ class PodMemory:
         if len(self._snapshots) <= SNAPSHOTS_KEPT:
             return
         _, dropped = self._snapshots.popitem(last=False)
-        # Once per refresh, not per request: the memos let go of the oldest snapshot.
         for uid, memo in self._items.items():
             if memo.snapshot is dropped:
                 self._items[uid] = replace(memo, snapshot=None)

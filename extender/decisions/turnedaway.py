@@ -94,21 +94,16 @@ class TurnedAway:
         """A candidate passes now (and has the room it needs, by `room`). `passing` (the
         nodes known to pass) and `where` (their digest positions) are walked for
         candidates kept as the nodes left out or as a digest."""
-        candidates = self.candidates
-        if room is not None and self.needs:
-            needs = self.needs
-            if isinstance(candidates, tuple):
-                return any(passes(n) and room(n) >= needs for n in candidates)
-            if isinstance(candidates, AllBut):
-                absent = candidates.absent
-                return any(n not in absent and room(n) >= needs for n in passing)
-            fits = (w for n, w in zip(passing, where, strict=True) if room(n) >= needs)
-            return any(candidates.has(w) for w in fits)
-        if isinstance(candidates, tuple):
-            return any(passes(n) for n in candidates)
-        if isinstance(candidates, AllBut):
-            return any(n not in candidates.absent for n in passing)
-        return any(candidates.has(w) for w in where)
+        needs, c = self.needs, self.candidates
+
+        def fits(n: str) -> bool:
+            return not needs or room is None or room(n) >= needs
+
+        if isinstance(c, tuple):
+            return any(passes(n) and fits(n) for n in c)
+        if isinstance(c, AllBut):
+            return any(n not in c.absent and fits(n) for n in passing)
+        return any(c.has(w) for n, w in zip(passing, where, strict=True) if fits(n))
 
 
 class TurnedAwayPods:

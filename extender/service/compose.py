@@ -83,10 +83,8 @@ class Service:
     informers: tuple[Informer, ...] = ()
     requeuer: Requeuer | None = None
     problems: tuple[str, ...] = ()
-    """What keeps the service from working as configured, whatever the metrics say
-    (bind enabled without a Kubernetes client): /readyz answers 503 and lists them."""
+    """What keeps the service from working as configured (/readyz answers 503)."""
     reloader: PolicyReloader | None = None
-    """Live reload of the policy file, when the service was built from one."""
     rebalancer: Rebalancer | None = None
     shadow: ShadowObserver | None = None
 
@@ -96,9 +94,9 @@ class Service:
 
 
 class _Parts:
-    """What every mode has: the engine (and what it remembers of turned-away pods), the
-    node cache, the requeuer, the service's metrics; then (`wire`) the refresher, the Event
-    poster, the binder, the watches and live reload, with their tasks and /readyz sections."""
+    """What every mode has: the engine, node cache, requeuer and metrics; then (`wire`) the
+    refresher, Event poster, binder, watches and live reload, with their tasks and /readyz
+    sections."""
 
     def __init__(
         self, settings: Settings, kube: KubeAPI | None, clock: Callable[[], float]
@@ -127,9 +125,8 @@ class _Parts:
         as_read: Settings,
         shadow: ShadowObserver | None = None,
     ) -> None:
-        """The parts built from the shared ones. `as_read`: what the policy file said at
-        start (a reload compares the new file with it); `shadow` hears every snapshot and
-        every placement the pod watch sees."""
+        """`as_read`: what the policy file said at start (a reload compares with it);
+        `shadow` hears every snapshot and every placement the pod watch sees."""
         engine, requeuer, clock, kube = self.engine, self.requeuer, self.clock, self.kube
         settings = self.settings
 
@@ -148,13 +145,9 @@ class _Parts:
         if settings.explain.events and kube is not None:
             poster = EventPoster(settings, engine.pods, kube, self.telemetry, clock)
             placed, self.tasks["events"] = poster.placed, poster.run
+        outcome = self.telemetry.bound
         self.binder = Binder(
-            settings,
-            engine,
-            kube,
-            clock=clock,
-            on_outcome=self.telemetry.bound,
-            on_placed=placed,
+            settings, engine, kube, clock=clock, on_outcome=outcome, on_placed=placed
         )
         self.informers = self._watches(placed, shadow)
         self.reloader = None
@@ -177,7 +170,7 @@ class _Parts:
         self, placed: Callable[[str], None], seen: Callable[[Assigned, Any, float], None] | None
     ) -> tuple[Informer, ...]:
         """The node watch, and the pod watch feeding the herd guard, requeue and (`seen`)
-        the shadow; with them, the requeue loop."""
+        the shadow."""
         settings, kube, engine, requeuer = self.settings, self.kube, self.engine, self.requeuer
         informers: list[Informer] = []
         if kube is not None:
@@ -220,7 +213,6 @@ class _Parts:
         return tuple(informers)
 
     def _policy_detail(self) -> dict[str, object]:
-        """/readyz: the policies in force and, from a file, its hash and the last reload."""
         settings = self.engine.settings
         detail: dict[str, object] = {
             "policies": list(settings.policy_map),
@@ -282,16 +274,11 @@ def build_service(
 ) -> Service:
     """The scheduler's extender: the engine, refresher, binder, watches and the verbs.
 
-    `provider` defaults to the policy's own (Prometheus or static); `kube` None means no
-    Kubernetes client: filter and prioritize work, binds answer an Error, `instance`
-    labels cannot be mapped to nodes, and the herd guard hears only of our own binds.
-    `kube_problem` says why a client the policy needs is missing (`open_kube`): with
-    bind enabled, that is logged at ERROR and /readyz answers 503 naming it.
-    The first refresh runs when the app starts. With `policy_file`, a change of that
-    file or SIGHUP reloads its policies (extender.policy.reload). With
-    `overload.enabled`, the extender writes overload taints while `overload_leader` (an
-    elector on its own Lease) holds it (extender.cluster.overload).
-    """
+    `provider` defaults to the policy's own. Without `kube`, binds answer an Error and the
+    herd guard hears only of our own binds; `kube_problem` says why (with bind enabled,
+    logged at ERROR and /readyz answers 503 naming it). With `policy_file`, a change of
+    it or SIGHUP reloads its policies; with `overload.enabled`, taints are written while
+    `overload_leader` (an elector on its own Lease) holds it."""
     parts = _Parts(settings, kube, clock)
     parts.wire(provider, policy_file, settings)
     tainter = None

@@ -46,7 +46,7 @@ def rfc3339(created: float) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """`<time> <LEVEL> <logger>: <message>`, the message kept on one line."""
+    """`<time> <LEVEL> <logger>: <message>`."""
 
     def __init__(self, use_colors: bool | None = None) -> None:  # uvicorn may pass use_colors
         super().__init__()
@@ -115,14 +115,13 @@ def uvicorn_log_config(
 def configure_logging(
     level: str = "info", fmt: LogFormat = "text", stream: IO[str] | None = None
 ) -> None:
-    """Logs at `level` and above to stderr (or `stream`) in `fmt`, uvicorn's included."""
     logging.config.dictConfig(uvicorn_log_config(level, fmt, stream))
 
 
 @contextlib.contextmanager
 def quieted(name: str, level: int = logging.ERROR) -> Iterator[None]:
     """Logger `name` shows only `level` and above inside the block (a CLI that reports
-    those errors itself), as before after it."""
+    those errors itself)."""
     logger = logging.getLogger(name)
     before = logger.level
     logger.setLevel(level)
@@ -164,8 +163,8 @@ def served_verbs(settings: Settings) -> list[str]:
 
 
 def listening(settings: Settings, host: str | None = None, port: int | None = None) -> list[str]:
-    """Where the service listens: the verbs (host and port as overridden on the command
-    line), then the metrics listener when server.metricsPort is set."""
+    """Where the verbs listen (as overridden on the command line), then the metrics
+    listener when server.metricsPort is set."""
     server = settings.server
     verbs = _url(host or server.host, server.port if port is None else port, server.tls.enabled)
     if server.metrics_port is None:
@@ -180,7 +179,6 @@ def startup_fields(
     host: str | None = None,
     port: int | None = None,
 ) -> dict[str, Any]:
-    """What the start-up line says, as JSON-log `extra` fields."""
     fields: dict[str, Any] = {
         "version": version(),
         "policy": policy_path,
