@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,10 +104,8 @@ class _Parts:
     ) -> None:
         self.settings, self.kube, self.clock = settings, kube, clock
         self.telemetry = telemetry = Telemetry()
-        requeue_on = (
-            kube is not None and settings.kubernetes.watch_pods and settings.requeue.enabled
-        )
         requeue = settings.requeue
+        requeue_on = kube is not None and settings.kubernetes.watch_pods and requeue.enabled
         turned_away = TurnedAwayPods(requeue.max_pods, requeue.keep_seconds) if requeue_on else None
         metrics = (m.name for m in settings.fetched_metrics)
         self.engine = engine = Engine(settings, Snapshot.empty(metrics), clock(), turned_away)
@@ -197,17 +196,11 @@ class _Parts:
             self.tasks["requeue"] = requeuer.run
 
         def placement() -> PlacementFigures:
-            by_source: dict[str, int] = {}
-            for r in engine.reservations.values():
-                by_source[r.source] = by_source.get(r.source, 0) + 1
+            by_source = Counter(r.source for r in engine.reservations.values())
             waiting = len(engine.turned_away) if engine.turned_away is not None else 0
             pending = requeuer.pending if requeuer is not None else 0
-            return (
-                by_source,
-                waiting,
-                pending,
-                {i.status.resource: i.status.watching for i in informers},
-            )
+            watching = {i.status.resource: i.status.watching for i in informers}
+            return by_source, waiting, pending, watching
 
         self.telemetry.watch_placement(placement, lambda: engine.guard.estimates)
         return tuple(informers)

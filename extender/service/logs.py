@@ -51,21 +51,23 @@ class TextFormatter(logging.Formatter):
     def __init__(self, use_colors: bool | None = None) -> None:  # uvicorn may pass use_colors
         super().__init__()
 
+    def tails(self, record: logging.LogRecord) -> dict[str, str]:
+        """The record's `exception` and `stack` text, when it has them."""
+        out = {}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return out
+
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage().replace("\r", "\\r").replace("\n", "\\n")
         line = f"{rfc3339(record.created)} {record.levelname} {record.name}: {message}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        if record.stack_info:
-            line += "\n" + self.formatStack(record.stack_info)
-        return line
+        return "\n".join([line, *self.tails(record).values()])
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(TextFormatter):
     """time, level, logger, message, then `extra` fields, `exception` and `stack`."""
-
-    def __init__(self, use_colors: bool | None = None) -> None:
-        super().__init__()
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -74,14 +76,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and key not in doc:
-                doc[key] = value
-        if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
-        if record.stack_info:
-            doc["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(doc, ensure_ascii=False, default=str)
+        extra = {k: v for k, v in record.__dict__.items() if k not in _STANDARD and k not in doc}
+        return json.dumps({**doc, **extra, **self.tails(record)}, ensure_ascii=False, default=str)
 
 
 def uvicorn_log_config(
@@ -153,13 +149,8 @@ def version() -> str:
 
 def served_verbs(settings: Settings) -> list[str]:
     """The verbs the policy has the scheduler call (as `scheduler-config` writes them)."""
-    verbs = ["filter"] if settings.filters_anything else []
-    verbs.append("prioritize")
-    if settings.filters_anything:
-        verbs.append("preempt")
-    if settings.bind.enabled:
-        verbs.append("bind")
-    return verbs
+    verbs = ["filter", "prioritize", "preempt"] if settings.filters_anything else ["prioritize"]
+    return [*verbs, "bind"] if settings.bind.enabled else verbs
 
 
 def listening(settings: Settings, host: str | None = None, port: int | None = None) -> list[str]:
@@ -179,24 +170,23 @@ def startup_fields(
     host: str | None = None,
     port: int | None = None,
 ) -> dict[str, Any]:
-    fields: dict[str, Any] = {
+    prometheus = settings.provider == "prometheus"
+    return {
         "version": version(),
         "policy": policy_path,
         "policySha256": hashlib.sha256(policy_bytes).hexdigest()[:12],
         "provider": settings.provider,
+        **(
+            {"prometheusUrl": safe_url(settings.prometheus.url)}
+            if prometheus
+            else {"staticNodes": len(settings.static_nodes)}
+        ),
+        "policies": {n: [m.name for m in p.metrics] for n, p in settings.policy_map.items()},
+        "defaultPolicy": settings.default.name,
+        "verbs": served_verbs(settings),
+        "urlPrefix": settings.server.url_prefix,
+        "listen": listening(settings, host, port),
     }
-    if settings.provider == "prometheus":
-        fields["prometheusUrl"] = safe_url(settings.prometheus.url)
-    else:
-        fields["staticNodes"] = len(settings.static_nodes)
-    fields["policies"] = {
-        name: [m.name for m in policy.metrics] for name, policy in settings.policy_map.items()
-    }
-    fields["defaultPolicy"] = settings.default.name
-    fields["verbs"] = served_verbs(settings)
-    fields["urlPrefix"] = settings.server.url_prefix
-    fields["listen"] = listening(settings, host, port)
-    return fields
 
 
 def startup_line(
