@@ -40,8 +40,15 @@ from extender.metrics.refresher import Refresher
 from extender.policy.reload import PolicyReloader, effective
 from extender.policy.settings import Settings
 from extender.rebalancing.loop import Rebalancer
-from extender.service.app import Apps, Lifecycle, Task, make_apps
-from extender.service.endpoints import Health, info_routes, shadow_routes
+from extender.service.app import (
+    Apps,
+    Health,
+    Lifecycle,
+    Task,
+    info_routes,
+    make_apps,
+    shadow_routes,
+)
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
 from extender.service.telemetry import (
     OverloadTelemetry,

@@ -4,7 +4,7 @@ from the pod watch, against the table of that moment, and change nothing (read-o
 Each recent assignment of a selected pod (`shadow:` settings) is judged before the herd
 guard counts it (decisions.shadow), kept in a bounded ring for the summary (`GET /shadow`,
 `decice-extender shadow-report`), counted in /metrics, remembered for /explain, and
-watched for exceedance (decisions.exceedance) within `shadow.exceedanceWindow`.
+watched for exceedance within `shadow.exceedanceWindow`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from extender.decisions import shadow
 from extender.decisions.assignments import Assigned
 from extender.decisions.engine import Engine
-from extender.decisions.exceedance import Exceedances, Watch, every_count, threshold_of
 from extender.decisions.nodes import NodeCache, read_eligibility
 from extender.decisions.pods import PodMemo, read_pod
 from extender.decisions.resources import PodError
-from extender.decisions.shadow import Assignment, ShadowLog, covers, judge
 from extender.policy.settings import Settings
 
 
@@ -44,14 +43,14 @@ class ShadowObserver:
         self._engine = engine
         self._nodes = nodes
         self._counter = counter
-        self.log = ShadowLog(engine.settings.shadow.keep)
-        self.exceedances = Exceedances(engine.settings.shadow.keep)
-        self._latest: dict[str, tuple[Assignment, Watch | None]] = {}
+        self.log = shadow.ShadowLog(engine.settings.shadow.keep)
+        self.exceedances = shadow.Exceedances(engine.settings.shadow.keep)
+        self._latest: dict[str, tuple[shadow.Assignment, shadow.Watch | None]] = {}
         """uid -> its judgement and watch, for /explain (bounded like the pod memory)."""
 
     def __call__(self, assigned: Assigned, pod: Any, now: float) -> None:
         engine = self._engine
-        if not covers(engine.settings.shadow, pod):
+        if not shadow.covers(engine.settings.shadow, pod):
             return
         try:
             facts = read_pod(pod)
@@ -63,12 +62,12 @@ class ShadowObserver:
         table = engine.table(now, policy)
         eligibility = read_eligibility(pod)
         nodes = self._nodes
-        verdict = judge(table, assigned.node, lambda n: eligibility.allows(nodes.get(n)))
+        verdict = shadow.judge(table, assigned.node, lambda n: eligibility.allows(nodes.get(n)))
         snapshot = engine.snapshot
         values = {
             name: series.values.get(assigned.node) for name, series in snapshot.metrics.items()
         }
-        record = Assignment(
+        record = shadow.Assignment(
             facts.namespace,
             facts.name,
             policy.name,
@@ -79,7 +78,7 @@ class ShadowObserver:
             now,
         )
         self.log.add(record)
-        threshold = threshold_of(policy)
+        threshold = shadow.threshold_of(policy)
         watch = None
         if threshold is not None:
             window = engine.settings.shadow.exceedance_window
@@ -107,7 +106,7 @@ class ShadowObserver:
     def exceedance_counts(self) -> dict[tuple[str, str, str], int]:
         """/metrics: a zero for each of the policies in force (the share's divisor exists
         from the start)."""
-        return every_count(self._engine.settings.policy_map, self.exceedances.counts)
+        return shadow.every_count(self._engine.settings.policy_map, self.exceedances.counts)
 
     def explain(self, uid: str) -> Mapping[str, object] | None:
         """/explain's shadow section: where we would have put the pod, and why; and
@@ -140,7 +139,7 @@ class ShadowObserver:
                 if m.filter is not None and m.filter.above is not None
             }
         doc = self.log.summary(over)
-        thresholds = {name: threshold_of(p) for name, p in policies.items()}
+        thresholds = {name: shadow.threshold_of(p) for name, p in policies.items()}
         window = self._engine.settings.shadow.exceedance_window
         doc["exceedance"] = self.exceedances.summary(thresholds, window)
         return doc
