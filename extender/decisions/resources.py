@@ -83,8 +83,7 @@ def _resources(container: Any) -> Any:
 
 def _most(*values: float | None) -> float | None:
     """The largest value given, as the API helpers' `max` of ResourceLists."""
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
+    return max((v for v in values if v is not None), default=None)
 
 
 class _Statuses:
@@ -137,17 +136,13 @@ def cpu_request(
 
     Upstream: kubernetes staging/src/k8s.io/component-helpers/resource/helpers.go
     (PodRequests, AggregateContainerRequests, determineContainerReqs)."""
-    statuses = _Statuses(status)
-    seen = False
-    pod_level = _cpu_of(spec.get("resources"))
-    total = 0.0
+    statuses, seen, total = _Statuses(status), False, 0.0
     for c in _containers(spec.get("containers"), f"{where}.containers"):
         cpu = statuses.cpu(c)
         if cpu is not None:
             seen = True
             total += cpu
-    sidecars = 0.0
-    init_peak = 0.0
+    sidecars = init_peak = 0.0
     for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
         sidecar = isinstance(c, dict) and c.get("restartPolicy") == "Always"
         # Only sidecars keep running, so only their resizes count.
@@ -162,11 +157,8 @@ def cpu_request(
         else:
             init_peak = max(init_peak, amount + sidecars)
     total = max(total, init_peak)
-    if pod_level is not None:
+    if (pod_level := _cpu_of(spec.get("resources"))) is not None:
         seen, total = True, pod_level
-    overhead = spec.get("overhead")
-    extra = overhead.get("cpu") if isinstance(overhead, dict) else None
-    extra_cores = cpu_cores(extra) if isinstance(extra, str) else None
-    if extra_cores is not None:
+    if (extra_cores := _cpu_in(spec.get("overhead"))) is not None:
         seen, total = True, total + extra_cores
     return total if seen else None

@@ -337,9 +337,7 @@ def build_rebalancer(
         """The mode, the lease, and what the last check decided."""
         out: dict[str, object] = {"mode": engine.settings.rebalance.mode, "leader": leader.detail()}
         if (last := rebalancer.last) is not None:
-            counts: dict[str, int] = {}
-            for d in last.decisions:
-                counts[d.outcome] = counts.get(d.outcome, 0) + 1
+            counts = dict(Counter(d.outcome for d in last.decisions))
             out["lastCheck"] = {"decisions": counts, "protected": dict(last.skipped)}
         return out
 

@@ -60,7 +60,7 @@ def pod_informer(
         # that the list lacks are released.
         began = clock()
         listed: set[str] = set()
-        version, token, whole = "", None, False
+        version, token = "", None
         for _ in range(MAX_LIST_PAGES):
             page = await kube.list_page(
                 "/api/v1/pods", limit=LIST_PAGE, continue_token=token, field_selector=ASSIGNED
@@ -74,11 +74,10 @@ def pod_informer(
                     listed.add(uid)
             token = metadata.get("continue") or None
             if token is None:
-                whole = True
                 break
         if not version:
             raise ValueError("pod list has no metadata.resourceVersion")
-        if whole:  # a list cut short at MAX_LIST_PAGES: absence from it proves nothing
+        if token is None:  # a list cut short at MAX_LIST_PAGES: absence proves nothing
             handler.relisted(listed, began)
         return version
 
