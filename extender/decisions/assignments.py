@@ -1,10 +1,6 @@
 """What a pod watch event means for placement: a pod just assigned to a node, nominated
-to one, no longer holding one, or nothing. Pure.
-
-The herd guard counts every pod that gets `spec.nodeName`, whoever bound it, until the node
-metric shows it (herd.py). The watch also sees updates of pods assigned long ago, so an
-assignment counts only when recent (its `PodScheduled` condition, or the creation time of a
-pod created with its node), and each UID once (`AssignmentLog`).
+to one, no longer holding one, or nothing. Pure. The watch also sees updates of pods
+assigned long ago, so an assignment counts only when recent (`PodScheduled`) and once.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A placed pod's expected CPU use: what the herd guard counts it at. Pure.
-
-Requests lie, so a pod counts at its own measured use when Prometheus has it, else at the
-quantile (p90 by default) of its workload's running pods' measured use; with too few
-siblings or stale data, at its CPU request times `requestFactor`, and without a request at
-`defaultCpuRequest`. `herdGuard.estimate: request` counts every pod at its request.
+"""A placed pod's expected CPU use, what the herd guard counts it at: requests lie, so its
+own measured use, else its workload's quantile, else its request times `requestFactor`
+(or `defaultCpuRequest`). Pure.
 
 Peers, for comparison: Koordinator's LoadAware counts max(request, limit) x 0.85
 (pkg/scheduler/plugins/loadaware/estimator/default_estimator.go); Trimaran's

@@ -1,8 +1,5 @@
-"""Why a pod went where it went, and why a node was filtered. Pure.
-
-The request path only records what it decided; this re-evaluates those nodes from the
-same snapshot, staleness and herd load the table was built from (scoring.evaluate_node),
-so an explanation shows exactly the numbers behind the answer.
+"""Why a pod went where it went, and why a node was filtered, re-evaluated from the
+inputs the table had (scoring.evaluate_node): exactly the numbers behind the answer. Pure.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """The nodes of the cluster as the API reports them, kept current from a node watch (as
 kube-scheduler's informer cache), and which of them a pod may go to at all. Pure.
-
-The refresher reads `inventory()` (InternalIP -> name for `instance` labels, allocatable
-CPU for the herd guard), rebuilt only when something changed.
 """
 
 from __future__ import annotations

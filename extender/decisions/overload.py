@@ -1,14 +1,11 @@
 """Overload taints: which nodes should carry `decice.io/overloaded`, decided from the
 metrics. Pure (the writer is cluster.overload).
 
-Cluster Autoscaler and Karpenter simulate scheduling from requests and taints only, so a
-pod our filter turns away from every hot node still "fits" for them; a taint they read. A
-node gets ours when a watched metric has stayed above its filter threshold for
-`forSeconds`, and loses it when every one has stayed below `threshold - hysteresis` as long.
-
-Safety: missing or stale data stops a node's clock (an outage changes no taint either way);
-at most `maxTaintedFraction` of the nodes carry it, the hottest first; only our own key is
-decided about.
+Cluster Autoscaler and Karpenter simulate scheduling from requests and taints only: a
+taint they read. A node is tainted after a watched metric stays above its threshold for
+`forSeconds`, untainted after every one stays below `threshold - hysteresis` as long.
+Missing or stale data stops a node's clock; at most `maxTaintedFraction` of the nodes are
+tainted, the hottest first.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Preemption: which of the scheduler's candidate nodes our filter would pass once the
-victims are gone.
+victims are gone (kube-scheduler picks them by requests alone: SelectVictimsOnNode runs
+no extender).
 
-kube-scheduler picks victims by requests alone (SelectVictimsOnNode runs its Filter
-plugins, never extenders) and asks /preempt with them. A node is judged as it will be
-after its victims leave: their herd-guard reservations come off, and so does the part of
-their measured use the node metric shows (the rest is still reserved: herd.unshown_share),
-so the two add up to each victim's whole use; a victim with no measurement takes off only
-its reservation, so a node is never judged cooler than we can show. Then the preemptor's
-expected use goes on and the policy's filter is applied. A node of unknown size is judged
-on what Prometheus measures alone (DecisionState.sizes).
-
-The scheduler filters the preemptor again before our pod watch has seen the victims go;
-judged on the table, the chosen node would fail and the scheduler would preempt on the
-next one, then the next. So the accepted victims are remembered for the preemptor
-(`pods.Preemptions`), and its filter judges those nodes as /preempt did.
+A node is judged as it will be after its victims leave: their reservations and the part
+of their measured use the metric shows come off (never more than we can show), the
+preemptor's expected use goes on. The scheduler filters the preemptor again before our pod
+watch has seen the victims go, so the accepted victims are remembered for it
+(`pods.Preemptions`) and its filter judges those nodes as /preempt did.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Filter verdicts and 0..10 scores from a snapshot: pure functions, `now` passed in.
-
-The request path only looks nodes up in the table (table.build_table evaluates each node
-once per snapshot, staleness change or bind); metrics normalised over the request's own
-candidates (`normalize: candidates`) go through `score_candidates`.
+"""Filter verdicts and 0..10 scores from a snapshot, evaluated once per node per table
+(table.build_table), or per request for `normalize: candidates`. Pure.
 """
 
 from __future__ import annotations

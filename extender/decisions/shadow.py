@@ -5,17 +5,11 @@ The chosen node is judged against our table of that moment, among the nodes the 
 have gone to: our best (`best`), one of our three best (`top3`), another our filter passes
 (`other`) or one it rejects (`rejected`); and the score gap to our best.
 
-Exceedance: each placement is watched against its policy's threshold until one of these
-settles it:
-- `exceeded`: a snapshot taken after it, within the window, has the node over the threshold;
-- `under`: the window closed with some fresh value of the node in it, none over;
-- `unobserved`: the window closed with no fresh value of the node: no evidence either way,
-  so it is left out of the share;
-- `dropped`: more than `keep` placements were watched at once; the oldest is let go.
-The exceedance share of a verdict is exceeded / (exceeded + under). Values are the measured
-ones (the herd guard's load not added): what the node really did. A snapshot costs one
-look-up per node with placements waiting, never one per placement; windows close oldest
-first off one queue; at most `keep` placements are held.
+Exceedance: each placement is watched against its policy's threshold until a snapshot
+within the window shows its node over it (`exceeded`), the window closes with fresh values
+none over (`under`) or none at all (`unobserved`: no evidence, left out of the share), or
+more than `keep` are watched (`dropped`). The share is exceeded / (exceeded + under), on
+measured values: what the node really did.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The shortlist: the filter passes only our best nodes, so kube-scheduler scores those.
 
 kube-scheduler scores every node the filter passes and sends each to prioritize (kubernetes
-`pkg/scheduler/schedule_one.go`, `prioritizeNodes`): most of what an extender costs it at
-1,000 nodes and more (BENCHMARKS.md, "The shortlist"). Its own default scores a sample
-(`numFeasibleNodesToFind`); the shortlist is the best nodes by measured load instead, and a
-node without data that passes goes to the scheduler beside them. Ties at the cut are taken
-from a point fixed by the pod's UID (scoring.tie_start), so a burst spreads over them. Pure.
+`pkg/scheduler/schedule_one.go`, `prioritizeNodes`): most of what an extender costs it
+(BENCHMARKS.md, "The shortlist"). A node without data that passes goes beside them; ties
+at the cut start at a point fixed by the pod's UID, so a burst spreads over them. Pure.
 """
 
 from __future__ import annotations

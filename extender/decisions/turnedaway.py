@@ -1,9 +1,6 @@
-"""Pods our filter turned away from every node, remembered until metrics let one in.
-
-kube-scheduler retries such a pod on a cluster event or after 5 minutes; a metric
-recovering is not a cluster event. So after each refresh `recovered` names the pods whose
-candidate nodes now include one that passes, and the requeue loop (cluster.requeue) touches
-them so the scheduler retries at once. Pure.
+"""Pods our filter turned away from every node, remembered until metrics let one in: a
+metric recovering is no cluster event, so kube-scheduler would wait up to 5 minutes; the
+requeue loop (cluster.requeue) touches the pods `recovered` names. Pure.
 """
 
 from __future__ import annotations

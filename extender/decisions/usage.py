@@ -1,10 +1,6 @@
-"""What pods really use, as Prometheus measured it (per workload, per young pod), fetched
-by metrics.usage, and the rule that names a pod's workload. Pure.
-
-The workload names are kube-prometheus' (kubernetes-mixin `rules/apps.libsonnet`,
-`namespace_workload_pod:kube_pod_owner:relabel`): a ReplicaSet's pod belongs to the
-Deployment that made it (its name less the `pod-template-hash`), else to its StatefulSet,
-DaemonSet, Job or bare ReplicaSet.
+"""What pods really use, as Prometheus measured it (per workload, per young pod), and the
+rule that names a pod's workload, kube-prometheus' (kubernetes-mixin `rules/apps.libsonnet`,
+`namespace_workload_pod:kube_pod_owner:relabel`). Pure.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The composition root: settings in, a ready-to-serve service out, one builder per mode.
-
-`decice-extender serve` calls `build_service` (the scheduler's extender), `rebalance`
-`build_rebalancer`, `shadow` `build_shadow`; tests call them with a fake provider or a
-client for the loopback API server. Nothing else builds the parts: each builder is the
-parts every mode shares (`_Parts`) plus its own, with the background tasks they need.
+"""The composition root: settings in, a ready-to-serve service out, one builder per mode
+(`serve`, `rebalance`, `shadow`), each the parts every mode shares (`_Parts`) plus its own.
+Nothing else builds the parts; tests call the builders with fakes.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Logging setup: one handler and one format (`--log-format text|json`, or
-DECICE_LOG_FORMAT) for our loggers and uvicorn's, and the start-up line.
-
-    text: 2026-05-01T12:00:00.123Z WARNING decice.refresher: metric cpu: refresh failed ...
-    json: {"time": "2026-05-01T12:00:00.123Z", "level": "WARNING",
-           "logger": "decice.refresher", "message": "metric cpu: refresh failed ...", ...}
-
-Text is one line per record (a traceback follows on its own lines); JSON one object per
-line with the record's `extra` fields. uvicorn gets the same dictConfig (`log_config`).
+DECICE_LOG_FORMAT) for our loggers and uvicorn's (the same dictConfig), and the start-up
+line. Text is one line per record; JSON one object per line with the `extra` fields.
 Requests are not logged one by one (hot path).
 """
 

@@ -1,9 +1,6 @@
 """The shadow mode of the service: judge every placement the cluster's schedulers make,
-from the pod watch, against the table of that moment, and change nothing (read-only RBAC).
-
-Each recent assignment of a selected pod (`shadow:` settings) is judged before the herd
-guard counts it (decisions.shadow), kept in a bounded ring for the summary (`GET /shadow`,
-`decice-extender shadow-report`), counted in /metrics, remembered for /explain, and
+from the pod watch, against the table of that moment (decisions.shadow), and change
+nothing. Each is kept for `GET /shadow`, counted in /metrics, remembered for /explain and
 watched for exceedance within `shadow.exceedanceWindow`.
 """
 

@@ -1,8 +1,5 @@
-"""The service's own Prometheus metrics, each mode's series on one registry.
-
-A registry is passed in (prometheus/client_python style) so every test builds its own.
-Per-request updates are O(1): one counter and one histogram observation per call.
-"""
+"""The service's own Prometheus metrics, each mode's series on one registry (passed in,
+prometheus/client_python style). Per-request updates are O(1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The verbs on raw ASGI: a POST to a verb's path skips Starlette's router, middleware,
-Request and Response (BENCHMARKS.md, "The verbs on raw ASGI"); everything
-else is Starlette's.
-
-Protocol only: the content type, the body limit, the statuses and their messages are
-extender.service.verbs'. The messages are the ASGI spec's HTTP ones
-(https://asgi.readthedocs.io/en/latest/specs/www.html).
+"""The verbs on raw ASGI (https://asgi.readthedocs.io/en/latest/specs/www.html): a POST to
+a verb's path skips Starlette's router, middleware, Request and Response (BENCHMARKS.md,
+"The verbs on raw ASGI"). Protocol only: the rules are extender.service.verbs'.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The service's watches: nodes (addresses and sizes, for `instance` labels and the herd
-guard) and pods (assignments whoever bound them, for the herd guard and requeue).
-
-A list after the first (`410 Gone`) replaces what the service knew, as client-go's
-reflector does: what the new list lacks was removed while the watch was down."""
+"""The service's watches of nodes and pods. A list after the first (`410 Gone`) replaces
+what the service knew, as client-go's reflector does."""
 
 from __future__ import annotations
 
