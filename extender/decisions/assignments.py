@@ -52,10 +52,8 @@ class Waiting:
 
 @dataclass(frozen=True, slots=True)
 class Nominated:
-    """A pod without a node, nominated to one (`status.nominatedNodeName`: a preemptor, or
-    with NominatedNodeNameForExpectation a pod whose binding waits): load about to land
-    there, which kube-scheduler counts when it filters other pods, and so does the herd
-    guard."""
+    """A pod without a node, nominated to one (`status.nominatedNodeName`): load about to
+    land there, which kube-scheduler counts when it filters other pods, as the herd guard."""
 
     uid: str
     namespace: str

@@ -76,9 +76,7 @@ def expected_cores(
     now: float,
 ) -> float:
     """What the pod being placed will most likely use, for the filter path's fit: as
-    `expected_use`, but its workload's median where known (the pods placed before it are
-    counted at the quantile, which covers a burst). `workload()` is called only when some
-    workload's use is known."""
+    `expected_use`, but its workload's median where known (the quantile covers a burst)."""
     if guard.estimate == "usage" and usage_fresh(usage, guard, now):
         own = usage.pods.get((namespace, name)) if usage.pods else None
         if own is not None:

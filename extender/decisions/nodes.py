@@ -119,10 +119,8 @@ class Toleration:
 
 @dataclass(frozen=True, slots=True)
 class Eligibility:
-    """Which nodes a pod may go to whatever its scores: its nodeSelector and the NoSchedule
-    and NoExecute taints it tolerates (the scheduler's NodeAffinity nodeSelector part and
-    TaintToleration). Not modelled: affinity expressions, pod (anti-)affinity, topology
-    spread, volumes and ports."""
+    """Which nodes a pod may go to whatever its scores: its nodeSelector and the taints it
+    tolerates (the scheduler's NodeAffinity nodeSelector part and TaintToleration)."""
 
     node_selector: Mapping[str, str]
     tolerations: tuple[Toleration, ...]

@@ -141,10 +141,8 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def prefers_nodes(spec: dict[str, Any]) -> bool:
-    """The pod spec asks kube-scheduler to weigh nodes: a preferred node affinity or pod
-    (anti-)affinity term, or a `ScheduleAnyway` topology spread constraint (scored by the
-    NodeAffinity, InterPodAffinity and PodTopologySpread plugins). Anything malformed
-    counts as no preference (the API server validated it)."""
+    """The pod spec asks kube-scheduler to weigh nodes: a preferred (anti-)affinity term or
+    a `ScheduleAnyway` topology spread constraint; anything malformed is no preference."""
     affinity = spec.get("affinity")
     if isinstance(affinity, dict):
         for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
@@ -254,9 +252,8 @@ class Preemption:
 
 
 class Preemptions:
-    """The victims /preempt accepted, by preemptor UID (decisions.preemption says why);
-    bounded in count and age: past the victims' graceful termination (30 s by default) and
-    the scheduler's retries of the nominated pod."""
+    """The victims /preempt accepted, by preemptor UID (decisions.preemption), kept past
+    the victims' graceful termination and the scheduler's retries of the preemptor."""
 
     def __init__(self, seconds: float = 300.0, pods: int = 4096) -> None:
         self._seconds, self._pods = seconds, pods

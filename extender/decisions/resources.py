@@ -102,9 +102,7 @@ class _Statuses:
         self.infeasible = _resize_infeasible(status)
 
     def cpu(self, container: Any) -> float | None:
-        """component-helpers `determineContainerReqs`: the largest of what its spec asks,
-        what it runs with and what is allocated; an Infeasible resize counts only the last
-        two."""
+        """component-helpers `determineContainerReqs` (an Infeasible resize: what runs)."""
         asked = _cpu_of(_resources(container))
         name = container.get("name") if isinstance(container, dict) else None
         cs = self.by_name.get(name) if isinstance(name, str) else None

@@ -144,9 +144,8 @@ def range_score(policy: Policy, e: NodeEval) -> int:
 def top_hosts(
     names: Sequence[NodeName], scores: Sequence[int], k: int, start: int = 0
 ) -> list[int]:
-    """Indexes of the best k nodes, in request order; ties at the cut (dozens of nodes, on
-    0..10) are broken by request order from a per-pod `start` on (wrapping), so a burst
-    spreads over all the tied nodes rather than landing on the first few."""
+    """Indexes of the best k nodes, in request order; ties at the cut are broken from a
+    per-pod `start` on (wrapping), so a burst spreads over all the tied nodes."""
     n = len(names)
     if k >= n:
         return list(range(n))

@@ -111,15 +111,14 @@ class DecisionState:
 
     @property
     def sizes(self) -> Sizes:
-        """The nodes' cores as the node watch told them; once sizes are watched, a node it
-        has not told of is of unknown size."""
+        """The nodes' cores as the node watch told them (unknown for the others, once)."""
         default = None if self._sizes_watched else self.settings.herd_guard.default_node_cores
         return Sizes(self._herd.node_cores, default)
 
     def watch_sizes(self, now: float) -> None:
         """A node watch tells node sizes: until it has told a node's, no verb turns a pod
-        away from that node for a reason resting on its size (failing open to the
-        scheduler's resource checks). Without one, herdGuard.defaultNodeCores stands in."""
+        away from it for its size (the scheduler's resource checks stand); without one,
+        herdGuard.defaultNodeCores stands in."""
         if not self._sizes_watched:
             self._sizes_watched = True
             self._herd.watch_sizes()
@@ -127,20 +126,19 @@ class DecisionState:
             self._tables.replace(self.policies, self._snapshot, {}, self.herd(), now)
 
     def policy_of(self, pod: PodFacts) -> Policy | None:
-        """The policy the pod asks for (decice.io/policy), else the default; None when it
-        names one that does not exist."""
+        """The policy the pod asks for, else the default; None when it does not exist."""
         if pod.policy is None:
             return self._default
         return self.policies.get(pod.policy)
 
     def table(self, now: float, policy: Policy | None = None) -> Table:
-        """The policy's current table (the default policy's when None); rebuilt only when
-        one of its metrics crosses its maxAge."""
+        """The policy's current table (the default's when None), rebuilt when a metric of it
+        crosses its maxAge."""
         return self._tables.current(policy or self._default, self._snapshot, self._herd.load, now)
 
     def answered_nodes(self, now: float) -> Callable[[PodFacts], frozenset[NodeName]]:
         """For wire.parse_extender_args: the nodes of the precomputed prioritize answer of
-        the pod's policy (none for a pod that is not ours or names no known policy)."""
+        the pod's policy (none for a pod not ours)."""
 
         def nodes(pod: PodFacts) -> frozenset[NodeName]:
             policy = self.policy_of(pod) if self.is_ours(pod) else None
@@ -159,9 +157,8 @@ class DecisionState:
         pod: PodFacts | None = None,
         assigned_at: float | None = None,
     ) -> bool:
-        """Herd guard: count a placed pod on its node until the metric shows it (guard.py),
-        once per UID, told by our "bind" or the pod "watch". Its expected use comes from
-        `pod` (the watch's reading), else our filter call's, else the request `cores`."""
+        """Herd guard: count a placed pod on its node until the metric shows it, once per
+        UID; its expected use from `pod`, else our filter call's, else `cores`."""
         memo = self.pods.get(uid) if pod is None else None
         facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
         expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
@@ -172,9 +169,8 @@ class DecisionState:
         return True
 
     def release(self, uid: str, now: float, gone: PodFacts | None = None) -> bool:
-        """The pod was deleted or finished: what it reserved is free again; with `gone`
-        (the pod on the node it ran on) its node is credited what the metric still shows
-        of it (herd.departure)."""
+        """The pod was deleted or finished: its reservation is free again, and with `gone`
+        its node is credited what the metric still shows of it (herd.departure)."""
         node = self.guard.release(uid, gone, self._snapshot, now)
         if node is not None:
             self._patch(node, now)

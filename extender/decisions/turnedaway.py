@@ -88,9 +88,8 @@ class TurnedAway:
         where: Sequence[tuple[tuple[int, int], ...]],
         room: Callable[[str], float] | None = None,
     ) -> bool:
-        """A candidate passes now (and has the room it needs, by `room`). `passing` (the
-        nodes known to pass) and `where` (their digest positions) are walked for
-        candidates kept as the nodes left out or as a digest."""
+        """A candidate passes now, with the room it needs; `passing` (and `where`, their
+        digest positions) are walked for big calls' candidates."""
         needs, c = self.needs, self.candidates
 
         def fits(n: str) -> bool:
@@ -148,9 +147,8 @@ class TurnedAwayPods:
         room: Callable[[str], float] | None = None,
         most: float = math.inf,
     ) -> list[TurnedAway]:
-        """The pods with a candidate that passes now (with the room it needs, `most` being
-        the largest room of any node), or whose wait ended, oldest first, forgotten here;
-        expired ones dropped."""
+        """The pods with a candidate that passes now (`most`: the largest room of any node),
+        or whose wait ended, forgotten here; expired ones dropped."""
         while self._items:
             first = next(iter(self._items.values()))
             if now - first.at <= self._keep:

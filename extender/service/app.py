@@ -47,10 +47,9 @@ class Apps:
 
 @dataclass(frozen=True, slots=True)
 class Lifecycle:
-    """What runs around serving. Before the first answer: `prepare` (the watches' first
-    lists), one refresh, then the refresher and the `background` tasks. After the last:
-    in-flight binds drained, `stopping` (may still need the tasks), the tasks cancelled,
-    `shutdown`."""
+    """What runs around serving. Before: `prepare` (the watches' first lists), one refresh,
+    the refresher and `background` tasks. After: binds drained, `stopping` (may still need
+    the tasks), the tasks cancelled, `shutdown`."""
 
     settings: Settings
     binder: Binder

@@ -99,9 +99,8 @@ class Service:
 
 
 class _Parts:
-    """What every mode has: the engine, node cache, requeuer and metrics; then (`wire`) the
-    refresher, Event poster, binder, watches and live reload, with their tasks and /readyz
-    sections."""
+    """What every mode has (engine, node cache, requeuer, metrics; then the refresher, Event
+    poster, binder, watches and live reload), with their tasks and /readyz sections."""
 
     def __init__(
         self, settings: Settings, kube: KubeAPI | None, clock: Callable[[], float]
@@ -309,10 +308,8 @@ def build_rebalancer(
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
 ) -> Service:
-    """The rebalancer (`decice-extender rebalance`): the extender's refresher, engine and
-    watches, no verbs, and the rebalancer acting while `leader` (an elector on its Lease)
-    holds it. Events on placed pods, requeue patches and taints stay the extender's: a
-    second writer would only duplicate them."""
+    """The rebalancer: no verbs, and the rebalancer acting while `leader` (an elector on
+    its Lease) holds it. Events, requeue patches and taints stay the extender's."""
     if kube is None:
         raise ValueError(f"the rebalancer needs a Kubernetes client: {kube_problem}")
     view = settings.model_copy(
@@ -353,9 +350,8 @@ def build_shadow(
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
 ) -> Service:
-    """A shadow (`decice-extender shadow`): the extender's refresher, engine and watches,
-    judging every placement the pod watch sees (extender.service.shadow_mode), with no
-    verbs and nothing written to the API."""
+    """A shadow: judging every placement the pod watch sees (extender.service.shadow_mode),
+    with no verbs and nothing written to the API."""
     if kube is None:
         raise ValueError(f"shadow mode needs a Kubernetes client: {kube_problem}")
     if settings.overload.enabled:

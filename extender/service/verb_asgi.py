@@ -61,10 +61,8 @@ async def respond(send: Send, status: int, body: bytes, headers: list[tuple[byte
 
 
 class VerbFront:
-    """In front of `app` (the Starlette app): a POST to exactly one of `endpoints`' paths,
-    as the scheduler sends it, goes straight to its endpoint; everything else (a GET on a
-    verb's path is the verb route's 405, a trailing slash's redirect), the lifespan and
-    websockets go to `app`, whose verb routes call the same endpoints."""
+    """In front of `app` (the Starlette app): a POST to exactly one of `endpoints`' paths
+    goes straight to its endpoint; everything else goes to `app` (a GET there is a 405)."""
 
     __slots__ = ("_endpoints", "app")
 

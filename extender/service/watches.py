@@ -40,8 +40,8 @@ ASSIGNED = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """The pods that hold a node: what the pod watch's first list reads."""
 LIST_PAGE = 500
 MAX_LIST_PAGES = 400
-"""The first list reads at most this many pages (200,000 pods), then watches from there
-(a pod it missed is read once, at its next update: cluster.watch_filter drops the ones after)."""
+"""The first list reads at most this many pages, then watches from there (a pod it missed
+is read at its next update)."""
 
 
 def pod_informer(
