@@ -120,14 +120,8 @@ class ShadowLog:
             "byPolicy": dict(Counter(a.policy for a in ring)),
         }
         if over:
-            doc["over"] = {
-                metric: round(
-                    sum(1 for a in ring if (a.values.get(metric) or 0.0) > limit) / kept, 4
-                )
-                if kept
-                else None
-                for metric, limit in over.items()
-            }
+            hot = {m: sum((a.values.get(m) or 0.0) > v for a in ring) for m, v in over.items()}
+            doc["over"] = {m: round(n / kept, 4) if kept else None for m, n in hot.items()}
         return doc
 
 
@@ -141,18 +135,10 @@ def covers(selection: ShadowSettings, pod: Any) -> bool:
         return False
     if selection.namespaces and meta.get("namespace") not in selection.namespaces:
         return False
-    chosen = selection.label_selector
-    if chosen is None:
+    if (chosen := selection.label_selector) is None:
         return True
     labels = meta.get("labels")
-    selector = {
-        "matchLabels": chosen.match_labels,
-        "matchExpressions": [
-            {"key": r.key, "operator": r.operator, "values": list(r.values)}
-            for r in chosen.match_expressions
-        ],
-    }
-    return selects(selector, labels if isinstance(labels, dict) else {})
+    return selects(chosen.model_dump(by_alias=True), labels if isinstance(labels, dict) else {})
 
 
 Outcome = Literal["exceeded", "under", "unobserved", "dropped"]
