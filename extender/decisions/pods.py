@@ -111,16 +111,14 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
     meta = pod["metadata"]
     if not isinstance(meta, dict):
         raise PodError(f"{where}.metadata: must be dict, got {type(meta).__name__}")
-    spec = pod.get("spec")
-    if spec is None:
+    if (spec := pod.get("spec")) is None:
         spec = {}
     if not isinstance(spec, dict):
         raise PodError(f"{where}.spec: must be an object")
-    namespace = _str(meta, "namespace", f"{where}.metadata") or "default"
     return PodFacts(
         uid=_str(meta, "uid", f"{where}.metadata"),
         name=_str(meta, "name", f"{where}.metadata", required=True),
-        namespace=namespace,
+        namespace=_str(meta, "namespace", f"{where}.metadata") or "default",
         scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
         cpu_request=cpu_request(spec, f"{where}.spec", status=pod.get("status")),
         node_name=_str(spec, "nodeName", f"{where}.spec"),
