@@ -1,5 +1,5 @@
 """The composition root: settings in, a ready-to-serve service out, one builder per mode
-(`serve`, `rebalance`, `shadow`), each the parts every mode shares (`_Parts`) plus its own.
+(`serve`, `rebalance`, `shadow`), each the parts every mode shares (`Service`) plus its own.
 Nothing else builds the parts; tests call the builders with fakes.
 """
 
@@ -73,34 +73,23 @@ class PolicyFile:
     """sha256 of the bytes the running Settings were read from."""
 
 
-@dataclass(frozen=True, slots=True)
 class Service:
-    settings: Settings
+    """A service ready to serve: the parts every mode has (engine, node cache, requeuer,
+    metrics; then the refresher, Event poster, binder, watches and live reload), with their
+    tasks and /readyz sections, and what its builder adds."""
+
     app: ASGIApp
     """The verbs listener's app (server.host:port); the only app of the other modes."""
     metrics_app: Starlette
     """The metrics listener's app (server.metricsHost:metricsPort), when one is set."""
-    engine: Engine
-    binder: Binder
     refresher: Refresher
-    telemetry: Telemetry
-    nodes: NodeCache
-    informers: tuple[Informer, ...] = ()
-    requeuer: Requeuer | None = None
+    binder: Binder
+    informers: tuple[Informer, ...]
+    reloader: PolicyReloader | None
     problems: tuple[str, ...] = ()
     """What keeps the service from working as configured (/readyz answers 503)."""
-    reloader: PolicyReloader | None = None
     rebalancer: Rebalancer | None = None
     shadow: ShadowObserver | None = None
-
-    async def prepare(self) -> None:
-        """What the app does before its first refresh (the CLI calls it too)."""
-        await prepare(self.informers)
-
-
-class _Parts:
-    """What every mode has (engine, node cache, requeuer, metrics; then the refresher, Event
-    poster, binder, watches and live reload), with their tasks and /readyz sections."""
 
     def __init__(
         self, settings: Settings, kube: KubeAPI | None, clock: Callable[[], float]
@@ -237,25 +226,17 @@ class _Parts:
             stopping=stopping,
         )
 
-    def health(self, problems: tuple[str, ...] = ()) -> Health:
+    def health(self) -> Health:
         watches = {i.status.resource: i.status for i in self.informers}
-        return Health(self.engine, self.telemetry, self.clock, watches, problems, self.details)
+        return Health(self.engine, self.telemetry, self.clock, watches, self.problems, self.details)
 
-    def service(self, apps: Apps, **extra: Any) -> Service:
-        return Service(
-            self.settings,
-            apps.verbs,
-            apps.metrics,
-            self.engine,
-            self.binder,
-            self.refresher,
-            self.telemetry,
-            self.nodes,
-            self.informers,
-            self.requeuer,
-            reloader=self.reloader,
-            **extra,
-        )
+    def serving(self, apps: Apps) -> Service:
+        self.app, self.metrics_app = apps.verbs, apps.metrics
+        return self
+
+    async def prepare(self) -> None:
+        """What the app does before its first refresh (the CLI calls it too)."""
+        await prepare(self.informers)
 
 
 def build_service(
@@ -275,27 +256,28 @@ def build_service(
     logged at ERROR and /readyz answers 503 naming it). With `policy_file`, a change of
     it or SIGHUP reloads its policies; with `overload.enabled`, taints are written while
     `overload_leader` (an elector on its own Lease) holds it."""
-    parts = _Parts(settings, kube, clock)
-    parts.wire(provider, policy_file, settings)
+    service = Service(settings, kube, clock)
+    service.wire(provider, policy_file, settings)
     tainter = None
     if settings.overload.enabled and (kube is None or overload_leader is None):
         log.warning("overload.enabled but no Kubernetes client or Lease: no taints")
     elif settings.overload.enabled and kube is not None and overload_leader is not None:
-        nodes = parts.nodes
-        counter = OverloadTelemetry(parts.telemetry.registry, lambda: len(tainted_nodes(nodes)))
-        tainter = Tainter(parts.engine, nodes, kube, overload_leader, counter, clock)
-        parts.tasks.update({"overload-leader": overload_leader.run, "overload": tainter.run})
-        parts.details["overload"] = tainter.detail
-    problems = missing_client_problems(settings, kube_problem) if kube is None else ()
-    lifecycle = parts.lifecycle(tainter.remove_all if tainter is not None else None)
-    health = parts.health(problems)
-    telemetry = parts.telemetry
-    verbs = Verbs(settings, handlers(parts.engine, parts.binder, telemetry), telemetry, clock)
+        nodes = service.nodes
+        counter = OverloadTelemetry(service.telemetry.registry, lambda: len(tainted_nodes(nodes)))
+        tainter = Tainter(service.engine, nodes, kube, overload_leader, counter, clock)
+        service.tasks.update({"overload-leader": overload_leader.run, "overload": tainter.run})
+        service.details["overload"] = tainter.detail
+    if kube is None:
+        service.problems = missing_client_problems(settings, kube_problem)
+    lifecycle = service.lifecycle(tainter.remove_all if tainter is not None else None)
+    health = service.health()
+    telemetry = service.telemetry
+    verbs = Verbs(settings, handlers(service.engine, service.binder, telemetry), telemetry, clock)
     routes = verbs.routes()
     for base in sorted({"", settings.server.url_prefix}):
-        routes += health.routes(base) + info_routes(settings, parts.engine, clock, base)
+        routes += health.routes(base) + info_routes(settings, service.engine, clock, base)
     apps = make_apps(routes, lifecycle, health)
-    return parts.service(Apps(verbs.front(apps.verbs), apps.metrics), problems=problems)
+    return service.serving(Apps(verbs.front(apps.verbs), apps.metrics))
 
 
 def build_rebalancer(
@@ -318,14 +300,14 @@ def build_rebalancer(
             "requeue": settings.requeue.model_copy(update={"enabled": False}),
         }
     )
-    parts = _Parts(view, kube, clock)
-    parts.wire(provider, policy_file, settings)
-    engine, nodes = parts.engine, parts.nodes
-    counters = RebalanceTelemetry(parts.telemetry.registry, lambda: leader.is_leader)
+    service = Service(view, kube, clock)
+    service.wire(provider, policy_file, settings)
+    engine, nodes = service.engine, service.nodes
+    counters = RebalanceTelemetry(service.telemetry.registry, lambda: leader.is_leader)
     rebalancer = Rebalancer(
         engine, kube, leader, counters, lambda: nodes.inventory().cpu_cores, clock
     )
-    parts.tasks.update(leader=leader.run, rebalance=rebalancer.run)
+    service.tasks.update(leader=leader.run, rebalance=rebalancer.run)
 
     def detail() -> dict[str, object]:
         """The mode, the lease, and what the last check decided."""
@@ -335,10 +317,11 @@ def build_rebalancer(
             out["lastCheck"] = {"decisions": counts, "protected": dict(last.skipped)}
         return out
 
-    parts.details["rebalancer"] = detail
-    health = parts.health()
-    apps = make_apps(health.routes(), parts.lifecycle(), health)
-    return parts.service(apps, rebalancer=rebalancer)
+    service.details["rebalancer"] = detail
+    health = service.health()
+    apps = make_apps(health.routes(), service.lifecycle(), health)
+    service.rebalancer = rebalancer
+    return service.serving(apps)
 
 
 def build_shadow(
@@ -356,14 +339,15 @@ def build_shadow(
         raise ValueError(f"shadow mode needs a Kubernetes client: {kube_problem}")
     if settings.overload.enabled:
         log.info("shadow mode writes nothing: overload.enabled is ignored here")
-    parts = _Parts(for_shadowing(settings), kube, clock)
-    counters = ShadowTelemetry(parts.telemetry.registry)
-    observer = ShadowObserver(parts.engine, parts.nodes, counters)
+    service = Service(for_shadowing(settings), kube, clock)
+    counters = ShadowTelemetry(service.telemetry.registry)
+    observer = ShadowObserver(service.engine, service.nodes, counters)
     counters.watch_exceedance(observer.exceedance_counts)
-    parts.wire(provider, policy_file, settings, observer)
-    health = parts.health()
+    service.wire(provider, policy_file, settings, observer)
+    health = service.health()
     routes = health.routes() + info_routes(
-        parts.settings, parts.engine, clock, shadowed=observer.explain
+        service.settings, service.engine, clock, shadowed=observer.explain
     )
-    apps = make_apps(routes + shadow_routes(observer.summary), parts.lifecycle(), health)
-    return parts.service(apps, shadow=observer)
+    apps = make_apps(routes + shadow_routes(observer.summary), service.lifecycle(), health)
+    service.shadow = observer
+    return service.serving(apps)
