@@ -12,13 +12,7 @@ from typing import Any
 from extender.decisions.headroom import fit_rule
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodMemo
-from extender.decisions.scoring import (
-    evaluate_node,
-    has_candidates_metric,
-    normalise_range,
-    range_score,
-    score_candidates,
-)
+from extender.decisions.scoring import evaluate_node, normalise_range, range_score, score_candidates
 from extender.policy.policies import MetricSettings, Policy
 from extender.policy.settings import Settings
 
@@ -51,7 +45,7 @@ def explain_nodes(
     """One row per node, best score first: each metric's raw and normalised value, weight
     and herd load, the score, the verdict and the reason with its values."""
     evals = [evaluate_node(policy, snapshot, n, stale, herd, now) for n in nodes]
-    if has_candidates_metric(policy):
+    if any(m.normalize == "candidates" for m in policy.metrics):
         scores = score_candidates(policy, evals)
     else:
         scores = [range_score(policy, e) for e in evals]

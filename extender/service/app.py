@@ -16,7 +16,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
 
 from extender.cluster.binder import Binder
 from extender.cluster.informer import WatchStatus
@@ -34,15 +33,6 @@ log = logging.getLogger("decice.app")
 
 
 Task = Callable[[], Coroutine[object, object, None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Apps:
-    verbs: ASGIApp
-    """Everything, on server.host:port (the extender's behind `Verbs.front`)."""
-    metrics: Starlette
-    """Health and /metrics only, for server.metricsPort: the pod IP may expose these,
-    never the verbs. No lifespan: the verbs app runs it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +79,6 @@ class Lifecycle:
                 await task
         if self.shutdown is not None:
             await self.shutdown()
-
-
-def make_apps(routes: list[Route], lifecycle: Lifecycle, health: Health) -> Apps:
-    return Apps(
-        Starlette(routes=routes, lifespan=lifecycle.lifespan()),
-        Starlette(routes=health.routes()),
-    )
 
 
 _UID = re.compile(r"[A-Za-z0-9-]{1,128}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from extender.cluster.binder import Binder
@@ -37,15 +38,7 @@ from extender.metrics.refresher import Refresher
 from extender.policy.reload import PolicyReloader, effective
 from extender.policy.settings import Settings
 from extender.rebalancing.loop import Rebalancer
-from extender.service.app import (
-    Apps,
-    Health,
-    Lifecycle,
-    Task,
-    info_routes,
-    make_apps,
-    shadow_routes,
-)
+from extender.service.app import Health, Lifecycle, Task, info_routes, shadow_routes
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
 from extender.service.telemetry import (
     OverloadTelemetry,
@@ -230,8 +223,13 @@ class Service:
         watches = {i.status.resource: i.status for i in self.informers}
         return Health(self.engine, self.telemetry, self.clock, watches, self.problems, self.details)
 
-    def serving(self, apps: Apps) -> Service:
-        self.app, self.metrics_app = apps.verbs, apps.metrics
+    def serving(
+        self, routes: list[Route], health: Health, stopping: Callable[[], Any] | None = None
+    ) -> Service:
+        """The apps: `routes` with the lifespan; health and metrics on the metrics listener
+        (the pod IP may expose these, never the verbs)."""
+        self.app = Starlette(routes=routes, lifespan=self.lifecycle(stopping).lifespan())
+        self.metrics_app = Starlette(routes=health.routes())
         return self
 
     async def prepare(self) -> None:
@@ -269,15 +267,15 @@ def build_service(
         service.details["overload"] = tainter.detail
     if kube is None:
         service.problems = missing_client_problems(settings, kube_problem)
-    lifecycle = service.lifecycle(tainter.remove_all if tainter is not None else None)
     health = service.health()
     telemetry = service.telemetry
     verbs = Verbs(settings, handlers(service.engine, service.binder, telemetry), telemetry, clock)
     routes = verbs.routes()
     for base in sorted({"", settings.server.url_prefix}):
         routes += health.routes(base) + info_routes(settings, service.engine, clock, base)
-    apps = make_apps(routes, lifecycle, health)
-    return service.serving(Apps(verbs.front(apps.verbs), apps.metrics))
+    service.serving(routes, health, tainter.remove_all if tainter is not None else None)
+    service.app = verbs.front(service.app)
+    return service
 
 
 def build_rebalancer(
@@ -319,9 +317,8 @@ def build_rebalancer(
 
     service.details["rebalancer"] = detail
     health = service.health()
-    apps = make_apps(health.routes(), service.lifecycle(), health)
     service.rebalancer = rebalancer
-    return service.serving(apps)
+    return service.serving(health.routes(), health)
 
 
 def build_shadow(
@@ -348,6 +345,5 @@ def build_shadow(
     routes = health.routes() + info_routes(
         service.settings, service.engine, clock, shadowed=observer.explain
     )
-    apps = make_apps(routes + shadow_routes(observer.summary), service.lifecycle(), health)
     service.shadow = observer
-    return service.serving(apps)
+    return service.serving(routes + shadow_routes(observer.summary), health)
