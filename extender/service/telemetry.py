@@ -32,11 +32,11 @@ class _Scraped(Collector):
 
 
 def _family(
-    kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
     name: str,
     documentation: str,
     labels: list[str],
     rows: Iterable[tuple[list[str], float]],
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily] = GaugeMetricFamily,
 ) -> Metric:
     family = kind(name, documentation, labels=labels)
     for values, value in rows:
@@ -57,14 +57,12 @@ ExceedanceCounts = Mapping[tuple[str, str, str], int]
 def _ages(snapshot: Snapshot, now: float) -> Iterator[Metric]:
     metrics = snapshot.metrics.items()
     yield _family(
-        GaugeMetricFamily,
         "decice_metric_age_seconds",
         "Seconds since the metric's last successful refresh (+Inf before the first).",
         ["metric"],
         (([n], math.inf if s.fetched_at is None else now - s.fetched_at) for n, s in metrics),
     )
     yield _family(
-        GaugeMetricFamily,
         "decice_metric_nodes",
         "Nodes with a value in the current snapshot.",
         ["metric"],
@@ -76,14 +74,12 @@ def _node_figures(figures: NodeFigures) -> Iterator[Metric]:
     """From the tables the scheduler is answered from: no work per request."""
     scores, values = figures
     yield _family(
-        GaugeMetricFamily,
         "decice_node_score",
         "The node's prioritize score (0..10) for our pods of each policy.",
         ["node", "policy"],
         (([n, p], float(v)) for p, by_node in scores.items() for n, v in by_node.items()),
     )
     yield _family(
-        GaugeMetricFamily,
         "decice_node_metric",
         "The node's value of each policy metric in the current snapshot.",
         ["node", "metric"],
@@ -94,7 +90,6 @@ def _node_figures(figures: NodeFigures) -> Iterator[Metric]:
 def _placement(figures: PlacementFigures, counted: Mapping[str, int]) -> Iterator[Metric]:
     reservations, turned_away, pending, watches = figures
     yield _family(
-        GaugeMetricFamily,
         "decice_herd_reservations",
         "Pods the herd guard counts on their node until fresh metrics include them, "
         "by who told us: bind (ours), watch (any binder), nominated or expected (not "
@@ -103,7 +98,6 @@ def _placement(figures: PlacementFigures, counted: Mapping[str, int]) -> Iterato
         (([s], float(reservations.get(s, 0))) for s in ("bind", "watch", "nominated", "expected")),
     )
     yield _family(
-        CounterMetricFamily,
         "decice_herd_estimates",
         "Placed pods counted by the herd guard, by where their expected use came "
         "from: workload (its running siblings' measured use), own (its own measured "
@@ -111,6 +105,7 @@ def _placement(figures: PlacementFigures, counted: Mapping[str, int]) -> Iterato
         "request).",
         ["source"],
         (([s], float(counted.get(s, 0))) for s in ESTIMATE_SOURCES),
+        kind=CounterMetricFamily,
     )
     yield GaugeMetricFamily(
         "decice_turned_away_pods",
@@ -123,7 +118,6 @@ def _placement(figures: PlacementFigures, counted: Mapping[str, int]) -> Iterato
         value=float(pending),
     )
     yield _family(
-        GaugeMetricFamily,
         "decice_watch_up",
         "1 while the watch of the resource is established, else 0.",
         ["resource"],
@@ -147,7 +141,6 @@ def _config(figures: ConfigFigures) -> Iterator[Metric]:
         value=success_at,
     )
     yield _family(
-        GaugeMetricFamily,
         "decice_config_info",
         "Always 1; sha256 (first 12 hex digits) of the policy file in force.",
         ["sha256"],
@@ -158,7 +151,6 @@ def _config(figures: ConfigFigures) -> Iterator[Metric]:
 def _exceedance(counts: ExceedanceCounts) -> Iterator[Metric]:
     """The shadow's ledger: the summary at /shadow reads the same counts."""
     yield _family(
-        CounterMetricFamily,
         "decice_shadow_exceedance",
         "Placements judged, by what the chosen node did within "
         "shadow.exceedanceWindow after: exceeded (went over the policy's threshold; "
@@ -168,6 +160,7 @@ def _exceedance(counts: ExceedanceCounts) -> Iterator[Metric]:
         "under).",
         ["policy", "verdict", "outcome"],
         ((list(key), float(n)) for key, n in sorted(counts.items())),
+        kind=CounterMetricFamily,
     )
 
 
