@@ -1,16 +1,11 @@
-"""Why a pod went where it went, and why a node was filtered: readable explanations.
-
-Pure: everything comes in as arguments. The request path only records what it decided
-(decisions.py); this module re-evaluates those nodes from the same snapshot, staleness
-and herd load the table was built from (scoring.evaluate_node, the function that built
-it), so an explanation shows exactly the numbers behind the answer, with the values the
-aggregated filter reasons leave out.
+"""Why a pod went where it went, and why a node was filtered, re-evaluated from the
+inputs the table had (scoring.evaluate_node): exactly the numbers behind the answer. Pure.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -25,7 +20,6 @@ Document = dict[str, Any]
 
 
 def _detail(m: MetricSettings, value: float | None, age: float | None) -> str:
-    """The values behind an aggregated reason, for this metric on this node."""
     if value is None:
         if m.on_missing != "fail-closed":
             return ""
@@ -48,8 +42,8 @@ def explain_nodes(
     nodes: Sequence[NodeName],
     now: float,
 ) -> list[Document]:
-    """One row per node: each metric's raw value, normalised value, weight and herd load,
-    the score, the verdict and the reason with its values; best score first."""
+    """One row per node, best score first: each metric's raw and normalised value, weight
+    and herd load, the score, the verdict and the reason with its values."""
     evals = [evaluate_node(policy, snapshot, n, stale, herd, now) for n in nodes]
     if any(m.normalize == "candidates" for m in policy.metrics):
         scores = score_candidates(policy, evals)
@@ -94,8 +88,8 @@ def explain_nodes(
 def too_small_marked(
     rows: list[Document], rejected: AbstractSet[NodeName], policy: Policy
 ) -> list[Document]:
-    """The rows with the nodes the decision turned away for the pod's size (headroom.py: they
-    pass the table, so their own evaluation says passed) marked as such."""
+    """The rows with the nodes the decision turned away for the pod's size (they pass the
+    table) marked as such."""
     rule = fit_rule(policy)
     if rule is None or not rejected:
         return rows
@@ -106,15 +100,9 @@ def too_small_marked(
     return rows
 
 
-def summary(rows: Iterable[Document]) -> tuple[int, Counter[str]]:
+def summary(rows: Sequence[Document]) -> tuple[int, Counter[str]]:
     """(candidates, filtered count per reason)."""
-    total = 0
-    filtered: Counter[str] = Counter()
-    for r in rows:
-        total += 1
-        if r["reason"] is not None:
-            filtered[r["reason"]] += 1
-    return total, filtered
+    return len(rows), Counter(r["reason"] for r in rows if r["reason"] is not None)
 
 
 def placement_note(
@@ -124,10 +112,9 @@ def placement_note(
     candidates: int | None = None,
     rejected: int | None = None,
 ) -> str:
-    """The Event note on a placed pod, read at a glance:
-    `placed on node-3: score 9/10 (cpu 0.10, memory 0.20); 5 candidates, 1 filtered (cpu
-    above 0.9); next best node-1 score 6`. `candidates` and `rejected` override the counts
-    when `rows` are not every candidate (a big request's names are not kept)."""
+    """The Event note on a placed pod: `placed on node-3: score 9/10 (cpu 0.10, memory
+    0.20); 5 candidates, 1 filtered (cpu above 0.9); next best node-1 score 6`.
+    `candidates` and `rejected` override the counts when `rows` are not every candidate."""
     total, filtered = summary(rows)
     chosen = next((r for r in rows if r["node"] == node), None)
     text = f"placed on {node}"

@@ -1,8 +1,5 @@
-"""An OpenAPI 3.1 description of our endpoints (served at /openapi.json for fuzzers and users).
-
-Its schemas are made from the types the verbs decode their requests with
-(extender.decisions.wiretypes); nothing here restates them. Go field names, as
-k8s.io/kube-scheduler/extender/v1 has no json tags.
+"""An OpenAPI 3.1 description of our endpoints (/openapi.json), its schemas made from the
+types the verbs decode their requests with (extender.decisions.wiretypes).
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from extender.policy.settings import Settings
 
 
 def _schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(verb -> request schema, verb -> answer schema, components)."""
     types = [wiretypes.REQUESTS[v] for v in VERBS] + [wiretypes.ANSWERS[v] for v in VERBS]
     types += [wiretypes.Error, *wiretypes.DOCUMENTED]
     refs, components = msgspec.json.schema_components(types, ref_template=wiretypes.SCHEMA_REF)
