@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
 from pydantic.alias_generators import to_camel
 
 Direction = Literal["lower", "higher"]
@@ -27,6 +27,8 @@ NonEmpty = Annotated[str, Strict(), Field(min_length=1)]
 Count = Annotated[int, Strict(), Field(ge=1)]
 Port = Annotated[int, Strict(), Field(ge=0, le=65535)]
 MetricName = Annotated[str, Strict(), Field(pattern=r"^[a-z][a-z0-9_]*$")]
+Unslashed = AfterValidator(lambda text: text.rstrip("/"))
+"""A URL or path kept without its trailing slashes."""
 PolicyName = Annotated[
     str, Strict(), Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
 ]

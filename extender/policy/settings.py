@@ -57,8 +57,8 @@ class Settings(Model):
     single_metrics: Metrics | None = Field(
         default=None, alias="metrics", json_schema_extra={"minItems": 1}
     )
-    """A single-policy file: the metrics of the one policy (named "default"). Unset and no
-    `policies`: one metric, node CPU from a stock kube-prometheus-stack."""
+    """The metrics of a single-policy file's one policy ("default"); unset and no
+    `policies`: node CPU from a stock kube-prometheus-stack."""
     policies: dict[PolicyName, PolicySettings] | None = Field(
         default=None, json_schema_extra={"minProperties": 1}
     )
