@@ -27,7 +27,6 @@ from extender.doctor.prometheus import (
     query_row,
     range_row,
     reachable_row,
-    timestamp_query,
 )
 from extender.doctor.rows import Row, few
 from extender.errors.causes import PartialAnswer, describe
@@ -35,7 +34,7 @@ from extender.metrics.stock import WORKLOAD_USE, StockSeries, used_by
 from extender.metrics.usage import read_workloads, wanted
 from extender.policy.sections import HerdGuardSettings
 from extender.policy.settings import Settings
-from extender.policy.windows import Window, herd_window
+from extender.policy.windows import herd_window
 
 T = TypeVar("T")
 
@@ -64,11 +63,8 @@ async def examine(
         rows.append(Row("kubernetes", "FAIL", f"no client: {kube_problem or 'not configured'}"))
     else:
         listed = await _caught(kube.list_nodes())
-        if isinstance(listed, BaseException):
-            rows.append(nodes_row(listed))
-        else:
-            nodes = listed[0]
-            rows.append(nodes_row(nodes))
+        rows.append(nodes_row(listed if isinstance(listed, BaseException) else listed[0]))
+        nodes = None if isinstance(listed, BaseException) else listed[0]
     if query is None:
         rows.append(Row("prometheus", "ok", "not used (static provider)"))
     else:
@@ -132,7 +128,8 @@ async def _prometheus_rows(
             rows.append(Row(f"nodes {metric.name}", "warn", "not checked: no node list"))
         else:
             rows.append(mapping_row(metric, series, nodes, settings.prometheus.node_label))
-        stamps = await ask(timestamp_query(metric.query))
+        # A plain selector's sample times are its scrapes; an expression's, the query time.
+        stamps = await ask(f"timestamp({metric.query})")
         now = clock()
         if isinstance(stamps, BaseException):
             rows.append(Row(f"age {metric.name}", "warn", describe(stamps)))
@@ -150,7 +147,8 @@ async def _herd_rows(
     guard = settings.herd_guard
     if not settings.herd_guarded:
         return []
-    rows = [window_row(herd_window(settings), guard)]
+    window = herd_window(settings)
+    rows = [Row("herd window", "ok", f"{window.fade(guard.settle)}: {window.why}")]
     if not wanted(guard, settings.herd_guarded):
         return rows
     promql = guard.usage_query.replace("{quantile}", f"{guard.quantile:g}")
@@ -160,14 +158,11 @@ async def _herd_rows(
     missing = []
     if not isinstance(workloads, BaseException) and not workloads:
         for stock in used_by(guard.usage_query + guard.pod_usage_query, WORKLOAD_USE):
-            if not present(await ask(f"count({stock.name})")):
+            counted = await ask(f"count({stock.name})")
+            if isinstance(counted, BaseException) or not counted or counted[0].value <= 0:
                 missing.append(stock)
     rows.append(usage_row(workloads, guard, missing))
     return rows
-
-
-def window_row(window: Window, guard: HerdGuardSettings) -> Row:
-    return Row("herd window", "ok", f"{window.fade(guard.settle)}: {window.why}")
 
 
 def usage_row(
@@ -196,8 +191,3 @@ def usage_row(
         f"{len(workloads)} workloads measured, {len(trusted)} with at least minPods "
         f"{guard.min_pods} pods" + (f", e.g. {examples}" if trusted else ""),
     )
-
-
-def present(series: Sequence[Series] | BaseException) -> bool:
-    """A `count(name)` answer says the series exists."""
-    return not isinstance(series, BaseException) and bool(series) and series[0].value > 0

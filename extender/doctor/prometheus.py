@@ -53,22 +53,17 @@ def parse_series(result: Sequence[Any]) -> list[Series]:
 
 def auth_text(prometheus: PrometheusSettings) -> str:
     """How we authenticate to Prometheus, for the reachability row (never a secret)."""
-    parts = []
-    if prometheus.bearer_token_file:
-        parts.append(f"bearer token from {prometheus.bearer_token_file}")
-    if prometheus.basic_auth is not None:
-        parts.append(f"basic auth as {prometheus.basic_auth.username}")
-    if prometheus.tenant is not None:
-        parts.append(f"tenant {prometheus.tenant}")
-    if prometheus.headers:
-        parts.append(f"headers {few(prometheus.headers, 5)}")
-    for name, path in sorted(prometheus.header_files.items()):
-        parts.append(f"{name} from {path}")
-    if prometheus.ca_file:
-        parts.append(f"CA {prometheus.ca_file}")
-    if prometheus.insecure_skip_verify:
-        parts.append("TLS not verified")
-    return "; ".join(parts) or "no auth"
+    p = prometheus
+    parts = (
+        p.bearer_token_file and f"bearer token from {p.bearer_token_file}",
+        p.basic_auth and f"basic auth as {p.basic_auth.username}",
+        p.tenant is not None and f"tenant {p.tenant}",
+        p.headers and f"headers {few(p.headers, 5)}",
+        *(f"{name} from {path}" for name, path in sorted(p.header_files.items())),
+        p.ca_file and f"CA {p.ca_file}",
+        p.insecure_skip_verify and "TLS not verified",
+    )
+    return "; ".join(part for part in parts if isinstance(part, str) and part) or "no auth"
 
 
 def reachable_row(prometheus: PrometheusSettings, error: BaseException | None) -> Row:
@@ -231,9 +226,3 @@ def range_row(metric: MetricSettings, values: Sequence[float]) -> Row:
         "warn",
         f"{len(outside)} of {len(finite)} values outside {bounds} ({seen}), clamped{hint}",
     )
-
-
-def timestamp_query(query: str) -> str:
-    """The PromQL of each sample's time. For a plain selector that is when it was
-    scraped; an expression's result (an aggregation, a join) carries the query time."""
-    return f"timestamp({query})"

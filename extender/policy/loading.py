@@ -44,25 +44,19 @@ def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError([f"cannot read {path}: {exc.strerror or exc}"], str(path)) from exc
-    return parse_bytes(data, environ, str(path)), hashlib.sha256(data).hexdigest()
+    return parse_text(data, environ, str(path)), hashlib.sha256(data).hexdigest()
 
 
-def parse_bytes(data: bytes, environ: Mapping[str, str], source: str) -> Settings:
+def parse_text(
+    text: str | bytes, environ: Mapping[str, str] | None = None, source: str = "config"
+) -> Settings:
+    """Settings from the policy file's text or bytes (what a reload reads)."""
     try:
-        text = data.decode("utf-8")
+        raw = yaml.safe_load(text if isinstance(text, str) else text.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(
             [f"$: not UTF-8 text ({exc.reason} at byte {exc.start})"], source
         ) from exc
-    return parse_text(text, environ, source)
-
-
-def parse_text(
-    text: str, environ: Mapping[str, str] | None = None, source: str = "config"
-) -> Settings:
-    """Settings from the policy file's text (what a reload reads)."""
-    try:
-        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"], source) from exc
     return parse_settings(raw, environ, source)
@@ -87,26 +81,19 @@ def describe_errors(exc: ValidationError) -> list[str]:
     """One line per problem: `path: what is wrong (got value)`, paths as written in YAML."""
     out: list[str] = []
     for error in exc.errors(include_url=False):
-        path = _path(error["loc"])
-        kind = error["type"]
+        path, kind = _path(error["loc"]), error["type"]
+        message = str(error["msg"]).removeprefix("Value error, ")
         if kind == "extra_forbidden":
-            key = str(error["loc"][-1])
-            hint = difflib.get_close_matches(key, _known_keys(), n=1)
-            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-            out.append(f"{path}: unknown key{suggestion}")
-            continue
-        message = str(error["msg"])
-        if kind == "value_error":
-            message = message.removeprefix("Value error, ")
-            if error["loc"] == ():
-                out.extend(message.split("\n"))  # _policy_problems: each names its path
-                continue
+            hint = difflib.get_close_matches(str(error["loc"][-1]), _known_keys(), n=1)
+            out.append(f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
         elif kind == "missing":
             out.append(f"{path}: required")
-            continue
-        shown = repr(error["input"])
-        got = "" if kind in ("value_error",) else f" (got {shown[:80]})"
-        out.append(f"{path}: {message}{got}")
+        elif kind == "value_error" and error["loc"] == ():
+            out.extend(message.split("\n"))  # _policy_problems: each names its path
+        elif kind == "value_error":
+            out.append(f"{path}: {message}")
+        else:
+            out.append(f"{path}: {message} (got {repr(error['input'])[:80]})")
     return out
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import math
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -149,21 +148,16 @@ def _plural(text: str) -> str:
 
 
 def _bounded(node: Schema, kind: str) -> str:
-    low = node.get("minimum")
-    high = node.get("maximum")
-    if low is not None and high is not None:
-        return f"{kind} {_number(low)}..{_number(high)}"
-    if "exclusiveMinimum" in node:
-        return f"{kind} > {_number(node['exclusiveMinimum'])}"
-    if low is not None:
-        return f"{kind} >= {_number(low)}"
-    if high is not None:
-        return f"{kind} <= {_number(high)}"
+    if "minimum" in node and "maximum" in node:
+        return f"{kind} {_number(node['minimum'])}..{_number(node['maximum'])}"
+    for key, sign in (("exclusiveMinimum", ">"), ("minimum", ">="), ("maximum", "<=")):
+        if key in node:
+            return f"{kind} {sign} {_number(node[key])}"
     return kind
 
 
 def _number(value: float) -> str:
-    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+    if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
 

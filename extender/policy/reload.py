@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from extender.errors.causes import describe
 from extender.policy.fields import ConfigError
 from extender.policy.filewatch import ReloadTriggers
-from extender.policy.loading import describe_errors, parse_bytes
+from extender.policy.loading import describe_errors, parse_text
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.reload")
@@ -120,7 +120,7 @@ class PolicyReloader:
             return True
         try:
             # Off the event loop: a large file's validation must not delay requests.
-            new = await asyncio.to_thread(parse_bytes, data, self._environ, source)
+            new = await asyncio.to_thread(parse_text, data, self._environ, source)
         except ConfigError as exc:
             return self._failed(reason, "invalid policy", exc.problems)
         restart = restart_sections(self._started, new)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from extender.policy.windows import GO_UNITS, duration
@@ -16,7 +15,6 @@ DEFAULT_WEIGHT = 2
 """The extender weight the shipped configs and `scheduler-config` use: from the simulation
 (docs/operating.md, "Weight"): against 1, fewer hot node-minutes in skewed (a third),
 moving-load and misrequested, worse beyond noise nowhere."""
-MIN_WEIGHT = 1
 MAX_WEIGHT = 100
 DEFAULT_HTTP_TIMEOUT = "5s"
 DEFAULT_LEASE_NAME = "decice-scheduler"
@@ -39,13 +37,12 @@ def extender_weight(text: str) -> int:
         weight = int(text.strip(), 10)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an integer: the extender weight is a whole number "
-            f"{MIN_WEIGHT}..{MAX_WEIGHT}"
+            f"{text!r} is not an integer: the extender weight is a whole number 1..{MAX_WEIGHT}"
         ) from None
     if weight < 1:
         raise argparse.ArgumentTypeError(
             f"{weight} is not positive: kube-scheduler refuses an extender weight below 1 "
-            f"(use {MIN_WEIGHT}..{MAX_WEIGHT})"
+            f"(use 1..{MAX_WEIGHT})"
         )
     if weight > MAX_WEIGHT:
         raise argparse.ArgumentTypeError(
@@ -195,19 +192,8 @@ def namespace_name(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """Who runs the scheduler: a ServiceAccount (namespace None: the lease's) or a User."""
-
-    kind: str
-    name: str
-    namespace: str | None = None
-
-    def as_rbac(self, lease_namespace: str) -> dict[str, str]:
-        if self.kind == "ServiceAccount":
-            ns = self.namespace or lease_namespace
-            return {"kind": "ServiceAccount", "name": self.name, "namespace": ns}
-        return {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": self.name}
+Subject = dict[str, str | None]
+"""Who runs the scheduler, as a RoleBinding subject (a namespace None: the lease's)."""
 
 
 def service_account(text: str) -> Subject:
@@ -220,7 +206,7 @@ def service_account(text: str) -> Subject:
             f"{text!r} is not [NAMESPACE/]NAME of a ServiceAccount: the name is lower-case "
             "letters, digits, '-' and '.'"
         )
-    return Subject("ServiceAccount", name, namespace or None)
+    return {"kind": "ServiceAccount", "name": name, "namespace": namespace or None}
 
 
 def user_name(text: str) -> Subject:
@@ -229,20 +215,15 @@ def user_name(text: str) -> Subject:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give the user name, e.g. system:kube-scheduler"
         )
-    return Subject("User", text)
-
-
-def rbac_command(name: str, namespace: str) -> str:
-    args = ["decice-extender scheduler-config --rbac"]
-    if namespace != DEFAULT_LEASE_NAMESPACE:
-        args.append(f"--lease-namespace {namespace}")
-    if name != DEFAULT_LEASE_NAME:
-        args.append(f"--lease-name {name}")
-    return " ".join(args)
+    return {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": text}
 
 
 def full_header(name: str, namespace: str) -> str:
     """The comment block above `scheduler-config --full`: the RBAC its lease needs."""
+    flags = (("namespace", namespace, DEFAULT_LEASE_NAMESPACE), ("name", name, DEFAULT_LEASE_NAME))
+    lease = "".join(
+        f" --lease-{flag} {value}" for flag, value, default in flags if value != default
+    )
     return (
         "# KubeSchedulerConfiguration for decice-extender (docs/scheduler.md).\n"
         f"# Leader election holds the Lease {namespace}/{name}. Bind the scheduler's\n"
@@ -250,7 +231,8 @@ def full_header(name: str, namespace: str) -> str:
         "# events in every namespace, but get/update only the lease named kube-scheduler)\n"
         f"# and to a Role in {namespace} with get/update on {name} (plus create).\n"
         "# Print that Role and its RoleBinding with:\n"
-        f"#   {rbac_command(name, namespace)} [--service-account NS/NAME | --user NAME]\n"
+        f"#   decice-extender scheduler-config --rbac{lease} [--service-account NS/NAME | "
+        "--user NAME]\n"
     )
 
 
@@ -280,7 +262,7 @@ def rbac_documents(name: str, namespace: str, subject: Subject) -> list[dict[str
             "kind": "RoleBinding",
             "metadata": meta(),
             "roleRef": {"apiGroup": rbac, "kind": "Role", "name": role},
-            "subjects": [subject.as_rbac(namespace)],
+            "subjects": [{k: namespace if v is None else v for k, v in subject.items()}],
         },
     ]
 

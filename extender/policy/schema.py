@@ -63,10 +63,7 @@ def _inlined(node: Any, defs: dict[str, Schema]) -> Any:
     out: Schema = {}
     ref = node.get("$ref")
     if isinstance(ref, str):
-        name = ref.removeprefix("#/$defs/")
-        if name not in defs:
-            raise ValueError(f"unresolvable $ref {ref!r}")
-        out.update(_inlined(defs[name], defs))
+        out.update(_inlined(defs[ref.removeprefix("#/$defs/")], defs))
     for key, value in node.items():
         if key != "$ref":
             out[key] = _inlined(value, defs)
