@@ -1,10 +1,6 @@
-"""One back-off policy for every retry loop: exponential with full jitter.
-
-The wait after the n-th consecutive failure is drawn uniformly between `floor` and
-`min(cap, base * factor ** (n - 1))` (the AWS Architecture Blog's "Exponential Backoff And
-Jitter"; client-go's `wait.Backoff` has the same figures), so replicas that failed together
-do not retry together. Pure; the random source is injectable (seeded in tests).
-"""
+"""One back-off policy for every retry loop: exponential with full jitter (AWS's
+"Exponential Backoff And Jitter"; client-go's `wait.Backoff`), so replicas that failed
+together do not retry together."""
 
 from __future__ import annotations
 

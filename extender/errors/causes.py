@@ -1,11 +1,6 @@
-"""An exception reduced to its cause: the one place that turns an error into operator text.
-
-`describe` walks an exception chain (`__cause__`, `__context__`, urllib3's
-`MaxRetryError.reason`, exceptions in `args`) and names what happened, e.g. "connection
-refused to 127.0.0.1:9090" or "HTTP 503 from Prometheus: Service Unavailable", instead of a
-URL holding the whole PromQL. Every text is redacted and one line of at most 300
-characters. Library types are recognised by name, not imported.
-"""
+"""An exception reduced to its cause ("connection refused to 127.0.0.1:9090"), not a URL
+holding the whole PromQL: the one place that turns an error into operator text, redacted,
+one line. Library types are recognised by name, not imported."""
 
 from __future__ import annotations
 
@@ -32,8 +27,6 @@ class HTTPStatusError(Exception):
         self.source = source
 
     def __str__(self) -> str:
-        """`<source> query error: <type>: <error>` for a Prometheus API error document,
-        else `HTTP <status> from <source>` and the start of the body."""
         try:
             doc = json.loads(self.body)
         except ValueError:
@@ -51,9 +44,8 @@ class BadAnswer(Exception):
 
 
 class PartialAnswer(BadAnswer):
-    """A whole-looking answer the server marked partial (Thanos' warnings with
-    partial_response, VictoriaMetrics' isPartial): some stores did not answer, so some
-    nodes may be missing. `result` is what it did send (doctor reads it)."""
+    """An answer the server marked partial (Thanos' warnings, VictoriaMetrics' isPartial):
+    some nodes may be missing from `result`."""
 
     def __init__(self, message: str, result: list[object]) -> None:
         super().__init__(message)

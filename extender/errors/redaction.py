@@ -12,15 +12,13 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@")
 
 
 def redact(text: str) -> str:
-    """`text` with the value after each `Bearer` / `Basic` replaced by `<redacted>`, and
-    the user:password@ of each URL by `<redacted>@`."""
+    """`text` without the credential after `Bearer` / `Basic` nor a URL's user:password@."""
     text = _USERINFO.sub(lambda m: f"{m.group(1)}<redacted>@", text)
     return _CREDENTIAL.sub(lambda m: f"{m.group(1)} <redacted>", text)
 
 
 def safe_url(url: str) -> str:
-    """`url` fit for a log line: scheme, host, port and path; no userinfo, query or
-    fragment (where tokens hide)."""
+    """`url` without userinfo, query or fragment (where tokens hide), for a log line."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""

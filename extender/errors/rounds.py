@@ -19,8 +19,7 @@ MAX_BACKOFF_FACTOR = 8
 
 
 def backoff(interval: float, failures: int, rng: random.Random) -> float:
-    """The wait before the next round: `interval` while rounds succeed; after failures,
-    drawn between one interval and a ceiling doubling from 2 intervals to 8."""
+    """`interval` while rounds succeed; after failures, jittered from 2 intervals up to 8."""
     if failures <= 0:
         return interval
     first, most = FIRST_BACKOFF_FACTOR * interval, MAX_BACKOFF_FACTOR * interval
@@ -35,8 +34,7 @@ async def check_forever(
     what: str,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
-    """Wait `delay()`, run `check()`, forever; a round that raises is logged with its
-    traceback and counted through `failed()`, and the loop goes on."""
+    """Wait `delay()`, run `check()`, forever; a round that raises is logged and counted."""
     while True:
         await sleep(delay())
         try:
@@ -49,8 +47,7 @@ async def check_forever(
 
 
 class Pace:
-    """At most `per_second` starts a second: `await pace.turn(per_second)` before each one
-    waits out what is left of the interval since the one before (the first never waits)."""
+    """At most `per_second` starts a second: `await pace.turn(per_second)` before each."""
 
     def __init__(
         self,

@@ -1,9 +1,5 @@
-"""What triggers a policy reload: a change in the file's directory, or SIGHUP.
-
-kubelet updates a ConfigMap volume by renaming a new `..data` symlink into place; the
-file's own inode never changes, so its directory is watched, and the reloader's sha256
-turns a batch of events into one read and at most one reload.
-"""
+"""What triggers a policy reload: SIGHUP, or a change in the file's directory (kubelet
+swaps a ConfigMap volume's `..data` symlink; the file's own inode never changes)."""
 
 from __future__ import annotations
 
@@ -46,8 +42,8 @@ class ReloadTriggers:
     async def watch(
         self, *, debounce_ms: int = DEBOUNCE_MS, force_polling: bool | None = None
     ) -> None:
-        """Reload after changes in the file's directory, until cancelled; a watch that
-        cannot start or breaks is retried, backed off (_RETRY). It never raises."""
+        """Reload after changes in the file's directory until cancelled; a broken watch is
+        retried, backed off."""
         failures = 0
         while True:
             stop = asyncio.Event()
@@ -115,8 +111,7 @@ class ReloadTriggers:
         )
 
     def install_sighup(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
-        """Reload on SIGHUP (from the running loop by default). False where the platform or
-        thread cannot take signal handlers (Windows, not the main thread)."""
+        """Reload on SIGHUP; False where signal handlers cannot be set (not the main thread)."""
         loop = loop or asyncio.get_running_loop()
         try:
             loop.add_signal_handler(signal.SIGHUP, self._on_sighup)

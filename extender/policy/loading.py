@@ -1,5 +1,5 @@
-"""Reading a policy: YAML text plus environment overrides in, `Settings` or one error
-listing every problem (by its key path as written in YAML) out."""
+"""Reading a policy: YAML plus environment overrides in, `Settings` or one error listing
+every problem by its key path out."""
 
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
 
 
 def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
-    """The file's Settings and the sha256 of the very bytes they came from (one read, so
-    a reloader started from them never misses a change made in between)."""
+    """The file's Settings and the sha256 of the very bytes they came from (one read)."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:

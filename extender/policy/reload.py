@@ -1,9 +1,6 @@
-"""Live reload of the policy file: read, validate whole, apply, or keep the policy in force.
-
-A bad file keeps the policy in force: an ERROR names every problem, /readyz (`detail`) and
-/metrics (`figures`) show it, and the service stays ready. Only the RELOADABLE sections take
-effect; a change of another is logged as needing a restart. Triggers: policy.filewatch.
-"""
+"""Live reload of the policy file: read, validate whole, apply; a bad file keeps the policy
+in force (logged, shown in /readyz and /metrics; still ready). Only RELOADABLE sections
+take effect; a change of another is logged as needing a restart."""
 
 from __future__ import annotations
 
@@ -53,8 +50,7 @@ def restart_sections(running: Settings, new: Settings) -> list[str]:
 
 
 def effective(running: Settings, new: Settings) -> Settings:
-    """What a reload puts in force: the new file's RELOADABLE sections on top of the
-    running service's others (read at start), validated again as a whole (ConfigError)."""
+    """The new file's RELOADABLE sections over the running service's others, validated."""
     fields = {
         name: getattr(new if (field.alias or name) in RELOADABLE else running, name)
         for name, field in Settings.model_fields.items()
@@ -66,11 +62,7 @@ def effective(running: Settings, new: Settings) -> Settings:
 
 
 class PolicyReloader:
-    """Reloads the policy file into the service through `apply`, one reload at a time.
-
-    `settings` and `sha256` start as `loading.read_policy` gave them and follow each applied
-    reload; `environ` (the start's PROMETHEUS_URL, KUBECONFIG) applies to every reload.
-    """
+    """Reloads the policy file into the service through `apply`, one reload at a time."""
 
     def __init__(
         self,
@@ -95,8 +87,7 @@ class PolicyReloader:
         """The directory watch and SIGHUP, which call `reload`."""
 
     async def reload(self, reason: str) -> bool:
-        """Read, validate and apply the file if its bytes changed. True when the policy in
-        force is the file's (changed or not); False when the old one was kept."""
+        """Apply the file if its bytes changed; False when the old policy was kept."""
         async with self._lock:  # two triggers never interleave; the second sees the first's hash
             return await self._reload(reason)
 
@@ -170,6 +161,5 @@ class PolicyReloader:
         }
 
     def figures(self) -> tuple[bool, float, str]:
-        """(last reload successful, when the policy in force was loaded, its sha256), for
-        the service's /metrics."""
+        """For /metrics: (last reload successful, loaded at, sha256)."""
         return self.last.successful, self._loaded_at, self.sha256

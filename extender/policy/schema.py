@@ -71,16 +71,9 @@ def _inlined(node: Any, defs: dict[str, Schema]) -> Any:
 
 
 def _simplified(node: Schema) -> Schema:
-    """One schema node, cleaned for Helm and for readers, recursively:
-
-    - no `title` (pydantic's are the field names again);
-    - descriptions on one line;
-    - no `default` that is an object or a list of objects (each key has its own);
-    - `anyOf: [X, {type: null}]` becomes X with `type: [X's type, "null"]` (and null in its
-      enum), as Helm's validators and editors read it best;
-    - a map with constrained keys (pydantic's `patternProperties`) becomes `propertyNames`
-      plus `additionalProperties`, so a key that breaks the pattern is rejected.
-    """
+    """One schema node cleaned for Helm and readers, recursively: no titles, no object
+    defaults (each key has its own), `anyOf: [X, null]` as `type: [X, "null"]`, and
+    `patternProperties` as `propertyNames` (so a key that breaks the pattern is rejected)."""
     out: Schema = {}
     for key, value in node.items():
         if key == "title":

@@ -1,11 +1,6 @@
-"""The rate window a metric's PromQL averages over: how long a placed pod takes to show.
-
-A rate over a window W shows a pod started t seconds ago by t / W of its use, so the herd
-guard needs W: read from the query (`rate(x[1m])`, or a recording rule's suffix such as
-`:rate5m`) unless `herdGuard.window` says. Where windows combine, the larger of two rates
-(`max`, `or`, duplicates per node) shows a rise in the shortest; any other combination
-takes the longest, which never counts a pod as shown too early.
-"""
+"""The rate window W a metric's PromQL averages over: a rate shows a pod started t seconds
+ago by t / W of its use. Where windows combine, the larger of two rates (`max`, `or`) shows
+a rise in the shortest; any other combination takes the longest (never too early)."""
 
 from __future__ import annotations
 
@@ -40,8 +35,7 @@ class Window:
 
 
 def duration(text: str, units: dict[str, float] = PROMETHEUS_UNITS) -> float | None:
-    """Seconds of a duration with units ("5m", "1h30m", "1.5h"; Prometheus' and
-    VictoriaMetrics' by default, GO_UNITS for Go's), or None: the one reader of them."""
+    """Seconds of a duration with units ("1h30m"; Prometheus' by default), or None."""
     unit = "|".join(sorted(units, key=len, reverse=True))
     part = rf"(\d+(?:\.\d+)?)({unit})"
     if not re.fullmatch(f"(?:{part})+", text):
@@ -50,8 +44,7 @@ def duration(text: str, units: dict[str, float] = PROMETHEUS_UNITS) -> float | N
 
 
 def rule_window(name: str) -> float | None:
-    """The window a recording rule's name promises (`...:rate5m`, `...:ratio_rate5m`,
-    `...:sum_irate` is 0), or None when it names none."""
+    """The window a recording rule's name promises (`:rate5m`; `:sum_irate` is 0), or None."""
     last = name.rsplit(":", 1)[-1]
     match = _RULE_SUFFIX.search(last)
     if match is None:
@@ -136,9 +129,8 @@ def _text(seconds: float) -> str:
 
 
 def herd_window(settings: Settings) -> Window:
-    """The window the herd guard fades reservations over: `herdGuard.window`, else the
-    longest of the herd metrics' query windows (one ledger serves every policy, so it
-    never calls a pod shown before every policy's metric shows it)."""
+    """`herdGuard.window`, else the longest of the herd metrics' windows (one ledger
+    serves every policy)."""
     guard = settings.herd_guard
     if guard.window is not None:
         return Window(guard.window, f"{_text(guard.window)} from herdGuard.window")
