@@ -143,12 +143,10 @@ def _timeout(chain: list[BaseException]) -> str | None:
             text = "connect timeout" if connect else "timeout"
             if seconds is not None:
                 text += f" after {float(seconds):g}s"
-            address = _address(chain)
-            if address is not None:
-                text += f" {'to' if connect else 'waiting for'} {address}"
-            elif seconds is None and str(exc) not in ("", "timed out"):
-                text += f" ({_first_line(exc)})"
-            return text
+            where = _at(chain, f" {'to' if connect else 'waiting for'} {{}}")
+            if not where and seconds is None and str(exc) not in ("", "timed out"):
+                where = f" ({_first_line(exc)})"
+            return text + where
     return None
 
 
@@ -162,20 +160,17 @@ def _is_timeout(exc: BaseException, *names: str) -> bool:
 
 
 def _refused(chain: list[BaseException]) -> str | None:
-    for exc in chain:
-        if isinstance(exc, ConnectionRefusedError):
-            address = _address(chain)
-            return "connection refused" + (f" to {address}" if address else "")
+    if any(isinstance(exc, ConnectionRefusedError) for exc in chain):
+        return "connection refused" + _at(chain, " to {}")
     return None
 
 
 def _closed(chain: list[BaseException]) -> str | None:
-    address = _address(chain)
     for exc in chain:
         if _named(exc, "RemoteDisconnected", "ServerDisconnectedError"):
-            return f"connection closed by {address or 'the server'} before it answered"
+            return f"connection closed by {_address(chain) or 'the server'} before it answered"
         if isinstance(exc, ConnectionResetError):
-            return "connection reset" + (f" by {address}" if address else "")
+            return "connection reset" + _at(chain, " by {}")
     return None
 
 
@@ -192,8 +187,7 @@ def _os_error(chain: list[BaseException]) -> str | None:
         if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
             if exc.filename is not None:
                 return f"{exc.filename}: {exc.strerror}"
-            address = _address(chain)
-            return exc.strerror + (f" ({address})" if address else "")
+            return exc.strerror + _at(chain, " ({})")
     return None
 
 
@@ -237,6 +231,12 @@ def _address(chain: list[BaseException]) -> str | None:
         if (m := _HOST_PORT.search(_first_line(exc))) is not None:
             return _join(m.group(1), int(m.group(2)))
     return None
+
+
+def _at(chain: list[BaseException], template: str) -> str:
+    """`template` filled with the chain's host:port, or "" when it names none."""
+    address = _address(chain)
+    return template.format(address) if address else ""
 
 
 def _resolved_host(chain: list[BaseException]) -> str | None:

@@ -120,31 +120,23 @@ def _readable(node: Schema, kind: Any) -> str:
     if kind == "boolean":
         return "boolean"
     if kind == "array":
-        items = node.get("items", {})
-        what = "objects (keys below)" if "properties" in items else _plural(readable_type(items))
+        what = _plural(readable_type(node.get("items", {})))
         unique = "unique " if node.get("uniqueItems") else ""
         least = f" (at least {node['minItems']})" if "minItems" in node else ""
         return f"list{least} of {unique}{what}"
     if kind == "object":
         if "properties" in node:
             return "object (keys below)"
-        values = node.get("additionalProperties")
-        keys = node.get("propertyNames")
+        values, keys = node.get("additionalProperties"), node.get("propertyNames")
         key_text = NAME if isinstance(keys, dict) and "pattern" in keys else "string"
-        value_text = (
-            "object (keys below)"
-            if isinstance(values, dict) and "properties" in values
-            else readable_type(values)
-            if isinstance(values, dict)
-            else "anything"
-        )
+        value_text = readable_type(values) if isinstance(values, dict) else "anything"
         least = f" (at least {node['minProperties']})" if "minProperties" in node else ""
         return f"map{least} of {key_text} to {value_text}"
     return str(kind)
 
 
 def _plural(text: str) -> str:
-    return re.sub(r"\b(string|number|integer|boolean)\b", r"\1s", text, count=1)
+    return re.sub(r"\b(string|number|integer|boolean|object)\b", r"\1s", text, count=1)
 
 
 def _bounded(node: Schema, kind: str) -> str:
