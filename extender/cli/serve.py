@@ -218,12 +218,11 @@ def _elector(settings: Settings, name: str, namespace: str | None, **timings: An
 
 
 def _own_namespace(environ: Mapping[str, str]) -> str:
-    if environ.get("POD_NAMESPACE"):
-        return environ["POD_NAMESPACE"]
     try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"
+        own = environ.get("POD_NAMESPACE") or SERVICE_ACCOUNT_NAMESPACE.read_text("utf-8")
     except OSError:
-        return "default"
+        own = ""
+    return own.strip() or "default"
 
 
 def run_servers(

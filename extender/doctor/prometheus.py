@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,12 +93,13 @@ def query_row(metric: MetricSettings, series: Sequence[Series] | BaseException) 
 
 def _node_names_label(series: Sequence[Series], names: set[str]) -> str | None:
     """A label (other than `instance`) whose values are node names, if any series has one."""
-    counts: dict[str, int] = {}
-    for s in series:
-        for label, value in s.labels.items():
-            if label not in ("instance", "__name__") and value in names:
-                counts[label] = counts.get(label, 0) + 1
-    return max(sorted(counts), key=lambda k: counts[k]) if counts else None
+    counts = Counter(
+        label
+        for s in series
+        for label, value in s.labels.items()
+        if label not in ("instance", "__name__") and value in names
+    )
+    return max(sorted(counts), key=counts.__getitem__) if counts else None
 
 
 def mapping_row(
@@ -109,7 +111,7 @@ def mapping_row(
     names = {n.name for n in nodes}
     unlabelled: list[Series] = []
     unknown: list[str] = []
-    have: dict[str, int] = {}
+    have: Counter[str] = Counter()
     bad_values = 0
     for s in series:
         node = node_of(s.labels, node_label, inventory)
@@ -118,7 +120,7 @@ def mapping_row(
         elif node not in names:
             unknown.append(s.labels.get(node_label, node))
         else:
-            have[node] = have.get(node, 0) + 1
+            have[node] += 1
             bad_values += not math.isfinite(s.value)
     missing = names - set(have)
     causes: list[str] = []

@@ -99,13 +99,10 @@ _TAGS = re.compile(r"<[^>]*>")
 
 def _told(chain: list[BaseException]) -> str | None:
     """Errors whose text is written for the operator already (ours, and KubeError)."""
-    top = chain[0]
-    if isinstance(top, HTTPStatusError | BadAnswer) or _named(top, "KubeError"):
-        return str(top) or type(top).__name__
-    for exc in chain:
-        if isinstance(exc, HTTPStatusError | BadAnswer):
-            return str(exc)
-    return None
+    if _named(chain[0], "KubeError"):
+        return str(chain[0]) or type(chain[0]).__name__
+    told = next((e for e in chain if isinstance(e, HTTPStatusError | BadAnswer)), None)
+    return None if told is None else str(told) or type(told).__name__
 
 
 def _name_resolution(chain: list[BaseException]) -> str | None:

@@ -108,15 +108,16 @@ def _longest(
     if not present:
         return None
     best = (min if shortest else max)(present, key=lambda f: f[0])
-    if len({f[0] for f in present}) == 1:
+    seconds = sorted({f[0] for f in present})
+    if len(seconds) == 1:
         return best
-    listed = ", ".join(_text(f) for f in sorted({f[0] for f in present}))
-    if shortest:
-        why = (
-            f"the shortest of {listed} (the larger of them is kept, so a rise shows in the fastest)"
-        )
-    else:
-        why = f"the longest of {listed} (they are combined)"
+    listed = ", ".join(map(_text, seconds))
+    kept = "the larger of them is kept, so a rise shows in the fastest"
+    why = (
+        f"the shortest of {listed} ({kept})"
+        if shortest
+        else f"the longest of {listed} (they are combined)"
+    )
     return best[0], f"{best[1]}: {why}"
 
 
