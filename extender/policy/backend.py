@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, Strict, StrictBool, StrictStr, field_validator, model_validator
 
-from extender.policy.fields import Model, NonEmpty, Seconds, Unslashed
+from extender.policy.fields import HttpURL, Model, NonEmpty, Seconds
 
 TENANT_HEADER = "X-Scope-OrgID"
 """The tenant header of Mimir, Cortex and Thanos' tenancy (and of VictoriaMetrics' vmauth)."""
@@ -28,9 +28,7 @@ class BasicAuth(Model):
 
 
 class PrometheusSettings(Model):
-    url: Annotated[StrictStr, Field(pattern="^https?://"), Unslashed] = (
-        "http://prometheus-operated.monitoring.svc:9090"
-    )
+    url: HttpURL = "http://prometheus-operated.monitoring.svc:9090"
     """Base URL of the query API (Prometheus, VictoriaMetrics, Thanos Query, Mimir's
     /prometheus prefix...); PROMETHEUS_URL overrides it."""
     interval: Seconds = 15.0

@@ -29,6 +29,18 @@ Port = Annotated[int, Strict(), Field(ge=0, le=65535)]
 MetricName = Annotated[str, Strict(), Field(pattern=r"^[a-z][a-z0-9_]*$")]
 Unslashed = AfterValidator(lambda text: text.rstrip("/"))
 """A URL or path kept without its trailing slashes."""
+
+
+def _http_url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return text.rstrip("/")
+
+
+HttpURL = Annotated[
+    str, Strict(), AfterValidator(_http_url), Field(json_schema_extra={"pattern": "^https?://"})
+]
+"""An http(s) base URL without its trailing slashes (the chart's schema gets the pattern)."""
 PolicyName = Annotated[
     str, Strict(), Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
 ]
