@@ -1,34 +1,15 @@
-"""The herd guard's ledger: placed pods counted on their node until the metric shows them.
+"""The herd guard's ledger: an assumed-pods cache, pods placed counted on their node until
+the metric shows them, as kube-scheduler (`assumedPods`, `pkg/scheduler/backend/cache`),
+scheduler-plugins' Trimaran (`ScheduledPodsCache`, `pkg/trimaran/handler.go`) and
+koordinator's LoadAware (`pkg/scheduler/plugins/loadaware/pod_assign_cache.go`) keep one.
 
-It is an assumed-pods cache, as load-aware schedulers keep one: kube-scheduler assumes a
-pod on its node before the bind lands, so the next cycle counts its requests
-(`assumedPods`, AssumePod / ForgetPod, in kubernetes `pkg/scheduler/backend/cache`);
-scheduler-plugins' Trimaran keeps the pods bound within the metrics' reporting interval
-per node (`PodAssignEventHandler.ScheduledPodsCache`, `pkg/trimaran/handler.go`) and adds
-their predicted use to the measured one; koordinator's LoadAware does the same until its
-NodeMetric covers them (`pkg/scheduler/plugins/loadaware/pod_assign_cache.go`). Here the
-pods are counted at their expected use, not their requests, and leave the ledger as the
-metric's window takes them in.
-
-A burst places pods faster than Prometheus can show their load, so every placed pod
-reserves its expected use (estimate.py) on its node, as a share of the node's cores. A
-rate over a window W shows a pod that has run t seconds by t / W of its use, and the
-newest sample is up to `settle` seconds old (scrape, rule evaluation, our refresh). So a
-reservation is whole until `settle` after the bind, then shrinks with the share of the
-window the pod has run, and is gone once the window covers the whole pod
-(`unshown_share`). A pod Prometheus already measures is counted at its own measured use.
-The ledger keeps the reservations and, incrementally, the load they add per node.
-
-The same lag runs the other way: a pod that left a node still shows in the metric until
-the window has passed over its departure. A departure credits the node with what the pod
-was measured using, over the same settle and window as a reservation, so pods waiting for
-room and the rebalancer see the room when it is there. The credit is only ever what the
-metric showed of the pod (its own measured use, else its workload's, no more than its
-request; nothing when unknown, or on a saturated node, whose metric hides demand), and it
-fades over the window a rise shows in: where a query keeps the larger of a fast and a slow
-rate, the slow one holds a drop up for longer, so the credit ends early (never late), and a
-pod arriving where one left is never counted as shown before the fast rate shows it.
-Pure: `now` and the snapshot are passed in.
+Here a pod counts at its expected use (estimate.py), or its own measured use once
+Prometheus has it, as a share of its node's cores. A rate over a window W shows a pod that
+ran t seconds by t / W, and the newest sample is up to `settle` old, so a reservation is
+whole until `settle` after the bind, then fades over the window (`unshown_share`). A
+departure credits its node the same way with what the metric showed of the pod (nothing
+when unknown or on a saturated node), so waiting pods and the rebalancer see the room when
+it is there; the credit ends early, never late. Pure: `now` and the snapshot are passed in.
 """
 
 from __future__ import annotations
@@ -53,9 +34,8 @@ class Reservation:
     """Its expected use when placed (estimate.expected_use)."""
     bound_at: float
     source: str = "bind"
-    """"bind" (ours), "watch" (seen assigned through the pod watch), "nominated" (seen
-    nominated to the node, not bound yet: decisions.held.HeldPods.nominate) or "expected"
-    (where our prioritize answer sends it, not bound yet: decisions.held.HeldPods.expect)."""
+    """"bind" (ours), "watch" (seen assigned), "nominated" or "expected" (not bound yet:
+    held.HeldPods.nominate / expect), "left" (a departure)."""
     basis: str = ""
     """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
     pod: tuple[str, str] | None = None
@@ -63,15 +43,13 @@ class Reservation:
 
 
 def departure(uid: str, node: NodeName, cores: float, left_at: float) -> Reservation:
-    """A pod gone from `node` whose `cores` the metric still shows: a reservation of what
-    it frees (negative), fading as the metric stops showing it, as a placed pod's fades as
-    the metric starts to."""
+    """A pod gone from `node` whose `cores` the metric still shows: a negative reservation."""
     return Reservation(uid, node, -cores, left_at, "left")
 
 
 def unshown_share(bound_at: float, data_at: float | None, settle: float, window: float) -> float:
-    """The share of a pod placed at `bound_at` that a metric fetched at `data_at` does not
-    show yet: 1 until `settle` after the bind, then falling over `window` to 0."""
+    """The share of a pod placed at `bound_at` a metric fetched at `data_at` does not show:
+    1 until `settle` after, then falling over `window` to 0."""
     if data_at is None:
         return 1.0
     ran = data_at - settle - bound_at
@@ -83,8 +61,7 @@ def unshown_share(bound_at: float, data_at: float | None, settle: float, window:
 
 
 def data_time(snapshot: Snapshot, metrics: Iterable[str]) -> float | None:
-    """When the herd metrics were last fetched: the oldest of them, so no policy's metric
-    is taken to show a pod it does not show yet (None: one was never fetched)."""
+    """When the herd metrics were last fetched, the oldest (None: one never was)."""
     oldest = math.inf
     for name in metrics:
         series = snapshot.metrics.get(name)
@@ -104,12 +81,9 @@ class HerdLedger:
         self._window = window
         self._reservations: dict[str, Reservation] = {}
         self._departures: dict[str, Reservation] = {}
-        self._margins: Mapping[NodeName, float] = {}
-        """node -> what its recent swings add to it (peaks.py), as of the last install."""
-        self._charged: dict[str, float] = {}
-        """uid -> the share of its node's cores it adds now."""
-        self._load: dict[NodeName, float] = {}
-        """node -> utilisation the reservations add (the sum of `_charged`)."""
+        self._margins: Mapping[NodeName, float] = {}  # node -> its swings' margin (peaks.py)
+        self._charged: dict[str, float] = {}  # uid -> the share of its node's cores it adds
+        self._load: dict[NodeName, float] = {}  # node -> the sum of `_charged` and margins
         self._node_cores: Mapping[NodeName, float] = {}
         self._sizes_watched = False
         self._data_at: float | None = None
@@ -141,9 +115,8 @@ class HerdLedger:
             self._recount()
 
     def watch_sizes(self) -> None:
-        """Node sizes come from a node watch: a node it has not told of is of unknown size,
-        and its reservations count nothing until it is (no veto rests on a guessed size;
-        herdGuard.defaultNodeCores stands in only where nothing watches nodes)."""
+        """Node sizes come from a node watch: a node it has not told of counts nothing (no
+        veto on a guessed size; herdGuard.defaultNodeCores is for no watch)."""
         if not self._sizes_watched:
             self._sizes_watched = True
             self._recount()
@@ -160,8 +133,7 @@ class HerdLedger:
         self, uid: str, gone: tuple[NodeName, float | None, float] | None = None
     ) -> NodeName | None:
         """The pod was deleted or finished: its node (whose load dropped), or None.
-        `gone`: (its node, the cores the metric shows of it or None, when it left), to
-        credit its node until the metric stops showing it (the module's docstring)."""
+        `gone`: (node, cores the metric shows of it or None, when), to credit its node."""
         node = None
         reservation = self._reservations.pop(uid, None)
         if reservation is not None:
@@ -188,8 +160,8 @@ class HerdLedger:
             self._load.pop(node, None)
 
     def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float) -> float:
-        """The load on `node` once the pods `leaving` (UIDs) are gone and a pod expected to
-        use `arriving` cores is there: a preemption's view of its candidate node."""
+        """The load on `node` with the `leaving` UIDs gone and `arriving` cores come
+        (a preemption's view)."""
         load = self._load.get(node, 0.0)
         if not self._guarded:
             return load
@@ -212,16 +184,15 @@ class HerdLedger:
         return gone
 
     def install(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
-        """A new snapshot: each reservation charged at what its metrics do not show yet;
-        those they show whole are dropped. The margins go until `set_margins`."""
+        """A new snapshot: reservations charged at what it does not show yet (the margins
+        go until `set_margins`)."""
         self._data_at = data_time(snapshot, metrics) if metrics else math.inf
         self._usage = self._fresh(snapshot)
         self._margins = {}
         self._recount()
 
     def set_margins(self, margins: Mapping[NodeName, float]) -> None:
-        """node -> what its recent swings add to its predicted peak (peaks.py), in `load`
-        until the next install."""
+        """node -> its recent swings' margin (peaks.py), in `load` until the next install."""
         for node, margin in self._margins.items():
             self._change(node, -margin)
         self._margins = margins if self._guarded else {}
@@ -233,8 +204,7 @@ class HerdLedger:
         return self._margins
 
     def projected(self, snapshot: Snapshot, metrics: Collection[str]) -> dict[NodeName, float]:
-        """The per-node load `install(snapshot, metrics)` would give (for tables built off
-        the loop before the install; the install patches what changed meanwhile)."""
+        """The per-node load `install(snapshot, metrics)` would give (tables built off the loop)."""
         data_at = data_time(snapshot, metrics) if metrics else math.inf
         load: dict[NodeName, float] = {}
         for r in (*self._reservations.values(), *self._departures.values()):
@@ -244,8 +214,7 @@ class HerdLedger:
         return load
 
     def _recount(self) -> None:
-        """Charges from scratch: once per refresh (reservations fade, cores change);
-        reserve and release keep them up to date in between, O(1) each."""
+        """Charges from scratch, once per refresh; reserve and release are O(1) between."""
         self._charged = {}
         self._load = {}
         if not self._guarded:
@@ -268,7 +237,6 @@ class HerdLedger:
         self._change(r.node, share)
 
     def _share(self, r: Reservation, data_at: float | None, usage: UsageTable) -> float:
-        """The share of its node's cores `r` adds while the metric is as of `data_at`."""
         unshown = unshown_share(r.bound_at, data_at, self._guard.settle, self._window)
         if unshown <= 0:
             return 0.0
@@ -288,8 +256,7 @@ class HerdLedger:
         return usage if usage_fresh(usage, self._guard, snapshot.taken_at) else EMPTY
 
     def cores_of(self, node: NodeName) -> float:
-        """The node's cores; infinite (a share of nothing) for a node of unknown size when
-        sizes are watched (`watch_sizes`)."""
+        """The node's cores; infinite (a share of nothing) if unknown while watched."""
         known = self._node_cores.get(node)
         if known:
             return known
