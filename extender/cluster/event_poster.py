@@ -1,5 +1,5 @@
-"""Events on the pods we place: best-effort, off the request path, bounded and rate-limited.
-A full queue drops the newest pod; a failed post is counted and never retried.
+"""Events on the pods we place: off the request path, bounded and rate-limited; a full
+queue drops the newest, a failed post is counted and never retried.
 """
 
 from __future__ import annotations
@@ -33,13 +33,12 @@ def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str
     if snapshot is None or not memo.node or policy is None:
         note = f"placed on {memo.node}"
     else:
-        # A big request's names are not kept: the chosen node and the counts, then.
         nodes = list(memo.candidates) if memo.candidates is not None else [memo.node]
         rows = explain_nodes(policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
         note = placement_note(
             rows, memo.node, [m.name for m in policy.metrics], memo.asked, len(memo.rejected)
         )
-    if memo.expected:  # what the herd guard counts it at, and why
+    if memo.expected:
         note = f"{note}; {memo.expected}"[:1024]
     return PodEvent(
         namespace=facts.namespace,

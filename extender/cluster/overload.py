@@ -1,8 +1,7 @@
-"""The overload taint writer: `decice.io/overloaded=<metric>` on the nodes decisions.overload
-says should carry it, off the others; only while holding its Lease, never on the verbs'
-path. On start it reconciles; on a graceful stop (`removeOnShutdown`) it removes its taints.
-Each change keeps every other taint exactly, patches `spec.taints` guarded by the node's
-resourceVersion, retries on a conflict and posts a Warning Event on the Node.
+"""The overload taint writer: `decice.io/overloaded=<metric>` where decisions.overload says,
+only while holding the Lease. It reconciles on start and removes its taints on a graceful
+stop (`removeOnShutdown`); each change keeps the other taints, is guarded by the node's
+resourceVersion (retried on a conflict) and posts a Warning Event on the Node.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.overload")
 
-ATTEMPTS = 3
-"""Reads and patches of one node before a change is given up (conflicts with writers)."""
+ATTEMPTS = 3  # reads and patches of one node before a change is given up
 
 
 class OverloadCounter(Protocol):
@@ -134,8 +132,7 @@ class TaintWriter:
 
 
 def watched_metrics(settings: Settings) -> list[Watched]:
-    """The default policy's metrics that taint (overload.metrics, else every one with
-    filter.above)."""
+    """The default policy's metrics that taint (overload.metrics, else all with filter.above)."""
     chosen = set(settings.overload.metrics)
     return [
         Watched(m.name, m.filter.above, settings.overload.hysteresis, m.max_age)
@@ -145,7 +142,6 @@ def watched_metrics(settings: Settings) -> list[Watched]:
 
 
 def tainted_nodes(nodes: NodeCache) -> dict[NodeName, str]:
-    """node -> the metric of our taint, as the node watch shows the nodes."""
     out: dict[NodeName, str] = {}
     for name in nodes.names():
         info = nodes.get(name)
@@ -180,8 +176,7 @@ class Tainter:
         self._reconciled = False
         self._failures = 0
         self._writer = TaintWriter(kube, counter, clock, instance)
-        self.last: list[Change] = []
-        """The changes of the last check (for /readyz and tests)."""
+        self.last: list[Change] = []  # the last check's changes (/readyz)
 
     @property
     def settings(self) -> Settings:
@@ -240,8 +235,8 @@ class Tainter:
         tainted: Mapping[NodeName, str],
         now: float,
     ) -> list[Change]:
-        """At the start of a leadership: our taint off every node whose fresh data shows it
-        is not hot, then down to the cap, coolest first (never on missing data)."""
+        """A new leader's: our taint off nodes whose fresh data is not hot, then down to the
+        cap, coolest first (never on missing data)."""
         out = [c for c in changes if c.action == "taint"]
         keep: list[tuple[float, NodeName]] = []
         for node, metric in tainted.items():
