@@ -1,12 +1,8 @@
-"""The rebalancer's loop: every `rebalance.interval`, re-check our running pods and move
-the ones rebalancing.plan says should move, through the Eviction API, while holding the
-Lease (checked again before every eviction).
-
-Every eviction, the dry run's too, carries the pod's UID and is judged by the API against
-its PodDisruptionBudgets; a pod the budgets would refuse is held without asking. A refusal
-is never forced: the pod backs off (rebalancing.budgets) and its node's slot goes to the
-next candidate. A failed pod list backs the loop off; a failed budget list is logged.
-Each move is reported (a log line, an Event, the counters).
+"""The rebalancer's loop: every `rebalance.interval`, as the Lease holder (checked before
+each eviction), evict what rebalancing.plan says should move. Each eviction, dry runs too,
+carries the pod's UID for the API to judge against its PodDisruptionBudgets; a pod they
+would refuse is held without asking, and a refusal is never forced (the pod backs off,
+rebalancing.budgets). Each move is logged, counted and posted as an Event.
 """
 
 from __future__ import annotations
@@ -55,8 +51,8 @@ def eviction_outcome(exc: Exception) -> str:
 
 
 def refusal_reason(exc: Exception) -> str | None:
-    """Why the API refused to evict, when it means "not now": budget,
-    budget-not-processed, multiple-budgets (a 500), throttled (the API's own 429); else None."""
+    """Why the API refused to evict, when it means "not now": budget, budget-not-processed,
+    multiple-budgets (a 500), throttled (the API's own 429); else None."""
     status = getattr(exc, "status", None)
     message = str(exc)
     if status == 500 and "more than one PodDisruptionBudget" in message:
@@ -184,8 +180,7 @@ class Rebalancer:
         self._budgets_failed = False
         self.backoff = RefusalBackoff(engine.settings.rebalance.interval, rng=self._rng)
         self._evictor = Evictor(kube, leader, counter, self.backoff, clock, instance)
-        self.last: Plan | None = None
-        """The last check's plan (for /readyz and tests)."""
+        self.last: Plan | None = None  # the last check's plan (/readyz)
 
     @property
     def mode(self) -> str:
@@ -257,8 +252,7 @@ class Rebalancer:
         return result
 
     async def _move_due(self, result: Plan, moves: Moves, budgets: Budgets) -> None:
-        """Admit the due pods one at a time and ask the API for each; only a move the API
-        accepts uses its limits."""
+        """Admit the due pods one at a time and ask the API; only accepted moves use limits."""
         for index, decision in enumerate(result.due):
             admitted = moves.admit(decision)
             hold = budgets.hold(admitted.pod) if admitted.outcome == "move" else None
@@ -293,8 +287,8 @@ class Rebalancer:
         return pods
 
     async def _budgets(self) -> Budgets:
-        """The cluster's PodDisruptionBudgets; none when they cannot be listed (logged once
-        per streak: the API still refuses what they forbid)."""
+        """The PodDisruptionBudgets; none when they cannot be listed (logged once a streak:
+        the API still refuses what they forbid)."""
         try:
             docs = await self._kube.list_pdbs()
         except Exception as exc:
