@@ -1,6 +1,5 @@
-"""Metric providers: where node values come from, and which node each series belongs to.
-Instant queries go through prometheus-api-client (synchronous: the refresher calls
-`fetch` from a worker thread).
+"""Metric providers: where node values come from, and which node each series belongs to
+(prometheus-api-client, synchronous: the refresher fetches from a worker thread).
 """
 
 from __future__ import annotations
@@ -53,8 +52,7 @@ class StaticProvider:
 @dataclass(frozen=True, slots=True)
 class MappedSeries:
     values: dict[NodeName, float]
-    dropped: list[str]
-    """Why series were left out, for logs."""
+    dropped: list[str]  # why series were left out, for logs
 
 
 def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> NodeName | None:
@@ -103,10 +101,9 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
 
 
 class PrometheusProvider:
-    """PromQL instant queries on any server with the Prometheus query API (Prometheus,
-    VictoriaMetrics, Thanos Query, Mimir, Cortex), through a prometheus-api-client
-    `PrometheusConnect` given our own requests session. `use_subprocess`: big answers go to
-    a subprocess when prometheus.childProcessAbove says so (not in the subprocess itself)."""
+    """PromQL instant queries on any server of the Prometheus query API, through
+    `PrometheusConnect` with our own requests session. `use_subprocess`: big answers go to
+    a subprocess as prometheus.childProcessAbove says."""
 
     def __init__(self, settings: PrometheusSettings, use_subprocess: bool = True) -> None:
         self._settings = settings
@@ -159,9 +156,8 @@ class PrometheusProvider:
             self._fetch_subprocess.close()
 
     def query(self, promql: str, timeout: float | None = None) -> list[Any]:
-        """Blocking: one instant query's `data.result` as the server sent it. Raises with a
-        cause for errors.causes.describe; a partial answer raises PartialAnswer (carrying
-        what did come). `timeout`: the server's and ours, when not prometheus.timeout."""
+        """Blocking: one instant query's `data.result`; raises for errors.causes.describe
+        (PartialAnswer carries what came). `timeout`: the server's and ours."""
         seconds = self._settings.timeout if timeout is None else timeout
         params = {
             "query": promql,
@@ -176,8 +172,7 @@ class PrometheusProvider:
         return series
 
     def build_info(self) -> tuple[int, Any, Mapping[str, str]]:
-        """Blocking: /api/v1/status/buildinfo's status, JSON (or None) and headers, for
-        doctor to name the backend."""
+        """Blocking: /api/v1/status/buildinfo's status, JSON (or None) and headers (doctor)."""
         response = self._request("/api/v1/status/buildinfo", {})
         try:
             body = orjson.loads(response.content)
@@ -199,7 +194,6 @@ class PrometheusProvider:
     def _request(
         self, path: str, params: Mapping[str, str], timeout: float | None = None, root: str = ""
     ) -> Any:
-        """GET `path` under the server's URL (or under `root`)."""
         session = self._session
         return session.get(
             f"{root or self._client.url}{path}",
@@ -241,8 +235,8 @@ def read_result(payload: Any) -> list[Any]:
 
 
 def partial_cause(payload: Any) -> str | None:
-    """Why an answer is partial, or None: VictoriaMetrics' `isPartial: true`, or Thanos'
-    and Mimir's `warnings` (but PromQL's own annotations, "PromQL info: ...")."""
+    """Why an answer is partial: VictoriaMetrics' `isPartial`, Thanos' and Mimir's
+    `warnings` (not PromQL's own annotations); else None."""
     if not isinstance(payload, dict):
         return None
     if payload.get("isPartial") is True:
@@ -270,8 +264,7 @@ def _basic_auth(settings: PrometheusSettings) -> tuple[str, str] | None:
     return (settings.basic_auth.username, password)
 
 
-_in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None
-"""The subprocess' provider, and the settings it was made for."""
+_in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None  # the child's
 
 
 def fetch_in_subprocess(

@@ -1,7 +1,6 @@
-"""The background refresher: every `interval` it runs the provider's queries in a worker
-thread, merges them into the next immutable snapshot, builds its tables off the event
-loop and installs both into the engine; the request path never waits on Prometheus. A
-failed query keeps its last good values with the error beside them; failures back off.
+"""The background refresher: every `interval`, the queries in a worker thread, merged into
+the next immutable snapshot, its tables built off the event loop, both installed: the
+request path never waits on Prometheus. A failed query keeps its last good values.
 """
 
 from __future__ import annotations
@@ -32,11 +31,10 @@ from extender.policy.settings import Settings
 log = logging.getLogger("decice.refresher")
 
 BUILD_SWITCH_INTERVAL: float | None = 0.0005
-"""The GIL switch interval while a refresh builds its tables in a thread (None: Python's
-5 ms), which a request arriving meanwhile waits for (BENCHMARKS.md, "Refreshes")."""
+"""The GIL switch interval while tables are built in a thread, which a request arriving
+meanwhile waits for (None: Python's 5 ms; BENCHMARKS.md, "Refreshes")."""
 
-REPEAT_EVERY = 10
-"""A failure streak with an unchanged cause is logged again every this many refreshes."""
+REPEAT_EVERY = 10  # refreshes between two logs of a failure whose cause is unchanged
 
 Results = Mapping[str, dict[NodeName, float] | BaseException]
 """One refresh: metric -> node values, or the exception its query raised."""
@@ -48,8 +46,8 @@ def next_snapshot(
     now: float,
     usage: UsageTable | BaseException | None = None,
 ) -> Snapshot:
-    """Merge one refresh: new values where the query worked, old ones (with the error) where
-    not; the same for the pods' measured use (None: the old table stays)."""
+    """Merge one refresh: new values where the query worked, else old ones with the error
+    (the same for the pods' measured use; None: the old table stays)."""
     metrics: dict[str, MetricSeries] = {}
     for name, result in results.items():
         old = previous.metrics.get(name, MetricSeries())
@@ -63,9 +61,6 @@ def next_snapshot(
 
 @dataclass(slots=True)
 class _Streak:
-    """One metric's consecutive failed refreshes: since when, the cause last logged, and
-    `failures` when it was last logged."""
-
     failures: int
     since: float
     cause: str
@@ -73,9 +68,8 @@ class _Streak:
 
 
 class FailureLog:
-    """Refresh failures for operators: a streak's first error at WARNING, then only when its
-    cause changes or every `repeat` refreshes; INFO when the source answers again. Lines
-    with the same text for several metrics are joined."""
+    """A failure streak's first error at WARNING, then when its cause changes or every
+    `repeat` refreshes; INFO when the source answers again; metrics alike share a line."""
 
     def __init__(self, source: str, repeat: int = REPEAT_EVERY) -> None:
         self._source = source
@@ -143,8 +137,8 @@ def _duration(seconds: float) -> str:
 
 
 class _SwitchInterval:
-    """sys.setswitchinterval for the length of a block; overlapping blocks (a refresh and a
-    reload building at once) restore the interval from before the first of them."""
+    """sys.setswitchinterval for a block; overlapping blocks (a refresh and a reload) restore
+    the interval from before the first."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -191,7 +185,6 @@ class Refresher:
         installed: Callable[[Snapshot], None] | None = None,
         heap: FrozenHeap | None = None,
     ) -> None:
-        """`heap`: frozen after each install (metrics.heap)."""
         self._settings = settings
         self._engine = engine
         self._provider = provider
@@ -219,8 +212,8 @@ class Refresher:
         return self._failures
 
     def delay(self) -> float:
-        """The interval; after failures, drawn (errors.backoff) between one interval and a
-        ceiling doubling from two up to `maxBackoff`, so replicas do not ask in lockstep."""
+        """The interval; after failures, drawn (errors.backoff) up to a ceiling doubling from
+        two intervals to `maxBackoff`, so replicas do not ask in lockstep."""
         if self._failures == 0:
             return self.interval
         cap = max(self._settings.prometheus.max_backoff, self.interval)
@@ -240,8 +233,8 @@ class Refresher:
         return results
 
     async def refresh_usage_once(self) -> str | None:
-        """One fetch of the pods' measured use, installed at once; its error, or None. Its
-        own loop and timeout: a slow answer must delay no metric refresh."""
+        """One fetch of the pods' measured use, installed at once; its error, or None (its
+        own loop: a slow answer must delay no metric refresh)."""
         settings = self._engine.settings
         guard = settings.herd_guard
         if not isinstance(self._provider, Querier) or not wanted(guard, settings.herd_guarded):
@@ -273,9 +266,8 @@ class Refresher:
         return policy.wait(self._usage_failures)
 
     async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
-        """One refresh; metric -> error for the queries that failed. `settings`: a reloaded
-        policy, put in force with the first snapshot that has its metrics. A refresh that
-        finds a reload installed meanwhile is dropped (it must not put old policies back)."""
+        """One refresh; metric -> error. `settings`: a reloaded policy, in force with its
+        first snapshot; a refresh overtaken by a reload is dropped (no old policies back)."""
         started = time.perf_counter()
         in_force = self._engine.settings
         settings = settings or in_force
@@ -320,8 +312,7 @@ class Refresher:
             log.exception("refresh failed unexpectedly")
 
     async def run(self) -> None:
-        """After the first refresh (done before serving): refresh forever, backing off;
-        beside it, the pods' measured use on its own interval."""
+        """Refresh forever (the first was done before serving); the measured use beside."""
         usage = asyncio.create_task(self._run_usage(), name="usage")
         try:
             while True:
@@ -335,7 +326,6 @@ class Refresher:
                 self._provider.close()
 
     async def _run_usage(self) -> None:
-        """Fetch the measured use at once, then every usage interval."""
         while True:
             try:
                 await self.refresh_usage_once()

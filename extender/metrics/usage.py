@@ -59,8 +59,8 @@ def _labels(item: Any) -> dict[str, Any]:
 
 
 def read_workloads(result: Sequence[Any], limit: int) -> dict[WorkloadKey, WorkloadUse]:
-    """Series labelled namespace, workload, workload_type and stat ("quantile", "median"
-    or "pods") -> each workload's use (one without its quantile or count is left out)."""
+    """Series labelled namespace, workload, workload_type and stat (quantile, median,
+    pods) -> each workload's use (left out without its quantile or count)."""
     quantiles: dict[WorkloadKey, float] = {}
     medians: dict[WorkloadKey, float] = {}
     counts: dict[WorkloadKey, int] = {}
