@@ -199,27 +199,18 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
     FailedAndUnresolvableNodes: preemption cannot bring load or a metric back in time, and
     kube-scheduler's picks victims by its own Filter plugins, which these nodes passed.
     A shortlist's left-out nodes get no reason (the answer stays small)."""
-    failed = rejected = decision.failed
+    rejected = decision.failed
     names = args.names
     shortlisted = decision.passed
-    if args.node_list is None:
+    nodes, passed = args.node_list, None
+    if nodes is None:
         if shortlisted is not None:
             passed = list(shortlisted)
         elif rejected:
             passed = list(filterfalse(rejected.__contains__, names))
         else:
             passed = names
-        return orjson.dumps(
-            {
-                "Nodes": None,
-                "NodeNames": passed,
-                "FailedNodes": {},
-                "FailedAndUnresolvableNodes": failed,
-                "Error": "",
-            }
-        )
-    nodes = args.node_list
-    if shortlisted is not None or rejected:  # else the list goes back as it came
+    elif shortlisted is not None or rejected:  # else the list goes back as it came
         kept_names = frozenset(shortlisted) if shortlisted is not None else None
         items = zip(nodes["items"], names, strict=True)
         kept = [
@@ -231,9 +222,9 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
     return orjson.dumps(
         {
             "Nodes": nodes,
-            "NodeNames": None,
+            "NodeNames": passed,
             "FailedNodes": {},
-            "FailedAndUnresolvableNodes": failed,
+            "FailedAndUnresolvableNodes": rejected,
             "Error": "",
         }
     )
