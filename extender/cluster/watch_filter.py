@@ -68,11 +68,6 @@ class PodWatchFilter:
         else:
             self._generations[key] = str(generation).encode()
 
-    @property
-    def tracked(self) -> int:
-        """Pods kept an eye on: nominated, or held with their generation."""
-        return len(self._nominated) + len(self._generations)
-
     def keep_only(self, uids: Collection[str]) -> None:
         """A whole list replaced the watch: the pods it lacks are gone."""
         listed = {uid.encode() for uid in uids}

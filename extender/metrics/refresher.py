@@ -10,7 +10,6 @@ import contextlib
 import logging
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -137,11 +136,10 @@ def _duration(seconds: float) -> str:
 
 
 class _SwitchInterval:
-    """sys.setswitchinterval for a block; overlapping blocks (a refresh and a reload) restore
-    the interval from before the first."""
+    """sys.setswitchinterval for a block, entered on the event loop only; overlapping blocks
+    (a refresh and a reload) restore the interval from before the first."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._depth = 0
         self._before = 0.0
 
@@ -150,18 +148,16 @@ class _SwitchInterval:
         if interval is None:
             yield
             return
-        with self._lock:
-            if self._depth == 0:
-                self._before = sys.getswitchinterval()
-                sys.setswitchinterval(interval)
-            self._depth += 1
+        if self._depth == 0:
+            self._before = sys.getswitchinterval()
+            sys.setswitchinterval(interval)
+        self._depth += 1
         try:
             yield
         finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    sys.setswitchinterval(self._before)
+            self._depth -= 1
+            if self._depth == 0:
+                sys.setswitchinterval(self._before)
 
 
 SWITCH_INTERVAL = _SwitchInterval()

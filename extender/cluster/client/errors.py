@@ -48,8 +48,7 @@ class KubeError(Exception):
 
 
 class KubeAlreadyBound(KubeError):
-    """409: the pod is already assigned to `node` (a retried bind to the same node is a
-    success, since the API is not idempotent)."""
+    """409: the pod is already assigned to `node` (the same node: a retry's success)."""
 
     def __init__(
         self, message: str, *, node: str, status: int | None = 409, reason: str = "Conflict"
@@ -63,9 +62,8 @@ class KubeUnavailable(KubeError):
 
 
 class KubeEvictionRefused(KubeError):
-    """429 to an eviction: a PodDisruptionBudget allows no disruption now (or the API
-    server throttles); `retry_after` is the server's `details.retryAfterSeconds`, and
-    `causes` the messages of the answer's causes, also appended to `message`."""
+    """429 to an eviction (a PodDisruptionBudget, or throttling); `retry_after`: the
+    server's `details.retryAfterSeconds`; `causes`: messages, appended to `message`."""
 
     def __init__(
         self,
