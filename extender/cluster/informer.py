@@ -78,10 +78,6 @@ class WatchStatus:
         }
 
 
-def _is_gone(exc: BaseException) -> bool:
-    return getattr(exc, "status", None) == 410
-
-
 class Informer:
     """One resource's list-then-watch loop; `run()` forever (cancel to stop)."""
 
@@ -151,7 +147,7 @@ class Informer:
                 raise
             except Exception as exc:
                 self.status.watching = False
-                if isinstance(exc, WatchExpired) or _is_gone(exc):
+                if isinstance(exc, WatchExpired) or getattr(exc, "status", None) == 410:
                     # Expected now and then (the server compacted its history): no back-off.
                     log.info("%s watch: %s; listing again", self.status.resource, exc)
                     self._restart("expired")

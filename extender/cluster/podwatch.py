@@ -73,16 +73,7 @@ class PodEventHandler:
             held = change.uid in engine.reservations
             self.watch_filter.track(change.uid, _generation(pod) if held else None)
         elif isinstance(change, Nominated):
-            facts = PodFacts(
-                change.uid,
-                change.name,
-                change.namespace,
-                "",
-                change.cores,
-                owners=change.owners,
-                labels=change.labels,
-            )
-            engine.nominate(change.uid, change.node, facts, now)
+            engine.nominate(change.uid, change.node, _facts(change, ""), now)
             self._nominated.add(change.uid)
         elif isinstance(change, Waiting) and change.uid in self._nominated:
             # Cleared after the watch showed it set (one /preempt nominated keeps its room:
@@ -104,11 +95,11 @@ class PodEventHandler:
             if held is not None and held.source == NOMINATED:
                 engine.unnominate(pod.uid, now)
             elif held is not None:
-                engine.resized(pod.uid, _facts(pod), now)
+                engine.resized(pod.uid, _facts(pod, pod.node), now)
             return
         if self._seen is not None:
             self._seen(pod, doc, now)
-        facts = _facts(pod)
+        facts = _facts(pod, pod.node)
         engine.reserve(
             pod.uid,
             pod.node,
@@ -142,16 +133,10 @@ class PodEventHandler:
             self._drop(uid)
 
 
-def _facts(pod: Assigned) -> PodFacts:
+def _facts(pod: Assigned | Nominated, node: str) -> PodFacts:
+    """The pod's facts, on `node` ("" for a nominated pod, not bound yet)."""
     return PodFacts(
-        pod.uid,
-        pod.name,
-        pod.namespace,
-        "",
-        pod.cores,
-        pod.node,
-        owners=pod.owners,
-        labels=pod.labels,
+        pod.uid, pod.name, pod.namespace, "", pod.cores, node, owners=pod.owners, labels=pod.labels
     )
 
 

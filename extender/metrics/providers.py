@@ -19,6 +19,7 @@ from requests.adapters import HTTPAdapter
 from extender.decisions.model import NodeInventory, NodeName
 from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, describe, excerpt
 from extender.metrics.fetch_subprocess import Fetched, FetchSubprocess, in_subprocess
+from extender.metrics.usage import sample_value
 from extender.policy.backend import TENANT_HEADER, PrometheusSettings
 from extender.policy.policies import MetricSettings
 from extender.policy.settings import Settings
@@ -85,13 +86,9 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
         if node is None:
             dropped.append(f"no {label!r} label: {labels!r:.120}")
             continue
-        sample = item.get("value")
-        try:
-            value = float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
-        except (TypeError, ValueError, IndexError):
-            value = math.nan
+        value = sample_value(item)
         if not math.isfinite(value):
-            dropped.append(f"{node}: value {sample!r:.40} is not a finite number")
+            dropped.append(f"{node}: value {item.get('value')!r:.40} is not a finite number")
             continue
         if node in values:
             dropped.append(f"{node}: duplicate series, keeping the highest value")

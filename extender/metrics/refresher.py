@@ -80,11 +80,9 @@ class FailureLog:
         return 0 if streak is None else streak.failures
 
     def refreshed(self, metrics: list[str], errors: Mapping[str, str], now: float) -> None:
-        warnings: dict[str, list[str]] = {}
-        infos: dict[str, list[str]] = {}
+        lines: dict[tuple[int, str], list[str]] = {}  # (level, text) -> metrics
         for name in metrics:
-            error = errors.get(name)
-            streak = self._streaks.get(name)
+            error, streak = errors.get(name), self._streaks.get(name)
             if error is None:
                 if streak is not None:
                     del self._streaks[name]
@@ -92,30 +90,27 @@ class FailureLog:
                         f"{self._source} answered again after "
                         f"{_refreshes(streak.failures)} ({_duration(now - streak.since)})"
                     )
-                    infos.setdefault(text, []).append(name)
+                    lines.setdefault((logging.INFO, text), []).append(name)
                 continue
             if streak is None:
                 self._streaks[name] = _Streak(1, now, error, 1)
                 text = f"refresh failed (keeping the last values): {error}"
-                warnings.setdefault(text, []).append(name)
-                continue
-            streak.failures += 1
-            if error != streak.cause:
-                text = f"refresh still failing ({_refreshes(streak.failures)}), now: {error}"
-            elif streak.failures - streak.logged >= self._repeat:
-                text = (
-                    f"refresh still failing ({_refreshes(streak.failures)} in "
-                    f"{_duration(now - streak.since)}): {error}"
-                )
             else:
-                log.debug("metric %s: refresh failed again: %s", name, error)
-                continue
-            streak.cause, streak.logged = error, streak.failures
-            warnings.setdefault(text, []).append(name)
-        for text, names in infos.items():
-            log.info("%s: %s", _metrics(names), text)
-        for text, names in warnings.items():
-            log.warning("%s: %s", _metrics(names), text)
+                streak.failures += 1
+                if error != streak.cause:
+                    text = f"refresh still failing ({_refreshes(streak.failures)}), now: {error}"
+                elif streak.failures - streak.logged >= self._repeat:
+                    text = (
+                        f"refresh still failing ({_refreshes(streak.failures)} in "
+                        f"{_duration(now - streak.since)}): {error}"
+                    )
+                else:
+                    log.debug("metric %s: refresh failed again: %s", name, error)
+                    continue
+                streak.cause, streak.logged = error, streak.failures
+            lines.setdefault((logging.WARNING, text), []).append(name)
+        for (level, text), names in sorted(lines.items(), key=lambda line: line[0][0]):
+            log.log(level, "%s: %s", _metrics(names), text)
 
 
 def _metrics(names: list[str]) -> str:

@@ -44,12 +44,17 @@ def next_usage(previous: UsageTable, fetched: UsageTable | BaseException) -> Usa
     return fetched
 
 
-def _value(item: Any) -> float | None:
+def sample_value(item: Any) -> float:
+    """An instant-vector series' value; NaN when it is not a number."""
     sample = item.get("value")
     try:
-        value = float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
+        return float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
     except (TypeError, ValueError, IndexError):
-        return None
+        return math.nan
+
+
+def _value(item: Any) -> float | None:
+    value = sample_value(item)
     return value if math.isfinite(value) and value >= 0 else None
 
 

@@ -65,12 +65,8 @@ class NodeScores:
 
     def overshoot(self, node: NodeName) -> float | None:
         """How far the node's herd metric is over its threshold (moves included), or None."""
-        rule = fit_rule(self._policy)
-        if rule is None:
-            return None
-        e = self._evals.get(node) or self._table.eval_of(node)
-        value = e.values[rule.index]
-        return value - rule.above if value is not None and value > rule.above else None
+        room = self.headroom(node)
+        return -room if room is not None and room < 0 else None
 
     def verdict(self, node: NodeName) -> tuple[str | None, int]:
         """(filter reason or None, score) of a node for this policy."""
