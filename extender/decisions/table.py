@@ -16,6 +16,7 @@ from extender.decisions.wire import host_priority, join_priorities
 from extender.policy.policies import Policy
 
 
+@dataclass(slots=True, eq=False)
 class WholeAnswer:
     """The HostPriorityList for a request about exactly the nodes the filter passes: these
     bytes, no lookup per name, no fragment for a score of 0. kube-scheduler reads the answer
@@ -23,20 +24,11 @@ class WholeAnswer:
     `pkg/scheduler/schedule_one.go`, `prioritizeNodes`), so order does not matter.
     Kept as chunks of CHUNK nodes, so a patch re-joins only the chunks it moved."""
 
-    __slots__ = ("_chunks", "_encoded", "_index", "_order", "nodes")
-
-    def __init__(
-        self,
-        nodes: frozenset[NodeName],
-        order: Sequence[NodeName],
-        index: Mapping[NodeName, int],
-        chunks: list[bytes],
-    ) -> None:
-        self.nodes = nodes
-        self._order = order  # shared by its patches
-        self._index = index  # node -> its place in `_order`
-        self._chunks = chunks
-        self._encoded: bytes | None = None
+    nodes: frozenset[NodeName]
+    _order: Sequence[NodeName]  # shared by its patches
+    _index: Mapping[NodeName, int]  # node -> its place in `_order`
+    _chunks: list[bytes]
+    _encoded: bytes | None = None
 
     @classmethod
     def of(
