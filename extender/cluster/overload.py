@@ -35,16 +35,6 @@ class OverloadCounter(Protocol):
     def overload_changed(self, action: str, outcome: str) -> None: ...
 
 
-def ours(node_taints: Any) -> dict[str, str] | None:
-    """Our taint among a node's taints (as NodeInfo or the API holds them), or None."""
-    for taint in node_taints or ():
-        key = taint.key if hasattr(taint, "key") else taint.get("key")
-        if key == TAINT_KEY:
-            value = taint.value if hasattr(taint, "value") else taint.get("value", "")
-            return {"value": str(value or "")}
-    return None
-
-
 class TaintWriter:
     def __init__(
         self,
@@ -145,9 +135,9 @@ def tainted_nodes(nodes: NodeCache) -> dict[NodeName, str]:
     out: dict[NodeName, str] = {}
     for name in nodes.names():
         info = nodes.get(name)
-        taint = ours(info.taints) if info is not None else None
-        if taint is not None:
-            out[name] = taint["value"]
+        for taint in info.taints if info is not None else ():
+            if taint.key == TAINT_KEY:
+                out[name] = taint.value
     return out
 
 

@@ -79,12 +79,12 @@ class HerdLedger:
         self._guard = guard
         self._guarded = guarded
         self._window = window
-        self._reservations: dict[str, Reservation] = {}
+        self.reservations: dict[str, Reservation] = {}
         self._departures: dict[str, Reservation] = {}
-        self._margins: Mapping[NodeName, float] = {}  # node -> its swings' margin (peaks.py)
+        self.margins: Mapping[NodeName, float] = {}  # node -> its swings' margin (peaks.py)
         self._charged: dict[str, float] = {}  # uid -> the share of its node's cores it adds
-        self._load: dict[NodeName, float] = {}  # node -> the sum of `_charged` and margins
-        self._node_cores: Mapping[NodeName, float] = {}
+        self.load: dict[NodeName, float] = {}  # node -> `_charged` and margins summed (live)
+        self.node_cores: Mapping[NodeName, float] = {}
         self._sizes_watched = False
         self._data_at: float | None = None
         self._usage: UsageTable = EMPTY
@@ -96,22 +96,9 @@ class HerdLedger:
         self._window = window
         self._recount()
 
-    @property
-    def reservations(self) -> Mapping[str, Reservation]:
-        return self._reservations
-
-    @property
-    def load(self) -> Mapping[NodeName, float]:
-        """The live per-node load (not a copy: read it, do not keep it)."""
-        return self._load
-
-    @property
-    def node_cores(self) -> Mapping[NodeName, float]:
-        return self._node_cores
-
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
-        if cores != self._node_cores:
-            self._node_cores = cores
+        if cores != self.node_cores:
+            self.node_cores = cores
             self._recount()
 
     def watch_sizes(self) -> None:
@@ -123,9 +110,9 @@ class HerdLedger:
 
     def reserve(self, reservation: Reservation) -> bool:
         """Count a placed pod on its node; False when the guard is off or it counts already."""
-        if not self._guarded or reservation.uid in self._reservations:
+        if not self._guarded or reservation.uid in self.reservations:
             return False
-        self._reservations[reservation.uid] = reservation
+        self.reservations[reservation.uid] = reservation
         self._add(reservation)
         return True
 
@@ -135,7 +122,7 @@ class HerdLedger:
         """The pod was deleted or finished: its node (whose load dropped), or None.
         `gone`: (node, cores the metric shows of it or None, when), to credit its node."""
         node = None
-        reservation = self._reservations.pop(uid, None)
+        reservation = self.reservations.pop(uid, None)
         if reservation is not None:
             node = reservation.node
             self._change(node, -self._charged.pop(uid))
@@ -153,20 +140,20 @@ class HerdLedger:
         return where
 
     def _change(self, node: NodeName, by: float) -> None:
-        left = self._load.get(node, 0.0) + by
+        left = self.load.get(node, 0.0) + by
         if abs(left) > 1e-9:
-            self._load[node] = left
+            self.load[node] = left
         else:
-            self._load.pop(node, None)
+            self.load.pop(node, None)
 
     def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float) -> float:
         """The load on `node` with the `leaving` UIDs gone and `arriving` cores come
         (a preemption's view)."""
-        load = self._load.get(node, 0.0)
+        load = self.load.get(node, 0.0)
         if not self._guarded:
             return load
         for uid in leaving:
-            reservation = self._reservations.get(uid)
+            reservation = self.reservations.get(uid)
             if reservation is not None and reservation.node == node:
                 load -= self._charged[uid]
         load += arriving / self.cores_of(node)
@@ -174,13 +161,13 @@ class HerdLedger:
 
     def drop_node(self, node: NodeName) -> list[str]:
         """The node is gone (scaled down): its reservations go with it; their UIDs."""
-        gone = [uid for uid, r in self._reservations.items() if r.node == node]
+        gone = [uid for uid, r in self.reservations.items() if r.node == node]
         for uid in gone:
             self.release(uid)
         for uid in [u for u, d in self._departures.items() if d.node == node]:
             del self._departures[uid]
             del self._charged[uid]
-        self._load.pop(node, None)
+        self.load.pop(node, None)
         return gone
 
     def install(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
@@ -188,26 +175,22 @@ class HerdLedger:
         go until `set_margins`)."""
         self._data_at = data_time(snapshot, metrics) if metrics else math.inf
         self._usage = self._fresh(snapshot)
-        self._margins = {}
+        self.margins = {}
         self._recount()
 
     def set_margins(self, margins: Mapping[NodeName, float]) -> None:
         """node -> its recent swings' margin (peaks.py), in `load` until the next install."""
-        for node, margin in self._margins.items():
+        for node, margin in self.margins.items():
             self._change(node, -margin)
-        self._margins = margins if self._guarded else {}
-        for node, margin in self._margins.items():
+        self.margins = margins if self._guarded else {}
+        for node, margin in self.margins.items():
             self._change(node, margin)
-
-    @property
-    def margins(self) -> Mapping[NodeName, float]:
-        return self._margins
 
     def projected(self, snapshot: Snapshot, metrics: Collection[str]) -> dict[NodeName, float]:
         """The per-node load `install(snapshot, metrics)` would give (tables built off the loop)."""
         data_at = data_time(snapshot, metrics) if metrics else math.inf
         load: dict[NodeName, float] = {}
-        for r in (*self._reservations.values(), *self._departures.values()):
+        for r in (*self.reservations.values(), *self._departures.values()):
             share = self._share(r, data_at, self._fresh(snapshot))
             if share:
                 load[r.node] = load.get(r.node, 0.0) + share
@@ -216,16 +199,16 @@ class HerdLedger:
     def _recount(self) -> None:
         """Charges from scratch, once per refresh; reserve and release are O(1) between."""
         self._charged = {}
-        self._load = {}
+        self.load = {}
         if not self._guarded:
-            self._reservations = {}
+            self.reservations = {}
             self._departures = {}
             return
-        self._reservations = {u: r for u, r in self._reservations.items() if not self._shown(r)}
+        self.reservations = {u: r for u, r in self.reservations.items() if not self._shown(r)}
         self._departures = {u: d for u, d in self._departures.items() if not self._shown(d)}
-        for r in (*self._reservations.values(), *self._departures.values()):
+        for r in (*self.reservations.values(), *self._departures.values()):
             self._add(r)
-        for node, margin in self._margins.items():
+        for node, margin in self.margins.items():
             self._change(node, margin)
 
     def _shown(self, r: Reservation) -> bool:
@@ -257,7 +240,7 @@ class HerdLedger:
 
     def cores_of(self, node: NodeName) -> float:
         """The node's cores; infinite (a share of nothing) if unknown while watched."""
-        known = self._node_cores.get(node)
+        known = self.node_cores.get(node)
         if known:
             return known
         return math.inf if self._sizes_watched else self._guard.default_node_cores
