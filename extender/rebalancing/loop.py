@@ -24,7 +24,7 @@ from extender.decisions.resources import PodError
 from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
 from extender.rebalancing.budgets import Budgets, RefusalBackoff
-from extender.rebalancing.plan import Decision, Moves, Plan, decide
+from extender.rebalancing.plan import Decision, Plan, plan
 from extender.rebalancing.pods import RunningPod, read_running_pod
 
 log = logging.getLogger("decice.rebalancer")
@@ -227,8 +227,8 @@ class Rebalancer:
             if (why := self.backoff.hold(p.facts.uid, now) or budgets.hold(p)) is not None
         }
         tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
-        result, moves = await asyncio.to_thread(
-            decide,
+        result = await asyncio.to_thread(
+            plan,
             settings,
             pods,
             tables,
@@ -237,8 +237,9 @@ class Rebalancer:
             self._node_cores(),
             now,
             held,
+            admit=False,
         )
-        await self._move_due(result, moves, budgets)
+        await self._move_due(result, budgets)
         self._streaks = result.streaks
         for outcome in ("waiting", "held", "stay"):
             count = sum(1 for d in result.decisions if d.outcome == outcome)
@@ -251,8 +252,9 @@ class Rebalancer:
         self.last = result
         return result
 
-    async def _move_due(self, result: Plan, moves: Moves, budgets: Budgets) -> None:
+    async def _move_due(self, result: Plan, budgets: Budgets) -> None:
         """Admit the due pods one at a time and ask the API; only accepted moves use limits."""
+        moves = result.limits
         for index, decision in enumerate(result.due):
             admitted = moves.admit(decision)
             hold = budgets.hold(admitted.pod) if admitted.outcome == "move" else None

@@ -51,6 +51,7 @@ class Decision:
 
 @dataclass(slots=True)
 class Plan:
+    limits: Moves  # admits the due pods within the cycle's limits
     decisions: list[Decision] = field(default_factory=list)
     streaks: dict[str, int] = field(default_factory=dict)
     """uid -> consecutive checks as a candidate, for the next check (candidates only)."""
@@ -78,33 +79,16 @@ def plan(
     node_cores: Mapping[NodeName, float],
     now: float,
     held: Mapping[str, str] | None = None,
+    *,
+    admit: bool = True,
 ) -> Plan:
-    """Every running pod's decision when every eviction is accepted (the simulation's)."""
-    out, moves = decide(settings, pods, tables, snapshot, streaks, node_cores, now, held)
-    for decision in out.due:
-        admitted = moves.admit(decision)
-        out.record(admitted)
-        if admitted.outcome == "move":
-            moves.made(admitted)
-    return out
-
-
-def decide(
-    settings: Settings,
-    pods: Sequence[RunningPod],
-    tables: Mapping[str, Table],
-    snapshot: Snapshot,
-    streaks: Mapping[str, int],
-    node_cores: Mapping[NodeName, float],
-    now: float,
-    held: Mapping[str, str] | None = None,
-) -> tuple[Plan, Moves]:
-    """Every pod's decision before the cycle's limits (`Plan.due`), and the `Moves` that
-    admit the due ones. `held`: uid -> why the API would refuse to evict the pod now."""
+    """Every running pod's decision. `admit`: the due ones admitted in turn, every eviction
+    taken as accepted (the simulation's); else left in `due` for the caller to ask the API
+    about and admit (`Plan.limits`). `held`: uid -> why the API would refuse to evict now."""
     rules = settings.rebalance
     held = held or {}
-    out = Plan()
-    moves = Moves(settings, node_cores, snapshot, now, streaks)
+    out = Plan(Moves(settings, node_cores, snapshot, now, streaks))
+    moves = out.limits
     candidates: list[tuple[Decision, float]] = []
     for pod in pods:
         if pod.facts.scheduler_name not in settings.scheduler_names:
@@ -135,7 +119,12 @@ def decide(
             out.record(replace(decision, outcome="held", reason=f"{decision.reason}; {hold}"))
         else:
             out.due.append(decision)
-    return out, moves
+    for decision in out.due if admit else ():
+        admitted = moves.admit(decision)
+        out.record(admitted)
+        if admitted.outcome == "move":
+            moves.made(admitted)
+    return out
 
 
 class Moves:
