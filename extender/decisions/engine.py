@@ -11,21 +11,11 @@ from extender.decisions.estimate import MEASURED
 from extender.decisions.headroom import fit_rule
 from extender.decisions.held import HeldPods
 from extender.decisions.herd import data_time, unshown_share
-from extender.decisions.model import (
-    FilterDecision,
-    NodeName,
-    Priorities,
-    Snapshot,
-)
+from extender.decisions.model import FilterDecision, NodeName, Priorities, Snapshot
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
 from extender.decisions.preemption import ShownUse, passing_after_victims
 from extender.decisions.readiness import readiness
-from extender.decisions.scoring import (
-    has_candidates_metric,
-    score_candidates,
-    tie_start,
-    top_hosts,
-)
+from extender.decisions.scoring import has_candidates_metric, score_candidates, tie_start, top_hosts
 from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.state import NOMINATED
 from extender.decisions.table import Table

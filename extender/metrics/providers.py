@@ -105,7 +105,7 @@ class PrometheusProvider:
     def __init__(self, settings: PrometheusSettings, use_subprocess: bool = True) -> None:
         self._settings = settings
         self._series: dict[str, int] = {}  # metric -> series in its last answer
-        self._fetch_subprocess = (
+        self.fetch_subprocess = (
             FetchSubprocess(settings, fetch_in_subprocess)
             if use_subprocess and settings.child_process_above is not None
             else None
@@ -126,7 +126,7 @@ class PrometheusProvider:
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         last = self._series.get(metric.name)
-        sub = self._fetch_subprocess
+        sub = self.fetch_subprocess
         if sub is not None and in_subprocess(last, self._settings.child_process_above):
             fetched = sub.fetch(metric.query, inventory)
             values, dropped, series = fetched.values, fetched.dropped, fetched.series
@@ -144,13 +144,9 @@ class PrometheusProvider:
             )
         return values
 
-    @property
-    def fetch_subprocess(self) -> FetchSubprocess | None:
-        return self._fetch_subprocess
-
     def close(self) -> None:
-        if self._fetch_subprocess is not None:
-            self._fetch_subprocess.close()
+        if self.fetch_subprocess is not None:
+            self.fetch_subprocess.close()
 
     def query(self, promql: str, timeout: float | None = None) -> list[Any]:
         """Blocking: one instant query's `data.result`; raises for errors.causes.describe

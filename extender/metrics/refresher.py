@@ -184,7 +184,7 @@ class Refresher:
         self._clock = clock
         self._installed = installed
         self._heap = heap
-        self._failures = 0
+        self.failures = 0  # consecutive failed refreshes (a partial answer is none)
         self._usage_failures = 0
         self.rng = random.Random()  # the back-off's (tests seed it)
         source = (
@@ -197,20 +197,15 @@ class Refresher:
     def interval(self) -> float:
         return self._settings.prometheus.interval
 
-    @property
-    def failures(self) -> int:
-        """Consecutive refreshes with an error other than a partial answer."""
-        return self._failures
-
     def delay(self) -> float:
         """The interval; after failures, drawn (errors.backoff) up to a ceiling doubling from
         two intervals to `maxBackoff`, so replicas do not ask in lockstep."""
-        if self._failures == 0:
+        if self.failures == 0:
             return self.interval
         cap = max(self._settings.prometheus.max_backoff, self.interval)
         first = min(FIRST_BACKOFF_FACTOR * self.interval, cap)
         policy = Backoff(base=first, cap=cap, floor=self.interval, rng=self.rng)
-        return policy.wait(self._failures)
+        return policy.wait(self.failures)
 
     def _fetch_all(
         self, settings: Settings, inventory: NodeInventory
@@ -286,7 +281,7 @@ class Refresher:
             isinstance(r, BaseException) and not isinstance(r, PartialAnswer)
             for r in results.values()
         )
-        self._failures = self._failures + 1 if struggling else 0
+        self.failures = self.failures + 1 if struggling else 0
         self.failure_log.refreshed(list(results), errors, now)
         if self._listener is not None:
             self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
@@ -299,7 +294,7 @@ class Refresher:
         except asyncio.CancelledError:
             raise
         except Exception:
-            self._failures += 1
+            self.failures += 1
             log.exception("refresh failed unexpectedly")
 
     async def run(self) -> None:
