@@ -33,28 +33,27 @@ def _fresh_configuration() -> kubernetes.client.Configuration:
     return configuration
 
 
+def _from_file(path: str) -> kubernetes.client.ApiClient:
+    configuration = _fresh_configuration()
+    return _new_client_from_config(
+        config_file=path, client_configuration=configuration, persist_config=False
+    )
+
+
 def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
     """A `kubernetes.client.ApiClient` for `kubeconfig`; without one, the pod's service
     account, else `$KUBECONFIG` / `~/.kube/config`. The package's process-wide default
     configuration is never touched."""
     try:
         if kubeconfig is not None:
-            return _new_client_from_config(
-                config_file=kubeconfig,
-                client_configuration=_fresh_configuration(),
-                persist_config=False,
-            )
+            return _from_file(kubeconfig)
         configuration = _fresh_configuration()
         try:
             _load_incluster_config(client_configuration=configuration)
         except ConfigException as in_cluster:
             default = os.environ.get("KUBECONFIG") or "~/.kube/config"
             try:
-                return _new_client_from_config(
-                    config_file=default,
-                    client_configuration=_fresh_configuration(),
-                    persist_config=False,
-                )
+                return _from_file(default)
             except ConfigException as from_file:
                 raise KubeError(
                     f"not in a cluster ({in_cluster}) and no usable kubeconfig at "
