@@ -25,7 +25,7 @@ class EventCounter(Protocol):
     def event(self, outcome: str) -> None: ...
 
 
-def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str) -> PodEvent:
+def placement_event(memo: PodMemo, now: float, instance: str) -> PodEvent:
     """The `Placed` Event for a pod we bound, from its recorded decision."""
     facts = memo.facts
     snapshot = memo.snapshot
@@ -63,7 +63,6 @@ class EventPoster:
         instance: str | None = None,
     ) -> None:
         explain = settings.explain
-        self._settings = settings
         self._pods = pods
         self._sink = sink
         self._counter = counter
@@ -98,9 +97,7 @@ class EventPoster:
             return
         try:
             # Re-scoring the candidates: off the event loop.
-            event = await asyncio.to_thread(
-                placement_event, self._settings, memo, self._clock(), self._instance
-            )
+            event = await asyncio.to_thread(placement_event, memo, self._clock(), self._instance)
             await self._sink.create_event(event)
         except Exception as exc:
             self._counter.event("failed")

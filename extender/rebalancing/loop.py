@@ -109,6 +109,7 @@ class Evictor:
 
     def _failed(self, decision: Decision, exc: Exception, mode: str) -> Made:
         pod = decision.pod.facts
+        who, why = f"{pod.namespace}/{pod.name}", describe(exc)
         outcome = eviction_outcome(exc)
         self._counter.rebalanced(mode, outcome)
         reason = refusal_reason(exc)
@@ -116,23 +117,17 @@ class Evictor:
             self._counter.refused(reason)
             wait = self._backoff.refused(pod.uid, reason, self._clock())
             log.info(
-                "rebalance: eviction of %s/%s refused (%s), next try in %.0fs: %s",
-                pod.namespace,
-                pod.name,
+                "rebalance: eviction of %s refused (%s), next try in %.0fs: %s",
+                who,
                 reason,
                 wait,
-                describe(exc),
+                why,
             )
             return "refused"
         if outcome == "gone":
-            log.info("rebalance: %s/%s is gone: %s", pod.namespace, pod.name, describe(exc))
+            log.info("rebalance: %s is gone: %s", who, why)
             return "gone"
-        log.warning(
-            "rebalance: eviction of %s/%s failed: %s; stopping this check",
-            pod.namespace,
-            pod.name,
-            describe(exc),
-        )
+        log.warning("rebalance: eviction of %s failed: %s; stopping this check", who, why)
         return "stop"
 
     async def _event(self, decision: Decision, reason: str, note: str) -> None:
@@ -151,9 +146,8 @@ class Evictor:
         try:
             await self._kube.create_event(event)
         except Exception as exc:
-            log.warning(
-                "rebalance: event on %s/%s not posted: %s", pod.namespace, pod.name, describe(exc)
-            )
+            who = f"{pod.namespace}/{pod.name}"
+            log.warning("rebalance: event on %s not posted: %s", who, describe(exc))
 
 
 class Rebalancer:
