@@ -55,16 +55,15 @@ Work = Callable[[PrometheusSettings, str, NodeInventory], Fetched]
 """A module-level function (pickled by name): metrics.providers.fetch_in_subprocess."""
 
 
-def _exit_with_parent(parent: int) -> None:
-    # ProcessPoolExecutor's child blocks on a queue whose write end it also holds, so it
-    # would outlive a SIGKILLed service: watch the parent instead.
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_SECONDS)
-    os._exit(0)
-
-
 def _start_subprocess(parent: int) -> None:
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    # ProcessPoolExecutor's child blocks on a queue whose write end it also holds, so it
+    # would outlive a SIGKILLed service: a thread watches the parent instead.
+    def exit_with_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
 
 
 class FetchSubprocess:

@@ -40,9 +40,6 @@ class Chunk:
     done: float  # the share of the whole range answered so far, 0..1
 
 
-Progress = Callable[[float], None]
-
-
 class HistoryReader(PrometheusProvider):
     """Range queries on any server of the Prometheus query API (the policy's `prometheus:`)."""
 
