@@ -26,19 +26,15 @@ from extender.errors.causes import describe
 
 log = logging.getLogger("decice.watch")
 
-MIN_BACKOFF = 1.0
-"""The first failure's ceiling, and the pause after a stream that ended at once."""
+MIN_BACKOFF = 1.0  # the first failure's ceiling, and the pause after a stream that ended at once
 MAX_BACKOFF = 30.0
-FIRST_SYNC_BACKOFF = (0.5, 1.0)
-"""Before the first list: each wait drawn between these (seconds)."""
+FIRST_SYNC_BACKOFF = (0.5, 1.0)  # before the first list: each wait drawn between these (seconds)
 FIRST_SYNC_ANSWERED = 5
 """Answered failures retried that fast before the first list (a lasting 403 is a missing
 permission, not a server coming up)."""
-QUIET_LOG = 30.0
-"""Seconds between two warnings of the same failure before the first list."""
+QUIET_LOG = 30.0  # seconds between two warnings of the same failure before the first list
 
-EventHandler = Callable[[str, Any], object]
-"""(event type, object) for ADDED / MODIFIED / DELETED."""
+EventHandler = Callable[[str, Any], object]  # (event type, object) for ADDED / MODIFIED / DELETED
 
 
 class WatchExpired(Exception):

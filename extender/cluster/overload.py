@@ -172,9 +172,6 @@ class Tainter:
     def settings(self) -> Settings:
         return self._engine.settings
 
-    def tainted(self) -> dict[NodeName, str]:
-        return tainted_nodes(self._nodes)
-
     def delay(self) -> float:
         return backoff(self.settings.prometheus.interval, self._failures, self._rng)
 
@@ -194,7 +191,7 @@ class Tainter:
         now = self._clock()
         watched = watched_metrics(self.settings)
         names = self._nodes.names()
-        tainted = self.tainted()
+        tainted = tainted_nodes(self._nodes)
         changes = decide(
             self.state,
             watched,
@@ -249,7 +246,7 @@ class Tainter:
         if not rules.remove_on_shutdown or rules.mode != "taint" or not self._leader.is_leader:
             return 0
         removed = 0
-        for node, metric in self.tainted().items():
+        for node, metric in tainted_nodes(self._nodes).items():
             change = Change(node, "untaint", metric, None, "the writer stopped (removeOnShutdown)")
             removed += await self._writer.apply(change, rules)
         return removed
@@ -259,7 +256,7 @@ class Tainter:
         return {
             "mode": self.settings.overload.mode,
             "leading": self._leader.is_leader,
-            "tainted": sorted(self.tainted()),
+            "tainted": sorted(tainted_nodes(self._nodes)),
             "lastChanges": [
                 {"node": c.node, "action": c.action, "metric": c.metric, "reason": c.reason}
                 for c in self.last

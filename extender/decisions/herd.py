@@ -30,14 +30,12 @@ class Reservation:
 
     uid: str
     node: NodeName
-    cores: float
-    """Its expected use when placed (estimate.expected_use)."""
+    cores: float  # its expected use when placed (estimate.expected_use)
     bound_at: float
     source: str = "bind"
     """"bind" (ours), "watch" (seen assigned), "nominated" or "expected" (not bound yet:
     held.HeldPods.nominate / expect), "left" (a departure)."""
-    basis: str = ""
-    """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
+    basis: str = ""  # why `cores`: "p90 of 12 pods of deployment shop/web"
     pod: tuple[str, str] | None = None
     """(namespace, name): its own measured use, once Prometheus has it, replaces `cores`."""
 

@@ -68,8 +68,7 @@ class WholeAnswer:
         return self._encoded
 
 
-CHUNK = 64
-"""Nodes per chunk of the whole answer."""
+CHUNK = 64  # nodes per chunk of the whole answer
 
 
 def _chunk(
@@ -105,17 +104,13 @@ class Table:
     stale: frozenset[str]
     evals: Mapping[NodeName, NodeEval]
     scores: Mapping[NodeName, int]
-    fragments: Fragments
-    """Range metrics' scores, serialised (candidates metrics are per request)."""
+    fragments: Fragments  # range metrics' scores, serialised (candidates metrics are per request)
     whole: WholeAnswer
-    reasons: Mapping[NodeName, str]
-    """Nodes the filter rejects -> why."""
+    reasons: Mapping[NodeName, str]  # nodes the filter rejects -> why
     ok: frozenset[NodeName]
     """Nodes the filter passes: one C-level `issuperset` answers the common case."""
-    unknown: NodeEval
-    """The verdict for a node absent from the snapshot."""
-    passes_all: bool
-    """No node is rejected, known or not: the filter skips the per-name lookups."""
+    unknown: NodeEval  # the verdict for a node absent from the snapshot
+    passes_all: bool  # no node is rejected, known or not: the filter skips the per-name lookups
     unknown_score: int
     herd: Mapping[NodeName, float]
     headroom: Headroom | None = None

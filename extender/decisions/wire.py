@@ -37,8 +37,7 @@ class ExtenderArgs:
     """An ExtenderArgs body as the engine reads it."""
 
     pod: PodFacts
-    names: list[str]
-    """Node names in request order (NodeNames, or Nodes.items[].metadata.name)."""
+    names: list[str]  # node names in request order (NodeNames, or Nodes.items[].metadata.name)
     node_list: JSON | None
     """The v1.NodeList when the scheduler sent full Nodes (nodeCacheCapable: false)."""
     exactly: frozenset[str] | None = None
@@ -54,8 +53,7 @@ class PreemptionArgs:
     """An ExtenderPreemptionArgs body as the engine reads it."""
 
     pod: PodFacts
-    victims: Mapping[str, Any]
-    """Node -> MetaVictims (`{"Pods": [{"UID"}], "NumPDBViolations"}`)."""
+    victims: Mapping[str, Any]  # node -> MetaVictims (`{"Pods": [{"UID"}], "NumPDBViolations"}`)
 
 
 _T = TypeVar("_T", bound=msgspec.Struct)

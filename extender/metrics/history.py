@@ -18,8 +18,7 @@ from extender.errors.causes import HTTPStatusError
 from extender.metrics.providers import PrometheusProvider, read_result
 from extender.policy.backend import PrometheusSettings
 
-MAX_POINTS = 10_000
-"""Points per series in one answer (Prometheus' limit is 11,000)."""
+MAX_POINTS = 10_000  # points per series in one answer (Prometheus' limit is 11,000)
 RETRIES = 2
 RETRY_BACKOFF = Backoff(base=2.0, cap=4.0, floor=0.5)  # jittered: no lockstep
 _TOO_LARGE = re.compile(

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class StockSeries:
     name: str
-    records: str
-    """What records it on a stock install, and the setting that turns it on."""
+    records: str  # what records it on a stock install, and the setting that turns it on
 
 
 CONTAINER_CPU = StockSeries(

@@ -11,8 +11,7 @@ from typing import Any
 from extender.decisions.pods import PodFacts, api_time, read_pod
 from extender.policy.sections import RebalanceSettings
 
-OPT_OUT_ANNOTATION = "decice.io/rebalance"
-"""`decice.io/rebalance: "false"` keeps a pod where it is."""
+OPT_OUT_ANNOTATION = "decice.io/rebalance"  # `decice.io/rebalance: "false"` keeps a pod where it is
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """Set by the kubelet on the API's copy of a static pod."""
 NEVER_MOVED_KINDS = frozenset({"DaemonSet", "Node", "Job"})

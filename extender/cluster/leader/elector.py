@@ -22,8 +22,7 @@ __all__ = ["LeaderElector"]
 
 log = logging.getLogger("decice.leader")
 
-_JITTER = 1.2
-"""client-go's JitterFactor: a follower retries after retry_period * [1, 2.2)."""
+_JITTER = 1.2  # client-go's JitterFactor: a follower retries after retry_period * [1, 2.2)
 
 
 def _whole_seconds(name: str, value: float) -> int:
