@@ -1,7 +1,5 @@
-"""The bind verb: guard, de-duplicate (the scheduler retries: one call per UID at a time, a
-pod we bound reported bound) and create the Binding; a pod not ours or a node our filter
-rejected is refused with an `Error` naming what to change.
-"""
+"""The bind verb: guard, de-duplicate (one call per UID at a time) and create the Binding;
+a pod not ours or a node our filter rejected is refused with an `Error` naming the fix."""
 
 from __future__ import annotations
 

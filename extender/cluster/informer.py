@@ -1,11 +1,9 @@
-"""List-then-watch loops for pods and nodes, as client-go's reflector (client-go
-`tools/cache/reflector.go`) runs them: list for a resourceVersion, then watch with
-bookmarks, resuming from the last version seen. A watch is up once the server answered
-(a quiet real API server sends nothing for about a minute). A 410 lists again; other
-failures back off (errors.backoff, 1 s doubling to `MAX_BACKOFF`), but before the first
-list the loop retries within a second (`FIRST_SYNC_BACKOFF`) while nothing answers and for
-`FIRST_SYNC_ANSWERED` answered failures, so a service started before the API server learns
-the cluster as soon as it answers. Handlers run on the event loop, O(1) per event.
+"""List-then-watch loops, as client-go's reflector (`tools/cache/reflector.go`) runs them:
+list, then watch with bookmarks from the last version seen; up once the server answered (a
+quiet one sends nothing for a minute). A 410 lists again; other failures back off (1 s
+doubling to `MAX_BACKOFF`), but before the first list the loop retries within a second
+(`FIRST_SYNC_BACKOFF`, `FIRST_SYNC_ANSWERED`), so a service started before the API server
+learns the cluster as soon as it answers. Handlers run on the event loop, O(1) per event.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The Kubernetes calls the service makes: `client.KubeClient` (tests subclass it as
-tests.harness.kubecalls.KubeCalls). A type alias only, so that importing this module does
-not import the client and the `kubernetes` package (slow; loaded when a client is built).
-"""
+"""The Kubernetes calls the service makes: `client.KubeClient`, as a type alias only, so
+that importing this module imports neither the client nor the slow `kubernetes` package."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Requeue: kube-scheduler retries a rejected pod when it is updated, so once a snapshot
-passes a node a pod we turned away could use, it gets `decice.io/metrics-recovered`
-(UID-guarded, `requeue.patchesPerSecond`); a failure is counted and logged, never retried.
-"""
+"""Requeue: kube-scheduler retries a rejected pod when it is updated, so a pod we turned
+away that a snapshot now lets in gets `decice.io/metrics-recovered` (UID-guarded, paced)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 the metric shows them, as kube-scheduler (`assumedPods`, `pkg/scheduler/backend/cache`),
 scheduler-plugins' Trimaran (`ScheduledPodsCache`, `pkg/trimaran/handler.go`) and
 koordinator's LoadAware (`pkg/scheduler/plugins/loadaware/pod_assign_cache.go`) keep one.
-
 Here a pod counts at its expected use (estimate.py), or its own measured use once
 Prometheus has it, as a share of its node's cores. A rate over a window W shows a pod that
 ran t seconds by t / W, and the newest sample is up to `settle` old, so a reservation is

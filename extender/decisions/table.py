@@ -1,7 +1,5 @@
 """The precomputed answer table, the request path's fast lane: per node, the filter verdict
-and the serialised `{"Host","Score"}` fragment, so a request is lookups and byte joins.
-Rebuilt for a new snapshot or a stale metric, patched node by node for the herd guard.
-"""
+and the serialised `{"Host","Score"}` fragment, so a request is lookups and byte joins."""
 
 from __future__ import annotations
 
@@ -197,7 +195,7 @@ def patch_table(
     # Most binds move a node's load within its score's step: then the maps and answers
     # stand and are not copied (each copy is O(nodes)).
     verdicts = {n: (range_score(policy, evals[n]), evals[n].reason) for n in changed}
-    moved = [n for n in changed if _verdict(table, n) != verdicts[n]]
+    moved = [n for n in changed if (table.scores.get(n), table.reasons.get(n)) != verdicts[n]]
     if not moved:
         return replace(table, headroom=headroom, evals=evals, herd=dict(herd))
     scores = dict(table.scores)
@@ -247,12 +245,6 @@ def patch_table(
         passes_all=not reasons and table.unknown.reason is None,
         herd=dict(herd),
     )
-
-
-def _verdict(table: Table, node: NodeName) -> tuple[int, str | None] | None:
-    if node not in table.evals:
-        return None
-    return table.scores[node], table.reasons.get(node)
 
 
 class PolicyTables:

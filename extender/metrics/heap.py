@@ -1,8 +1,6 @@
 """The long-lived heap kept out of the collector's walks (a stall of every answer in
-flight): `gc.freeze()` after each install. Cycles among frozen objects are not freed, so
-it unfreezes and collects when resident memory grew `REGROW` times, or every `EVERY`
-installs.
-"""
+flight) by `gc.freeze()` after each install; frozen cycles are not freed, so a full
+collection runs when resident memory grew `REGROW` times, or every `EVERY` installs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Range queries over a server's history, the replay's only I/O: in chunks of at most
-`max_samples` samples and `MAX_POINTS` points per series (memory stays bounded), halved
-when the server refuses one as too large; a transient failure is retried twice.
-"""
+"""Range queries over a server's history, the replay's only I/O, in bounded chunks
+(halved when the server refuses one as too large); a transient failure is retried twice."""
 
 from __future__ import annotations
 

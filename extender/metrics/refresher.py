@@ -1,7 +1,5 @@
-"""The background refresher: every `interval`, the queries in a worker thread, merged into
-the next immutable snapshot, its tables built off the event loop, both installed: the
-request path never waits on Prometheus. A failed query keeps its last good values.
-"""
+"""The background refresher: the queries run in a worker thread every `interval`, merged
+into the next snapshot, its tables built off the loop: the request path never waits."""
 
 from __future__ import annotations
 

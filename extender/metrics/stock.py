@@ -1,7 +1,5 @@
-"""The series a stock kube-prometheus-stack records that the herd guard's default usage
-queries read, and the chart setting behind each (kubernetes-mixin `rules/apps.libsonnet`;
-kube-prometheus-stack's `values.yaml`): what doctor names.
-"""
+"""The stock kube-prometheus-stack series the default usage queries read, and the chart
+setting behind each (kubernetes-mixin `rules/apps.libsonnet`), for doctor to name."""
 
 from __future__ import annotations
 

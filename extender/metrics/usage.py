@@ -1,7 +1,5 @@
-"""What pods really use, per workload and per young pod: two instant queries
-(`herdGuard.usageQuery`, `herdGuard.podUsageQuery`) read into a `UsageTable`, at most
-`herdGuard.maxWorkloads` entries; a failed fetch keeps the last good table with its error.
-"""
+"""What pods really use, per workload and per young pod: `herdGuard.usageQuery` and
+`podUsageQuery` read into a `UsageTable`; a failed fetch keeps the last good one."""
 
 from __future__ import annotations
 

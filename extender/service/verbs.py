@@ -1,7 +1,5 @@
-"""The extender verbs over HTTP (raw ASGI, service.verb_asgi): routes only; decisions.wire
-parses, decisions.engine decides, cluster.binder binds. Every answer carries
-`Server-Timing: app;dur=<ms>` (body read to answer built) to tell our cost apart.
-"""
+"""The extender verbs over raw ASGI (service.verb_asgi); every answer carries
+`Server-Timing: app;dur=<ms>` (body read to answer built) to tell our cost apart."""
 
 from __future__ import annotations
 

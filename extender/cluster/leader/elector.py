@@ -1,7 +1,5 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, for work only one replica may do:
-client-go's algorithm (k8s.io/client-go/tools/leaderelection/leaderelection.go:
-tryAcquireOrRenew) in asyncio, over the client's one transport.
-"""
+"""Leader election on a coordination.k8s.io/v1 Lease: client-go's algorithm
+(k8s.io/client-go/tools/leaderelection/leaderelection.go) over the client's transport."""
 
 from __future__ import annotations
 
