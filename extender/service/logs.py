@@ -132,12 +132,6 @@ def log_format(flag: str | None, environ: Mapping[str, str]) -> LogFormat:
     raise ConfigError([f"expected one of {', '.join(LOG_FORMATS)}, got {value!r}"], where)
 
 
-def served_verbs(settings: Settings) -> list[str]:
-    """The verbs the policy has the scheduler call (as `scheduler-config` writes them)."""
-    verbs = ["filter", "prioritize", "preempt"] if settings.filters_anything else ["prioritize"]
-    return [*verbs, "bind"] if settings.bind.enabled else verbs
-
-
 def listening(settings: Settings, host: str | None = None, port: int | None = None) -> list[str]:
     """Where the verbs listen (as overridden on the command line), then the metrics
     listener when server.metricsPort is set."""
@@ -156,6 +150,8 @@ def startup_fields(
     port: int | None = None,
 ) -> dict[str, Any]:
     prometheus = settings.provider == "prometheus"
+    # The verbs the policy has the scheduler call (as `scheduler-config` writes them).
+    verbs = ["filter", "prioritize", "preempt"] if settings.filters_anything else ["prioritize"]
     return {
         "version": __version__,
         "policy": policy_path,
@@ -168,7 +164,7 @@ def startup_fields(
         ),
         "policies": {n: [m.name for m in p.metrics] for n, p in settings.policy_map.items()},
         "defaultPolicy": settings.default.name,
-        "verbs": served_verbs(settings),
+        "verbs": [*verbs, "bind"] if settings.bind.enabled else verbs,
         "urlPrefix": settings.server.url_prefix,
         "listen": listening(settings, host, port),
     }
