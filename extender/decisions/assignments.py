@@ -134,20 +134,14 @@ class AssignmentLog:
 
     def first_time(self, uid: str, now: float) -> bool:
         """Record `uid`; True when it was not counted within the window."""
-        self._expire(now)
+        while self._seen and now - next(iter(self._seen.values())) > self._keep:
+            self._seen.popitem(last=False)
         if uid in self._seen:
             return False
         self._seen[uid] = now
         if len(self._seen) > self._capacity:
             self._seen.popitem(last=False)
         return True
-
-    def _expire(self, now: float) -> None:
-        while self._seen:
-            uid, at = next(iter(self._seen.items()))
-            if now - at <= self._keep:
-                return
-            del self._seen[uid]
 
     def __len__(self) -> int:
         return len(self._seen)

@@ -29,16 +29,6 @@ def victim_uids(victims: object) -> list[str]:
     return [p["UID"] for p in pods or () if isinstance(p, dict) and isinstance(p.get("UID"), str)]
 
 
-def load_after_victims(
-    herd: HerdLedger, node: NodeName, uids: list[str], cores: float, shown: ShownUse
-) -> float:
-    """What the herd metric gains on `node` once `uids` leave and the preemptor (expected
-    to use `cores`) arrives; below 0 when the victims' shown use outweighs it."""
-    size = herd.cores_of(node)
-    load = herd.load_after(node, uids, cores)
-    return load - sum(shown(uid, node) for uid in uids) / size
-
-
 def passing_after_victims(
     policy: Policy,
     table: Table,
@@ -58,14 +48,10 @@ def passing_after_victims(
     kept: dict[NodeName, object] = {}
     for node, node_victims in victims.items():
         leaving = victim_uids(node_victims)
-        load = load_after_victims(herd, node, leaving + own, cores, _victims_only(shown, own))
+        # Below 0 when the victims' shown use outweighs the preemptor's expected use.
+        gone = sum(shown(uid, node) for uid in leaving if uid not in own) / herd.cores_of(node)
+        load = herd.load_after(node, leaving + own, cores) - gone
         verdict = evaluate_node(policy, snapshot, node, table.stale, {node: load}, now)
         if verdict.reason is None:
             kept[node] = node_victims
     return kept
-
-
-def _victims_only(shown: ShownUse, own: list[str]) -> ShownUse:
-    if not own:
-        return shown
-    return lambda uid, node: 0.0 if uid in own else shown(uid, node)

@@ -22,15 +22,8 @@ _QUANTITY = re.compile(
 )
 _SUFFIX = {
     "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
+    **{s: Decimal(10) ** (-3 * i) for i, s in enumerate("mun", 1)},
+    **{s: Decimal(10) ** (3 * i) for i, s in enumerate("kMGTPE", 1)},
     **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
 }
 

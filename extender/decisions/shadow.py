@@ -19,6 +19,7 @@ import statistics
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import product
 from typing import Any, Literal
 
 from extender.decisions.headroom import fit_rule
@@ -337,9 +338,6 @@ def every_count(
 ) -> dict[tuple[str, str, str], int]:
     """`counts` with a zero for every verdict and outcome of each policy in `policies` (a
     counter a rate divides by exists from the start)."""
-    out: dict[tuple[str, str, str], int] = {
-        (p, v, o): 0 for p in policies for v in VERDICTS for o in OUTCOMES
-    }
-    for key, count in counts.items():
-        out[key] = count
+    out: dict[tuple[str, str, str], int] = dict.fromkeys(product(policies, VERDICTS, OUTCOMES), 0)
+    out.update(counts.items())
     return out

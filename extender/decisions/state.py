@@ -84,7 +84,7 @@ class DecisionState:
         one step, so a request is decided wholly on the old tables or wholly on the new."""
         if settings is not None:
             self.settings = settings
-        if _newer(self._snapshot.usage, snapshot.usage):
+        if (self._snapshot.usage.fetched_at or -1.0) > (snapshot.usage.fetched_at or -1.0):
             # The measured use comes on its own interval: keep the newer one.
             snapshot = replace(snapshot, usage=self._snapshot.usage)
         self.guard.install(snapshot)
@@ -226,8 +226,3 @@ def build_tables(
         name: build_table(policy, snapshot, stale_metrics(policy, snapshot, now), herd, now, sizes)
         for name, policy in settings.policy_map.items()
     }
-
-
-def _newer(a: UsageTable, b: UsageTable) -> bool:
-    """`a` was fetched after `b` (a never-fetched table is the oldest)."""
-    return (a.fetched_at or -1.0) > (b.fetched_at or -1.0)

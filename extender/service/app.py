@@ -8,26 +8,23 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING
 
 import orjson
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from extender.cluster.binder import Binder
-from extender.cluster.informer import WatchStatus
-from extender.decisions.engine import Engine
 from extender.decisions.explain import explain_pod
 from extender.decisions.pods import name_problem, shown
 from extender.errors.causes import describe
-from extender.metrics.refresher import Refresher
-from extender.policy.settings import Settings
 from extender.service.openapi import openapi_document
-from extender.service.telemetry import Telemetry
 from extender.service.verbs import JSON_TYPE, error_response
+from extender.service.watches import prepare
+
+if TYPE_CHECKING:
+    from extender.service.compose import Service
 
 log = logging.getLogger("decice.app")
 
@@ -35,50 +32,37 @@ log = logging.getLogger("decice.app")
 Task = Callable[[], Coroutine[object, object, None]]
 
 
-@dataclass(frozen=True, slots=True)
-class Lifecycle:
-    """What runs around serving. Before: `prepare` (the watches' first lists), one refresh,
-    the refresher and `background` tasks. After: binds drained, `stopping` (may still need
-    the tasks), the tasks cancelled, `shutdown`."""
-
-    settings: Settings
-    binder: Binder
-    refresher: Refresher
-    background: Mapping[str, Task]
-    prepare: Callable[[], Awaitable[None]] | None = None
-    shutdown: Callable[[], Awaitable[None]] | None = None
-    stopping: Callable[[], Awaitable[object]] | None = None
-
-    def lifespan(self) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
-        @contextlib.asynccontextmanager
-        async def lifespan(app: Starlette) -> AsyncIterator[None]:
-            if self.prepare is not None:
-                await self.prepare()
-            await self.refresher.refresh_guarded()  # the first answers use data if any
-            tasks = [asyncio.create_task(self.refresher.run(), name="refresher")]
-            tasks += [asyncio.create_task(run(), name=n) for n, run in self.background.items()]
-            try:
-                yield
-            finally:
-                await self._stop(tasks)
-
-        return lifespan
-
-    async def _stop(self, tasks: list[asyncio.Task[None]]) -> None:
-        grace = self.settings.server.grace_period
-        if not await self.binder.drain(grace):
+@contextlib.asynccontextmanager
+async def lifespan(
+    service: Service, stopping: Callable[[], Awaitable[object]] | None = None
+) -> AsyncIterator[None]:
+    """What runs around serving. Before: the watches' first lists, one refresh, the
+    refresher and the service's tasks. After: binds drained, `stopping` (may still need
+    the tasks), the tasks cancelled, SIGHUP and the API client let go."""
+    refresher, reloader = service.refresher, service.reloader
+    await prepare(service.informers, reloader)
+    await refresher.refresh_guarded()  # the first answers use data if any
+    tasks = [asyncio.create_task(refresher.run(), name="refresher")]
+    tasks += [asyncio.create_task(run(), name=n) for n, run in service.tasks.items()]
+    try:
+        yield
+    finally:
+        grace = service.settings.server.grace_period
+        if not await service.binder.drain(grace):
             log.warning("shutdown: binds still running after the grace period")
-        if self.stopping is not None:
+        if stopping is not None:
             try:
-                await asyncio.wait_for(self.stopping(), grace)
+                await asyncio.wait_for(stopping(), grace)
             except Exception as exc:  # a shutdown step never blocks the rest
                 log.warning("shutdown: %s", describe(exc) or type(exc).__name__)
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self.shutdown is not None:
-            await self.shutdown()
+        if reloader is not None:
+            reloader.triggers.remove_sighup()
+        if service.kube is not None:
+            await service.kube.close()
 
 
 _UID = re.compile(r"[A-Za-z0-9-]{1,128}")
@@ -88,70 +72,59 @@ def _json(doc: object, status: int = 200) -> Response:
     return Response(orjson.dumps(doc), status, media_type=JSON_TYPE)
 
 
-@dataclass(frozen=True, slots=True)
-class Health:
-    """What /healthz, /readyz and /metrics read. `problems`: what fails whatever the
-    metrics say (/readyz 503); `details`: more /readyz sections, each read when asked."""
+def health_routes(service: Service, base: str = "") -> list[Route]:
+    """GET <base>/healthz, /readyz, /readyz/data and /metrics.
 
-    engine: Engine
-    telemetry: Telemetry
-    clock: Callable[[], float]
-    watches: Mapping[str, WatchStatus] = field(default_factory=dict)
-    problems: Sequence[str] = ()
-    details: Mapping[str, Callable[[], object]] = field(default_factory=dict)
+    /readyz is 503 only for the service's `problems`: the scheduler calls us whatever the
+    probe says, so marking the pod NotReady for stale metrics gains nothing and stalls a
+    rollout through a Prometheus outage. The data's state is in the body (`dataReady`) and
+    on /readyz/data (503 while a fail-closed metric has no fresh values; not for probes)."""
+    engine, clock = service.engine, service.clock
+    watches = {i.status.resource: i.status for i in service.informers}
 
-    def routes(self, base: str = "") -> list[Route]:
-        """GET <base>/healthz, /readyz, /readyz/data and /metrics.
+    async def healthz(request: Request) -> Response:
+        return Response(b"ok\n", media_type="text/plain")
 
-        /readyz is 503 only for `problems`: the scheduler calls us whatever the probe says,
-        so marking the pod NotReady for stale metrics gains nothing and stalls a rollout
-        through a Prometheus outage. The data's state is in the body (`dataReady`) and on
-        /readyz/data (503 while a fail-closed metric has no fresh values; not for probes)."""
-        engine, clock, problems, watches = self.engine, self.clock, self.problems, self.watches
+    async def readyz(request: Request) -> Response:
+        problems = service.problems
+        data_ready, detail = engine.readiness(clock())
+        body: dict[str, object] = {"ready": not problems, "dataReady": data_ready}
+        body["metrics"] = detail
+        # Not part of `ready`: a failed reload keeps the last valid policy, a rebalancer
+        # without the lease is a healthy standby, and without a watch the verbs still
+        # answer from the metrics.
+        body.update((name, detail_of()) for name, detail_of in service.details.items())
+        if problems:
+            body["problems"] = list(problems)
+        if watches:
+            body["watches"] = {name: status.detail() for name, status in watches.items()}
+            if "nodes" in watches:  # until synced, no verb vetoes a node on its size
+                body["nodeCacheSynced"] = watches["nodes"].synced
+        return _json(body, 503 if problems else 200)
 
-        async def healthz(request: Request) -> Response:
-            return Response(b"ok\n", media_type="text/plain")
+    async def data_readyz(request: Request) -> Response:
+        data_ready, detail = engine.readiness(clock())
+        return _json({"dataReady": data_ready, "metrics": detail}, 200 if data_ready else 503)
 
-        async def readyz(request: Request) -> Response:
-            data_ready, detail = engine.readiness(clock())
-            body: dict[str, object] = {"ready": not problems, "dataReady": data_ready}
-            body["metrics"] = detail
-            # Not part of `ready`: a failed reload keeps the last valid policy, a rebalancer
-            # without the lease is a healthy standby, and without a watch the verbs still
-            # answer from the metrics.
-            body.update((name, detail_of()) for name, detail_of in self.details.items())
-            if problems:
-                body["problems"] = list(problems)
-            if watches:
-                body["watches"] = {name: status.detail() for name, status in watches.items()}
-                if "nodes" in watches:  # until synced, no verb vetoes a node on its size
-                    body["nodeCacheSynced"] = watches["nodes"].synced
-            return _json(body, 503 if problems else 200)
+    async def metrics(request: Request) -> Response:
+        return Response(service.telemetry.exposition(), media_type="text/plain; version=0.0.4")
 
-        async def data_readyz(request: Request) -> Response:
-            data_ready, detail = engine.readiness(clock())
-            return _json({"dataReady": data_ready, "metrics": detail}, 200 if data_ready else 503)
-
-        async def metrics(request: Request) -> Response:
-            return Response(self.telemetry.exposition(), media_type="text/plain; version=0.0.4")
-
-        return [
-            Route(f"{base}/healthz", healthz, methods=["GET"]),
-            Route(f"{base}/readyz", readyz, methods=["GET"]),
-            Route(f"{base}/readyz/data", data_readyz, methods=["GET"]),
-            Route(f"{base}/metrics", metrics, methods=["GET"]),
-        ]
+    return [
+        Route(f"{base}/healthz", healthz, methods=["GET"]),
+        Route(f"{base}/readyz", readyz, methods=["GET"]),
+        Route(f"{base}/readyz/data", data_readyz, methods=["GET"]),
+        Route(f"{base}/metrics", metrics, methods=["GET"]),
+    ]
 
 
 def info_routes(
-    settings: Settings,
-    engine: Engine,
-    clock: Callable[[], float],
+    service: Service,
     base: str = "",
     shadowed: Callable[[str], Mapping[str, object] | None] | None = None,
 ) -> list[Route]:
     """GET <base>/openapi.json and <base>/explain (with `shadowed(uid)`'s verdict, in
     shadow mode)."""
+    settings, engine, clock = service.settings, service.engine, service.clock
 
     async def explain(request: Request) -> Response:
         """The last decision for one pod: ?pod=NAMESPACE/NAME or ?uid=UID."""

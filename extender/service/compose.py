@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from extender.metrics.refresher import Refresher
 from extender.policy.reload import PolicyReloader, effective
 from extender.policy.settings import Settings
 from extender.rebalancing.loop import Rebalancer
-from extender.service.app import Health, Lifecycle, Task, info_routes, shadow_routes
+from extender.service.app import Task, health_routes, info_routes, lifespan, shadow_routes
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
 from extender.service.telemetry import (
     OverloadTelemetry,
@@ -200,36 +200,13 @@ class Service:
             detail.update(self.reloader.detail())
         return detail
 
-    def lifecycle(self, stopping: Callable[[], Any] | None = None) -> Lifecycle:
-        informers, reloader, kube = self.informers, self.reloader, self.kube
-
-        async def shutdown() -> None:  # stop listening for SIGHUP, close the API client
-            if reloader is not None:
-                reloader.triggers.remove_sighup()
-            if kube is not None:
-                await kube.close()
-
-        return Lifecycle(
-            self.settings,
-            self.binder,
-            self.refresher,
-            self.tasks,
-            prepare=lambda: prepare(informers, reloader),
-            shutdown=shutdown,
-            stopping=stopping,
-        )
-
-    def health(self) -> Health:
-        watches = {i.status.resource: i.status for i in self.informers}
-        return Health(self.engine, self.telemetry, self.clock, watches, self.problems, self.details)
-
     def serving(
-        self, routes: list[Route], health: Health, stopping: Callable[[], Any] | None = None
+        self, routes: list[Route], stopping: Callable[[], Awaitable[object]] | None = None
     ) -> Service:
         """The apps: `routes` with the lifespan; health and metrics on the metrics listener
         (the pod IP may expose these, never the verbs)."""
-        self.app = Starlette(routes=routes, lifespan=self.lifecycle(stopping).lifespan())
-        self.metrics_app = Starlette(routes=health.routes())
+        self.app = Starlette(routes=routes, lifespan=lambda app: lifespan(self, stopping))
+        self.metrics_app = Starlette(routes=health_routes(self))
         return self
 
     async def prepare(self) -> None:
@@ -267,13 +244,12 @@ def build_service(
         service.details["overload"] = tainter.detail
     if kube is None:
         service.problems = missing_client_problems(settings, kube_problem)
-    health = service.health()
     telemetry = service.telemetry
     verbs = Verbs(settings, handlers(service.engine, service.binder, telemetry), telemetry, clock)
     routes = verbs.routes()
     for base in sorted({"", settings.server.url_prefix}):
-        routes += health.routes(base) + info_routes(settings, service.engine, clock, base)
-    service.serving(routes, health, tainter.remove_all if tainter is not None else None)
+        routes += health_routes(service, base) + info_routes(service, base)
+    service.serving(routes, tainter.remove_all if tainter is not None else None)
     service.app = verbs.front(service.app)
     return service
 
@@ -316,9 +292,8 @@ def build_rebalancer(
         return out
 
     service.details["rebalancer"] = detail
-    health = service.health()
     service.rebalancer = rebalancer
-    return service.serving(health.routes(), health)
+    return service.serving(health_routes(service))
 
 
 def build_shadow(
@@ -341,9 +316,6 @@ def build_shadow(
     observer = ShadowObserver(service.engine, service.nodes, counters)
     counters.watch_exceedance(observer.exceedance_counts)
     service.wire(provider, policy_file, settings, observer)
-    health = service.health()
-    routes = health.routes() + info_routes(
-        service.settings, service.engine, clock, shadowed=observer.explain
-    )
+    routes = health_routes(service) + info_routes(service, shadowed=observer.explain)
     service.shadow = observer
-    return service.serving(routes + shadow_routes(observer.summary), health)
+    return service.serving(routes + shadow_routes(observer.summary))

@@ -13,9 +13,9 @@ import logging
 import logging.config
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from importlib import metadata
 from typing import IO, Any, Literal
 
+from extender import __version__
 from extender.errors.redaction import safe_url
 from extender.policy.fields import ConfigError
 from extender.policy.settings import Settings
@@ -132,21 +132,6 @@ def log_format(flag: str | None, environ: Mapping[str, str]) -> LogFormat:
     raise ConfigError([f"expected one of {', '.join(LOG_FORMATS)}, got {value!r}"], where)
 
 
-def version() -> str:
-    try:
-        return metadata.version("decice-extender")
-    except metadata.PackageNotFoundError:  # run from a source tree
-        from extender import __version__
-
-        return __version__
-
-
-def served_verbs(settings: Settings) -> list[str]:
-    """The verbs the policy has the scheduler call (as `scheduler-config` writes them)."""
-    verbs = ["filter", "prioritize", "preempt"] if settings.filters_anything else ["prioritize"]
-    return [*verbs, "bind"] if settings.bind.enabled else verbs
-
-
 def listening(settings: Settings, host: str | None = None, port: int | None = None) -> list[str]:
     """Where the verbs listen (as overridden on the command line), then the metrics
     listener when server.metricsPort is set."""
@@ -165,8 +150,10 @@ def startup_fields(
     port: int | None = None,
 ) -> dict[str, Any]:
     prometheus = settings.provider == "prometheus"
+    # The verbs the policy has the scheduler call (as `scheduler-config` writes them).
+    verbs = ["filter", "prioritize", "preempt"] if settings.filters_anything else ["prioritize"]
     return {
-        "version": version(),
+        "version": __version__,
         "policy": policy_path,
         "policySha256": hashlib.sha256(policy_bytes).hexdigest()[:12],
         "provider": settings.provider,
@@ -177,23 +164,16 @@ def startup_fields(
         ),
         "policies": {n: [m.name for m in p.metrics] for n, p in settings.policy_map.items()},
         "defaultPolicy": settings.default.name,
-        "verbs": served_verbs(settings),
+        "verbs": [*verbs, "bind"] if settings.bind.enabled else verbs,
         "urlPrefix": settings.server.url_prefix,
         "listen": listening(settings, host, port),
     }
 
 
-def startup_line(
-    settings: Settings,
-    policy_path: str,
-    policy_bytes: bytes,
-    host: str | None = None,
-    port: int | None = None,
-) -> str:
+def startup_line(f: Mapping[str, Any]) -> str:
     """decice-extender 0.1.0 starting: policy p.yaml (sha256 3f2a9c1b7e4d); provider
     prometheus at http://prometheus:9090; metrics cpu, mem; verbs filter, prioritize,
-    preempt, bind; listening on http://0.0.0.0:8888"""
-    f = startup_fields(settings, policy_path, policy_bytes, host, port)
+    preempt, bind; listening on http://0.0.0.0:8888 (from `startup_fields`)"""
     if "prometheusUrl" in f:
         provider = f"provider prometheus at {f['prometheusUrl']}"
     else:
@@ -226,8 +206,7 @@ def log_startup(
 ) -> None:
     """The start-up line at INFO on the `decice` logger, its facts as extra fields."""
     fields = startup_fields(settings, policy_path, policy_bytes, host, port)
-    line = startup_line(settings, policy_path, policy_bytes, host, port)
-    logging.getLogger("decice").info("%s", line, extra=fields)
+    logging.getLogger("decice").info("%s", startup_line(fields), extra=fields)
 
 
 def _url(host: str, port: int, tls: bool) -> str:

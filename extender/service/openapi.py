@@ -12,24 +12,11 @@ from extender.decisions import wiretypes
 from extender.decisions.wire import VERBS
 from extender.policy.settings import Settings
 
-
-def _schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    types = [wiretypes.REQUESTS[v] for v in VERBS] + [wiretypes.ANSWERS[v] for v in VERBS]
-    types += [wiretypes.Error, *wiretypes.DOCUMENTED]
-    refs, components = msgspec.json.schema_components(types, ref_template=wiretypes.SCHEMA_REF)
-    n = len(VERBS)
-    return (
-        dict(zip(VERBS, refs[:n], strict=True)),
-        dict(zip(VERBS, refs[n : 2 * n], strict=True)),
-        components,
-    )
-
-
-REQUEST_SCHEMAS, ANSWER_SCHEMAS, SCHEMAS = _schemas()
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": wiretypes.SCHEMA_REF.format(name=name)}
+_VERB_TYPES = [*map(wiretypes.REQUESTS.get, VERBS), *map(wiretypes.ANSWERS.get, VERBS)]
+# _REFS: the verbs' requests, then their answers, then the error and the documented parts.
+_REFS, SCHEMAS = msgspec.json.schema_components(
+    [*_VERB_TYPES, wiretypes.Error, *wiretypes.DOCUMENTED], ref_template=wiretypes.SCHEMA_REF
+)
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -39,14 +26,15 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 def openapi_document(settings: Settings) -> dict[str, Any]:
     prefix = settings.server.url_prefix
     paths: dict[str, Any] = {}
-    error = _json(_ref("Error"))
-    for verb in VERBS:
+    error = _json({"$ref": wiretypes.SCHEMA_REF.format(name="Error")})
+    for i, verb in enumerate(VERBS):
+        request, answer = _REFS[i], _REFS[len(VERBS) + i]
         paths[f"{prefix}/{verb}"] = {
             "post": {
                 "operationId": verb,
-                "requestBody": {"required": True, "content": _json(REQUEST_SCHEMAS[verb])},
+                "requestBody": {"required": True, "content": _json(request)},
                 "responses": {
-                    "200": {"description": "answer", "content": _json(ANSWER_SCHEMAS[verb])},
+                    "200": {"description": "answer", "content": _json(answer)},
                     "400": {"description": "bad request", "content": error},
                     "413": {"description": "body too large", "content": error},
                     "415": {"description": "not JSON", "content": error},

@@ -167,15 +167,12 @@ def _exceedance(counts: ExceedanceCounts) -> Iterator[Metric]:
 class RebalanceTelemetry:
     """The rebalancer's counters, on the registry of the service it runs in."""
 
-    def __init__(
-        self, registry: CollectorRegistry, leading: Callable[[], bool] | None = None
-    ) -> None:
-        if leading is not None:
-            Gauge(
-                "decice_rebalance_leader",
-                "1 while this rebalancer holds the Lease (only the holder evicts).",
-                registry=registry,
-            ).set_function(lambda: float(leading()))
+    def __init__(self, registry: CollectorRegistry, leading: Callable[[], bool]) -> None:
+        Gauge(
+            "decice_rebalance_leader",
+            "1 while this rebalancer holds the Lease (only the holder evicts).",
+            registry=registry,
+        ).set_function(lambda: float(leading()))
         self.decisions = Counter(
             "decice_rebalance_decisions",
             "Rebalancer decisions by mode and outcome: would_move (dry-run), evicted, "
@@ -267,11 +264,8 @@ class ShadowTelemetry:
 
 
 class Telemetry:
-    def __init__(
-        self, registry: CollectorRegistry | None = None, environ: Mapping[str, str] = os.environ
-    ) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
+        self.registry = r = CollectorRegistry()
         Info(
             "decice_build",
             "The running build: decice-extender's version, Python's, and the git commit.",
