@@ -1,9 +1,5 @@
-"""The bind verb: guard, de-duplicate, and create the Binding through the Kubernetes API.
-
-The scheduler retries binds, so one API call runs per pod UID at a time, a pod we bound
-to the same node is reported bound without a second call, and a pod that is not ours or
-a node our filter rejected is refused with an `Error` naming what to change.
-"""
+"""The bind verb: guard, de-duplicate (one call per UID at a time) and create the Binding;
+a pod not ours or a node our filter rejected is refused with an `Error` naming the fix."""
 
 from __future__ import annotations
 
@@ -43,8 +39,7 @@ def _who(args: BindingArgs) -> str:
 
 
 def _not_bound(exc: Exception) -> bool:
-    """Whether a failed Binding surely left the pod unbound (a 4xx). A timeout, 429 or 5xx
-    may have bound it: its reservation stays (a pod too many is the herd guard's safe side)."""
+    """A 4xx surely left the pod unbound; a timeout, 429 or 5xx may not (its room stays)."""
     status = getattr(exc, "status", None)  # KubeError's; not imported: no client here
     return isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
 
@@ -85,17 +80,15 @@ class Binder:
         """Bind and return the ExtenderBindingResult Error string ("" on success)."""
         uid = args.pod_uid
         while (running := self._inflight.get(uid)) is not None:
-            # The scheduler retried while the first call runs: the same target shares its
-            # answer; another node waits for it and is then decided afresh (refused when
-            # the first one bound the pod), never answered with the first one's success.
+            # A retry while the first call runs: the same node shares its answer; another
+            # waits for it and is decided afresh.
             node, first = running
             error = await asyncio.shield(first)
             if node == args.node:
                 return error
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._inflight[uid] = (args.node, future)
-        # What concurrent duplicates get if this call is cancelled (shutdown) before the end:
-        # they must not wait forever on a future nobody completes.
+        # What waiting duplicates get if this call is cancelled (shutdown).
         error = "decice: bind interrupted before it finished (extender shutting down); retry"
         try:
             error = await self._bind(args)
@@ -122,8 +115,7 @@ class Binder:
             return (
                 f"decice: bind of {args.pod_namespace}/{args.pod_name} to {args.node} failed: {exc}"
             )
-        # DEBUG, as kube-scheduler logs its own binds at V(2) (pkg/scheduler/schedule_one.go);
-        # the Placed Event and decice_decisions_total{verb="bind"} say it.
+        # DEBUG, as kube-scheduler logs its binds at V(2) (pkg/scheduler/schedule_one.go).
         if log.isEnabledFor(logging.DEBUG):
             log.debug("bind %s: %s", outcome, _who(args))
         self._on_outcome(outcome)
@@ -175,8 +167,7 @@ class Binder:
                 "for every profile of its scheduler: run a dedicated scheduler whose only profile "
                 "is ours, drop bindVerb, or set bind.foreignPods: bind"
             )
-        # Reserved before the call: kube-scheduler scores its next pods while this Binding
-        # is in flight, and they must see this pod on its node (a herd otherwise).
+        # Reserved first: the scheduler scores its next pods while the Binding is in flight.
         reserved = ours and self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
         try:
             outcome = await kube.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)

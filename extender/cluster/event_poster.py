@@ -1,5 +1,5 @@
-"""Events on the pods we place: best-effort, off the request path, bounded and rate-limited.
-A full queue drops the newest pod; a failed post is counted and never retried.
+"""Events on the pods we place: off the request path, bounded and rate-limited; a full
+queue drops the newest, a failed post is counted and never retried.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class EventCounter(Protocol):
     def event(self, outcome: str) -> None: ...
 
 
-def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str) -> PodEvent:
+def placement_event(memo: PodMemo, now: float, instance: str) -> PodEvent:
     """The `Placed` Event for a pod we bound, from its recorded decision."""
     facts = memo.facts
     snapshot = memo.snapshot
@@ -33,13 +33,12 @@ def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str
     if snapshot is None or not memo.node or policy is None:
         note = f"placed on {memo.node}"
     else:
-        # A big request's names are not kept: the chosen node and the counts, then.
         nodes = list(memo.candidates) if memo.candidates is not None else [memo.node]
         rows = explain_nodes(policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
         note = placement_note(
             rows, memo.node, [m.name for m in policy.metrics], memo.asked, len(memo.rejected)
         )
-    if memo.expected:  # what the herd guard counts it at, and why
+    if memo.expected:
         note = f"{note}; {memo.expected}"[:1024]
     return PodEvent(
         namespace=facts.namespace,
@@ -64,7 +63,6 @@ class EventPoster:
         instance: str | None = None,
     ) -> None:
         explain = settings.explain
-        self._settings = settings
         self._pods = pods
         self._sink = sink
         self._counter = counter
@@ -99,9 +97,7 @@ class EventPoster:
             return
         try:
             # Re-scoring the candidates: off the event loop.
-            event = await asyncio.to_thread(
-                placement_event, self._settings, memo, self._clock(), self._instance
-            )
+            event = await asyncio.to_thread(placement_event, memo, self._clock(), self._instance)
             await self._sink.create_event(event)
         except Exception as exc:
             self._counter.event("failed")

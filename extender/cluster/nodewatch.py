@@ -1,7 +1,5 @@
-"""What the service does with the node watch's list and events: the node cache is kept
-current, and the engine hears at once of a node's new size or addresses, a new node or a
-removed one (not at the next refresh: a preemption that fits must not be refused).
-"""
+"""The node watch's list and events: the node cache kept current, and the engine told at
+once of a node's new size or addresses, a new or removed node (a fit is never refused)."""
 
 from __future__ import annotations
 

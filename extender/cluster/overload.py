@@ -1,8 +1,7 @@
-"""The overload taint writer: `decice.io/overloaded=<metric>` on the nodes decisions.overload
-says should carry it, off the others; only while holding its Lease, never on the verbs'
-path. On start it reconciles; on a graceful stop (`removeOnShutdown`) it removes its taints.
-Each change keeps every other taint exactly, patches `spec.taints` guarded by the node's
-resourceVersion, retries on a conflict and posts a Warning Event on the Node.
+"""The overload taint writer: `decice.io/overloaded=<metric>` where decisions.overload says,
+only while holding the Lease. It reconciles on start and removes its taints on a graceful
+stop (`removeOnShutdown`); each change keeps the other taints, is guarded by the node's
+resourceVersion (retried on a conflict) and posts a Warning Event on the Node.
 """
 
 from __future__ import annotations
@@ -29,22 +28,11 @@ from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.overload")
 
-ATTEMPTS = 3
-"""Reads and patches of one node before a change is given up (conflicts with writers)."""
+ATTEMPTS = 3  # reads and patches of one node before a change is given up
 
 
 class OverloadCounter(Protocol):
     def overload_changed(self, action: str, outcome: str) -> None: ...
-
-
-def ours(node_taints: Any) -> dict[str, str] | None:
-    """Our taint among a node's taints (as NodeInfo or the API holds them), or None."""
-    for taint in node_taints or ():
-        key = taint.key if hasattr(taint, "key") else taint.get("key")
-        if key == TAINT_KEY:
-            value = taint.value if hasattr(taint, "value") else taint.get("value", "")
-            return {"value": str(value or "")}
-    return None
 
 
 class TaintWriter:
@@ -134,8 +122,7 @@ class TaintWriter:
 
 
 def watched_metrics(settings: Settings) -> list[Watched]:
-    """The default policy's metrics that taint (overload.metrics, else every one with
-    filter.above)."""
+    """The default policy's metrics that taint (overload.metrics, else all with filter.above)."""
     chosen = set(settings.overload.metrics)
     return [
         Watched(m.name, m.filter.above, settings.overload.hysteresis, m.max_age)
@@ -145,13 +132,12 @@ def watched_metrics(settings: Settings) -> list[Watched]:
 
 
 def tainted_nodes(nodes: NodeCache) -> dict[NodeName, str]:
-    """node -> the metric of our taint, as the node watch shows the nodes."""
     out: dict[NodeName, str] = {}
     for name in nodes.names():
         info = nodes.get(name)
-        taint = ours(info.taints) if info is not None else None
-        if taint is not None:
-            out[name] = taint["value"]
+        for taint in info.taints if info is not None else ():
+            if taint.key == TAINT_KEY:
+                out[name] = taint.value
     return out
 
 
@@ -180,15 +166,11 @@ class Tainter:
         self._reconciled = False
         self._failures = 0
         self._writer = TaintWriter(kube, counter, clock, instance)
-        self.last: list[Change] = []
-        """The changes of the last check (for /readyz and tests)."""
+        self.last: list[Change] = []  # the last check's changes (/readyz)
 
     @property
     def settings(self) -> Settings:
         return self._engine.settings
-
-    def tainted(self) -> dict[NodeName, str]:
-        return tainted_nodes(self._nodes)
 
     def delay(self) -> float:
         return backoff(self.settings.prometheus.interval, self._failures, self._rng)
@@ -209,7 +191,7 @@ class Tainter:
         now = self._clock()
         watched = watched_metrics(self.settings)
         names = self._nodes.names()
-        tainted = self.tainted()
+        tainted = tainted_nodes(self._nodes)
         changes = decide(
             self.state,
             watched,
@@ -240,8 +222,8 @@ class Tainter:
         tainted: Mapping[NodeName, str],
         now: float,
     ) -> list[Change]:
-        """At the start of a leadership: our taint off every node whose fresh data shows it
-        is not hot, then down to the cap, coolest first (never on missing data)."""
+        """A new leader's: our taint off nodes whose fresh data is not hot, then down to the
+        cap, coolest first (never on missing data)."""
         out = [c for c in changes if c.action == "taint"]
         keep: list[tuple[float, NodeName]] = []
         for node, metric in tainted.items():
@@ -264,7 +246,7 @@ class Tainter:
         if not rules.remove_on_shutdown or rules.mode != "taint" or not self._leader.is_leader:
             return 0
         removed = 0
-        for node, metric in self.tainted().items():
+        for node, metric in tainted_nodes(self._nodes).items():
             change = Change(node, "untaint", metric, None, "the writer stopped (removeOnShutdown)")
             removed += await self._writer.apply(change, rules)
         return removed
@@ -274,7 +256,7 @@ class Tainter:
         return {
             "mode": self.settings.overload.mode,
             "leading": self._leader.is_leader,
-            "tainted": sorted(self.tainted()),
+            "tainted": sorted(tainted_nodes(self._nodes)),
             "lastChanges": [
                 {"node": c.node, "action": c.action, "metric": c.metric, "reason": c.reason}
                 for c in self.last

@@ -1,9 +1,5 @@
-"""Requeue: nudge kube-scheduler to retry a pod we turned away, once metrics let it in.
-
-The scheduler retries a rejected pod when that pod is updated, so when a new snapshot
-passes a node it could use we patch it with `decice.io/metrics-recovered`, UID-guarded,
-at most `requeue.patchesPerSecond`; a failure is counted and logged, never retried.
-"""
+"""Requeue: kube-scheduler retries a rejected pod when it is updated, so a pod we turned
+away that a snapshot now lets in gets `decice.io/metrics-recovered` (UID-guarded, paced)."""
 
 from __future__ import annotations
 
@@ -34,7 +30,6 @@ def _stamp(seconds: float) -> str:
 
 
 def outcome_of(exc: Exception) -> str:
-    """The counter label for a failed patch: the API's answers that mean something here."""
     status = getattr(exc, "status", None)
     if status == 404:
         return "gone"  # deleted since we turned it away

@@ -1,11 +1,8 @@
-"""Node metrics fetched, decoded and mapped in a subprocess, for answers too big to decode
-beside the verbs (orjson holds the interpreter while it decodes megabytes).
-
-One `spawn`ed subprocess (a process pool of one: `fork` would copy the service's threads
-mid-flight) runs the same code as the in-process path, so answers and errors read the
-same; one that dies fails the one refresh it was in, and one whose parent is gone exits.
-`spawn` imports the main module again: a script that builds a PrometheusProvider must
-guard its entry point (`if __name__ == "__main__"`).
+"""Node metrics fetched and decoded in a subprocess, for answers too big to decode beside
+the verbs (orjson holds the GIL while it decodes megabytes). A `spawn`ed pool of one
+(`fork` would copy threads mid-flight) runs the in-process code; one that dies fails its
+one refresh, one whose parent is gone exits. `spawn` re-imports the main module: a script
+that builds a PrometheusProvider must guard its entry point.
 """
 
 from __future__ import annotations
@@ -29,16 +26,13 @@ from extender.policy.backend import PrometheusSettings
 
 log = logging.getLogger("decice.metrics")
 
-PARENT_CHECK_SECONDS = 1.0
-"""How often the subprocess looks whether the service that started it is still there."""
-
-GRACE_SECONDS = 10.0
-"""Waited beyond the query's own timeout before the subprocess is taken for stuck."""
+PARENT_CHECK_SECONDS = 1.0  # how often the subprocess looks for its parent
+GRACE_SECONDS = 10.0  # waited beyond the query's timeout before it is taken for stuck
 
 
 def in_subprocess(last_series: int | None, above: int | None) -> bool:
-    """Whether the next fetch of a metric goes to the subprocess: its last answer held more
-    than `above` series (prometheus.childProcessAbove; None: never, 0: always)."""
+    """The next fetch goes to the subprocess: its last answer held more than `above`
+    series (prometheus.childProcessAbove; None: never, 0: always)."""
     if above is None:
         return False
     if above == 0:
@@ -53,31 +47,27 @@ class Fetched:
     values: dict[NodeName, float] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     series: int = 0
-    error: str | None = None
-    """The error's description (errors.causes.describe), when the fetch failed."""
-    partial: bool = False
-    """The error was a partial answer."""
+    error: str | None = None  # errors.causes.describe's, when the fetch failed
+    partial: bool = False  # the error was a partial answer
 
 
 Work = Callable[[PrometheusSettings, str, NodeInventory], Fetched]
-"""A module-level function (imported by name): metrics.providers.fetch_in_subprocess."""
-
-
-def _exit_with_parent(parent: int) -> None:
-    # ProcessPoolExecutor's child blocks on a queue whose write end it also holds, so it
-    # would outlive a SIGKILLed service: watch the parent instead.
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_SECONDS)
-    os._exit(0)
+"""A module-level function (pickled by name): metrics.providers.fetch_in_subprocess."""
 
 
 def _start_subprocess(parent: int) -> None:
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    # ProcessPoolExecutor's child blocks on a queue whose write end it also holds, so it
+    # would outlive a SIGKILLed service: a thread watches the parent instead.
+    def exit_with_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
 
 
 class FetchSubprocess:
-    """One subprocess that fetches for a PrometheusProvider, started at first use and
-    again after it died."""
+    """The subprocess of a PrometheusProvider, started at first use and after it died."""
 
     def __init__(self, settings: PrometheusSettings, work: Work) -> None:
         self._settings = settings
@@ -87,8 +77,8 @@ class FetchSubprocess:
         self._lock = threading.Lock()
 
     def fetch(self, query: str, inventory: NodeInventory) -> Fetched:
-        """Blocking: one query in the subprocess, raising as the in-process fetch would; one
-        that died or hung raises BadAnswer and is replaced at the next call."""
+        """Blocking: one query in the subprocess, raising as in process; a dead or hung one
+        raises BadAnswer and is replaced at the next call."""
         # Only `instance` labels are mapped through the addresses.
         needed = inventory if self._settings.node_label == "instance" else NodeInventory()
         pool = self._running()

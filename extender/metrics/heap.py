@@ -1,11 +1,6 @@
-"""The long-lived heap kept out of the collector's walks: `gc.freeze()` after each install.
-
-A full collection walks every object the service holds with the GIL held, a stall of
-every answer in flight (BENCHMARKS.md, "The scale of a metrics answer"). Frozen objects
-are still freed by reference counting, but cycles among them are not, so the service
-unfreezes and collects once when its resident memory grew `REGROW` times, and at least
-every `EVERY` installs.
-"""
+"""The long-lived heap kept out of the collector's walks (a stall of every answer in
+flight) by `gc.freeze()` after each install; frozen cycles are not freed, so a full
+collection runs when resident memory grew `REGROW` times, or every `EVERY` installs."""
 
 from __future__ import annotations
 
@@ -14,9 +9,7 @@ import os
 from dataclasses import dataclass
 
 REGROW = 1.5
-"""A full collection when the resident memory exceeds this times its size after the last."""
-EVERY = 240
-"""...and at least every this many installs (an hour at the shipped 15 s interval)."""
+EVERY = 240  # installs: an hour at the shipped 15 s interval
 
 
 def resident_bytes() -> int | None:
@@ -34,10 +27,8 @@ class FrozenHeap:
 
     regrow: float = REGROW
     every: int = EVERY
-    baseline: int | None = None
-    """Resident bytes right after the last full collection."""
-    since: int = 0
-    """Installs since the last full collection."""
+    baseline: int | None = None  # resident bytes right after the last full collection
+    since: int = 0  # installs since then
     collections: int = 0
 
     def installed(self) -> None:

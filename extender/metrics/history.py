@@ -1,9 +1,5 @@
-"""Range queries over a server's history, in chunks: the replay's only I/O.
-
-A long range is cut into chunks of at most `max_samples` samples and `MAX_POINTS` points
-per series, so memory stays bounded; a chunk the server refuses as too large is asked
-again in halves, and a transient failure is retried twice.
-"""
+"""Range queries over a server's history, the replay's only I/O, in bounded chunks
+(halved when the server refuses one as too large); a transient failure is retried twice."""
 
 from __future__ import annotations
 
@@ -20,11 +16,9 @@ from extender.errors.causes import HTTPStatusError
 from extender.metrics.providers import PrometheusProvider, read_result
 from extender.policy.backend import PrometheusSettings
 
-MAX_POINTS = 10_000
-"""Points per series in one answer (Prometheus' limit is 11,000)."""
+MAX_POINTS = 10_000  # points per series in one answer (Prometheus' limit is 11,000)
 RETRIES = 2
-RETRY_BACKOFF = Backoff(base=2.0, cap=4.0, floor=0.5)
-"""Jittered: replays from many laptops against one server do not retry in lockstep."""
+RETRY_BACKOFF = Backoff(base=2.0, cap=4.0, floor=0.5)  # jittered: no lockstep
 _TOO_LARGE = re.compile(
     r"too many samples|maxSamplesPerQuery|exceeded maximum resolution|maxPointsPerTimeseries"
     r"|maxSeries|too many points",
@@ -32,26 +26,19 @@ _TOO_LARGE = re.compile(
 )
 _TRANSIENT = ("Timeout", "ConnectionError", "ChunkedEncodingError")
 _RETENTION = re.compile(r"-retentionPeriod=\"?([^\"\s]+)")
-VM_DEFAULT_RETENTION = "1"
-"""VictoriaMetrics' -retentionPeriod when not set: one month."""
+VM_DEFAULT_RETENTION = "1"  # VictoriaMetrics' -retentionPeriod when not set: one month
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    result: list[Any]
-    """`data.result` of one range query: a matrix, each series' samples in time order."""
+    result: list[Any]  # one range query's `data.result` (a matrix)
     start: float
     end: float
-    done: float
-    """The share of the whole range answered so far, 0..1."""
-
-
-Progress = Callable[[float], None]
+    done: float  # the share of the whole range answered so far, 0..1
 
 
 class HistoryReader(PrometheusProvider):
-    """Range queries on any server of the Prometheus query API (the policy's
-    `prometheus:` section: URL, headers, auth, TLS, Thanos' dedup and partial_response)."""
+    """Range queries on any server of the Prometheus query API (the policy's `prometheus:`)."""
 
     def __init__(
         self,
@@ -68,8 +55,8 @@ class HistoryReader(PrometheusProvider):
     def query_range(
         self, promql: str, start: float, end: float, step: float, series: int = 1
     ) -> Iterator[Chunk]:
-        """The matrix of `promql` at `start`, `start + step`, ... up to `end`, in time
-        chunks of at most `max_samples` samples for about `series` series."""
+        """The matrix of `promql` from `start` to `end` by `step`, in chunks of at most
+        `max_samples` samples for about `series` series."""
         points = max(1, min(MAX_POINTS, self.max_samples // max(1, series)))
         total = max(1, round((end - start) / step) + 1)
         first, asked = start, 0
@@ -114,9 +101,8 @@ class HistoryReader(PrometheusProvider):
         self.query("vector(1)")
 
     def retention(self) -> str | None:
-        """How long the server keeps data, as it says (Prometheus' runtimeinfo
-        `storageRetention`; VictoriaMetrics' -retentionPeriod from /flags at its root, in
-        months unless it has a unit, "1M" when unset), or None."""
+        """How long the server keeps data (Prometheus' runtimeinfo `storageRetention`;
+        VictoriaMetrics' -retentionPeriod from /flags, months unless it has a unit), or None."""
         try:
             response = self._request("/api/v1/status/runtimeinfo", {})
             if response.status_code == 200:

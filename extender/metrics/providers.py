@@ -1,6 +1,5 @@
-"""Metric providers: where node values come from, and which node each series belongs to.
-Instant queries go through prometheus-api-client (synchronous: the refresher calls
-`fetch` from a worker thread).
+"""Metric providers: where node values come from, and which node each series belongs to
+(prometheus-api-client, synchronous: the refresher fetches from a worker thread).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from requests.adapters import HTTPAdapter
 from extender.decisions.model import NodeInventory, NodeName
 from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, describe, excerpt
 from extender.metrics.fetch_subprocess import Fetched, FetchSubprocess, in_subprocess
+from extender.metrics.usage import sample_value
 from extender.policy.backend import TENANT_HEADER, PrometheusSettings
 from extender.policy.policies import MetricSettings
 from extender.policy.settings import Settings
@@ -53,8 +53,7 @@ class StaticProvider:
 @dataclass(frozen=True, slots=True)
 class MappedSeries:
     values: dict[NodeName, float]
-    dropped: list[str]
-    """Why series were left out, for logs."""
+    dropped: list[str]  # why series were left out, for logs
 
 
 def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> NodeName | None:
@@ -87,13 +86,9 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
         if node is None:
             dropped.append(f"no {label!r} label: {labels!r:.120}")
             continue
-        sample = item.get("value")
-        try:
-            value = float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
-        except (TypeError, ValueError, IndexError):
-            value = math.nan
+        value = sample_value(item)
         if not math.isfinite(value):
-            dropped.append(f"{node}: value {sample!r:.40} is not a finite number")
+            dropped.append(f"{node}: value {item.get('value')!r:.40} is not a finite number")
             continue
         if node in values:
             dropped.append(f"{node}: duplicate series, keeping the highest value")
@@ -103,15 +98,14 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
 
 
 class PrometheusProvider:
-    """PromQL instant queries on any server with the Prometheus query API (Prometheus,
-    VictoriaMetrics, Thanos Query, Mimir, Cortex), through a prometheus-api-client
-    `PrometheusConnect` given our own requests session. `use_subprocess`: big answers go to
-    a subprocess when prometheus.childProcessAbove says so (not in the subprocess itself)."""
+    """PromQL instant queries on any server of the Prometheus query API, through
+    `PrometheusConnect` with our own requests session. `use_subprocess`: big answers go to
+    a subprocess as prometheus.childProcessAbove says."""
 
     def __init__(self, settings: PrometheusSettings, use_subprocess: bool = True) -> None:
         self._settings = settings
         self._series: dict[str, int] = {}  # metric -> series in its last answer
-        self._fetch_subprocess = (
+        self.fetch_subprocess = (
             FetchSubprocess(settings, fetch_in_subprocess)
             if use_subprocess and settings.child_process_above is not None
             else None
@@ -132,7 +126,7 @@ class PrometheusProvider:
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         last = self._series.get(metric.name)
-        sub = self._fetch_subprocess
+        sub = self.fetch_subprocess
         if sub is not None and in_subprocess(last, self._settings.child_process_above):
             fetched = sub.fetch(metric.query, inventory)
             values, dropped, series = fetched.values, fetched.dropped, fetched.series
@@ -150,18 +144,13 @@ class PrometheusProvider:
             )
         return values
 
-    @property
-    def fetch_subprocess(self) -> FetchSubprocess | None:
-        return self._fetch_subprocess
-
     def close(self) -> None:
-        if self._fetch_subprocess is not None:
-            self._fetch_subprocess.close()
+        if self.fetch_subprocess is not None:
+            self.fetch_subprocess.close()
 
     def query(self, promql: str, timeout: float | None = None) -> list[Any]:
-        """Blocking: one instant query's `data.result` as the server sent it. Raises with a
-        cause for errors.causes.describe; a partial answer raises PartialAnswer (carrying
-        what did come). `timeout`: the server's and ours, when not prometheus.timeout."""
+        """Blocking: one instant query's `data.result`; raises for errors.causes.describe
+        (PartialAnswer carries what came). `timeout`: the server's and ours."""
         seconds = self._settings.timeout if timeout is None else timeout
         params = {
             "query": promql,
@@ -176,8 +165,7 @@ class PrometheusProvider:
         return series
 
     def build_info(self) -> tuple[int, Any, Mapping[str, str]]:
-        """Blocking: /api/v1/status/buildinfo's status, JSON (or None) and headers, for
-        doctor to name the backend."""
+        """Blocking: /api/v1/status/buildinfo's status, JSON (or None) and headers (doctor)."""
         response = self._request("/api/v1/status/buildinfo", {})
         try:
             body = orjson.loads(response.content)
@@ -199,7 +187,6 @@ class PrometheusProvider:
     def _request(
         self, path: str, params: Mapping[str, str], timeout: float | None = None, root: str = ""
     ) -> Any:
-        """GET `path` under the server's URL (or under `root`)."""
         session = self._session
         return session.get(
             f"{root or self._client.url}{path}",
@@ -241,8 +228,8 @@ def read_result(payload: Any) -> list[Any]:
 
 
 def partial_cause(payload: Any) -> str | None:
-    """Why an answer is partial, or None: VictoriaMetrics' `isPartial: true`, or Thanos'
-    and Mimir's `warnings` (but PromQL's own annotations, "PromQL info: ...")."""
+    """Why an answer is partial: VictoriaMetrics' `isPartial`, Thanos' and Mimir's
+    `warnings` (not PromQL's own annotations); else None."""
     if not isinstance(payload, dict):
         return None
     if payload.get("isPartial") is True:
@@ -270,8 +257,7 @@ def _basic_auth(settings: PrometheusSettings) -> tuple[str, str] | None:
     return (settings.basic_auth.username, password)
 
 
-_in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None
-"""The subprocess' provider, and the settings it was made for."""
+_in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None  # the child's
 
 
 def fetch_in_subprocess(

@@ -1,10 +1,6 @@
-"""Why the Eviction API would refuse a pod now (pure: `now` passed in).
-
-`Budgets`: its PodDisruptionBudgets, known before asking, so a refused pod does not hold
-its node's eviction slot; within one check each accepted eviction uses one disruption.
-`RefusalBackoff`: a refused pod waits the rebalance interval after its first refusal, then
-a wait drawn (errors.backoff) under a ceiling doubling up to `CEILING`, so the pods one
-check saw refused are not all asked again together; `prune` bounds it by our running pods.
+"""Why the Eviction API would refuse a pod now (pure): `Budgets`, its PodDisruptionBudgets,
+known before asking so a refused pod holds no eviction slot; `RefusalBackoff`, a refused
+pod's wait: one interval, then drawn (errors.backoff) under a ceiling doubling to `CEILING`.
 """
 
 from __future__ import annotations
@@ -23,12 +19,9 @@ from extender.rebalancing.pods import RunningPod
 class Budget:
     namespace: str
     name: str
-    selector: LabelSelector | None
-    """None: the budget selects no pod (a null selector); {}: every pod of its namespace."""
-    allowed: int
-    """status.disruptionsAllowed, less the evictions accepted during this check."""
-    processed: bool
-    """status.observedGeneration has caught up with metadata.generation."""
+    selector: LabelSelector | None  # None selects no pod; {} every pod of its namespace
+    allowed: int  # status.disruptionsAllowed, less this check's evictions
+    processed: bool  # status.observedGeneration caught up with metadata.generation
 
 
 def read_budget(doc: Any) -> Budget | None:
@@ -92,8 +85,7 @@ class Budgets:
             b.allowed -= 1
 
 
-CEILING = 600.0
-"""The longest wait between two tries of one pod, in seconds."""
+CEILING = 600.0  # the longest wait between two tries of one pod, in seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +105,6 @@ class RefusalBackoff:
         self._refusals: dict[str, Refusal] = {}
 
     def policy(self) -> Backoff:
-        """From `first` (exactly, after one refusal) to a ceiling doubling up to `ceiling`."""
         ceiling = max(self.ceiling, self.first)
         return Backoff(base=self.first, cap=ceiling, floor=self.first, rng=self._rng)
 
@@ -135,7 +126,6 @@ class RefusalBackoff:
         return wait
 
     def next_try(self, uid: str) -> float | None:
-        """When this pod may be asked for again (clock time), or None when not held."""
         refusal = self._refusals.get(uid)
         return None if refusal is None else refusal.until
 

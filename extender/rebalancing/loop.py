@@ -1,12 +1,8 @@
-"""The rebalancer's loop: every `rebalance.interval`, re-check our running pods and move
-the ones rebalancing.plan says should move, through the Eviction API, while holding the
-Lease (checked again before every eviction).
-
-Every eviction, the dry run's too, carries the pod's UID and is judged by the API against
-its PodDisruptionBudgets; a pod the budgets would refuse is held without asking. A refusal
-is never forced: the pod backs off (rebalancing.budgets) and its node's slot goes to the
-next candidate. A failed pod list backs the loop off; a failed budget list is logged.
-Each move is reported (a log line, an Event, the counters).
+"""The rebalancer's loop: every `rebalance.interval`, as the Lease holder (checked before
+each eviction), evict what rebalancing.plan says should move. Each eviction, dry runs too,
+carries the pod's UID for the API to judge against its PodDisruptionBudgets; a pod they
+would refuse is held without asking, and a refusal is never forced (the pod backs off,
+rebalancing.budgets). Each move is logged, counted and posted as an Event.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from extender.decisions.resources import PodError
 from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
 from extender.rebalancing.budgets import Budgets, RefusalBackoff
-from extender.rebalancing.plan import Decision, Moves, Plan, decide
+from extender.rebalancing.plan import Decision, Plan, plan
 from extender.rebalancing.pods import RunningPod, read_running_pod
 
 log = logging.getLogger("decice.rebalancer")
@@ -55,8 +51,8 @@ def eviction_outcome(exc: Exception) -> str:
 
 
 def refusal_reason(exc: Exception) -> str | None:
-    """Why the API refused to evict, when it means "not now": budget,
-    budget-not-processed, multiple-budgets (a 500), throttled (the API's own 429); else None."""
+    """Why the API refused to evict, when it means "not now": budget, budget-not-processed,
+    multiple-budgets (a 500), throttled (the API's own 429); else None."""
     status = getattr(exc, "status", None)
     message = str(exc)
     if status == 500 and "more than one PodDisruptionBudget" in message:
@@ -113,6 +109,7 @@ class Evictor:
 
     def _failed(self, decision: Decision, exc: Exception, mode: str) -> Made:
         pod = decision.pod.facts
+        who, why = f"{pod.namespace}/{pod.name}", describe(exc)
         outcome = eviction_outcome(exc)
         self._counter.rebalanced(mode, outcome)
         reason = refusal_reason(exc)
@@ -120,23 +117,17 @@ class Evictor:
             self._counter.refused(reason)
             wait = self._backoff.refused(pod.uid, reason, self._clock())
             log.info(
-                "rebalance: eviction of %s/%s refused (%s), next try in %.0fs: %s",
-                pod.namespace,
-                pod.name,
+                "rebalance: eviction of %s refused (%s), next try in %.0fs: %s",
+                who,
                 reason,
                 wait,
-                describe(exc),
+                why,
             )
             return "refused"
         if outcome == "gone":
-            log.info("rebalance: %s/%s is gone: %s", pod.namespace, pod.name, describe(exc))
+            log.info("rebalance: %s is gone: %s", who, why)
             return "gone"
-        log.warning(
-            "rebalance: eviction of %s/%s failed: %s; stopping this check",
-            pod.namespace,
-            pod.name,
-            describe(exc),
-        )
+        log.warning("rebalance: eviction of %s failed: %s; stopping this check", who, why)
         return "stop"
 
     async def _event(self, decision: Decision, reason: str, note: str) -> None:
@@ -155,9 +146,8 @@ class Evictor:
         try:
             await self._kube.create_event(event)
         except Exception as exc:
-            log.warning(
-                "rebalance: event on %s/%s not posted: %s", pod.namespace, pod.name, describe(exc)
-            )
+            who = f"{pod.namespace}/{pod.name}"
+            log.warning("rebalance: event on %s not posted: %s", who, describe(exc))
 
 
 class Rebalancer:
@@ -184,8 +174,7 @@ class Rebalancer:
         self._budgets_failed = False
         self.backoff = RefusalBackoff(engine.settings.rebalance.interval, rng=self._rng)
         self._evictor = Evictor(kube, leader, counter, self.backoff, clock, instance)
-        self.last: Plan | None = None
-        """The last check's plan (for /readyz and tests)."""
+        self.last: Plan | None = None  # the last check's plan (/readyz)
 
     @property
     def mode(self) -> str:
@@ -232,8 +221,8 @@ class Rebalancer:
             if (why := self.backoff.hold(p.facts.uid, now) or budgets.hold(p)) is not None
         }
         tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
-        result, moves = await asyncio.to_thread(
-            decide,
+        result = await asyncio.to_thread(
+            plan,
             settings,
             pods,
             tables,
@@ -242,8 +231,9 @@ class Rebalancer:
             self._node_cores(),
             now,
             held,
+            admit=False,
         )
-        await self._move_due(result, moves, budgets)
+        await self._move_due(result, budgets)
         self._streaks = result.streaks
         for outcome in ("waiting", "held", "stay"):
             count = sum(1 for d in result.decisions if d.outcome == outcome)
@@ -256,9 +246,9 @@ class Rebalancer:
         self.last = result
         return result
 
-    async def _move_due(self, result: Plan, moves: Moves, budgets: Budgets) -> None:
-        """Admit the due pods one at a time and ask the API for each; only a move the API
-        accepts uses its limits."""
+    async def _move_due(self, result: Plan, budgets: Budgets) -> None:
+        """Admit the due pods one at a time and ask the API; only accepted moves use limits."""
+        moves = result.limits
         for index, decision in enumerate(result.due):
             admitted = moves.admit(decision)
             hold = budgets.hold(admitted.pod) if admitted.outcome == "move" else None
@@ -293,8 +283,8 @@ class Rebalancer:
         return pods
 
     async def _budgets(self) -> Budgets:
-        """The cluster's PodDisruptionBudgets; none when they cannot be listed (logged once
-        per streak: the API still refuses what they forbid)."""
+        """The PodDisruptionBudgets; none when they cannot be listed (logged once a streak:
+        the API still refuses what they forbid)."""
         try:
             docs = await self._kube.list_pdbs()
         except Exception as exc:

@@ -1,7 +1,6 @@
-"""The Kubernetes API client: one transport (api: an aiohttp session, timeouts, retries,
-auth), and, as kopf's clients keep them, modules of functions over its `request()`:
-fetching, writes, watching. `KubeClient` has them as methods; the rest of the service
-sees it as extender.cluster.kubeapi.KubeAPI.
+"""The Kubernetes API client: one transport (api.py), and, as kopf's clients keep them,
+modules of functions over its `request()` (fetching, writes, watching), `KubeClient`'s
+methods.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The client's transport: one aiohttp session per event loop (its own keep-alive pool, and
-the proxy when one is configured), the one `request()` every call goes through, and the
-`stream()` a watch reads.
+"""The client's transport: one aiohttp session per event loop, the one `request()` every
+call goes through, and the `stream()` a watch reads.
 """
 
 from __future__ import annotations
@@ -28,20 +27,14 @@ from extender.errors.backoff import Backoff
 
 JSON = "application/json"
 _USER_AGENT = "decice-extender"
-Config = kubernetes.client.Configuration | kubernetes.client.ApiClient
-"""Where the API server is and who we are to it (kubeconfig or in-cluster: auth.py)."""
-MAX_RETRY_WAIT = 5.0
-"""The longest wait before one retry of a call, whatever `backoff` and the attempt."""
+Config = kubernetes.client.Configuration | kubernetes.client.ApiClient  # auth.py loads it
+MAX_RETRY_WAIT = 5.0  # the longest wait before one retry of a call
 
 
 class Transport:
-    """Async Kubernetes requests with timeouts, bounded retries and mapped errors.
-
-    `retries` extra attempts follow a 429, 5xx, timeout or connection error, each after a
-    jittered wait (errors.backoff) doubling from `backoff` up to MAX_RETRY_WAIT, so the
-    clients of a recovering API server do not all come back at once. The session is the
-    running loop's (LoopSession); the proxy is the configuration's, as client-go reads it.
-    """
+    """Async Kubernetes requests with timeouts, mapped errors and `retries` after a 429,
+    5xx, timeout or connection error, each after a jittered wait doubling from `backoff`
+    to MAX_RETRY_WAIT (a recovering API server's clients do not come back at once)."""
 
     def __init__(
         self,
@@ -113,8 +106,7 @@ class Transport:
         retries: int | None = None,
         final: Collection[int] = (),
     ) -> Any:
-        """The decoded JSON answer ({} for an empty one); transient failures retried,
-        but not answers whose status is in `final`."""
+        """The decoded JSON answer ({} if empty); transient failures retried, not `final`."""
         retries = self._retries if retries is None else retries
         attempt = 0
         while True:
@@ -170,8 +162,7 @@ class Transport:
     async def stream(
         self, path: str, params: Mapping[str, str], *, total: float, what: str
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """GET `path` as a stream, not retried, bounded by `total` seconds: the response
-        once the server answered 2xx, else a KubeError."""
+        """GET `path` as a stream, not retried, bounded by `total` seconds (else KubeError)."""
         timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.timeout)
         try:
             response = await self._sessions.get().get(
@@ -199,9 +190,8 @@ def _named(err: KubeError, what: str) -> KubeError:
 
 
 class LoopSession:
-    """The aiohttp session of the running event loop: a call in another loop opens a new
-    one and closes the old one in its own loop; one left open closes when its loop shuts
-    down (tests and the CLI run several loops in one process)."""
+    """The running event loop's aiohttp session; another loop's is closed in that loop, and
+    one left open closes at its loop's shutdown (tests and the CLI run several loops)."""
 
     def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:
         self._make = make
@@ -239,8 +229,8 @@ class LoopSession:
 
 
 def closed_with_the_loop(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
-    """An async generator, started and left suspended, that awaits `close()` when the
-    loop's shutdown finalizes it (as it does every open async generator)."""
+    """An async generator left suspended, that awaits `close()` when the loop's shutdown
+    finalizes it (as it does every open async generator)."""
 
     async def guard() -> AsyncGenerator[None, None]:
         try:

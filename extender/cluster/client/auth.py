@@ -33,28 +33,27 @@ def _fresh_configuration() -> kubernetes.client.Configuration:
     return configuration
 
 
+def _from_file(path: str) -> kubernetes.client.ApiClient:
+    configuration = _fresh_configuration()
+    return _new_client_from_config(
+        config_file=path, client_configuration=configuration, persist_config=False
+    )
+
+
 def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
     """A `kubernetes.client.ApiClient` for `kubeconfig`; without one, the pod's service
     account, else `$KUBECONFIG` / `~/.kube/config`. The package's process-wide default
     configuration is never touched."""
     try:
         if kubeconfig is not None:
-            return _new_client_from_config(
-                config_file=kubeconfig,
-                client_configuration=_fresh_configuration(),
-                persist_config=False,
-            )
+            return _from_file(kubeconfig)
         configuration = _fresh_configuration()
         try:
             _load_incluster_config(client_configuration=configuration)
         except ConfigException as in_cluster:
             default = os.environ.get("KUBECONFIG") or "~/.kube/config"
             try:
-                return _new_client_from_config(
-                    config_file=default,
-                    client_configuration=_fresh_configuration(),
-                    persist_config=False,
-                )
+                return _from_file(default)
             except ConfigException as from_file:
                 raise KubeError(
                     f"not in a cluster ({in_cluster}) and no usable kubeconfig at "
@@ -71,18 +70,13 @@ def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where the API server is and how to reach it, as a `kubernetes.client.Configuration`
-    says: what the client passes aiohttp with each request."""
+    """Where the API server is and how to reach it, from a `kubernetes.client.Configuration`."""
 
-    base: str
-    """The server's URL without a trailing slash (a path prefix included)."""
-    where: str
-    """host:port, for messages."""
+    base: str  # the URL without a trailing slash (a path prefix included)
+    where: str  # host:port, for messages
     tls: ssl.SSLContext | None
-    options: dict[str, Any]
-    """aiohttp's per-request options: no redirects, the proxy, the TLS server name."""
-    static: dict[str, str]
-    """Headers sent with every request: basic auth, a plain-HTTP proxy's headers."""
+    options: dict[str, Any]  # aiohttp's per-request options: redirects, proxy, server name
+    static: dict[str, str]  # headers of every request: basic auth, a plain proxy's headers
 
 
 def endpoint_of(config: Any) -> Endpoint:
@@ -143,9 +137,8 @@ def ssl_context(configuration: Any) -> ssl.SSLContext:
 
 
 def proxy_for(configuration: Any, host: str) -> str | None:
-    """The proxy for `host`, as the `kubernetes` package resolves it: the kubeconfig's
-    `proxy-url`, else $HTTPS_PROXY / $HTTP_PROXY, unless `no_proxy` ($NO_PROXY) names the
-    host."""
+    """The proxy for `host` as the `kubernetes` package resolves it (`proxy-url`, else
+    $HTTPS_PROXY / $HTTP_PROXY, unless `no_proxy` names the host)."""
     proxy = getattr(configuration, "proxy", None) or None
     if proxy is None:
         return None
@@ -163,9 +156,8 @@ def proxy_for(configuration: Any, host: str) -> str | None:
 
 
 AUTH_TTL = 10.0
-"""Seconds the auth headers are reused before the refresh hooks are asked again: the
-kubeconfig loader's hook re-reads the whole user entry (BENCHMARKS.md, "Cost to the
-scheduler"), and tokens rotate in minutes; a 401 asks again at once."""
+"""Seconds the auth headers are reused: the kubeconfig loader's refresh hook re-reads the
+whole user entry, and tokens rotate in minutes; a 401 asks again at once."""
 
 
 class AuthHeaders:

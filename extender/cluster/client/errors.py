@@ -48,8 +48,7 @@ class KubeError(Exception):
 
 
 class KubeAlreadyBound(KubeError):
-    """409: the pod is already assigned to `node` (a retried bind to the same node is a
-    success, since the API is not idempotent)."""
+    """409: the pod is already assigned to `node` (the same node: a retry's success)."""
 
     def __init__(
         self, message: str, *, node: str, status: int | None = 409, reason: str = "Conflict"
@@ -63,44 +62,27 @@ class KubeUnavailable(KubeError):
 
 
 class KubeEvictionRefused(KubeError):
-    """429 to an eviction: a PodDisruptionBudget allows no disruption now (or the API
-    server throttles); `retry_after` is the server's `details.retryAfterSeconds`, and
-    `causes` the messages of the answer's causes, also appended to `message`."""
+    """429 to an eviction (a PodDisruptionBudget, or throttling); `retry_after`: the
+    server's `details.retryAfterSeconds`; `causes`: messages, appended to `message`."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        causes: tuple[str, ...] = (),
-        status: int | None = 429,
-        reason: str = "TooManyRequests",
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        if causes:
-            message = f"{message} ({'; '.join(causes)})"
-        super().__init__(message, status=status, reason=reason, details=details)
-        self.retry_after = retry_after
-        self.causes = causes
+    retry_after: float | None
+    causes: tuple[str, ...]
 
     @classmethod
     def from_error(cls, err: KubeError) -> KubeEvictionRefused:
         details = err.details
-        raw = details.get("retryAfterSeconds")
-        retry_after = float(raw) if isinstance(raw, int | float) and raw > 0 else None
         causes = tuple(
             clean_message(str(cause.get("message")))
             for cause in details.get("causes") or ()
             if isinstance(cause, dict) and cause.get("message")
         )
-        return cls(
-            err.message,
-            retry_after=retry_after,
-            causes=causes,
-            status=err.status,
-            reason=err.reason or "TooManyRequests",
-            details=details,
-        )
+        message = f"{err.message} ({'; '.join(causes)})" if causes else err.message
+        reason = err.reason or "TooManyRequests"
+        refused = cls(message, status=err.status, reason=reason, details=details)
+        raw = details.get("retryAfterSeconds")
+        refused.retry_after = float(raw) if isinstance(raw, int | float) and raw > 0 else None
+        refused.causes = causes
+        return refused
 
 
 def clean_message(message: str) -> str:
@@ -167,29 +149,20 @@ def error_from_transport(exc: BaseException, where: str, timeout: float | None) 
         within = f" within {timeout:g} s" if timeout is not None else ""
         return KubeUnavailable(f"no answer from {where}{within}", reason="Timeout")
     if isinstance(exc, aiohttp.ClientConnectorError):
-        where = f"{exc.host}:{exc.port}"
         cause = exc.os_error
         if isinstance(cause, socket.gaierror) or isinstance(exc, _DNS_ERRORS):
-            return KubeUnavailable(
-                f"cannot resolve {exc.host}: {cause.strerror or cause}", reason="Unreachable"
-            )
-        if isinstance(cause, ConnectionRefusedError) or cause.errno == errno.ECONNREFUSED:
-            return KubeUnavailable(
-                f"cannot connect to {where}: connection refused", reason="Unreachable"
-            )
-        return KubeUnavailable(
-            f"cannot connect to {where}: {cause.strerror or cause}", reason="Unreachable"
-        )
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return KubeUnavailable(
-            f"{where} closed the connection before answering", reason="Unreachable"
-        )
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return KubeUnavailable(
-            f"{where} closed the connection before the end of its answer", reason="Unreachable"
-        )
-    detail = str(exc) or type(exc).__name__
-    return KubeUnavailable(f"{where}: {detail}", reason="Unreachable")
+            text = f"cannot resolve {exc.host}: {cause.strerror or cause}"
+        elif isinstance(cause, ConnectionRefusedError) or cause.errno == errno.ECONNREFUSED:
+            text = f"cannot connect to {exc.host}:{exc.port}: connection refused"
+        else:
+            text = f"cannot connect to {exc.host}:{exc.port}: {cause.strerror or cause}"
+    elif isinstance(exc, aiohttp.ServerDisconnectedError):
+        text = f"{where} closed the connection before answering"
+    elif isinstance(exc, aiohttp.ClientPayloadError):
+        text = f"{where} closed the connection before the end of its answer"
+    else:
+        text = f"{where}: {str(exc) or type(exc).__name__}"
+    return KubeUnavailable(text, reason="Unreachable")
 
 
 def retryable(err: KubeError) -> bool:

@@ -12,8 +12,7 @@ from extender.decisions.nodes import node_info
 from extender.decisions.pods import PodError, PodFacts, read_pod
 
 _LIST_PAGE = 500
-MAX_LIST_PAGES = 100
-"""list_pods gives up after this many pages by default (500 pods each: 50 000 pods)."""
+MAX_LIST_PAGES = 100  # list_pods gives up after this many pages by default
 
 
 async def get_pod(api: Transport, namespace: str, name: str) -> PodFacts:
@@ -47,8 +46,7 @@ async def list_page(
     continue_token: str | None = None,
     field_selector: str = "",
 ) -> dict[str, Any]:
-    """One page of a list, decoded as it came (a page of one pod gives the
-    resourceVersion to watch from now)."""
+    """One page of a list, decoded as it came."""
     if limit < 1:
         raise ValueError("list_page: limit must be >= 1")
     params = {"limit": str(limit)}
@@ -70,8 +68,7 @@ async def list_pods(
     limit: int = _LIST_PAGE,
     max_pages: int = MAX_LIST_PAGES,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The pods matching `field_selector`, of every namespace or of `namespace`, as the
-    API lists them, a page at a time (list_items); a stale `continue` is a 410 `Expired`."""
+    """The pods matching `field_selector` (of `namespace`), a page at a time (list_items)."""
     path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     async for item in list_items(
         api, path, "pods", field_selector=field_selector, limit=limit, max_pages=max_pages
@@ -98,8 +95,8 @@ async def list_items(
     limit: int = _LIST_PAGE,
     max_pages: int = MAX_LIST_PAGES,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The items of the list at `path`, `limit` a page, following `continue` tokens: one
-    page in memory at a time, at most `max_pages` (else `KubeError` "TooManyPages")."""
+    """The items at `path`, a page of `limit` in memory at a time, at most `max_pages`
+    (else `KubeError` "TooManyPages"); a stale `continue` is a 410 `Expired`."""
     if max_pages < 1:
         raise ValueError("list_items: max_pages must be >= 1")
     token: str | None = None
@@ -124,8 +121,7 @@ async def list_items(
 
 
 async def list_nodes(api: Transport) -> tuple[list[NodeInfo], str]:
-    """Every node (name, InternalIP addresses, allocatable CPU cores), and the list's
-    resourceVersion, to watch from."""
+    """Every node, and the list's resourceVersion to watch from."""
     nodes: list[NodeInfo] = []
     version = ""
     token: str | None = None

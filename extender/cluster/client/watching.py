@@ -14,15 +14,11 @@ import orjson
 from extender.cluster.client.api import Transport
 from extender.cluster.client.errors import TRANSPORT_ERRORS, KubeError, KubeUnavailable
 
-MAX_WATCH_LINE = 16 * 1024 * 1024
-"""The longest watch event line accepted (a hostile server cannot exhaust memory)."""
-_WATCH_GRACE = 10.0
-"""A watch stream may be silent for its whole `timeoutSeconds`; the bound is longer."""
+MAX_WATCH_LINE = 16 * 1024 * 1024  # a hostile server cannot exhaust memory
+_WATCH_GRACE = 10.0  # beyond `timeoutSeconds`, which a watch may be silent for
 BATCH = 0.1
-"""Seconds the connection is left unread after a small read, so a busy cluster's events
-are taken a batch at a time (one wake-up, one pass of TLS and the parser)."""
-BATCH_BYTES = 64 * 1024
-"""A read this big is never followed by a pause: the API server drops a slow watcher."""
+"""Seconds left unread after a small read: a busy cluster's events come a batch a wake-up."""
+BATCH_BYTES = 64 * 1024  # never paused after a read this big: the server drops slow watchers
 
 
 def _watch_event(line: bytearray, what: str) -> dict[str, Any]:
@@ -46,11 +42,8 @@ async def watch(
     sieve: Callable[[bytearray], bool] | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """The events of a watch from `resource_version`, `ERROR` events included, until the
-    server ends the stream (at `timeout_seconds`). `opened()`: called once the server
-    answered with a stream; `sieve(line)`: False for a line to drop undecoded
-    (cluster.watch_filter). Not retried: an error answer raises its `KubeError`, a broken
-    stream `KubeUnavailable`.
-    """
+    server ends it. `opened()`: once the server answered; `sieve(line)`: False to drop a
+    line undecoded. Not retried: `KubeError`, or `KubeUnavailable` for a broken stream."""
     if timeout_seconds < 1:
         raise ValueError("watch: timeout_seconds must be >= 1")
     params = {
@@ -102,8 +95,7 @@ async def watch(
 
 
 async def unread(response: aiohttp.ClientResponse, seconds: float) -> None:
-    """Leave the response's connection unread for `seconds` (its transport paused), when
-    the reader is empty, so aiohttp's own flow control has not paused it."""
+    """Leave the connection unread for `seconds` (its transport paused)."""
     connection = response.connection
     transport = connection.transport if connection is not None else None
     if transport is None or transport.is_closing():

@@ -1,6 +1,5 @@
-"""The calls that write: a pod's Binding and Eviction, annotations, a node's taints, an
-Event, and a SelfSubjectAccessReview (for `doctor`). Each carries the object's UID or
-resourceVersion as its precondition where the API takes one."""
+"""The calls that write (Binding, Eviction, annotations, taints, Events, and doctor's
+SelfSubjectAccessReview), each with the object's UID or resourceVersion as precondition."""
 
 from __future__ import annotations
 
@@ -29,10 +28,8 @@ def _non_empty(call: str, **values: str) -> None:
 
 
 async def bind(api: Transport, namespace: str, name: str, uid: str, node: str) -> str:
-    """Bind pod `namespace/name` to `node` (v1 `Binding`): "bound", or "already-bound" if
-    it is there. `uid` is the precondition (none when empty), so a pod re-created under the
-    name is not bound by mistake. Raises `KubeAlreadyBound` when the pod sits on another
-    node, `KubeError` 409 when the UID does not match, 404 when the pod is gone."""
+    """Bind pod `namespace/name` to `node` (v1 `Binding`, `uid` the precondition): "bound",
+    or "already-bound". `KubeAlreadyBound` when on another node; 409 for another UID."""
     _non_empty("bind", namespace=namespace, name=name, node=node)
     metadata = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
     body = {
@@ -55,13 +52,9 @@ async def bind(api: Transport, namespace: str, name: str, uid: str, node: str) -
 async def evict(
     api: Transport, namespace: str, name: str, uid: str, *, dry_run: bool = False
 ) -> None:
-    """Evict pod `namespace/name` (policy/v1 `Eviction`), `uid` the delete precondition.
-
-    `dry_run` (`dryRun: ["All"]`): the server checks everything a real eviction would and
-    changes nothing. Raises `KubeEvictionRefused` (429: a PodDisruptionBudget refuses),
-    never retried here; `KubeError` 404 (gone), 409 (another UID). Timeouts and 5xx are
-    retried (a repeated eviction of a terminating pod is accepted again).
-    """
+    """Evict pod `namespace/name` (policy/v1 `Eviction`, `uid` the precondition; `dry_run`:
+    checked, nothing changed). A 429 raises `KubeEvictionRefused`, not retried; 5xx and
+    timeouts are (a repeated eviction of a terminating pod is accepted again)."""
     _non_empty("evict", namespace=namespace, name=name)
     options: dict[str, Any] = {}
     if dry_run:
@@ -86,8 +79,7 @@ async def evict(
 async def annotate_pod(
     api: Transport, namespace: str, name: str, uid: str, annotations: Mapping[str, str | None]
 ) -> None:
-    """Set (None: remove) annotations of a pod with a JSON merge patch; `uid` rides in it
-    as a precondition (422 `Invalid` when the pod was re-created, 404 when gone)."""
+    """Set (None: remove) a pod's annotations by merge patch, `uid` the precondition (422)."""
     if not namespace or not name:
         raise ValueError("annotate_pod: namespace and name must be non-empty")
     metadata: dict[str, Any] = {**({"uid": uid} if uid else {}), "annotations": dict(annotations)}
@@ -102,9 +94,8 @@ async def annotate_pod(
 async def set_node_taints(
     api: Transport, name: str, resource_version: str, taints: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """Replace the node's spec.taints, only if it is still at `resource_version` (a JSON
-    patch's `test` op, patch-node-taint-ok.json): the node as the API answers it. A node
-    changed meanwhile answers 422 `Invalid` (patch-node-taint-stale.json): read it again."""
+    """Replace the node's spec.taints if still at `resource_version` (a JSON patch `test`;
+    else 422 `Invalid`, patch-node-taint-stale.json): the node as the API answers it."""
     if not name or not resource_version:
         raise ValueError("set_node_taints: name and resource_version must be non-empty")
     patch = [
@@ -121,8 +112,7 @@ async def set_node_taints(
 
 
 async def create_event(api: Transport, event: PodEvent) -> None:
-    """POST an events.k8s.io/v1 Event about a pod or a (cluster-scoped) node, once: events
-    are best-effort."""
+    """POST an events.k8s.io/v1 Event about a pod or a node, once (best-effort)."""
     stamp = datetime.datetime.fromtimestamp(event.time, tz=datetime.UTC)
     where = {"namespace": event.namespace} if event.kind == "Pod" else {}
     body = {
@@ -158,9 +148,8 @@ async def access_review(
     subresource: str = "",
     namespace: str = "",
 ) -> tuple[bool, str]:
-    """May we `verb` `resource` (SelfSubjectAccessReview, selfsubjectaccessreview.json)?
-    `(allowed, reason)`, the reason as the authorizer gave it (RBAC leaves it empty on a
-    denial) or its evaluationError. An empty `namespace` asks about the cluster scope."""
+    """May we `verb` `resource` (SelfSubjectAccessReview)? (allowed, the authorizer's reason
+    or evaluationError); an empty `namespace` asks about the cluster scope."""
     if not verb or not resource:
         raise ValueError("access_review: verb and resource must be non-empty")
     attributes = {

@@ -1,10 +1,5 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, for work only one replica may do
-(overload taints, the rebalancer's evictions).
-
-client-go's algorithm (k8s.io/client-go/tools/leaderelection/leaderelection.go:
-tryAcquireOrRenew), in asyncio, over the client's one transport like every other
-Kubernetes call: no thread, no second HTTP stack.
-"""
+"""Leader election on a coordination.k8s.io/v1 Lease: client-go's algorithm
+(k8s.io/client-go/tools/leaderelection/leaderelection.go) over the client's transport."""
 
 from __future__ import annotations
 
@@ -25,8 +20,7 @@ __all__ = ["LeaderElector"]
 
 log = logging.getLogger("decice.leader")
 
-_JITTER = 1.2
-"""client-go's JitterFactor: a follower retries after retry_period * [1, 2.2)."""
+_JITTER = 1.2  # client-go's JitterFactor: a follower retries after retry_period * [1, 2.2)
 
 
 def _whole_seconds(name: str, value: float) -> int:
@@ -42,15 +36,11 @@ def _micro_time() -> str:
 
 
 class LeaderElector:
-    """Campaign for the Lease `namespace/name` as `identity`, for as long as `run()` runs.
-
-    `is_leader` (client-go's semantics) is True only while we hold the Lease and renewed it
-    within `renew_deadline`; since `renew_deadline < lease_duration`, a replica stops acting
-    before the Lease can expire for another one: check it right before each write.
-    `leading` (an asyncio.Event) follows it at each campaign step. Each streak of failed
-    Lease calls is logged once at WARNING, its end at INFO; every call is bounded by
-    `renew_deadline / 2` seconds (at least 1).
-    """
+    """Campaign for the Lease `namespace/name` as `identity` while `run()` runs.
+    `is_leader` (client-go's) holds only while renewed within `renew_deadline` <
+    `lease_duration`, so a replica stops acting before another may take over: check it
+    before each write. A streak of failed calls is logged once; each call is bounded by
+    `renew_deadline / 2` seconds."""
 
     def __init__(
         self,
@@ -108,9 +98,8 @@ class LeaderElector:
         }
 
     async def run(self) -> None:
-        """Campaign until cancelled: the Lease is sought, held, and sought again once lost.
-        On the way out it is released if we hold it (client-go's ReleaseOnCancel: another
-        replica takes over at its next retry rather than after lease_duration)."""
+        """Campaign until cancelled; on the way out release the Lease if held (client-go's
+        ReleaseOnCancel: another replica takes over at its next retry)."""
         self._campaigning = True
         try:
             while True:
@@ -142,8 +131,7 @@ class LeaderElector:
             log.info("stopped leading: the lease %s/%s", self.namespace, self.name)
 
     async def _attempt(self) -> bool:
-        """One try to acquire or renew; False when another replica holds the Lease or a
-        call failed."""
+        """One try to acquire or renew; False when another holds the Lease or a call failed."""
         try:
             acquired = await self._try_acquire_or_renew()
         except KubeError as exc:
