@@ -81,7 +81,9 @@ PACKAGES: dict[str, Package] = {
         "queries through metrics.history; the rest pure)",
         ("simulation", "metrics", "decisions", "policy", "errors"),
     ),
-    "cli": Package("the `decice-extender` command, a module per command", EVERY_PACKAGE),
+    "cli": Package(
+        "the `decice-extender` command, a module per command or kin of commands", EVERY_PACKAGE
+    ),
 }
 """subpackage -> what it is and what it may import (besides itself)."""
 

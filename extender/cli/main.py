@@ -1,5 +1,4 @@
-"""The `decice-extender` console script: one module per command (extender.cli.<command>),
-each adding its own subparser."""
+"""The `decice-extender` console script: each command module adds its own subparsers."""
 
 from __future__ import annotations
 
@@ -8,41 +7,16 @@ import sys
 from collections.abc import Sequence
 
 from extender import __version__
-from extender.cli import (
-    check_config,
-    doctor,
-    explain,
-    rebalance,
-    replay,
-    scheduler_config,
-    scores,
-    serve,
-    shadow,
-    shadow_report,
-    simulate,
-)
+from extender.cli import check, replay, report, scheduler_config, serve, simulate
 from extender.policy.fields import ConfigError
 
-COMMANDS = (
-    serve,
-    rebalance,
-    shadow,
-    shadow_report,
-    check_config,
-    scores,
-    doctor,
-    explain,
-    scheduler_config,
-    simulate,
-    replay,
-)
-
-DESCRIPTION = """The `decice-extender` console script: serve, rebalance, shadow, shadow-report,
-check-config, scores, doctor, explain, scheduler-config, simulate, replay."""
+COMMANDS = (serve, report, check, scheduler_config, simulate, replay)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="decice-extender", description=DESCRIPTION)
+    p = argparse.ArgumentParser(
+        prog="decice-extender", description="A metrics-aware kube-scheduler extender."
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:

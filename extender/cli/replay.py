@@ -1,20 +1,12 @@
 """`decice-extender replay`: what we, and kube-scheduler alone, would have done on the
-user's own Prometheus history.
-
-Reads the range from the server the policy names (or --prometheus, with the policy's
-auth, tenant and TLS settings), reconstructs arrivals, requests, each pod's use and each
-node's background (extender.replay), replays every pod that arrived in the range under
-each scheduler model, and prints the simulation's table with the real placements as the
-first column. `--json FILE` writes `simulate --json`'s shape, `--plot DIR` a PNG of node
-CPU over time per row. Every bad input ends in one message and exit code 1 (2 for bad
-arguments), never a traceback.
+user's own Prometheus history (extender.replay), printed as the simulation's table with
+the real placements first. Bad input: one message, exit code 1 (2 for bad arguments).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
+import contextlib
 import os
 import re
 import resource
@@ -25,9 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from extender.cli.simulate import SHIPPED
+from extender.cli.simulate import (
+    add_shared,
+    emit,
+    fail,
+    panels,
+    pipeline_of,
+    policy,
+    pyplot_or_say_why,
+    saved,
+)
 from extender.policy import windows
-from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.simulation.profiles import SCHEDULERS
 
 if TYPE_CHECKING:
@@ -35,12 +35,10 @@ if TYPE_CHECKING:
     from extender.replay.report import ReplayReport
     from extender.simulation.prometheus import Pipeline
 
-COMMAND = "decice-extender replay"
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B?)?", re.IGNORECASE)
 
 
 def duration(text: str) -> float:
-    """ "30s", "1m30s", "7d" or plain seconds."""
     try:
         return float(text)
     except ValueError:
@@ -54,10 +52,8 @@ def moment(text: str, now: Callable[[], float] = time.time) -> float:
     """A time: RFC 3339 / ISO 8601 (no zone: UTC), unix seconds, `now` or `now-7d`."""
     if text == "now" or text.startswith("now-"):
         return now() - (duration(text[4:]) if text != "now" else 0.0)
-    try:
+    with contextlib.suppress(ValueError):
         return float(text)
-    except ValueError:
-        pass
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -81,10 +77,17 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "replay",
         help="what we, and kube-scheduler alone, would have done on your Prometheus history",
     )
+    add_shared(
+        s,
+        "the models to replay (repeatable; default all; kube-scheduler's always runs: "
+        "it is checked against what happened)",
+        30,
+        "seconds between scrapes (30, kube-prometheus-stack's); also what one "
+        "kube_pod_info sample spans, for when a pod no scrape saw deleted ended",
+    )
     s.add_argument("--prometheus", metavar="URL", help="the server (default: the policy's)")
     s.add_argument("--from", dest="start", required=True, type=moment, metavar="TIME")
     s.add_argument("--to", dest="end", required=True, type=moment, metavar="TIME")
-    s.add_argument("--config", help=f"policy file (default: the shipped {SHIPPED.name})")
     s.add_argument(
         "--namespace", action="append", default=[], help="replay only these (repeatable)"
     )
@@ -95,133 +98,68 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="replay pods of these schedulers (repeatable; default default-scheduler)",
     )
     s.add_argument("--step", type=duration, default=30.0, help="resolution (default 30s)")
-    s.add_argument("--json", metavar="FILE", help="write the report as JSON")
-    s.add_argument("--plot", metavar="DIR", help="a PNG of node CPU over time (needs matplotlib)")
     s.add_argument(
         "--max-memory", type=size, default=4 * 2**30, help="refuse a range needing more (4GiB)"
     )
     s.add_argument("--timeout", type=duration, default=60.0, help="per range query (60s)")
     s.add_argument("--lead-in", type=duration, default=600.0, help="warm-up before --from (10m)")
-    s.add_argument("--cpu-metric", default="cpu", help="the policy metric that is node CPU")
-    s.add_argument("--max-hosts", type=int, help="prioritize.maxHosts, 0 for all")
-    s.add_argument(
-        "--extender-weight",
-        type=int,
-        default=DEFAULT_WEIGHT,
-        help=f"the extender's weight (default {DEFAULT_WEIGHT}, as shipped)",
-    )
-    s.add_argument(
-        "--scheduler",
-        action="append",
-        choices=SCHEDULERS,
-        help="the models to replay (repeatable; default all; kube-scheduler's always runs: "
-        "it is checked against what happened)",
-    )
     s.add_argument("--seed", type=int, default=1, help="kube-scheduler's tie-breaks (1)")
     s.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (2)")
-    s.add_argument(
-        "--scrape-interval",
-        type=int,
-        default=30,
-        help="seconds between scrapes (30, kube-prometheus-stack's); also what one "
-        "kube_pod_info sample spans, for when a pod no scrape saw deleted ended",
-    )
-    s.add_argument("--rate-window", type=int, default=300, help="seconds, the rule's [5m]")
-    s.add_argument("--rule-interval", type=int, default=30, help="seconds (30)")
-    s.add_argument(
-        "--fast-window",
-        type=int,
-        default=60,
-        help="seconds of the raw rate our CPU metric also reads (60; 0: the rule alone)",
-    )
-    s.add_argument("--refresh-interval", type=int, help="seconds (the policy's interval)")
     s.set_defaults(func=run)
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"{COMMAND}: {message}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
-    from extender.cli.common import load
+    from extender.replay.problems import ReplayProblem
 
     if args.end <= args.start:
-        return _fail("--from must be before --to", 2)
+        return fail("replay", "--from must be before --to")
     if args.step < 1 or args.step != int(args.step):
-        return _fail("--step must be a whole number of seconds, at least 1s", 2)
+        return fail("replay", "--step must be a whole number of seconds, at least 1s")
     bad = [n for n in args.namespace if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
     if bad:
-        return _fail(f"not a namespace name: {', '.join(bad)}", 2)
-    if args.config is None and not SHIPPED.is_file():
-        return _fail("the shipped config/extender.yaml is not here; pass --config POLICY", 2)
-    path = args.config or str(SHIPPED)
-    settings = load(path)
+        return fail("replay", f"not a namespace name: {', '.join(bad)}")
+    found = policy("replay", args)
+    if found is None:
+        return 2
+    path, settings = found
     metric = next((m for m in settings.fetched_metrics if m.name == args.cpu_metric), None)
     if metric is None:
         names = ", ".join(m.name for m in settings.fetched_metrics)
-        return _fail(f"the policy has no metric {args.cpu_metric!r} ({names}): see --cpu-metric", 2)
-    if settings.provider != "prometheus" and args.prometheus is None:
-        return _fail("the policy's provider is static: pass --prometheus URL", 2)
-    try:
-        pipeline = _pipeline(args, settings)
-    except ValueError as exc:
-        return _fail(str(exc), 2)
-    pyplot = _pyplot() if args.plot else None
-    if args.plot and pyplot is None:
-        return _fail(
-            "--plot needs matplotlib, an optional extra: pip install 'decice-extender[plot]'", 1
+        return fail(
+            "replay", f"the policy has no metric {args.cpu_metric!r} ({names}): see --cpu-metric"
         )
+    if settings.provider != "prometheus" and args.prometheus is None:
+        return fail("replay", "the policy's provider is static: pass --prometheus URL")
+    try:
+        pipeline = pipeline_of(args, settings)
+    except ValueError as exc:
+        return fail("replay", str(exc))
+    pyplot = pyplot_or_say_why("replay") if args.plot else None
+    if args.plot and pyplot is None:
+        return 1
     try:
         report = _replay(args, settings, path, metric.query, pipeline)
-    except Exception as exc:
-        from extender.replay.problems import ReplayProblem
-
-        if isinstance(exc, ReplayProblem):
-            return _fail(str(exc), 1)
-        raise
+    except ReplayProblem as exc:
+        return fail("replay", str(exc), 1)
     from extender.replay.report import render, to_json
 
-    print(render(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
-    if pyplot is not None:
-        plot(report, Path(args.plot), pyplot)
+    emit(args, render(report), to_json(report), lambda where: plot(report, where, pyplot))
     return 0
-
-
-def _pyplot() -> Any:
-    """matplotlib.pyplot, non-interactive, or None when matplotlib is not installed."""
-    try:
-        importlib.import_module("matplotlib").use("Agg")
-        return importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        return None
-
-
-def _pipeline(args: argparse.Namespace, settings: Settings) -> Pipeline:
-    from extender.simulation.prometheus import Pipeline
-
-    return Pipeline(
-        scrape_interval=args.scrape_interval,
-        rate_window=args.rate_window,
-        rule_interval=args.rule_interval,
-        fast_window=args.fast_window,
-        refresh_interval=args.refresh_interval or max(1, round(settings.prometheus.interval)),
-    )
 
 
 def _replay(
     args: argparse.Namespace, settings: Settings, path: str, query: str, pipeline: Pipeline
 ) -> ReplayReport:
+    from extender.cli.progress import Bar
     from extender.doctor.prometheus import auth_text
+    from extender.errors.causes import describe
     from extender.metrics.history import HistoryReader
     from extender.replay.collect import Ask, collect
-    from extender.replay.fidelity import fidelity
+    from extender.replay.driver import Work, run_all
     from extender.replay.models import KUBE_SCHEDULER, REAL, Options
+    from extender.replay.problems import unreachable
     from extender.replay.reconstruct import DEFAULT_SCHEDULER, Selection, reconstruct
-    from extender.replay.report import ReplayReport, Setup
-    from extender.replay.runs import Work, run_all
+    from extender.replay.report import ReplayReport, Setup, fidelity
 
     prometheus = settings.prometheus.model_copy(
         update={
@@ -243,17 +181,12 @@ def _replay(
         max_memory=args.max_memory,
         jobs=args.jobs,
     )
-    from extender.cli.progress import Bar
-
     bar = Bar()
     began = time.perf_counter()
     try:
         reader = HistoryReader(prometheus)
     except Exception as exc:  # a password file that cannot be read, a bad CA path
-        from extender.errors.causes import describe
-        from extender.replay.problems import Unreachable
-
-        raise Unreachable(f"cannot query {prometheus.url}: {describe(exc)}") from exc
+        raise unreachable(prometheus.url, describe(exc)) from exc
     collected = collect(
         reader, ask, time.time(), bar, url=prometheus.url, auth=auth_text(prometheus), policy=path
     )
@@ -290,33 +223,13 @@ def _replay(
         pipeline=pipeline,
         namespaces=tuple(sorted(args.namespace)),
         schedulers=schedulers,
-        max_hosts=args.max_hosts,
-        weight=args.extender_weight,
-        cpu_metric=args.cpu_metric,
-        seed=args.seed,
+        options=options,
     )
     check = fidelity(runs[REAL], runs[KUBE_SCHEDULER], history)
     return ReplayReport(setup, history, runs, check, (*notes, *history.notes))
 
 
 def plot(report: ReplayReport, where: Path, plt: Any) -> None:
-    """replay.png: node CPU across nodes over time (p50-p95 band, max), a panel per row."""
-    where.mkdir(parents=True, exist_ok=True)
-    runs = report.runs
-    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 4), sharey=True)
+    """replay.png: node CPU across nodes over time, a panel per row."""
     start = report.history.grid.measured_from * report.history.grid.step
-    for ax, (name, run) in zip(axes, runs.items(), strict=True):
-        hours = [(b.t - start) / 3600 for b in run.bands]
-        p50 = [100 * b.p50 for b in run.bands]
-        ax.fill_between(hours, p50, [100 * b.p95 for b in run.bands], alpha=0.4, label="p50-p95")
-        ax.plot(hours, [100 * b.max for b in run.bands], linewidth=0.6, label="max")
-        ax.axhline(90, color="red", linestyle="--", linewidth=0.8, label="90%")
-        ax.set_title(name)
-        ax.set_xlabel("hours from --from")
-    axes[0].set_ylabel("node CPU %")
-    axes[0].legend(loc="lower center", ncol=3, fontsize="x-small")
-    fig.tight_layout()
-    out = where / "replay.png"
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    print(f"wrote {out}", file=sys.stderr)
+    saved(plt, panels(plt, report.runs, 5, start, 3600, "hours from --from"), where / "replay.png")

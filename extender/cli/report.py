@@ -1,15 +1,82 @@
-"""Terminal tables for people: `decice-extender scores` and `decice-extender explain`.
-
-Both print the rows of extender.decisions.explain (best score first) through one renderer, so a
-node reads the same in both; tabulate does the layout.
-"""
+"""The commands that read a running service's JSON document and print it for a person:
+`explain` (GET /explain: why a pod went where it went) and `shadow-report` (GET /shadow:
+what a running shadow saw), and the node table `scores` prints too (tabulate's layout)."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import sys
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
 from tabulate import tabulate
+
+
+def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    e = sub.add_parser("explain", help="why a pod went where it went (or is still pending)")
+    e.add_argument("pod", help="NAMESPACE/NAME (or a UID with --uid)")
+    e.add_argument("--uid", action="store_true", help="POD is a pod UID")
+    e.add_argument("--url", default="http://127.0.0.1:8888", help="the extender's address")
+    e.add_argument("--json", action="store_true", help="print the raw /explain document")
+    e.add_argument("--timeout", type=float, default=10.0)
+    e.set_defaults(func=explain)
+    r = sub.add_parser("shadow-report", help="summarise what a running shadow saw")
+    r.add_argument("--url", default="http://127.0.0.1:8889", help="the shadow's address")
+    r.add_argument(
+        "--over",
+        metavar="METRIC=VALUE[,...]",
+        help="share of placements onto nodes above these values (default: each metric's "
+        "filter threshold)",
+    )
+    r.add_argument("--json", action="store_true", help="print the raw /shadow document")
+    r.add_argument("--timeout", type=float, default=10.0)
+    r.set_defaults(func=shadow_report)
+
+
+def explain(args: argparse.Namespace) -> int:
+    query = urllib.parse.urlencode({"uid" if args.uid else "pod": args.pod})
+    return _show(args, f"/explain?{query}", explain_text)
+
+
+def shadow_report(args: argparse.Namespace) -> int:
+    query = f"?{urllib.parse.urlencode({'over': args.over})}" if args.over else ""
+    return _show(args, f"/shadow{query}", report_text)
+
+
+def _show(args: argparse.Namespace, path: str, text: Any) -> int:
+    """GET a running service's JSON document (through aiohttp, the project's one HTTP
+    client) and print it for a person, or as JSON with --json; 1 when there is no answer
+    or an error answer (the cause on stderr)."""
+    import aiohttp
+
+    async def get() -> tuple[int, str, bytes]:
+        timeout = aiohttp.ClientTimeout(total=args.timeout)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(f"{args.url.rstrip('/')}{path}") as response,
+        ):
+            return response.status, response.reason or "", await response.read()
+
+    try:
+        status, reason, body = asyncio.run(get())
+        if status >= 400:
+            try:
+                message = json.loads(body).get("Error", "")
+            except (ValueError, AttributeError):
+                message = ""
+            print(f"decice-extender {args.command}: {status}: {message or reason}", file=sys.stderr)
+            return 1
+        doc = json.loads(body)
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        cause = str(exc) or type(exc).__name__  # a timeout has no text of its own
+        print(f"decice-extender {args.command}: cannot reach {args.url}: {cause}", file=sys.stderr)
+        return 1
+    print(json.dumps(doc, indent=2) if args.json else text(doc))
+    return 0
+
 
 Row = dict[str, Any]
 
@@ -73,3 +140,76 @@ def explain_text(doc: Row) -> str:
     if doc.get("omitted"):
         lines.append(f"... {doc['omitted']} more nodes (explain.maxNodes)")
     return "\n".join(lines)
+
+
+VERDICT_LABELS = (
+    ("on our best node", "best"),
+    ("in our top 3 (not the best)", "top3"),
+    ("on another node our filter passes", "other"),
+    ("on a node our filter rejects", "rejected"),
+)
+
+
+def _share(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
+def report_text(doc: dict[str, Any]) -> str:
+    """The /shadow document as lines a person reads."""
+    kept, seen = doc.get("kept", 0), doc.get("seen", 0)
+    if not kept:
+        return f"placements judged: {seen}\nnothing to report yet"
+    verdicts = doc.get("verdicts", {})
+    rows: list[tuple[str, str]] = []
+    for label, verdict in VERDICT_LABELS:
+        count = verdicts.get(verdict, 0)
+        rows.append((label, f"{_share(count / kept)} ({count})"))
+    for reason, count in (doc.get("rejected") or {}).items():
+        rows.append((f"  {reason}", f"{_share(count / kept)} ({count})"))
+    for metric, share in (doc.get("over") or {}).items():
+        rows.append((f"onto nodes over the {metric} threshold", _share(share)))
+    rows.append(("median score gap (our best - chosen, 0..10)", str(doc.get("medianGap"))))
+    lines = [f"placements judged: {seen} (the last {kept} below)", *_aligned(rows)]
+    against = doc.get("againstAdvice") or []
+    if against:
+        chosen = ", ".join(f"{row['node']} ({row['placements']})" for row in against)
+        lines.append(f"nodes most often chosen against our advice: {chosen}")
+    lines += exceedance_lines(doc.get("exceedance"))
+    return "\n".join(lines)
+
+
+def _aligned(rows: list[tuple[str, str]]) -> list[str]:
+    width = max(len(label) for label, _ in rows)
+    return [f"  {label.ljust(width)}  {value}" for label, value in rows]
+
+
+def _window(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} s"
+
+
+def _thresholds(thresholds: dict[str, str | None]) -> str:
+    """ "cpu above 0.9" when every policy has that one; else each policy's."""
+    if len(set(thresholds.values())) == 1 and None not in thresholds.values():
+        return str(next(iter(thresholds.values())))
+    return "; ".join(f"{p}: {t or 'no filter.above, not watched'}" for p, t in thresholds.items())
+
+
+def exceedance_lines(doc: dict[str, Any] | None) -> list[str]:
+    """Per verdict and overall, the share of the judged placements whose node went over."""
+    if not doc:
+        return []
+    head = (
+        f"exceedance: the chosen node over the threshold "
+        f"({_thresholds(doc.get('thresholds') or {})}) within {_window(doc.get('window', 0))}"
+        " after, since the start"
+    )
+    rows = [(label, doc["byVerdict"][verdict]) for label, verdict in VERDICT_LABELS]
+    rows.append(("all placements", doc["overall"]))
+    shares = [(k, f"{_share(r['share'])} ({r['exceeded']} of {r['judged']})") for k, r in rows]
+    return [
+        head,
+        *_aligned(shares),
+        f"  not counted: {doc.get('waiting', 0)} in their window still, "
+        f"{doc.get('unobserved', 0)} with no fresh data in it, "
+        f"{doc.get('dropped', 0)} let go (over shadow.keep)",
+    ]

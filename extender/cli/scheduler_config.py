@@ -131,9 +131,7 @@ def run(args: argparse.Namespace) -> int:
     namespace = args.lease_namespace or sc.DEFAULT_LEASE_NAMESPACE
     if args.rbac:
         subject = (
-            args.service_account
-            or args.user
-            or sc.Subject("ServiceAccount", sc.DEFAULT_SERVICE_ACCOUNT)
+            args.service_account or args.user or sc.service_account(sc.DEFAULT_SERVICE_ACCOUNT)
         )
         docs = sc.rbac_documents(lease, namespace, subject)
         sys.stdout.write(sc.rbac_header(lease, namespace))
@@ -149,7 +147,12 @@ def run(args: argparse.Namespace) -> int:
         doc = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "leaderElection": sc.leader_election(lease, namespace),
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceLock": "leases",
+                "resourceName": lease,
+                "resourceNamespace": namespace,
+            },
             "percentageOfNodesToScore": 100,
             "profiles": profiles,
             "extenders": [entry],

@@ -1,12 +1,6 @@
-"""`decice-extender simulate`: placement quality, kube-scheduler, ours and the peers.
-
-A seeded simulation (extender.simulation): the same nodes, unseen background load and pods
-under kube-scheduler's default scoring from requests, under the same scheduler with our
-extender deciding from Prometheus-lagged node CPU through the real engine, and under the
-load-aware peers (Trimaran's TargetLoadPacking and LoadVariationRiskBalancing, Koordinator's
-LoadAwareScheduling) modelled from their sources. Prints a table per scenario; `--json
-FILE` writes the report, `--plot DIR` a PNG per scenario (matplotlib, the optional `plot`
-extra).
+"""`decice-extender simulate`: placement quality, kube-scheduler, ours and the peers, in a
+seeded simulation (extender.simulation). A table per scenario; `--json FILE` the report,
+`--plot DIR` a PNG per scenario (matplotlib, the optional `plot` extra).
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -29,13 +23,48 @@ from extender.simulation.scenarios import SCENARIOS
 if TYPE_CHECKING:
     from extender.policy.settings import Settings
     from extender.simulation.experiment import Plan, Runs
-    from extender.simulation.stats import Band
+    from extender.simulation.prometheus import Pipeline
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
 QUICK = {"nodes": 20, "warmup": 10.0, "duration": 30.0, "burst": 100}
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-"""The cores this process may run on: --jobs' default."""
 DEFAULTS = {"nodes": 100, "warmup": 60.0, "duration": 120.0, "burst": 500}
+
+
+def add_shared(
+    s: argparse.ArgumentParser, scheduler_help: str, scrape: int, scrape_help: str
+) -> None:
+    s.add_argument("--config", help=f"policy file (default: the shipped {SHIPPED.name})")
+    s.add_argument("--scheduler", action="append", choices=SCHEDULERS, help=scheduler_help)
+    s.add_argument(
+        "--max-hosts", type=int, help="prioritize.maxHosts, 0 for all (default: the policy's)"
+    )
+    s.add_argument(
+        "--extender-weight",
+        type=int,
+        default=DEFAULT_WEIGHT,
+        help=f"the extender's weight (default {DEFAULT_WEIGHT}, as shipped)",
+    )
+    s.add_argument(
+        "--cpu-metric", default="cpu", help="the policy metric that is node CPU (default cpu)"
+    )
+    s.add_argument("--scrape-interval", type=int, default=scrape, help=scrape_help)
+    s.add_argument(
+        "--rate-window", type=int, default=300, help="seconds, the rule's [5m] (default 300)"
+    )
+    s.add_argument("--rule-interval", type=int, default=30, help="seconds (default 30)")
+    s.add_argument(
+        "--fast-window",
+        type=int,
+        default=60,
+        help="seconds of the raw rate our CPU metric also reads, the larger of it and the "
+        "rule counting (default 60; 0: the rule alone)",
+    )
+    s.add_argument(
+        "--refresh-interval", type=int, help="seconds (default: the policy's prometheus.interval)"
+    )
+    s.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    s.add_argument("--plot", metavar="DIR", help="a PNG of node CPU over time (needs matplotlib)")
 
 
 def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,15 +73,9 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="placement quality: kube-scheduler, with this extender, and the load-aware peers "
         "(seeded simulation)",
     )
-    s.add_argument("--config", help=f"policy file (default: the shipped {SHIPPED.name})")
+    add_shared(s, "repeatable; default all five", 15, "seconds (default 15)")
     s.add_argument(
         "--scenario", action="append", choices=list(SCENARIOS), help="repeatable; default all"
-    )
-    s.add_argument(
-        "--scheduler",
-        action="append",
-        choices=list(SCHEDULERS),
-        help="repeatable; default all five",
     )
     s.add_argument("--seed", type=int, default=1, help="the first seed (default 1)")
     s.add_argument(
@@ -70,49 +93,54 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--warmup", type=float, help="minutes before measuring (default 60)")
     s.add_argument("--duration", type=float, help="minutes measured (default 120)")
     s.add_argument(
-        "--max-hosts", type=int, help="prioritize.maxHosts, 0 for all (default: the policy's)"
-    )
-    s.add_argument(
-        "--extender-weight",
-        type=int,
-        default=DEFAULT_WEIGHT,
-        help=f"the extender's weight (default {DEFAULT_WEIGHT}, as shipped)",
-    )
-    s.add_argument(
-        "--cpu-metric", default="cpu", help="the policy metric that is node CPU (default cpu)"
-    )
-    s.add_argument("--scrape-interval", type=int, default=15, help="seconds (default 15)")
-    s.add_argument(
-        "--rate-window", type=int, default=300, help="seconds, the rule's [5m] (default 300)"
-    )
-    s.add_argument("--rule-interval", type=int, default=30, help="seconds (default 30)")
-    s.add_argument(
-        "--fast-window",
-        type=int,
-        default=60,
-        help="seconds of the raw rate our CPU metric also reads, the larger of it and the "
-        "rule counting (default 60; 0: the rule alone)",
-    )
-    s.add_argument(
-        "--refresh-interval", type=int, help="seconds (default: the policy's prometheus.interval)"
-    )
-    s.add_argument(
         "--jobs",
         type=int,
         default=CORES,
         help=f"runs (a scenario and seed each) at once, in processes of their own; the "
         f"results are the same whatever it is (default: the cores there are, {CORES} here)",
     )
-    s.add_argument("--json", metavar="FILE", help="write the report as JSON")
-    s.add_argument(
-        "--plot", metavar="DIR", help="a PNG per scenario of node CPU over time (needs matplotlib)"
-    )
     s.set_defaults(func=run)
 
 
-def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
-    from extender.simulation.experiment import Plan, seeds_from
+def fail(command: str, message: str, code: int = 2) -> int:
+    print(f"decice-extender {command}: {message}", file=sys.stderr)
+    return code
+
+
+def policy(command: str, args: argparse.Namespace) -> tuple[str, Settings] | None:
+    """The policy's path and settings, or None after saying the shipped one is not here."""
+    from extender.cli.common import load
+
+    if args.config is None and not SHIPPED.is_file():
+        fail(command, "the shipped config/extender.yaml is not here; pass --config POLICY")
+        return None
+    path = args.config or str(SHIPPED)
+    return path, load(path)
+
+
+def emit(args: argparse.Namespace, text: str, document: Any, drawn: Callable[[Path], None]) -> None:
+    """The report printed, written as JSON (--json) and drawn (--plot)."""
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        drawn(Path(args.plot))
+
+
+def pipeline_of(args: argparse.Namespace, settings: Settings) -> Pipeline:
     from extender.simulation.prometheus import Pipeline
+
+    return Pipeline(
+        scrape_interval=args.scrape_interval,
+        rate_window=args.rate_window,
+        rule_interval=args.rule_interval,
+        refresh_interval=args.refresh_interval or max(1, round(settings.prometheus.interval)),
+        fast_window=args.fast_window,
+    )
+
+
+def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
+    from extender.simulation.experiment import Plan
     from extender.simulation.scenarios import Size
 
     base = QUICK if args.quick else DEFAULTS
@@ -129,22 +157,13 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
         burst=int(pick("burst")),
         pods=args.pods,
     )
-    pipeline = Pipeline(
-        scrape_interval=args.scrape_interval,
-        rate_window=args.rate_window,
-        rule_interval=args.rule_interval,
-        refresh_interval=args.refresh_interval or max(1, round(settings.prometheus.interval)),
-        fast_window=args.fast_window,
-    )
     # Resolved here so the report names it: 0 is every host (the policy leaves it unset).
-    max_hosts = args.max_hosts
-    if max_hosts is None:
-        max_hosts = settings.prioritize.max_hosts or 0
+    max_hosts = settings.prioritize.max_hosts or 0 if args.max_hosts is None else args.max_hosts
     return Plan(
         scenarios=tuple(args.scenario or SCENARIOS),
-        seeds=tuple(seeds_from(args.seed, max(1, args.seeds))),
+        seeds=tuple(range(args.seed, args.seed + max(1, args.seeds))),
         size=size,
-        pipeline=pipeline,
+        pipeline=pipeline_of(args, settings),
         max_hosts=max_hosts,
         weight=args.extender_weight,
         cpu_metric=args.cpu_metric,
@@ -152,56 +171,22 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
     )
 
 
-def _run(key: tuple[str, int], job: tuple[Settings, Plan]) -> Runs:
-    """One scenario and seed under every scheduler of the plan (a worker's task)."""
-    from extender.simulation.experiment import run_scenario
-
-    return run_scenario(job[0], job[1], *key)
-
-
-def run_plan_on(settings: Settings, plan: Plan, jobs: int) -> dict[str, list[Runs]]:
-    """extender.simulation.experiment.run_plan on `jobs` processes (replay's pool,
-    extender.replay.runs.fork_map), with a count and an ETA on stderr: the same results
-    whatever `jobs` is, since every run is seeded and shares nothing."""
-    from extender.cli.progress import counter
-    from extender.replay.runs import fork_map
-
-    keys = [(name, seed) for name in plan.scenarios for seed in plan.seeds]
-    bar = counter(len(keys), "simulating", "run")
-
-    def finished(key: tuple[str, int], _: Runs) -> None:
-        bar.set_postfix_str(f"{key[0]} seed {key[1]} done", refresh=False)
-        bar.update(1)
-
-    try:
-        runs = fork_map(_run, (settings, plan), keys, jobs, finished)
-    finally:
-        bar.close()
-    return {name: [runs[name, seed] for seed in plan.seeds] for name in plan.scenarios}
-
-
 def run(args: argparse.Namespace) -> int:
-    from extender.cli.common import load
+    from extender.cli.progress import counter
+    from extender.simulation.experiment import run_plan
     from extender.simulation.report import build_report, describe, render, to_json
 
-    if args.config is None and not SHIPPED.is_file():
-        print(
-            "decice-extender simulate: the shipped config/extender.yaml is not beside this "
-            "installation; pass --config POLICY",
-            file=sys.stderr,
-        )
+    found = policy("simulate", args)
+    if found is None:
         return 2
-    path = args.config or str(SHIPPED)
-    settings = load(path)
+    path, settings = found
     if args.jobs < 1:
-        print("decice-extender simulate: --jobs must be at least 1", file=sys.stderr)
-        return 2
+        return fail("simulate", "--jobs must be at least 1")
     try:
         plan = _plan(args, settings)
     except ValueError as exc:
-        print(f"decice-extender simulate: {exc}", file=sys.stderr)
-        return 2
-    pyplot = pyplot_or_say_why() if args.plot else None
+        return fail("simulate", str(exc))
+    pyplot = pyplot_or_say_why("simulate") if args.plot else None
     if args.plot and pyplot is None:
         return 1  # before minutes of simulation, not after
     metrics = [m.name for m in settings.fetched_metrics]
@@ -220,73 +205,79 @@ def run(args: argparse.Namespace) -> int:
         )
     started = time.perf_counter()
     jobs = min(args.jobs, len(plan.scenarios) * len(plan.seeds))
-    results = run_plan_on(settings, plan, jobs)
+    bar = counter(len(plan.scenarios) * len(plan.seeds), "simulating", "run")
+
+    def finished(key: tuple[str, int], _: Runs) -> None:
+        bar.set_postfix_str(f"{key[0]} seed {key[1]} done", refresh=False)
+        bar.update(1)
+
+    try:
+        results = run_plan(settings, plan, jobs, finished)
+    finally:
+        bar.close()
     report = build_report(plan, path, results, describe(results, plan.size))
-    print(render(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
-    if pyplot is not None:
-        plot(results, Path(args.plot), plan.size.warmup, pyplot)
+    emit(
+        args, render(report), to_json(report), lambda d: plot(results, d, plan.size.warmup, pyplot)
+    )
     print(f"ran in {time.perf_counter() - started:.1f} s ({jobs} jobs)", file=sys.stderr)
     return 0
 
 
 def pyplot_or_say_why(
-    importer: Callable[[str], ModuleType] = importlib.import_module,
+    command: str, importer: Callable[[str], ModuleType] = importlib.import_module
 ) -> ModuleType | None:
-    """matplotlib.pyplot (non-interactive), or None after saying how to get it.
-
-    matplotlib is optional (the `plot` extra) and imported by name, only here, through
-    `importer` (a test passes one that fails)."""
+    """matplotlib.pyplot (non-interactive), or None after saying how to get it."""
     try:
         importer("matplotlib").use("Agg")
         return importer("matplotlib.pyplot")
     except ImportError:
-        print(
-            "decice-extender simulate: --plot needs matplotlib, an optional extra: "
-            "pip install 'decice-extender[plot]' (or pip install matplotlib)",
-            file=sys.stderr,
+        fail(
+            command,
+            "--plot needs matplotlib, an optional extra: pip install 'decice-extender[plot]'",
         )
         return None
 
 
+def panels(
+    plt: Any, runs: Mapping[str, Any], width: float, start: float, per: float, xlabel: str
+) -> Any:
+    """A panel per run: node CPU across nodes over time, `per` seconds a unit from `start`."""
+    fig, axes = plt.subplots(
+        1, len(runs), figsize=(width * len(runs), 4), sharey=True, squeeze=False
+    )
+    for ax, (title, run) in zip(axes[0], runs.items(), strict=True):
+        at = [(b.t - start) / per for b in run.bands]
+        p50 = [100 * b.p50 for b in run.bands]
+        p95 = [100 * b.p95 for b in run.bands]
+        ax.fill_between(at, p50, p95, alpha=0.4, label="p50-p95 across nodes")
+        ax.plot(at, p50, linewidth=0.8, label="p50")
+        ax.plot(at, [100 * b.max for b in run.bands], linewidth=0.8, label="max")
+        demand = [100 * b.demand_max for b in run.bands]
+        ax.plot(at, demand, linewidth=0.6, linestyle=":", label="max demand (uncapped)")
+        ax.axhline(90, color="red", linestyle="--", linewidth=0.8, label="90%")
+        if at and at[0] < 0:
+            ax.axvspan(at[0], 0, color="grey", alpha=0.15, label="warm-up")
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
+    top = max((b.demand_max for r in runs.values() for b in r.bands), default=1)
+    axes[0][0].set_ylim(0, max(105.0, 100 * top + 5))
+    axes[0][0].set_ylabel("node CPU %")
+    axes[0][0].legend(loc="lower center", ncol=2, fontsize="x-small")
+    return fig
+
+
+def saved(plt: Any, fig: Any, out: Path) -> None:
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    print(f"wrote {out}", file=sys.stderr)
+
+
 def plot(results: dict[str, list[Runs]], where: Path, warmup: float, plt: Any) -> None:
-    """A PNG per scenario (its first seed): node CPU across nodes (p50-p95 band, p50, max,
-    max uncapped demand), a panel per scheduler, side by side."""
-    where.mkdir(parents=True, exist_ok=True)
+    """A PNG per scenario (its first seed), a panel per scheduler."""
     for name, all_runs in results.items():
         runs = all_runs[0]
-        shown = [runs[s] for s in runs]
-        fig, axes = plt.subplots(
-            1, len(shown), figsize=(4.2 * len(shown), 4), sharey=True, squeeze=False
-        )
-        for ax, result in zip(axes[0], shown, strict=True):
-            _draw(ax, result.bands, warmup, result.scheduler)
-        top = max((b.demand_max for r in shown for b in r.bands), default=1)
-        first = axes[0][0]
-        first.set_ylim(0, max(105.0, 100 * top + 5))  # shared by all
-        first.set_ylabel("node CPU %")
-        first.legend(loc="lower center", ncol=2, fontsize="x-small")
+        fig = panels(plt, runs.results, 4.2, warmup, 60, "minutes (0: measuring starts)")
         fig.suptitle(f"{name} (seed {runs.seed}): node CPU across nodes")
-        fig.tight_layout()
-        out = where / f"{name}.png"
-        fig.savefig(out, dpi=100)
-        plt.close(fig)
-        print(f"wrote {out}", file=sys.stderr)
-
-
-def _draw(ax: Any, bands: Sequence[Band], warmup: float, title: str) -> None:
-    minutes = [(b.t - warmup) / 60 for b in bands]
-    p50 = [100 * b.p50 for b in bands]
-    ax.fill_between(
-        minutes, p50, [100 * b.p95 for b in bands], alpha=0.4, label="p50-p95 across nodes"
-    )
-    ax.plot(minutes, p50, linewidth=0.8, label="p50")
-    ax.plot(minutes, [100 * b.max for b in bands], linewidth=0.8, label="max")
-    demand = [100 * b.demand_max for b in bands]
-    ax.plot(minutes, demand, linewidth=0.6, linestyle=":", label="max demand (uncapped)")
-    ax.axhline(90, color="red", linestyle="--", linewidth=0.8, label="90%")
-    if minutes and minutes[0] < 0:
-        ax.axvspan(minutes[0], 0, color="grey", alpha=0.15, label="warm-up")
-    ax.set_xlabel("minutes (0: measuring starts)")
-    ax.set_title(title)
+        saved(plt, fig, where / f"{name}.png")

@@ -1,13 +1,5 @@
-"""The bind verb: guard, de-duplicate, and create the Binding through the Kubernetes API.
-
-A bind endpoint can place any pod on any node, and the scheduler retries binds, so:
-- one API call per pod UID at a time (a concurrent retry waits for the first call);
-- a pod we already bound to the same node is reported bound without a second call;
-- a pod that is not ours, or a node our filter rejected for it, is refused with an
-  `Error` that tells the operator what to change.
-The Kubernetes client is async: its calls run on the event loop, no thread hop (a bind
-thread was measured and made the verbs slower: BENCHMARKS.md, "Cost to the scheduler").
-"""
+"""The bind verb: guard, de-duplicate (one call per UID at a time) and create the Binding;
+a pod not ours or a node our filter rejected is refused with an `Error` naming the fix."""
 
 from __future__ import annotations
 
@@ -27,9 +19,7 @@ log = logging.getLogger("decice.bind")
 
 
 def _name_problem(args: BindingArgs) -> str | None:
-    """Why the request cannot name a real pod and node (Kubernetes name rules), or None.
-
-    Checked before any API call: such a bind can only fail, and the names go into URLs."""
+    """Why the request cannot name a real pod and node, or None (the names go into URLs)."""
     checks = (
         ("PodNamespace", args.pod_namespace, True),
         ("PodName", args.pod_name, False),
@@ -42,7 +32,6 @@ def _name_problem(args: BindingArgs) -> str | None:
 
 
 def _who(args: BindingArgs) -> str:
-    """The pod and node of a bind request, fit for a log line."""
     return (
         f"{shown(args.pod_namespace)}/{shown(args.pod_name)} ({shown(args.pod_uid)}) "
         f"-> {shown(args.node)}"
@@ -50,10 +39,7 @@ def _who(args: BindingArgs) -> str:
 
 
 def _not_bound(exc: Exception) -> bool:
-    """Whether a failed Binding surely left the pod unbound: the API answered 4xx (gone,
-    another UID, forbidden, bound elsewhere). A timeout, 429 or 5xx may have bound it:
-    the reservation stays until fresh metrics or the pod watch say otherwise (counting a
-    pod too many is the safe side of a herd guard)."""
+    """A 4xx surely left the pod unbound; a timeout, 429 or 5xx may not (its room stays)."""
     status = getattr(exc, "status", None)  # KubeError's; not imported: no client here
     return isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
 
@@ -94,17 +80,15 @@ class Binder:
         """Bind and return the ExtenderBindingResult Error string ("" on success)."""
         uid = args.pod_uid
         while (running := self._inflight.get(uid)) is not None:
-            # The scheduler retried while the first call runs: the same target shares its
-            # answer; another node waits for it and is then decided afresh (refused when
-            # the first one bound the pod), never answered with the first one's success.
+            # A retry while the first call runs: the same node shares its answer; another
+            # waits for it and is decided afresh.
             node, first = running
             error = await asyncio.shield(first)
             if node == args.node:
                 return error
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._inflight[uid] = (args.node, future)
-        # What concurrent duplicates get if this call is cancelled (shutdown) before the end:
-        # they must not wait forever on a future nobody completes.
+        # What waiting duplicates get if this call is cancelled (shutdown).
         error = "decice: bind interrupted before it finished (extender shutting down); retry"
         try:
             error = await self._bind(args)
@@ -131,10 +115,8 @@ class Binder:
             return (
                 f"decice: bind of {args.pod_namespace}/{args.pod_name} to {args.node} failed: {exc}"
             )
-        # DEBUG, as kube-scheduler logs its own binds at V(2) (pkg/scheduler/schedule_one.go,
-        # "Successfully bound pod to node"): a line per pod was a tenth of our CPU in a
-        # 1,000-pod burst; the Placed Event and decice_decisions_total{verb="bind"} say it.
-        if log.isEnabledFor(logging.DEBUG):  # the line is built only when it is written
+        # DEBUG, as kube-scheduler logs its binds at V(2) (pkg/scheduler/schedule_one.go).
+        if log.isEnabledFor(logging.DEBUG):
             log.debug("bind %s: %s", outcome, _who(args))
         self._on_outcome(outcome)
         return ""
@@ -185,8 +167,7 @@ class Binder:
                 "for every profile of its scheduler: run a dedicated scheduler whose only profile "
                 "is ours, drop bindVerb, or set bind.foreignPods: bind"
             )
-        # Reserved before the call: kube-scheduler scores its next pods while this Binding
-        # is in flight, and they must see this pod on its node (a herd otherwise).
+        # Reserved first: the scheduler scores its next pods while the Binding is in flight.
         reserved = ours and self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
         try:
             outcome = await kube.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)

@@ -1,8 +1,4 @@
-"""Connecting to the Kubernetes API when the policy needs it, or saying why not.
-
-The client is slow to import (the `kubernetes` package), so it is imported only when a
-policy needs one: bind, `instance` labels, or the pod watch of the herd guard or requeue.
-"""
+"""Connecting to the Kubernetes API when the policy needs it, or saying why not."""
 
 from __future__ import annotations
 
@@ -29,18 +25,16 @@ class KubeConnection:
 
 def open_kube(settings: Settings, required: bool = False) -> KubeConnection:
     """The Kubernetes client when the policy needs one (bind, `instance` labels, the pod
-    watch of the herd guard or requeue); else none. When no kubeconfig or service account
-    can be loaded: no client, and the cause, for `build_service(kube_problem=...)`.
-    `required`: a client whatever the policy (the rebalancer)."""
+    watch of the herd guard or requeue) or `required`; else, or when none can be loaded,
+    no client (and the cause)."""
     watch = settings.kubernetes.watch_pods and (settings.herd_guarded or settings.requeue.enabled)
     needed = settings.bind.enabled or watch or settings.prometheus.node_label == "instance"
     if not (needed or required):
         return KubeConnection(None)
-    from extender.cluster.client import KubeClient, load_api_client
+    from extender.cluster.client import KubeClient, load_api_client  # slow: kubernetes
 
     try:
         api = load_api_client(settings.kubernetes.kubeconfig)
-        # TLS files and the proxy are read here: a bad one is a config problem too.
         client = KubeClient(
             api.configuration,
             timeout=settings.bind.timeout,

@@ -1,10 +1,5 @@
-"""Events on the pods we place: best-effort, off the request path, bounded and rate-limited.
-
-A bind queues the pod (O(1), never waits); one background task takes the queue at most
-`eventsPerSecond`, writes the note from the pod's recorded decision (explain.py, in a
-worker thread: it re-evaluates the candidates) and posts it once, on the event loop. A
-full queue drops the newest pod and counts it; a failed post is counted and never
-retried, so a slow or refusing API server costs us nothing but the dropped notes.
+"""Events on the pods we place: off the request path, bounded and rate-limited; a full
+queue drops the newest, a failed post is counted and never retried.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ class EventCounter(Protocol):
     def event(self, outcome: str) -> None: ...
 
 
-def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str) -> PodEvent:
+def placement_event(memo: PodMemo, now: float, instance: str) -> PodEvent:
     """The `Placed` Event for a pod we bound, from its recorded decision."""
     facts = memo.facts
     snapshot = memo.snapshot
@@ -38,14 +33,12 @@ def placement_event(settings: Settings, memo: PodMemo, now: float, instance: str
     if snapshot is None or not memo.node or policy is None:
         note = f"placed on {memo.node}"
     else:
-        # A big request's names are not kept (nor worth re-scoring per Event): the note
-        # then gives the chosen node and the counts; `decice-extender explain` the rest.
         nodes = list(memo.candidates) if memo.candidates is not None else [memo.node]
         rows = explain_nodes(policy, snapshot, memo.stale, memo.herd, nodes, memo.at)
         note = placement_note(
             rows, memo.node, [m.name for m in policy.metrics], memo.asked, len(memo.rejected)
         )
-    if memo.expected:  # what the herd guard counts it at, and why
+    if memo.expected:
         note = f"{note}; {memo.expected}"[:1024]
     return PodEvent(
         namespace=facts.namespace,
@@ -70,7 +63,6 @@ class EventPoster:
         instance: str | None = None,
     ) -> None:
         explain = settings.explain
-        self._settings = settings
         self._pods = pods
         self._sink = sink
         self._counter = counter
@@ -101,13 +93,11 @@ class EventPoster:
             return
         facts = memo.facts
         if name_problem(facts.namespace, namespace=True) or name_problem(facts.name):
-            self._counter.event("dropped")  # never reaches here past the bind guard
+            self._counter.event("dropped")
             return
         try:
-            # Re-scoring the candidates is CPU work on big inputs: off the event loop.
-            event = await asyncio.to_thread(
-                placement_event, self._settings, memo, self._clock(), self._instance
-            )
+            # Re-scoring the candidates: off the event loop.
+            event = await asyncio.to_thread(placement_event, memo, self._clock(), self._instance)
             await self._sink.create_event(event)
         except Exception as exc:
             self._counter.event("failed")

@@ -1,20 +1,9 @@
-"""List-then-watch loops for pods and nodes, as client-go's reflector runs them.
-
-Each loop learns a resourceVersion from a list (nodes: every node, applied to the cache;
-pods: the pods holding a node, paged, through the handler), then watches from it with
-bookmarks, resuming from the last version seen whenever the server ends the stream. A
-watch counts as up once the server answered its request (on a quiet cluster a real API
-server sends no event, not even a BOOKMARK, for about a minute).
-A `410 Gone` (an `ERROR` event with code 410, or the status) starts over from a new list;
-any other failure backs off (errors.backoff: a wait drawn under a ceiling of 1 s doubling
-to `MAX_BACKOFF`) and resumes by itself. Until its first list succeeds the loop retries
-within a second instead (`FIRST_SYNC_BACKOFF`), for as long as the API server does not
-answer at all (a refused connection costs it nothing) and for its first
-`FIRST_SYNC_ANSWERED` answered failures (an API server coming up answers 403 or 5xx for
-a moment): a service started before the API server learns the cluster within a second of
-its answering, not after a back-off grown to 30 s while it was away. The
-events go to a handler that runs on the event loop and must be quick (O(1) per event).
-Nothing here blocks filter or prioritize: they read what the handlers left behind.
+"""List-then-watch loops, as client-go's reflector (`tools/cache/reflector.go`) runs them:
+list, then watch with bookmarks from the last version seen; up once the server answered (a
+quiet one sends nothing for a minute). A 410 lists again; other failures back off (1 s
+doubling to `MAX_BACKOFF`), but before the first list the loop retries within a second
+(`FIRST_SYNC_BACKOFF`, `FIRST_SYNC_ANSWERED`), so a service started before the API server
+learns the cluster as soon as it answers. Handlers run on the event loop, O(1) per event.
 """
 
 from __future__ import annotations
@@ -29,36 +18,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from extender.cluster.kubeapi import KubeAPI
+from extender.cluster.watch_filter import PodWatchFilter
 from extender.errors.backoff import Backoff
 from extender.errors.causes import describe
 
 log = logging.getLogger("decice.watch")
 
-MIN_BACKOFF = 1.0
-"""The ceiling of the wait after a first failure, and the pause after a stream that ended
-at once."""
+MIN_BACKOFF = 1.0  # the first failure's ceiling, and the pause after a stream that ended at once
 MAX_BACKOFF = 30.0
-"""The ceiling of the wait after many failures."""
-FIRST_SYNC_BACKOFF = (0.5, 1.0)
-"""Before the first list: each wait drawn between these (seconds)."""
+FIRST_SYNC_BACKOFF = (0.5, 1.0)  # before the first list: each wait drawn between these (seconds)
 FIRST_SYNC_ANSWERED = 5
-"""Answered failures (an HTTP status) retried that fast before the first list; then the
-doubling back-off (a lasting 403 is a missing permission, not a server coming up)."""
-QUIET_LOG = 30.0
-"""Seconds between two warnings of the same failure before the first list."""
+"""Answered failures retried that fast before the first list (a lasting 403 is a missing
+permission, not a server coming up)."""
+QUIET_LOG = 30.0  # seconds between two warnings of the same failure before the first list
 
-EventHandler = Callable[[str, Any], object]
-"""(event type, object) for ADDED / MODIFIED / DELETED."""
-
-
-class WatchFilter(Protocol):
-    """Drops a watch's event lines before they are decoded (cluster.watch_filter)."""
-
-    version: str
-    """The resourceVersion of the last line it read, kept or dropped."""
-    dropped: int
-
-    def __call__(self, line: bytearray) -> bool: ...
+EventHandler = Callable[[str, Any], object]  # (event type, object) for ADDED / MODIFIED / DELETED
 
 
 class WatchExpired(Exception):
@@ -75,17 +49,15 @@ class WatchStatus:
 
     resource: str
     watching: bool = False
-    synced: bool = False
-    """Its first list succeeded: the cache holds the cluster."""
+    synced: bool = False  # its first list succeeded
     resource_version: str = ""
     events: int = 0
     restarts: dict[str, int] = field(default_factory=dict)
     error: str | None = None
-    watch_filter: WatchFilter | None = field(default=None, repr=False)
+    watch_filter: PodWatchFilter | None = field(default=None, repr=False)
 
     @property
     def dropped(self) -> int:
-        """Events the watch filter dropped undecoded (they changed nothing the service keeps)."""
         return self.watch_filter.dropped if self.watch_filter is not None else 0
 
     def detail(self) -> dict[str, object]:
@@ -98,10 +70,6 @@ class WatchStatus:
             "restarts": dict(self.restarts),
             "error": self.error,
         }
-
-
-def _is_gone(exc: BaseException) -> bool:
-    return getattr(exc, "status", None) == 410
 
 
 class Informer:
@@ -119,16 +87,13 @@ class Informer:
         counter: WatchCounter | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
-        watch_filter: WatchFilter | None = None,
+        watch_filter: PodWatchFilter | None = None,
     ) -> None:
-        """`rng`: the back-off's random source (seeded in tests); `watch_filter`: drops event
-        lines before they are decoded."""
         self.status = WatchStatus(resource, watch_filter=watch_filter)
         rng = rng or random.Random()
         self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=rng)
         low, high = FIRST_SYNC_BACKOFF
         self.first_sync_backoff = Backoff(base=high, cap=high, floor=low, rng=rng)
-        """The waits before the first list succeeded (see the module's docstring)."""
         self._answered = 0
         self._warned: tuple[str, float] | None = None
         self._path = path
@@ -176,7 +141,7 @@ class Informer:
                 raise
             except Exception as exc:
                 self.status.watching = False
-                if isinstance(exc, WatchExpired) or _is_gone(exc):
+                if isinstance(exc, WatchExpired) or getattr(exc, "status", None) == 410:
                     # Expected now and then (the server compacted its history): no back-off.
                     log.info("%s watch: %s; listing again", self.status.resource, exc)
                     self._restart("expired")
@@ -189,7 +154,6 @@ class Informer:
                 await self._sleep(delay)
 
     def _delay(self, exc: BaseException) -> float:
-        """The wait before the next try (the module's docstring says which schedule)."""
         answered = getattr(exc, "status", None) is not None
         if not self.status.synced and (not answered or self._answered < FIRST_SYNC_ANSWERED):
             self._answered += answered
@@ -198,8 +162,7 @@ class Informer:
         return self.backoff.wait(self._failures)
 
     def _warn(self, delay: float) -> None:
-        """One warning per failure; before the first list, where it retries every second,
-        the same failure again only every QUIET_LOG seconds."""
+        """One warning per failure; before the first list, a repeat every QUIET_LOG only."""
         error = self.status.error or ""
         now = time.monotonic()
         if not self.status.synced and self._warned is not None:
@@ -217,19 +180,15 @@ class Informer:
     async def _watch(self, version: str) -> str:
         """Watch from `version` until the server ends the stream; the last version seen."""
         watch_filter = self._watch_filter
-        if watch_filter is None:
-            stream = self._kube.watch(
-                self._path, resource_version=version, timeout_seconds=self._timeout, opened=self._up
-            )
-        else:
+        if watch_filter is not None:
             watch_filter.version = ""
-            stream = self._kube.watch(
-                self._path,
-                resource_version=version,
-                timeout_seconds=self._timeout,
-                opened=self._up,
-                sieve=watch_filter,
-            )
+        stream = self._kube.watch(
+            self._path,
+            resource_version=version,
+            timeout_seconds=self._timeout,
+            opened=self._up,
+            sieve=watch_filter,
+        )
         self.status.resource_version = version
         try:
             async with contextlib.aclosing(stream):  # leaving early frees the connection
@@ -241,7 +200,6 @@ class Informer:
         return version
 
     def _up(self) -> None:
-        """The server answered the watch request: the watch is up."""
         if not self.status.watching:
             self.status.watching = True
             if self.status.error is not None:

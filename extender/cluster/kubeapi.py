@@ -1,93 +1,11 @@
-"""The Kubernetes calls the service makes, as one interface: what the binder, the watches,
-requeue, Events, taints, the rebalancer and doctor are given.
-
-extender.cluster.client.KubeClient makes them (each a module function of its family over
-one `request()`); tests give a fake. Written once here, so no consumer restates a call's
-signature. Importing this module imports no HTTP client.
-"""
+"""The Kubernetes calls the service makes: `client.KubeClient`, as a type alias only, so
+that importing this module imports neither the client nor the slow `kubernetes` package."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, TypeAlias
 
-from extender.decisions.model import NodeInfo, PodEvent
-from extender.decisions.pods import PodFacts
+if TYPE_CHECKING:
+    from extender.cluster.client import KubeClient
 
-
-class KubeAPI(Protocol):
-    """The calls, by family (extender.cluster.client's modules); each raises
-    `KubeError` (extender.cluster.client.errors) on failure."""
-
-    # binding
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str: ...
-
-    # fetching
-    async def get_pod(self, namespace: str, name: str) -> PodFacts: ...
-
-    async def get_node(self, name: str) -> dict[str, Any]: ...
-
-    async def list_nodes(self) -> tuple[list[NodeInfo], str]: ...
-
-    async def list_page(
-        self,
-        path: str,
-        *,
-        limit: int,
-        continue_token: str | None = None,
-        field_selector: str = "",
-    ) -> dict[str, Any]: ...
-
-    def list_pods(
-        self,
-        field_selector: str = "",
-        *,
-        namespace: str | None = None,
-        limit: int = ...,
-        max_pages: int = ...,
-    ) -> AsyncIterator[dict[str, Any]]: ...
-
-    async def list_pdbs(
-        self, *, limit: int = ..., max_pages: int = ...
-    ) -> list[dict[str, Any]]: ...
-
-    # patching
-    async def annotate_pod(
-        self, namespace: str, name: str, uid: str, annotations: Mapping[str, str | None]
-    ) -> None: ...
-
-    async def set_node_taints(
-        self, name: str, resource_version: str, taints: Sequence[Mapping[str, Any]]
-    ) -> dict[str, Any]: ...
-
-    # events, evicting, reviewing
-    async def create_event(self, event: PodEvent) -> None: ...
-
-    async def evict(
-        self, namespace: str, name: str, uid: str, *, dry_run: bool = False
-    ) -> None: ...
-
-    async def access_review(
-        self,
-        verb: str,
-        resource: str,
-        *,
-        group: str = "",
-        subresource: str = "",
-        namespace: str = "",
-    ) -> tuple[bool, str]: ...
-
-    # watching
-    def watch(
-        self,
-        path: str,
-        *,
-        resource_version: str,
-        timeout_seconds: int,
-        bookmarks: bool = True,
-        opened: Callable[[], None] | None = None,
-        sieve: Callable[[bytearray], bool] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]: ...
-
-    async def close(self) -> None:
-        """Close the connections; a later call opens new ones."""
+KubeAPI: TypeAlias = "KubeClient"

@@ -1,16 +1,5 @@
-"""What the service does with the node watch's list and events (informer.py delivers
-them): the node cache (decisions.nodes) is kept current, and the engine hears at once of
-what changed for it, not at the next refresh.
-
-Before, node sizes reached the herd guard only at the next refresh (every 15 s with the
-shipped policy); until then a node the service had just learned of counted as
-`herdGuard.defaultNodeCores`. A service that started before the API server answered, or an
-autoscaler's new node, had its 8-core nodes judged as 4-core ones, and a preemption that
-fitted was refused. Now a change of a node's size or addresses, a new node and a removed
-node go to `Engine.nodes_changed` as the watch delivers them; heartbeats and condition
-updates (most node events) change nothing we keep and cost one comparison.
-O(1) per event that changes nothing; O(nodes) to rebuild the inventory when one does.
-"""
+"""The node watch's list and events: the node cache kept current, and the engine told at
+once of a node's new size or addresses, a new or removed node (a fit is never refused)."""
 
 from __future__ import annotations
 
@@ -35,7 +24,8 @@ def _name_of(doc: Any) -> NodeName | None:
 
 
 class NodeEventHandler:
-    """The node watch's handler (`__call__`) and its list (`replace`)."""
+    """The node watch's handler (`__call__`) and its list (`replace`); `changed(now)` is
+    called after the engine heard of a change (whether pods turned away fit now)."""
 
     def __init__(
         self,
@@ -45,16 +35,13 @@ class NodeEventHandler:
         changed: Callable[[float], None] = lambda now: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`changed(now)`: called after the engine heard of a change (the service checks
-        whether pods it turned away fit now)."""
         self._nodes = nodes
         self._engine = engine
         self._changed = changed
         self._clock = clock
 
     def replace(self, found: Iterable[NodeInfo]) -> None:
-        """A full list (the first, or after a `410 Gone`): the cache becomes these nodes;
-        the nodes that were there and are not any more count as removed."""
+        """A full list (the first, or after a `410 Gone`): the cache becomes these nodes."""
         before = {name: _kept(self._nodes.get(name)) for name in self._nodes.names()}
         self._nodes.replace(found)
         after = {name: _kept(self._nodes.get(name)) for name in self._nodes.names()}
@@ -62,7 +49,6 @@ class NodeEventHandler:
             self._tell([name for name in before if name not in after])
 
     def __call__(self, event_type: str, doc: Any) -> None:
-        """One watch event (ADDED, MODIFIED, DELETED)."""
         name = _name_of(doc)
         before = _kept(self._nodes.get(name)) if name is not None else None
         if not self._nodes.apply(event_type, doc) or name is None:

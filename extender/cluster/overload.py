@@ -1,15 +1,7 @@
-"""The overload taint writer: puts `decice.io/overloaded=<metric>` on the nodes that
-decisions.overload says should carry it, and takes it off the others.
-
-Only the replica holding its own Lease writes. Every change reads the node, keeps every
-other taint exactly as it is, and patches `spec.taints` with a JSON patch whose `test` op
-holds the node's resourceVersion: a node changed meanwhile (422, or a 409) is read again
-and the change retried, a few times at most. Patches are rate-limited; a failure backs the
-loop off (doubling up to 8x its interval). It runs in the background on the event loop
-with awaits between API calls, never on the verbs' path. In dry-run it logs and counts
-what it would change. On start it reconciles (our taint off every node fresh data shows
-is not hot, and down to the cap); on a graceful stop, with `removeOnShutdown`, it removes
-the taints it put.
+"""The overload taint writer: `decice.io/overloaded=<metric>` where decisions.overload says,
+only while holding the Lease. It reconciles on start and removes its taints on a graceful
+stop (`removeOnShutdown`); each change keeps the other taints, is guarded by the node's
+resourceVersion (retried on a conflict) and posts a Warning Event on the Node.
 """
 
 from __future__ import annotations
@@ -18,32 +10,119 @@ import asyncio
 import logging
 import math
 import random
+import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
-from extender.cluster.taints import OverloadCounter, TaintWriter, ours
 from extender.decisions.engine import Engine
-from extender.decisions.model import NodeName
+from extender.decisions.model import NodeName, PodEvent
 from extender.decisions.nodes import NodeCache
-from extender.decisions.overload import (
-    Change,
-    OverloadState,
-    Watched,
-    decide,
-    trend_of,
-)
-from extender.errors.rounds import backoff, check_forever
+from extender.decisions.overload import TAINT_KEY, Change, OverloadState, Watched, decide, trend_of
+from extender.errors.causes import describe
+from extender.errors.rounds import Pace, backoff, check_forever
+from extender.policy.sections import OverloadSettings
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.overload")
 
+ATTEMPTS = 3  # reads and patches of one node before a change is given up
+
+
+class OverloadCounter(Protocol):
+    def overload_changed(self, action: str, outcome: str) -> None: ...
+
+
+class TaintWriter:
+    def __init__(
+        self,
+        kube: KubeAPI,
+        counter: OverloadCounter,
+        clock: Callable[[], float] = time.time,
+        instance: str | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self._kube = kube
+        self._counter = counter
+        self._clock = clock
+        self._instance = instance or socket.gethostname()
+        self._sleep = sleep
+        self._pace = Pace(sleep)
+
+    async def apply(self, change: Change, rules: OverloadSettings) -> bool:
+        """Write one change (dry-run: log it); False when it failed."""
+        if rules.mode == "dry-run":
+            log.info(
+                "overload (dry-run): would %s %s: %s", change.action, change.node, change.reason
+            )
+            self._counter.overload_changed(change.action, "dry-run")
+            return True
+        await self._pace.turn(rules.patches_per_second)
+        for _ in range(ATTEMPTS):
+            try:
+                node = await self._kube.get_node(change.node)
+                meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+                current = [t for t in spec.get("taints") or () if isinstance(t, dict)]
+                others = [t for t in current if t.get("key") != TAINT_KEY]
+                wanted = others + (
+                    [{"key": TAINT_KEY, "value": change.metric, "effect": rules.effect}]
+                    if change.action == "taint"
+                    else []
+                )
+                if wanted == current:
+                    self._counter.overload_changed(change.action, "unchanged")
+                    return True
+                await self._kube.set_node_taints(
+                    change.node, str(meta.get("resourceVersion") or ""), wanted
+                )
+            except Exception as exc:
+                if getattr(exc, "status", None) in (409, 422):
+                    log.info("overload: %s changed meanwhile; reading it again", change.node)
+                    continue
+                log.warning("overload: %s %s failed: %s", change.action, change.node, describe(exc))
+                self._counter.overload_changed(change.action, "failed")
+                return False
+            self._counter.overload_changed(change.action, "done")
+            log.info("overload: %sed %s: %s", change.action, change.node, change.reason)
+            await self._event(change, node, rules.effect)
+            return True
+        log.warning(
+            "overload: %s %s: the node kept changing; next check", change.action, change.node
+        )
+        self._counter.overload_changed(change.action, "conflict")
+        return False
+
+    async def _event(self, change: Change, node: Mapping[str, Any], effect: str) -> None:
+        """A Warning Event on the Node (namespace default), best-effort."""
+        if change.action == "taint":
+            reason, action = "Overloaded", "Taint"
+            note = f"{change.reason}: tainted {TAINT_KEY}={change.metric}:{effect}"
+        else:
+            reason, action = "OverloadCleared", "Untaint"
+            note = f"{change.reason}: {TAINT_KEY} removed"
+        meta = node.get("metadata") or {}
+        event = PodEvent(
+            namespace="default",
+            name=change.node,
+            uid=str(meta.get("uid") or ""),
+            reason=reason,
+            action=action,
+            note=note,
+            time=self._clock(),
+            instance=self._instance,
+            type="Warning",
+            kind="Node",
+        )
+        try:
+            await self._kube.create_event(event)
+        except Exception as exc:
+            log.info("overload: event on %s not posted: %s", change.node, describe(exc))
+
 
 def watched_metrics(settings: Settings) -> list[Watched]:
-    """The default policy's metrics that taint (overload.metrics, or every one with
-    filter.above), with their thresholds."""
+    """The default policy's metrics that taint (overload.metrics, else all with filter.above)."""
     chosen = set(settings.overload.metrics)
     return [
         Watched(m.name, m.filter.above, settings.overload.hysteresis, m.max_age)
@@ -53,13 +132,12 @@ def watched_metrics(settings: Settings) -> list[Watched]:
 
 
 def tainted_nodes(nodes: NodeCache) -> dict[NodeName, str]:
-    """node -> the metric of our taint, as the node watch shows the nodes."""
     out: dict[NodeName, str] = {}
     for name in nodes.names():
         info = nodes.get(name)
-        taint = ours(info.taints) if info is not None else None
-        if taint is not None:
-            out[name] = taint["value"]
+        for taint in info.taints if info is not None else ():
+            if taint.key == TAINT_KEY:
+                out[name] = taint.value
     return out
 
 
@@ -76,7 +154,6 @@ class Tainter:
         sleep: Callable[[float], Any] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        """`rng`: the back-off's random source (seeded in tests)."""
         self._engine = engine
         self._rng = rng or random.Random()
         self._nodes = nodes
@@ -89,15 +166,11 @@ class Tainter:
         self._reconciled = False
         self._failures = 0
         self._writer = TaintWriter(kube, counter, clock, instance)
-        self.last: list[Change] = []
-        """The changes of the last check (for /readyz and tests)."""
+        self.last: list[Change] = []  # the last check's changes (/readyz)
 
     @property
     def settings(self) -> Settings:
         return self._engine.settings
-
-    def tainted(self) -> dict[NodeName, str]:
-        return tainted_nodes(self._nodes)
 
     def delay(self) -> float:
         return backoff(self.settings.prometheus.interval, self._failures, self._rng)
@@ -118,7 +191,7 @@ class Tainter:
         now = self._clock()
         watched = watched_metrics(self.settings)
         names = self._nodes.names()
-        tainted = self.tainted()
+        tainted = tainted_nodes(self._nodes)
         changes = decide(
             self.state,
             watched,
@@ -149,9 +222,8 @@ class Tainter:
         tainted: Mapping[NodeName, str],
         now: float,
     ) -> list[Change]:
-        """At the start of a leadership: our taint off every node whose fresh data shows it
-        is not hot (a taint left by a writer that stopped without cleaning up), then down to
-        the cap, coolest first. A node without fresh data keeps what it has."""
+        """A new leader's: our taint off nodes whose fresh data is not hot, then down to the
+        cap, coolest first (never on missing data)."""
         out = [c for c in changes if c.action == "taint"]
         keep: list[tuple[float, NodeName]] = []
         for node, metric in tainted.items():
@@ -174,7 +246,7 @@ class Tainter:
         if not rules.remove_on_shutdown or rules.mode != "taint" or not self._leader.is_leader:
             return 0
         removed = 0
-        for node, metric in self.tainted().items():
+        for node, metric in tainted_nodes(self._nodes).items():
             change = Change(node, "untaint", metric, None, "the writer stopped (removeOnShutdown)")
             removed += await self._writer.apply(change, rules)
         return removed
@@ -184,7 +256,7 @@ class Tainter:
         return {
             "mode": self.settings.overload.mode,
             "leading": self._leader.is_leader,
-            "tainted": sorted(self.tainted()),
+            "tainted": sorted(tainted_nodes(self._nodes)),
             "lastChanges": [
                 {"node": c.node, "action": c.action, "metric": c.metric, "reason": c.reason}
                 for c in self.last

@@ -1,20 +1,9 @@
-"""What the service does with each pod watch event (informer.py delivers them).
-
-- a pod recently assigned to a node, by any binder: the herd guard counts its CPU request
-  there (engine.reserve, once per UID: our own binds reserved already);
-- a pod nominated to a node (`status.nominatedNodeName`, no node yet: a preemptor whose
-  victims are leaving, or with NominatedNodeNameForExpectation a pod whose binding waits):
-  the herd guard counts it there until it is bound or its nomination is cleared
-  (engine.nominate / unnominate);
-- a pod the herd guard holds whose spec changed (an in-place resize through pods/resize):
-  it counts at its new request (engine.resized);
-- a pod deleted or finished: whatever it reserved is released;
-- a pod bound or gone: it is no longer a turned-away pod to requeue;
-- a pod of ours that another binder bound: its decision records the node, and it gets
-  its `Placed` Event like the pods we bind.
-O(1) per event, on the event loop. Its watch filter (cluster.watch_filter) drops, undecoded, the
-events that would change none of this: updates of pods it already read as assigned, and
-of pods without a node.
+"""What the service does with each pod watch event, O(1) on the event loop: a pod recently
+assigned (by any binder) or nominated (`status.nominatedNodeName`) is counted there by the
+herd guard, once per UID; a held pod resized in place counts at its new request; a pod
+deleted or finished releases its room and is no longer one to requeue; a pod of ours
+another binder bound gets its decision's node and `Placed` Event. Its watch filter
+(cluster.watch_filter) drops the events that would change none of this, undecoded.
 """
 
 from __future__ import annotations
@@ -50,19 +39,17 @@ class PodEventHandler:
         seen: Callable[[Assigned, Any, float], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`seen(assignment, pod, now)`: told of each recent assignment before the herd
-        guard counts it (shadow mode judges it against the table of that moment)."""
+        """`seen(assignment, pod, now)`: each recent assignment before the herd guard counts
+        it (shadow mode judges it)."""
         self._engine = engine
         self._forget = forget
         self._placed = placed
         self._binding = binding
         self._seen = seen
         self._clock = clock
-        self.watch_filter = PodWatchFilter()
-        """Give it to the pod watch: it drops the lines this handler would ignore."""
+        self.watch_filter = PodWatchFilter()  # for the pod watch
         engine.nominations = self.watch_filter.nominate  # /preempt nominates pods too
-        self._nominated: set[str] = set()
-        """Pods the watch showed nominated and not since bound, cleared or gone."""
+        self._nominated: set[str] = set()  # shown nominated, not since bound or cleared
         # A UID counted once within the span in which it can count at all.
         self._counted = AssignmentLog(keep=2 * (engine.guard.span + CLOCK_SKEW))
 
@@ -81,27 +68,16 @@ class PodEventHandler:
             self._nominated.discard(change.uid)
             self._drop(change.uid)
             self._assigned(change, pod, now)
-            # Counted now, or too old to count: its later updates change nothing here,
-            # but for a resize while the herd guard holds it.
+            # Its later updates change nothing here, but a resize while held.
             self.watch_filter.settle(change.uid)
             held = change.uid in engine.reservations
             self.watch_filter.track(change.uid, _generation(pod) if held else None)
         elif isinstance(change, Nominated):
-            facts = PodFacts(
-                change.uid,
-                change.name,
-                change.namespace,
-                "",
-                change.cores,
-                owners=change.owners,
-                labels=change.labels,
-            )
-            engine.nominate(change.uid, change.node, facts, now)
+            engine.nominate(change.uid, change.node, _facts(change, ""), now)
             self._nominated.add(change.uid)
         elif isinstance(change, Waiting) and change.uid in self._nominated:
-            # Cleared after the watch showed it set. (A pod /preempt nominated that the
-            # watch never showed nominated keeps its room: an event without the
-            # nomination may just be older than it, the watch coming a batch late.)
+            # Cleared after the watch showed it set (one /preempt nominated keeps its room:
+            # an event without the nomination may be older than it).
             self._nominated.discard(change.uid)
             engine.unnominate(change.uid, now)
 
@@ -114,17 +90,16 @@ class PodEventHandler:
         engine = self._engine
         recent = is_recent(pod, now, engine.guard.span)
         if not recent or not self._counted.first_time(pod.uid, now):
-            # Too old to count, or counted already: a later update that reaches here is a
-            # resize of a pod the herd guard holds (cluster.watch_filter), or a relist.
+            # Too old, or counted already: a resize of a held pod, or a relist.
             held = engine.reservations.get(pod.uid)
             if held is not None and held.source == NOMINATED:
                 engine.unnominate(pod.uid, now)
             elif held is not None:
-                engine.resized(pod.uid, _facts(pod), now)
+                engine.resized(pod.uid, _facts(pod, pod.node), now)
             return
         if self._seen is not None:
             self._seen(pod, doc, now)
-        facts = _facts(pod)
+        facts = _facts(pod, pod.node)
         engine.reserve(
             pod.uid,
             pod.node,
@@ -142,12 +117,9 @@ class PodEventHandler:
             self._placed(pod.uid)
 
     def relisted(self, listed: Collection[str], began: float) -> None:
-        """A whole list of the pods holding a node (their UIDs: `listed`) replaced the
-        watch, which was down (a `410 Gone`): a pod the herd guard still counts that the
-        list lacks was deleted or finished meanwhile, and its DELETED event is lost. Its
-        reservation goes. Kept: one taken after the list began (`began`) or whose bind is
-        still in flight: the list may predate its Binding (a reservation dropped that way
-        anyway comes back with the watch's event of the assignment)."""
+        """A relist (after a 410) of the pods holding a node: a reservation whose pod it
+        lacks goes (its DELETED event was lost), but for one taken after the list `began`
+        or whose bind is in flight (the list may predate its Binding)."""
         engine = self._engine
         now = self._clock()
         self.watch_filter.keep_only(listed)
@@ -161,21 +133,14 @@ class PodEventHandler:
             self._drop(uid)
 
 
-def _facts(pod: Assigned) -> PodFacts:
+def _facts(pod: Assigned | Nominated, node: str) -> PodFacts:
+    """The pod's facts, on `node` ("" for a nominated pod, not bound yet)."""
     return PodFacts(
-        pod.uid,
-        pod.name,
-        pod.namespace,
-        "",
-        pod.cores,
-        pod.node,
-        owners=pod.owners,
-        labels=pod.labels,
+        pod.uid, pod.name, pod.namespace, "", pod.cores, node, owners=pod.owners, labels=pod.labels
     )
 
 
 def _generation(pod: Any) -> object:
-    """`metadata.generation` as sent (None when absent: then every spec change is missed,
-    as before an API server tracked pod generations)."""
+    """`metadata.generation` as sent (None: an API server that does not track it)."""
     meta = pod.get("metadata") if isinstance(pod, dict) else None
     return meta.get("generation") if isinstance(meta, dict) else None

@@ -1,13 +1,5 @@
-"""Requeue: nudge kube-scheduler to retry a pod we turned away, once metrics let it in.
-
-The scheduler retries a pod an extender rejected when that pod is updated. So when a new
-snapshot passes a node a turned-away pod could use (engine.recovered), we patch the pod
-with `decice.io/metrics-recovered: <snapshot time>`, carrying its UID so a pod deleted
-and re-created under the same name is never touched (the API answers 422). A pod the
-watch saw bound or deleted meanwhile is skipped. Patches go out at most
-`requeue.patchesPerSecond`, from one background task; a failure is counted and logged,
-never retried (the scheduler's own 5-minute retry still stands).
-"""
+"""Requeue: kube-scheduler retries a rejected pod when it is updated, so a pod we turned
+away that a snapshot now lets in gets `decice.io/metrics-recovered` (UID-guarded, paced)."""
 
 from __future__ import annotations
 
@@ -38,7 +30,6 @@ def _stamp(seconds: float) -> str:
 
 
 def outcome_of(exc: Exception) -> str:
-    """The counter label for a failed patch: the API's answers that mean something here."""
     status = getattr(exc, "status", None)
     if status == 404:
         return "gone"  # deleted since we turned it away
@@ -70,7 +61,7 @@ class Requeuer:
         return len(self._pending)
 
     def recovered(self, pods: list[TurnedAway], snapshot_time: float) -> None:
-        """Queue these pods for a patch (O(1) each); the oldest wait is dropped when full."""
+        """Queue these pods for a patch; the oldest wait is dropped when full."""
         for pod in pods:
             self._pending[pod.uid] = (pod, snapshot_time)
             if len(self._pending) > self._capacity:

@@ -1,33 +1,14 @@
-"""The pod watch's filter: events that change nothing the service keeps are dropped as raw
-bytes, before they are decoded.
+"""The pod watch's filter: event lines that change nothing the service keeps are dropped as
+raw bytes, before they are decoded. The service uses a pod's first line with a node or a
+nomination (cluster.podwatch) and the lines of a pod going (DELETED, `deletionTimestamp`,
+a terminal phase); a pod's node never changes once set (`settle`), unless the herd guard
+holds it and an in-place resize bumps its generation (`track`).
 
-A pod watch without a selector sees every update of every pod: the kubelets' status
-reports of running pods, other schedulers' pending pods. The service uses few of them
-(cluster.podwatch): a pod's first event with `spec.nodeName` (a new assignment, for the
-herd guard, requeue, the shadow), and a pod deleted, being deleted or finished (its
-reservation released, a turned-away pod forgotten). So a line is dropped when
-
-- the pod has no node (no `"nodeName":"` key in the line) and no nomination (no
-  `"nominatedNodeName":"`, and not one the handler counts as nominated: `nominate`), or
-  its UID is one the handler already read as assigned (`settle`): a pod's node never
-  changes once set, and its assignment counted (or was too old to count) the first time,
-  unless the herd guard still holds it and its spec changed (`track`: an in-place resize
-  bumps `metadata.generation`, and what the pod counts at changes with it);
-- and nothing in it says the pod is going: not a DELETED event, no `deletionTimestamp`,
-  no terminal phase.
-
-Each test is a C-level substring search of the line (the JSON the API server writes:
-keys in quotes, no spaces, an object's fields in its Go struct's order; a quote inside a
-string value is escaped, so `"key":"` only matches a key): `deletionTimestamp` is looked
-for just after `resourceVersion` (ObjectMeta's order), the phase at the last `"phase":"`
-(status is a Pod's last field, phase its first), the rest over the line. A line kept by
-mistake is only decoded as before. BOOKMARK and ERROR lines are always kept. The tests cost
-a fraction of decoding the line (BENCHMARKS.md, "The pod watch pays only for what it
-uses").
-
-The filter also reads each line's `metadata.resourceVersion` (the first such key of a pod
-line: ObjectMeta writes it before labels and annotations, and no other field of a Pod
-has one), so a watch that ends after dropped lines resumes from the last line it read.
+Each test is a C-level substring search of the API server's JSON (no spaces, fields in Go
+struct order, quotes in values escaped): `deletionTimestamp` just after `resourceVersion`,
+the phase at the last `"phase":"` (status is a Pod's last field). A line kept by mistake is
+only decoded as before; BOOKMARK and ERROR lines are always kept. Each line's
+resourceVersion is read, so a watch resumes after the last line, dropped or not.
 """
 
 from __future__ import annotations
@@ -45,23 +26,18 @@ _PHASE = b'"phase":"'
 _FILTERED_TYPES = (b'{"type":"MODIFIED"', b'{"type":"ADDED"')
 _TERMINAL = (b"Succeeded", b"Failed")
 _META_WINDOW = 256
-"""ObjectMeta writes `deletionTimestamp` right after `resourceVersion`, `generation` and
-`creationTimestamp` (its Go struct's order), before labels and annotations."""
+"""ObjectMeta writes `deletionTimestamp` and `generation` soon after `resourceVersion`."""
 
 
 class PodWatchFilter:
     """`watch_filter(line)`: False for a pod watch event line the handler would do nothing with."""
 
     def __init__(self) -> None:
-        self._settled: set[bytes] = set()
-        """UIDs (as bytes) of the pods read as assigned: their updates change nothing."""
-        self._nominated: set[bytes] = set()
-        """UIDs of pods counted on their nominated node: every line of theirs is kept."""
-        self._generations: dict[bytes, bytes] = {}
-        """Settled pods the herd guard still holds -> their `metadata.generation` then."""
+        self._settled: set[bytes] = set()  # UIDs of pods read as assigned
+        self._nominated: set[bytes] = set()  # UIDs counted on their nominated node
+        self._generations: dict[bytes, bytes] = {}  # held settled pods -> their generation
         self._version: bytes | bytearray = b""
         self.dropped = 0
-        """Lines dropped since the start."""
 
     def __len__(self) -> int:
         return len(self._settled)
@@ -85,18 +61,12 @@ class PodWatchFilter:
             self._nominated.discard(uid.encode())
 
     def track(self, uid: str, generation: object) -> None:
-        """Keep the settled pod's lines whose `metadata.generation` is not `generation`
-        (None: stop): the herd guard holds it, and a resize changes what it counts."""
+        """Keep the settled pod's lines of another `metadata.generation` (None: stop)."""
         key = uid.encode()
         if generation is None:
             self._generations.pop(key, None)
         else:
             self._generations[key] = str(generation).encode()
-
-    @property
-    def tracked(self) -> int:
-        """Pods kept an eye on: nominated, or held with their generation."""
-        return len(self._nominated) + len(self._generations)
 
     def keep_only(self, uids: Collection[str]) -> None:
         """A whole list replaced the watch: the pods it lacks are gone."""
@@ -114,8 +84,7 @@ class PodWatchFilter:
         self._version = value.encode()
 
     def __call__(self, line: bytearray) -> bool:
-        # Ordered by cost: each `in` over a whole line scans some 2 KiB; the keys near
-        # the start are found at once.
+        # Ordered by cost: the keys near the start are found at once.
         rv = line.find(_VERSION)
         if rv != -1:
             start = rv + len(_VERSION)
@@ -149,8 +118,6 @@ class PodWatchFilter:
                 return True
         elif line.find(_DELETING, rv, rv + _META_WINDOW) != -1:
             return True
-        # status.phase is the status' first field, the status the object's last: the
-        # phase is the last `"phase":"` of the line.
         phase = line.rfind(_PHASE)
         if phase != -1 and line.startswith(_TERMINAL, phase + len(_PHASE)):
             return True
@@ -159,15 +126,13 @@ class PodWatchFilter:
 
     @staticmethod
     def _nominated_in(line: bytearray) -> bool:
-        """The pod's status names a nominated node. The status is a pod's last field, so the
-        search starts at its key, found from the end (a status holds no object `"status"`)."""
+        """The pod's status (its last field) names a nominated node."""
         at = line.rfind(_STATUS)
         return at != -1 and line.find(_NOMINATED, at) != -1
 
     @staticmethod
     def _generation(line: bytearray, rv: int) -> bytes:
-        """`metadata.generation` of a pod line: ObjectMeta writes it right after
-        `resourceVersion` (b"" when the line has none)."""
+        """`metadata.generation` of a pod line, near `resourceVersion` (b"": none)."""
         at = line.find(_GENERATION, max(rv, 0), (rv + _META_WINDOW) if rv != -1 else len(line))
         if at == -1:
             return b""

@@ -1,8 +1,5 @@
-"""Decisions for the verbs: filter, prioritize, preempt, from the current table.
-
-The engine decides; wire.py encodes its decisions (model.FilterDecision, Priorities). The
-state it decides from (snapshot, tables, the herd guard, the memory of pods) is
-state.DecisionState's. No I/O: it runs on the event loop only.
+"""The verbs' decisions (filter, prioritize, preempt) from the current table, over
+state.DecisionState; wire.py encodes them. No I/O: it runs on the event loop only.
 """
 
 from __future__ import annotations
@@ -14,21 +11,11 @@ from extender.decisions.estimate import MEASURED
 from extender.decisions.headroom import fit_rule
 from extender.decisions.held import HeldPods
 from extender.decisions.herd import data_time, unshown_share
-from extender.decisions.model import (
-    FilterDecision,
-    NodeName,
-    Priorities,
-    Snapshot,
-)
+from extender.decisions.model import FilterDecision, NodeName, Priorities, Snapshot
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
 from extender.decisions.preemption import ShownUse, passing_after_victims
 from extender.decisions.readiness import readiness
-from extender.decisions.scoring import (
-    has_candidates_metric,
-    score_candidates,
-    tie_start,
-    top_hosts,
-)
+from extender.decisions.scoring import has_candidates_metric, score_candidates, tie_start, top_hosts
 from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.state import NOMINATED
 from extender.decisions.table import Table
@@ -37,8 +24,7 @@ from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
 from extender.policy.policies import Policy
 
 UNKNOWN_POLICY = 'decice: unknown policy "{}"'
-"""The filter reason on every node for a pod naming a policy that does not exist: it
-surfaces in the pod's FailedScheduling event (one entry, the text is the same)."""
+"""The filter reason on every node for a pod naming no policy of ours (FailedScheduling)."""
 
 
 class Engine(HeldPods):
@@ -64,10 +50,8 @@ class Engine(HeldPods):
         if cleared and tight:
             tight = tight - cleared
         if tight:
-            # Too small for this pod: unresolvable, as kube-scheduler's preemption dry run
-            # (SelectVictimsOnNode) runs its own Filter plugins only, which the node passed:
-            # it finds no victim there and v1.35.4 fails the attempt with "expected at least
-            # one victim pod on node" (tests/e2e/test_recent_preemption.py).
+            # Unresolvable: kube-scheduler's preemption (SelectVictimsOnNode) runs its own
+            # Filter plugins only and finds no victim here (tests/e2e/test_recent_preemption.py).
             reason = fit_rule(policy).reason  # type: ignore[union-attr]
             failed = {**failed, **dict.fromkeys(tight, reason)}
         rejected = frozenset(failed)
@@ -99,11 +83,9 @@ class Engine(HeldPods):
     def _shortlisted(
         self, table: Table, args: ExtenderArgs, rejected: int, tight: Set[NodeName]
     ) -> list[NodeName] | None:
-        """Our best measured nodes that pass (`prioritize.shortlist`), plus every passing node
-        we have no data for (decisions.shortlist); None when every passing node goes: the
-        shortlist is off, no more nodes pass than that, or the pod weighs nodes itself (its
-        preferred affinities and spreading are the scheduler's to score). Our best one only
-        while pods we expect are not seen bound yet (held.HeldPods.expecting)."""
+        """Our best measured passing nodes (`prioritize.shortlist`) plus those we have no
+        data for; None when every passing node goes (no shortlist, few nodes, or the pod
+        weighs nodes itself). Our best one only while pods we expect are not seen bound."""
         rule = self.settings.prioritize.shortlist
         names = args.names
         if args.pod.prefers:
@@ -119,9 +101,7 @@ class Engine(HeldPods):
         if keep is None:
             return None
         whole = table.whole.nodes  # the measured nodes that pass
-        # Every one of them asked: the list needs no lookup per name. (A duplicate name
-        # standing in for a node not asked, which kube-scheduler never sends, may get that
-        # node in the answer; the scheduler would refuse it, as it would the duplicate.)
+        # Every one of them asked: no lookup per name.
         if args.exactly is whole or (len(names) == len(whole) and whole.issuperset(names)):
             return shortlist(table.ranking, keep, args.pod.uid, skip=tight)
         chosen = shortlist(table.ranking, keep, args.pod.uid, set(names), tight)
@@ -153,14 +133,12 @@ class Engine(HeldPods):
                 answer = Priorities(names, fragments=table.fragments)
             best = _best_ranked(table, args, whole) if guarded else None
         if best is not None:
-            # Counted there now: the scheduler decides its next pods before the watch
-            # shows this one bound (held.HeldPods.expecting).
+            # Counted now: the next pods are decided before the watch shows it bound.
             self.expect(args.pod.uid, best, args.pod, now)
         return answer
 
     def preempt(self, args: PreemptionArgs, now: float) -> Mapping[str, object]:
-        """Keep the scheduler's victims exactly, for the nodes our filter would pass once
-        the victims are gone (decisions.preemption)."""
+        """The scheduler's victims, for the nodes we pass once they are gone (preemption.py)."""
         if not self.is_ours(args.pod):
             return args.victims
         self.expire_tentative(now)
@@ -175,9 +153,7 @@ class Engine(HeldPods):
         )
         self.preemptions.remember(args.pod.uid, kept, now)
         if len(kept) == 1:
-            # The scheduler nominates the pod to the one node left it, at once: counted
-            # there now, not when the pod watch shows the nomination (its events come up
-            # to a batch late, and the next pod may be filtered before).
+            # Nominated there at once: counted now, not when the watch shows it.
             [node] = kept
             self.nominate(args.pod.uid, node, args.pod, now, tentative=True)
         return kept
@@ -185,9 +161,8 @@ class Engine(HeldPods):
     def _cleared_for_preemptor(
         self, policy: Policy, table: Table, pod: PodFacts, now: float
     ) -> frozenset[NodeName]:
-        """The nodes where /preempt accepted victims for `pod`, still passing once those
-        victims are gone (decisions.preemption: the scheduler asks again before our pod
-        watch sees them deleted)."""
+        """The nodes where /preempt accepted victims for `pod` that pass without them (the
+        scheduler asks again before our watch sees them deleted)."""
         accepted = self.preemptions.get(pod.uid, now)
         held = self._herd.reservations.get(pod.uid)
         nominated = held.node if held is not None and held.source == NOMINATED else None
@@ -204,11 +179,8 @@ class Engine(HeldPods):
         return frozenset(kept)
 
     def _shown_use(self, policy: Policy, now: float, gone_at: float | None = None) -> ShownUse:
-        """Cores of a victim's measured use that the herd metric shows now (preemption.py):
-        its own measured use or its workload's quantile, in the share its reservation no
-        longer holds (all of it without one); none when we know no measurement of it.
-        `gone_at`: when the victims were deleted (a preemptor's retry): from then on the
-        metric shows a stopped pod less, as it showed a new one more."""
+        """Cores of a victim's measured use the herd metric shows now (preemption.py);
+        `gone_at`: when the victims were deleted, after which the metric shows them less."""
         snapshot, settle = self._snapshot, self.settings.herd_guard.settle
         window = self.guard.window.seconds
         data_at = data_time(snapshot, [policy.herd_metric]) if policy.herd_metric else None
@@ -246,8 +218,7 @@ class Engine(HeldPods):
 def node_figures(
     engine: Engine, now: float
 ) -> tuple[dict[str, dict[NodeName, int]], dict[str, dict[str, float]]]:
-    """(policy -> node -> score, metric -> node -> value) for dashboards: the tables in
-    force."""
+    """(policy -> node -> score, metric -> node -> value) in force, for dashboards."""
     values = {name: dict(series.values) for name, series in engine.snapshot.metrics.items()}
     scores = {name: dict(engine.table(now, p).scores) for name, p in engine.policies.items()}
     return scores, values
@@ -263,9 +234,7 @@ def _memo(
     waiting: float | None = None,
     shortlisted: int | None = None,
 ) -> PodMemo:
-    """What was decided, for the bind guard and /explain: references, no copies of the big
-    request (O(1) on the request path). `waiting`: since when the pod fits on no node;
-    `shortlisted`: how many nodes passed when the filter passed only our best."""
+    """What was decided, for the bind guard and /explain: references, no copies (O(1))."""
     names = args.names
     small = len(names) <= CANDIDATES_KEPT_UP_TO
     return PodMemo(
@@ -284,9 +253,7 @@ def _memo(
 
 
 def _waiting_since(memo: PodMemo | None, pod: PodFacts, now: float) -> float:
-    """Since when the pod has waited for a node: its creation (herdGuard.waitForRoom bounds
-    how long it stays Pending, whatever kept it so before we turned it away), else the
-    first time we found no room for it."""
+    """Since when the pod has waited for room: its creation, else when we first found none."""
     since = memo.room_wait_since if memo is not None else None
     created = api_time(pod.created)
     if created is not None and created <= now:
@@ -304,9 +271,7 @@ def _track(
     needs: float = 0.0,
     until: float | None = None,
 ) -> None:
-    """A pod our filter turned away from every node is remembered for the requeue (with
-    the room it needs and until when, when it fit on none); one that passed a node is not
-    (any more)."""
+    """Remember a pod turned away from every node for the requeue; forget one that passed."""
     if names and failed == len(names):
         known = table.evals.keys()
         room = needs if until is not None else 0.0
@@ -316,8 +281,7 @@ def _track(
 
 
 def _scored(policy: Policy, table: Table, args: ExtenderArgs, max_hosts: int | None) -> Priorities:
-    """Prioritize's answer scored for this request: metrics normalised over its own
-    candidates, or only the best `max_hosts` of its nodes."""
+    """Prioritize scored per request: over its own candidates, or its best `max_hosts`."""
     names = args.names
     if has_candidates_metric(policy):
         scores = score_candidates(policy, [table.eval_of(n) for n in names])
@@ -330,8 +294,7 @@ def _scored(policy: Policy, table: Table, args: ExtenderArgs, max_hosts: int | N
 
 
 def _best_ranked(table: Table, args: ExtenderArgs, whole: bool) -> NodeName | None:
-    """The node of `args` our table ranks first (ties from the pod's own starting point,
-    as the shortlist breaks them), or None when a node we have no data for may outscore it."""
+    """The node of `args` our table ranks first, or None when an unknown node may outscore it."""
     asked = None if whole else frozenset(args.names)
     best = shortlist(table.ranking, 1, args.pod.uid, asked)
     if not best:
@@ -343,8 +306,7 @@ def _best_ranked(table: Table, args: ExtenderArgs, whole: bool) -> NodeName | No
 
 
 def _best_scored(answer: Priorities, uid: str) -> NodeName | None:
-    """The highest-scored host of an answer scored for its request (ties from the pod's
-    own starting point)."""
+    """The highest-scored host of a per-request answer (ties from the pod's start)."""
     hosts, scores = answer.hosts, answer.scores
     if not hosts:
         return None
@@ -355,14 +317,9 @@ def _best_scored(answer: Priorities, uid: str) -> NodeName | None:
 
 def _rejected(table: Table, names: list[str]) -> dict[str, str]:
     """node -> reason for the nodes of this request that the filter rejects."""
-    # The request path's fast lane, kept here in one place. Hashing 5,000 fresh name strings
-    # costs about as much as parsing them (BENCHMARKS.md, "In-process costs the code
-    # cites"), so when the table rejects no node at all (the healthy common case) there is
-    # nothing to look up.
-    if table.passes_all:
-        return {}
-    # Else: every node known and passing, one C-level set check.
-    if table.ok.issuperset(names):
+    # Hashing the names costs about as much as parsing them (BENCHMARKS.md), so the
+    # healthy common case looks nothing up, and the next one set check.
+    if table.passes_all or table.ok.issuperset(names):
         return {}
     failed: dict[str, str] = {}
     for n in filterfalse(table.ok.__contains__, names):

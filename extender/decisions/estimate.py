@@ -1,12 +1,6 @@
-"""A placed pod's expected CPU use: what the herd guard counts it at. Pure.
-
-Requests lie: a pod may use five times what it asked for, or a tenth. What a new pod of a
-workload will use is best told by its siblings: the quantile (p90 by default) of the
-measured use of the workload's running pods. A pod Prometheus already measures (its own
-series shows) is counted at that. Otherwise, or with too few siblings, or when the
-measured use is stale, the pod counts at its CPU request times `requestFactor`, and a pod
-without a request at `defaultCpuRequest`. `herdGuard.estimate: request` counts every pod
-at its request, the behaviour before estimates.
+"""A placed pod's expected CPU use, what the herd guard counts it at: requests lie, so its
+own measured use, else its workload's quantile, else its request times `requestFactor`
+(or `defaultCpuRequest`). Pure.
 
 Peers, for comparison: Koordinator's LoadAware counts max(request, limit) x 0.85
 (pkg/scheduler/plugins/loadaware/estimator/default_estimator.go); Trimaran's
@@ -31,7 +25,6 @@ MEASURED = frozenset({"workload", "own"})
 class Expectation:
     cores: float
     source: str
-    """One of SOURCES."""
     basis: str
     """Why this figure, in words: "p90 of 12 pods of deployment shop/web"."""
 
@@ -40,7 +33,6 @@ class Expectation:
 
 
 def usage_fresh(usage: UsageTable, guard: HerdGuardSettings, now: float) -> bool:
-    """The measured use may be used: fetched, and not older than usageMaxAge."""
     return usage.fetched_at is not None and now - usage.fetched_at <= guard.usage_max_age
 
 
@@ -53,7 +45,6 @@ def expected_use(
     guard: HerdGuardSettings,
     now: float,
 ) -> Expectation:
-    """What one pod is expected to use, and why (see the module's docstring)."""
     if guard.estimate == "usage":
         fresh = usage_fresh(usage, guard, now)
         own = usage.pods.get((namespace, name)) if fresh else None
@@ -85,10 +76,7 @@ def expected_cores(
     now: float,
 ) -> float:
     """What the pod being placed will most likely use, for the filter path's fit: as
-    `expected_use`, but its workload's median where the query gives one (one pod is judged
-    by what it most likely uses; the reservations of the pods placed before it are counted
-    at the quantile, which covers a burst of them). The workload is named (`workload()`)
-    only when some workload's use is known."""
+    `expected_use`, but its workload's median where known (the quantile covers a burst)."""
     if guard.estimate == "usage" and usage_fresh(usage, guard, now):
         own = usage.pods.get((namespace, name)) if usage.pods else None
         if own is not None:

@@ -1,16 +1,11 @@
-"""Why a pod went where it went, and why a node was filtered: readable explanations.
-
-Pure: everything comes in as arguments. The request path only records what it decided
-(decisions.py); this module re-evaluates those nodes from the same snapshot, staleness
-and herd load the table was built from (scoring.evaluate_node, the function that built
-it), so an explanation shows exactly the numbers behind the answer, with the values the
-aggregated filter reasons leave out.
+"""Why a pod went where it went, and why a node was filtered, re-evaluated from the
+inputs the table had (scoring.evaluate_node): exactly the numbers behind the answer. Pure.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -25,7 +20,6 @@ Document = dict[str, Any]
 
 
 def _detail(m: MetricSettings, value: float | None, age: float | None) -> str:
-    """The values behind an aggregated reason, for this metric on this node."""
     if value is None:
         if m.on_missing != "fail-closed":
             return ""
@@ -47,10 +41,13 @@ def explain_nodes(
     herd: Mapping[NodeName, float],
     nodes: Sequence[NodeName],
     now: float,
+    too_small: AbstractSet[NodeName] = frozenset(),
 ) -> list[Document]:
-    """One row per node: each metric's raw value, normalised value, weight and herd load,
-    the score, the verdict and the reason with its values; best score first."""
+    """One row per node, best score first: each metric's raw and normalised value, weight
+    and herd load, the score, the verdict and the reason with its values. `too_small`: the
+    nodes the decision turned away for the pod's size (they pass the table)."""
     evals = [evaluate_node(policy, snapshot, n, stale, herd, now) for n in nodes]
+    rule = fit_rule(policy) if too_small else None
     if any(m.normalize == "candidates" for m in policy.metrics):
         scores = score_candidates(policy, evals)
     else:
@@ -87,34 +84,15 @@ def explain_nodes(
                 "metrics": metrics,
             }
         )
+        if rule is not None and e.reason is None and node in too_small:
+            rows[-1].update(passed=False, reason=rule.reason, detail="too little room for this pod")
     rows.sort(key=lambda r: (not r["passed"], -r["score"], r["node"]))
     return rows
 
 
-def too_small_marked(
-    rows: list[Document], rejected: AbstractSet[NodeName], policy: Policy
-) -> list[Document]:
-    """The rows with the nodes the decision turned away for the pod's size (headroom.py: they
-    pass the table, so their own evaluation says passed) marked as such."""
-    rule = fit_rule(policy)
-    if rule is None or not rejected:
-        return rows
-    for row in rows:
-        if row["passed"] and row["node"] in rejected:
-            row.update(passed=False, reason=rule.reason, detail="too little room for this pod")
-    rows.sort(key=lambda r: (not r["passed"], -r["score"], r["node"]))
-    return rows
-
-
-def summary(rows: Iterable[Document]) -> tuple[int, Counter[str]]:
-    """(candidates, filtered count per reason)."""
-    total = 0
-    filtered: Counter[str] = Counter()
-    for r in rows:
-        total += 1
-        if r["reason"] is not None:
-            filtered[r["reason"]] += 1
-    return total, filtered
+def _filtered(rows: Sequence[Document]) -> Counter[str]:
+    """How many rows each reason filtered."""
+    return Counter(r["reason"] for r in rows if r["reason"] is not None)
 
 
 def placement_note(
@@ -124,11 +102,10 @@ def placement_note(
     candidates: int | None = None,
     rejected: int | None = None,
 ) -> str:
-    """The Event note on a placed pod, read at a glance:
-    `placed on node-3: score 9/10 (cpu 0.10, memory 0.20); 5 candidates, 1 filtered (cpu
-    above 0.9); next best node-1 score 6`. `candidates` and `rejected` override the counts
-    when `rows` are not every candidate (a big request's names are not kept)."""
-    total, filtered = summary(rows)
+    """The Event note on a placed pod: `placed on node-3: score 9/10 (cpu 0.10, memory
+    0.20); 5 candidates, 1 filtered (cpu above 0.9); next best node-1 score 6`.
+    `candidates` and `rejected` override the counts when `rows` are not every candidate."""
+    filtered = _filtered(rows)
     chosen = next((r for r in rows if r["node"] == node), None)
     text = f"placed on {node}"
     if chosen is not None:
@@ -136,7 +113,7 @@ def placement_note(
             f"{m} {v:.2f}" for m in metrics if (v := chosen["metrics"][m]["value"]) is not None
         )
         text += f": score {chosen['score']}/10" + (f" ({values})" if values else "")
-    total = total if candidates is None else candidates
+    total = len(rows) if candidates is None else candidates
     count = sum(filtered.values()) if rejected is None else rejected
     text += f"; {total} candidates, {count} filtered"
     if filtered:
@@ -190,13 +167,10 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
     nodes = list(memo.candidates) if memo.candidates is not None else sorted(_nodes_of(snapshot))
     if memo.candidates is None:
         doc["candidatesListed"] = "the snapshot's nodes (the request named more than 256)"
-    rows = too_small_marked(
-        explain_nodes(memo.policy, snapshot, memo.stale, memo.herd, nodes, memo.at),
-        memo.rejected,
-        memo.policy,
+    rows = explain_nodes(
+        memo.policy, snapshot, memo.stale, memo.herd, nodes, memo.at, too_small=memo.rejected
     )
-    _, by_reason = summary(rows)
-    doc["filteredBy"] = dict(by_reason)
+    doc["filteredBy"] = dict(_filtered(rows))
     limit = settings.explain.max_nodes
     shown = rows[:limit]
     if memo.node and all(r["node"] != memo.node for r in shown):

@@ -83,7 +83,7 @@ class Headroom:
         """A copy with these nodes' headroom changed (None: no longer indexed)."""
         copy = Headroom.__new__(Headroom)
         copy._by_node, copy._cores, copy._names = (
-            dict(self._by_node),
+            self._by_node.copy(),  # not dict(): that re-inserts every key once one was deleted
             list(self._cores),
             list(self._names),
         )

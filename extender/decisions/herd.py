@@ -1,34 +1,14 @@
-"""The herd guard's ledger: placed pods counted on their node until the metric shows them.
-
-It is an assumed-pods cache, as load-aware schedulers keep one: kube-scheduler assumes a
-pod on its node before the bind lands, so the next cycle counts its requests
-(`assumedPods`, AssumePod / ForgetPod, in kubernetes `pkg/scheduler/backend/cache`);
-scheduler-plugins' Trimaran keeps the pods bound within the metrics' reporting interval
-per node (`PodAssignEventHandler.ScheduledPodsCache`, `pkg/trimaran/handler.go`) and adds
-their predicted use to the measured one; koordinator's LoadAware does the same until its
-NodeMetric covers them (`pkg/scheduler/plugins/loadaware/pod_assign_cache.go`). Here the
-pods are counted at their expected use, not their requests, and leave the ledger as the
-metric's window takes them in.
-
-A burst places pods faster than Prometheus can show their load, so every placed pod
-reserves its expected use (estimate.py) on its node, as a share of the node's cores. A
-rate over a window W shows a pod that has run t seconds by t / W of its use, and the
-newest sample is up to `settle` seconds old (scrape, rule evaluation, our refresh). So a
-reservation is whole until `settle` after the bind, then shrinks with the share of the
-window the pod has run, and is gone once the window covers the whole pod
-(`unshown_share`). A pod Prometheus already measures is counted at its own measured use.
-The ledger keeps the reservations and, incrementally, the load they add per node.
-
-The same lag runs the other way: a pod that left a node still shows in the metric until
-the window has passed over its departure. A departure credits the node with what the pod
-was measured using, over the same settle and window as a reservation, so pods waiting for
-room and the rebalancer see the room when it is there. The credit is only ever what the
-metric showed of the pod (its own measured use, else its workload's, no more than its
-request; nothing when unknown, or on a saturated node, whose metric hides demand), and it
-fades over the window a rise shows in: where a query keeps the larger of a fast and a slow
-rate, the slow one holds a drop up for longer, so the credit ends early (never late), and a
-pod arriving where one left is never counted as shown before the fast rate shows it.
-Pure: `now` and the snapshot are passed in.
+"""The herd guard's ledger: an assumed-pods cache, pods placed counted on their node until
+the metric shows them, as kube-scheduler (`assumedPods`, `pkg/scheduler/backend/cache`),
+scheduler-plugins' Trimaran (`ScheduledPodsCache`, `pkg/trimaran/handler.go`) and
+koordinator's LoadAware (`pkg/scheduler/plugins/loadaware/pod_assign_cache.go`) keep one.
+Here a pod counts at its expected use (estimate.py), or its own measured use once
+Prometheus has it, as a share of its node's cores. A rate over a window W shows a pod that
+ran t seconds by t / W, and the newest sample is up to `settle` old, so a reservation is
+whole until `settle` after the bind, then fades over the window (`unshown_share`). A
+departure credits its node the same way with what the metric showed of the pod (nothing
+when unknown or on a saturated node), so waiting pods and the rebalancer see the room when
+it is there; the credit ends early, never late. Pure: `now` and the snapshot are passed in.
 """
 
 from __future__ import annotations
@@ -49,29 +29,24 @@ class Reservation:
 
     uid: str
     node: NodeName
-    cores: float
-    """Its expected use when placed (estimate.expected_use)."""
+    cores: float  # its expected use when placed (estimate.expected_use)
     bound_at: float
     source: str = "bind"
-    """"bind" (ours), "watch" (seen assigned through the pod watch), "nominated" (seen
-    nominated to the node, not bound yet: decisions.held.HeldPods.nominate) or "expected"
-    (where our prioritize answer sends it, not bound yet: decisions.held.HeldPods.expect)."""
-    basis: str = ""
-    """Why `cores`: "p90 of 12 pods of deployment shop/web"."""
+    """"bind" (ours), "watch" (seen assigned), "nominated" or "expected" (not bound yet:
+    held.HeldPods.nominate / expect), "left" (a departure)."""
+    basis: str = ""  # why `cores`: "p90 of 12 pods of deployment shop/web"
     pod: tuple[str, str] | None = None
     """(namespace, name): its own measured use, once Prometheus has it, replaces `cores`."""
 
 
 def departure(uid: str, node: NodeName, cores: float, left_at: float) -> Reservation:
-    """A pod gone from `node` whose `cores` the metric still shows: a reservation of what
-    it frees (negative), fading as the metric stops showing it, as a placed pod's fades as
-    the metric starts to."""
+    """A pod gone from `node` whose `cores` the metric still shows: a negative reservation."""
     return Reservation(uid, node, -cores, left_at, "left")
 
 
 def unshown_share(bound_at: float, data_at: float | None, settle: float, window: float) -> float:
-    """The share of a pod placed at `bound_at` that a metric fetched at `data_at` does not
-    show yet: 1 until `settle` after the bind, then falling over `window` to 0."""
+    """The share of a pod placed at `bound_at` a metric fetched at `data_at` does not show:
+    1 until `settle` after, then falling over `window` to 0."""
     if data_at is None:
         return 1.0
     ran = data_at - settle - bound_at
@@ -83,8 +58,7 @@ def unshown_share(bound_at: float, data_at: float | None, settle: float, window:
 
 
 def data_time(snapshot: Snapshot, metrics: Iterable[str]) -> float | None:
-    """When the herd metrics were last fetched: the oldest of them, so no policy's metric
-    is taken to show a pod it does not show yet (None: one was never fetched)."""
+    """When the herd metrics were last fetched, the oldest (None: one never was)."""
     oldest = math.inf
     for name in metrics:
         series = snapshot.metrics.get(name)
@@ -102,15 +76,12 @@ class HerdLedger:
         self._guard = guard
         self._guarded = guarded
         self._window = window
-        self._reservations: dict[str, Reservation] = {}
+        self.reservations: dict[str, Reservation] = {}
         self._departures: dict[str, Reservation] = {}
-        self._margins: Mapping[NodeName, float] = {}
-        """node -> what its recent swings add to it (peaks.py), as of the last install."""
-        self._charged: dict[str, float] = {}
-        """uid -> the share of its node's cores it adds now."""
-        self._load: dict[NodeName, float] = {}
-        """node -> utilisation the reservations add (the sum of `_charged`)."""
-        self._node_cores: Mapping[NodeName, float] = {}
+        self.margins: Mapping[NodeName, float] = {}  # node -> its swings' margin (peaks.py)
+        self._charged: dict[str, float] = {}  # uid -> the share of its node's cores it adds
+        self.load: dict[NodeName, float] = {}  # node -> `_charged` and margins summed (live)
+        self.node_cores: Mapping[NodeName, float] = {}
         self._sizes_watched = False
         self._data_at: float | None = None
         self._usage: UsageTable = EMPTY
@@ -122,37 +93,23 @@ class HerdLedger:
         self._window = window
         self._recount()
 
-    @property
-    def reservations(self) -> Mapping[str, Reservation]:
-        return self._reservations
-
-    @property
-    def load(self) -> Mapping[NodeName, float]:
-        """The live per-node load (not a copy: read it, do not keep it)."""
-        return self._load
-
-    @property
-    def node_cores(self) -> Mapping[NodeName, float]:
-        return self._node_cores
-
     def set_node_cores(self, cores: Mapping[NodeName, float]) -> None:
-        if cores != self._node_cores:
-            self._node_cores = cores
+        if cores != self.node_cores:
+            self.node_cores = cores
             self._recount()
 
     def watch_sizes(self) -> None:
-        """Node sizes come from a node watch: a node it has not told of is of unknown size,
-        and its reservations count nothing until it is (no veto rests on a guessed size;
-        herdGuard.defaultNodeCores stands in only where nothing watches nodes)."""
+        """Node sizes come from a node watch: a node it has not told of counts nothing (no
+        veto on a guessed size; herdGuard.defaultNodeCores is for no watch)."""
         if not self._sizes_watched:
             self._sizes_watched = True
             self._recount()
 
     def reserve(self, reservation: Reservation) -> bool:
         """Count a placed pod on its node; False when the guard is off or it counts already."""
-        if not self._guarded or reservation.uid in self._reservations:
+        if not self._guarded or reservation.uid in self.reservations:
             return False
-        self._reservations[reservation.uid] = reservation
+        self.reservations[reservation.uid] = reservation
         self._add(reservation)
         return True
 
@@ -160,10 +117,9 @@ class HerdLedger:
         self, uid: str, gone: tuple[NodeName, float | None, float] | None = None
     ) -> NodeName | None:
         """The pod was deleted or finished: its node (whose load dropped), or None.
-        `gone`: (its node, the cores the metric shows of it or None, when it left), to
-        credit its node until the metric stops showing it (the module's docstring)."""
+        `gone`: (node, cores the metric shows of it or None, when), to credit its node."""
         node = None
-        reservation = self._reservations.pop(uid, None)
+        reservation = self.reservations.pop(uid, None)
         if reservation is not None:
             node = reservation.node
             self._change(node, -self._charged.pop(uid))
@@ -181,20 +137,20 @@ class HerdLedger:
         return where
 
     def _change(self, node: NodeName, by: float) -> None:
-        left = self._load.get(node, 0.0) + by
+        left = self.load.get(node, 0.0) + by
         if abs(left) > 1e-9:
-            self._load[node] = left
+            self.load[node] = left
         else:
-            self._load.pop(node, None)
+            self.load.pop(node, None)
 
     def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float) -> float:
-        """The load on `node` once the pods `leaving` (UIDs) are gone and a pod expected to
-        use `arriving` cores is there: a preemption's view of its candidate node."""
-        load = self._load.get(node, 0.0)
+        """The load on `node` with the `leaving` UIDs gone and `arriving` cores come
+        (a preemption's view)."""
+        load = self.load.get(node, 0.0)
         if not self._guarded:
             return load
         for uid in leaving:
-            reservation = self._reservations.get(uid)
+            reservation = self.reservations.get(uid)
             if reservation is not None and reservation.node == node:
                 load -= self._charged[uid]
         load += arriving / self.cores_of(node)
@@ -202,61 +158,54 @@ class HerdLedger:
 
     def drop_node(self, node: NodeName) -> list[str]:
         """The node is gone (scaled down): its reservations go with it; their UIDs."""
-        gone = [uid for uid, r in self._reservations.items() if r.node == node]
+        gone = [uid for uid, r in self.reservations.items() if r.node == node]
         for uid in gone:
             self.release(uid)
         for uid in [u for u, d in self._departures.items() if d.node == node]:
             del self._departures[uid]
             del self._charged[uid]
-        self._load.pop(node, None)
+        self.load.pop(node, None)
         return gone
 
     def install(self, snapshot: Snapshot, metrics: Collection[str]) -> None:
-        """A new snapshot: each reservation charged at what its metrics do not show yet;
-        those they show whole are dropped. The margins go until `set_margins`."""
+        """A new snapshot: reservations charged at what it does not show yet (the margins
+        go until `set_margins`)."""
         self._data_at = data_time(snapshot, metrics) if metrics else math.inf
         self._usage = self._fresh(snapshot)
-        self._margins = {}
+        self.margins = {}
         self._recount()
 
     def set_margins(self, margins: Mapping[NodeName, float]) -> None:
-        """node -> what its recent swings add to its predicted peak (peaks.py), in `load`
-        until the next install."""
-        for node, margin in self._margins.items():
+        """node -> its recent swings' margin (peaks.py), in `load` until the next install."""
+        for node, margin in self.margins.items():
             self._change(node, -margin)
-        self._margins = margins if self._guarded else {}
-        for node, margin in self._margins.items():
+        self.margins = margins if self._guarded else {}
+        for node, margin in self.margins.items():
             self._change(node, margin)
 
-    @property
-    def margins(self) -> Mapping[NodeName, float]:
-        return self._margins
-
     def projected(self, snapshot: Snapshot, metrics: Collection[str]) -> dict[NodeName, float]:
-        """The per-node load `install(snapshot, metrics)` would give (for tables built off
-        the loop before the install; the install patches what changed meanwhile)."""
+        """The per-node load `install(snapshot, metrics)` would give (tables built off the loop)."""
         data_at = data_time(snapshot, metrics) if metrics else math.inf
         load: dict[NodeName, float] = {}
-        for r in (*self._reservations.values(), *self._departures.values()):
+        for r in (*self.reservations.values(), *self._departures.values()):
             share = self._share(r, data_at, self._fresh(snapshot))
             if share:
                 load[r.node] = load.get(r.node, 0.0) + share
         return load
 
     def _recount(self) -> None:
-        """Charges from scratch: once per refresh (reservations fade, cores change);
-        reserve and release keep them up to date in between, O(1) each."""
+        """Charges from scratch, once per refresh; reserve and release are O(1) between."""
         self._charged = {}
-        self._load = {}
+        self.load = {}
         if not self._guarded:
-            self._reservations = {}
+            self.reservations = {}
             self._departures = {}
             return
-        self._reservations = {u: r for u, r in self._reservations.items() if not self._shown(r)}
+        self.reservations = {u: r for u, r in self.reservations.items() if not self._shown(r)}
         self._departures = {u: d for u, d in self._departures.items() if not self._shown(d)}
-        for r in (*self._reservations.values(), *self._departures.values()):
+        for r in (*self.reservations.values(), *self._departures.values()):
             self._add(r)
-        for node, margin in self._margins.items():
+        for node, margin in self.margins.items():
             self._change(node, margin)
 
     def _shown(self, r: Reservation) -> bool:
@@ -268,7 +217,6 @@ class HerdLedger:
         self._change(r.node, share)
 
     def _share(self, r: Reservation, data_at: float | None, usage: UsageTable) -> float:
-        """The share of its node's cores `r` adds while the metric is as of `data_at`."""
         unshown = unshown_share(r.bound_at, data_at, self._guard.settle, self._window)
         if unshown <= 0:
             return 0.0
@@ -288,9 +236,8 @@ class HerdLedger:
         return usage if usage_fresh(usage, self._guard, snapshot.taken_at) else EMPTY
 
     def cores_of(self, node: NodeName) -> float:
-        """The node's cores; infinite (a share of nothing) for a node of unknown size when
-        sizes are watched (`watch_sizes`)."""
-        known = self._node_cores.get(node)
+        """The node's cores; infinite (a share of nothing) if unknown while watched."""
+        known = self.node_cores.get(node)
         if known:
             return known
         return math.inf if self._sizes_watched else self._guard.default_node_cores

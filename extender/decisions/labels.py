@@ -1,5 +1,4 @@
-"""Label selectors as Kubernetes reads them (metav1.LabelSelector), pure: which pods a
-PodDisruptionBudget or a shadow's selection covers."""
+"""Label selectors as Kubernetes reads them (metav1.LabelSelector). Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 LabelSelector = Mapping[str, Any]
-"""A metav1.LabelSelector: `matchLabels` and `matchExpressions`."""
 
 
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:

@@ -1,7 +1,4 @@
-"""Domain types shared by the pure layers (scoring, wire) and the edges.
-
-Nothing here does I/O or imports starlette, kubernetes or prometheus_api_client.
-"""
+"""Domain types shared by the pure layers and the edges. No I/O."""
 
 from __future__ import annotations
 
@@ -16,11 +13,8 @@ MetricName = str
 
 @dataclass(frozen=True, slots=True)
 class MetricSeries:
-    """The latest good values of one metric, node -> value, and when they were fetched.
-
-    `fetched_at` is None until the first successful fetch; `error` is the last
-    refresh error, kept beside the old values (we serve stale data over no data).
-    """
+    """The latest good values of one metric, node -> value, and when they were fetched;
+    `error`: the last refresh's, kept beside the old values (stale data over no data)."""
 
     values: Mapping[NodeName, float] = field(default_factory=dict)
     fetched_at: float | None = None
@@ -39,21 +33,17 @@ class Snapshot:
 
     @classmethod
     def empty(cls, metrics: Iterable[MetricName]) -> Snapshot:
-        """No data yet for any of `metrics` (before the first refresh)."""
         return cls(metrics={m: MetricSeries() for m in metrics}, taken_at=0.0)
 
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """What the Kubernetes API tells about a node that scoring needs."""
-
     name: NodeName
     internal_ips: tuple[str, ...] = ()
     cpu_cores: float | None = None
     labels: tuple[tuple[str, str], ...] = ()
-    """metadata.labels, sorted: what a pod's nodeSelector matches."""
+    """metadata.labels, sorted."""
     taints: tuple[Taint, ...] = ()
-    """spec.taints, every effect."""
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -98,19 +88,14 @@ class PodEvent:
     kind: str = "Pod"
 
 
-# -- decisions: what the engine answers, before wire.py encodes it ------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class FilterDecision:
     """The nodes of one filter request that fail, with the reason; the rest pass."""
 
     failed: Mapping[NodeName, str]
-    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes): for what the
-    metrics say, or too little headroom for what this pod is expected to use."""
+    """Rejected whatever the scheduler does (FailedAndUnresolvableNodes)."""
     passed: Sequence[NodeName] | None = None
-    """The nodes that pass, when not all the others do: our shortlist (decisions.shortlist),
-    a subset of the request's. None: every node that did not fail."""
+    """Our shortlist (decisions.shortlist); None: every node that did not fail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +104,9 @@ class Priorities:
 
     hosts: Sequence[NodeName]
     fragments: Mapping[NodeName, bytes] | None = None
-    """Serialised `{"Host","Score"}` per node, precomputed per snapshot (table.py): the
-    fast path; every host has one (unknown nodes are served by the mapping itself)."""
+    """Serialised `{"Host","Score"}` per host, precomputed per snapshot (table.py)."""
     scores: Sequence[int] = ()
     """Scores computed for this request, aligned with `hosts`, when `fragments` is None."""
     whole: bytes | None = None
-    """The whole answer, already serialised (table.WholeAnswer): it may leave out hosts
-    whose score is 0, which the scheduler scores 0 anyway."""
+    """The whole answer, already serialised (table.WholeAnswer); hosts scoring 0 may be
+    left out."""

@@ -1,15 +1,11 @@
-"""The nodes of the cluster as the API reports them, kept current from a node watch.
-
-kube-scheduler keeps an informer cache of nodes rather than listing them; so do we: one
-list at start (and after a `410 Gone`), then every watch event applies to the cache. The
-refresher reads `inventory()` (InternalIP -> name for `instance` labels, allocatable CPU
-for the herd guard), rebuilt only when something changed. Pure: no I/O.
+"""The nodes of the cluster as the API reports them, kept current from a node watch (as
+kube-scheduler's informer cache), and which of them a pod may go to at all. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import replace
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.decisions.model import NodeInfo, NodeInventory, NodeName, Snapshot, Taint
@@ -21,7 +17,7 @@ TaintToleration filter; PreferNoSchedule only lowers a score)."""
 
 
 def node_info(doc: Any) -> NodeInfo:
-    """A v1.Node (decoded JSON) as NodeInfo; KeyError/TypeError when it has no name."""
+    """A v1.Node (decoded JSON); KeyError/TypeError when it has no name."""
     status = doc.get("status") or {}
     addresses = status.get("addresses") or ()
     cpu = (status.get("allocatable") or {}).get("cpu")
@@ -90,8 +86,8 @@ def remap_nodes(
     snapshot: Snapshot, inventory: NodeInventory, gone: Collection[NodeName]
 ) -> Snapshot:
     """`snapshot` as the node cache now reads it (the same object when nothing changes):
-    the values of removed nodes dropped, and values the last refresh kept under an
-    `instance` address no node had then moved to the node that has it now."""
+    removed nodes' values dropped, and values kept under an `instance` address no node had
+    then moved to the node that has it now."""
     metrics = dict(snapshot.metrics)
     for name, series in snapshot.metrics.items():
         values = {n: v for n, v in series.values.items() if n not in gone}
@@ -102,3 +98,62 @@ def remap_nodes(
         if values != series.values:
             metrics[name] = replace(series, values=values)
     return snapshot if metrics == snapshot.metrics else replace(snapshot, metrics=metrics)
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """core/v1 Toleration.ToleratesTaint: an empty effect matches every effect, an empty
+        key with Exists every key; Equal (the default) compares the values."""
+        if (self.effect and self.effect != taint.effect) or (self.key and self.key != taint.key):
+            return False
+        return self.operator == "Exists" or (
+            self.operator in ("", "Equal") and self.value == taint.value
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """Which nodes a pod may go to whatever its scores: its nodeSelector and the taints it
+    tolerates (the scheduler's NodeAffinity nodeSelector part and TaintToleration)."""
+
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]
+
+    def allows(self, node: NodeInfo | None) -> bool:
+        """The pod may go there (a node we know nothing of: it may)."""
+        if node is None:
+            return True
+        if self.node_selector:
+            labels = node.label_map
+            if any(labels.get(k) != v for k, v in self.node_selector.items()):
+                return False
+        return all(
+            any(t.tolerates(taint) for t in self.tolerations)
+            for taint in node.taints
+            if taint.effect in SCHEDULING_EFFECTS
+        )
+
+
+ANYWHERE = Eligibility({}, ())
+
+
+def read_eligibility(pod: Any) -> Eligibility:
+    """The pod's nodeSelector and tolerations (malformed entries are left out)."""
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    if not isinstance(spec, dict):
+        return ANYWHERE
+    selector, tolerations = spec.get("nodeSelector"), spec.get("tolerations")
+    return Eligibility(
+        {str(k): str(v) for k, v in selector.items()} if isinstance(selector, dict) else {},
+        tuple(
+            Toleration(*(str(t.get(f) or "") for f in ("key", "operator", "value", "effect")))
+            for t in (tolerations if isinstance(tolerations, list) else ())
+            if isinstance(t, dict)
+        ),
+    )

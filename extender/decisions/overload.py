@@ -1,19 +1,11 @@
 """Overload taints: which nodes should carry `decice.io/overloaded`, decided from the
-metrics (pure: `now` is passed in; the writer is cluster.overload).
+metrics. Pure (the writer is cluster.overload).
 
-Cluster Autoscaler and Karpenter simulate scheduling from requests and taints only: a pod
-our filter turns away from every hot node still "fits" an existing node for them, and no
-node is added. A taint they do read. A node gets ours when one of the watched metrics has
-stayed above its filter threshold for `forSeconds`; it loses it when every watched metric
-has stayed below `threshold - hysteresis` for `forSeconds`.
-
-Safety, by construction:
-- a value that is missing or stale never moves a node towards a taint or away from one:
-  while a node's data is missing, its clock stops and its taint stays as it is (a
-  Prometheus outage changes no taint, in either direction);
-- at most `maxTaintedFraction` of the nodes carry the taint at once, the hottest first
-  (relative to their threshold), so a wrong query can never cordon a cluster;
-- only our own key is ever decided about; other taints are the writer's to keep.
+Cluster Autoscaler and Karpenter simulate scheduling from requests and taints only: a
+taint they read. A node is tainted after a watched metric stays above its threshold for
+`forSeconds`, untainted after every one stays below `threshold - hysteresis` as long.
+Missing or stale data stops a node's clock; at most `maxTaintedFraction` of the nodes are
+tainted, the hottest first.
 """
 
 from __future__ import annotations
@@ -46,7 +38,6 @@ class Change:
     node: NodeName
     action: Literal["taint", "untaint"]
     metric: str
-    """The metric that made it hot (taint), or that it was tainted for (untaint)."""
     value: float | None
     reason: str
 
@@ -68,13 +59,12 @@ def trend_of(
     node: NodeName, watched: Sequence[Watched], snapshot: Snapshot, now: float
 ) -> tuple[Trend, str, float] | None:
     """(hot / cool / between, the hottest metric, its value) of `node` now; None when a
-    watched metric has no fresh value for it (missing data moves no clock)."""
+    watched metric has no fresh value for it."""
     hottest: tuple[float, str, float] | None = None
     all_cool = True
     for w in watched:
         series = snapshot.metrics.get(w.name)
-        # The last refresh failed, or the data is older than maxAge: no evidence either way
-        # (the last good values stay in the snapshot for scoring, not for tainting).
+        # A failed refresh or data older than maxAge is no evidence (scoring still uses it).
         stale = (
             series is None
             or series.fetched_at is None
@@ -106,8 +96,8 @@ def decide(
     max_fraction: float,
     now: float,
 ) -> list[Change]:
-    """The taints to add and remove now. `tainted`: node -> the metric of our taint on it
-    (as the node watch shows it). Updates `state`'s clocks."""
+    """The taints to add and remove now (`tainted`: node -> the metric of our taint on it);
+    updates `state`'s clocks."""
     if not watched:
         return []
     known = set(nodes)

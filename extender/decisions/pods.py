@@ -1,11 +1,6 @@
-"""What we know of a pod: one reader of a v1.Pod, and the memory of pods between the
-scheduler's filter call and its bind call.
-
-`read_pod` serves both the filter path (the Pod inside ExtenderArgs) and the API path (a
-pod fetched after a restart), so the herd guard counts the same CPU either way (one rule:
-decisions.resources.cpu_request). The bind
-request carries only name, namespace, UID and node; the rest comes from the filter call
-for that UID, kept in a small bounded map. Pure: no I/O, no Kubernetes client.
+"""What we know of a pod: one reader of a v1.Pod (the filter path's and the API path's,
+so the herd guard counts the same CPU either way), and the bounded memory of pods between
+the scheduler's filter call and its bind call, which carries only the pod's identity.
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.preferences import prefers_nodes
 from extender.decisions.resources import PodError as PodError  # what read_pod raises
 from extender.decisions.resources import cpu_request
 from extender.decisions.usage import WorkloadKey, workload_of
@@ -39,9 +33,8 @@ _SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 
 
 def name_problem(value: str, *, namespace: bool = False) -> str | None:
-    """What a pod name, node name or namespace breaks of the Kubernetes rules, or None.
-
-    Checked before a name reaches a URL, a log line or an API call: no real object has it."""
+    """What a pod name, node name or namespace breaks of the Kubernetes rules, or None:
+    checked before a name reaches a URL, a log line or an API call."""
     pattern, limit, what = (
         (_NAMESPACE, 63, "an RFC 1123 label")
         if namespace
@@ -53,14 +46,13 @@ def name_problem(value: str, *, namespace: bool = False) -> str | None:
 
 
 def shown(value: str, limit: int = 80) -> str:
-    """A request value fit for a log line or an answer: control characters escaped, capped."""
+    """A request value fit for a log line or an answer: escaped, capped."""
     text = value if value.isprintable() else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def api_time(value: Any) -> float | None:
-    """An RFC 3339 time as the API writes it (2026-11-23T13:26:11Z), in epoch seconds;
-    None when absent or malformed."""
+    """An RFC 3339 time as the API writes it, in epoch seconds; None when malformed."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -81,25 +73,21 @@ class PodFacts:
     namespace: str
     scheduler_name: str
     cpu_request: float | None
-    """Cores, as the scheduler counts them (see `cpu_request`); None when nothing asks."""
+    """Cores, as the scheduler counts them (resources.cpu_request); None when nothing asks."""
     node_name: str = ""
-    """`spec.nodeName`: empty while the pod is pending."""
     policy: str | None = None
     """The named policy the pod asks for (annotation decice.io/policy); None: the default."""
     owners: Any = None
-    """`metadata.ownerReferences` as sent (unchecked: read by `workload` when needed)."""
+    """`metadata.ownerReferences` as sent, unchecked (as `labels` and `created`)."""
     labels: Any = None
-    """`metadata.labels` as sent (unchecked)."""
     prefers: bool = False
-    """The pod weighs nodes itself (`prefers_nodes`): kube-scheduler's scores carry what it
-    asked for, so our shortlist does not narrow them (decisions.shortlist)."""
+    """The pod weighs nodes itself (`prefers_nodes`): our shortlist does not narrow them."""
     created: Any = None
-    """`metadata.creationTimestamp` as sent: herdGuard.waitForRoom counts from it."""
+    """`metadata.creationTimestamp`: herdGuard.waitForRoom counts from it."""
 
     @property
     def workload(self) -> WorkloadKey | None:
-        """The workload that owns it (usage.workload_of): its siblings tell what it will
-        use. Read when the herd guard counts the pod, not on every filter call."""
+        """Read when the herd guard counts the pod, not on every filter call."""
         return workload_of(self.namespace, self.owners, self.labels)
 
 
@@ -123,16 +111,14 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
     meta = pod["metadata"]
     if not isinstance(meta, dict):
         raise PodError(f"{where}.metadata: must be dict, got {type(meta).__name__}")
-    spec = pod.get("spec")
-    if spec is None:
+    if (spec := pod.get("spec")) is None:
         spec = {}
     if not isinstance(spec, dict):
         raise PodError(f"{where}.spec: must be an object")
-    namespace = _str(meta, "namespace", f"{where}.metadata") or "default"
     return PodFacts(
         uid=_str(meta, "uid", f"{where}.metadata"),
         name=_str(meta, "name", f"{where}.metadata", required=True),
-        namespace=namespace,
+        namespace=_str(meta, "namespace", f"{where}.metadata") or "default",
         scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
         cpu_request=cpu_request(spec, f"{where}.spec", status=pod.get("status")),
         node_name=_str(spec, "nodeName", f"{where}.spec"),
@@ -145,9 +131,26 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
 
 
 def _policy_of(annotations: Any) -> str | None:
-    """The decice.io/policy annotation; the API server only stores string values."""
     value = annotations.get(POLICY_ANNOTATION) if isinstance(annotations, dict) else None
     return value if isinstance(value, str) else None
+
+
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def prefers_nodes(spec: dict[str, Any]) -> bool:
+    """The pod spec asks kube-scheduler to weigh nodes: a preferred (anti-)affinity term or
+    a `ScheduleAnyway` topology spread constraint; anything malformed is no preference."""
+    affinity = spec.get("affinity")
+    if isinstance(affinity, dict):
+        for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
+            terms = affinity.get(kind)
+            if isinstance(terms, dict) and terms.get(PREFERRED):
+                return True
+    spread = spec.get("topologySpreadConstraints")
+    return isinstance(spread, list) and any(
+        isinstance(c, dict) and c.get("whenUnsatisfiable") == "ScheduleAnyway" for c in spread
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,39 +161,35 @@ class PodMemo:
     rejected: frozenset[str]
     """Nodes our latest filter call for this pod rejected."""
     candidates: tuple[str, ...] | None = None
-    """The nodes that call was asked about, kept only for small calls (nominated-node
-    retries, node selectors): a 5,000-name copy per pod would cost the filter path time and
-    the memory tens of MB."""
+    """The nodes that call was asked about, kept only for small calls: a 5,000-name copy
+    per pod would cost the filter path time and tens of MB."""
     asked: int = 0
-    """How many nodes the call was asked about."""
     at: float = 0.0
-    """When we decided."""
     snapshot: Snapshot | None = None
-    """The snapshot the answer came from, while it is one of the last few (see PodMemory)."""
+    """The snapshot the answer came from, while it is one of the last few (PodMemory)."""
     stale: frozenset[str] = frozenset()
     herd: Mapping[str, float] = field(default_factory=dict)
-    """Staleness and herd load the table had: with the snapshot, the table's exact inputs."""
+    """With the snapshot and `stale`, the table's exact inputs."""
     node: str = ""
     """Where the pod went, once we bound it."""
     policy: Policy | None = None
-    """The policy that decided (None: the pod named one that does not exist)."""
+    """None: the pod named a policy that does not exist."""
     room_wait_since: float | None = None
-    """Since when the pod has fitted on no node it was offered (headroom.py), while it does."""
+    """Since when the pod has fitted on no node it was offered (headroom.py)."""
     shortlisted: int | None = None
     """How many nodes the filter passed when it passed only our best (decisions.shortlist)."""
     expected: str = ""
-    """What the herd guard counted the pod at once placed, and why ("expects 0.9 core
-    (p90 of 12 pods of deployment shop/web)"); empty until then."""
+    """What the herd guard counted the pod at once placed, and why (estimate.Expectation)."""
 
 
 CANDIDATES_KEPT_UP_TO = 256
 SNAPSHOTS_KEPT = 8
-"""Distinct snapshots the memos may hold on to (two minutes at the default 15 s interval):
-at 5,000 nodes a snapshot is a few MB, so older decisions keep their summary only."""
+"""Distinct snapshots the memos may hold on to: at 5,000 nodes one is a few MB, so older
+decisions keep their summary only."""
 
 
 class PodMemory:
-    """uid -> PodMemo, least recently decided dropped first; also found by namespace/name."""
+    """uid -> PodMemo, least recently decided dropped first."""
 
     def __init__(self, capacity: int = 10_000) -> None:
         self._items: OrderedDict[str, PodMemo] = OrderedDict()
@@ -218,7 +217,6 @@ class PodMemory:
         if len(self._snapshots) <= SNAPSHOTS_KEPT:
             return
         _, dropped = self._snapshots.popitem(last=False)
-        # Once per refresh, not per request: the memos let go of the oldest snapshot.
         for uid, memo in self._items.items():
             if memo.snapshot is dropped:
                 self._items[uid] = replace(memo, snapshot=None)
@@ -229,7 +227,6 @@ class PodMemory:
             self._items[uid] = replace(memo, node=node)
 
     def expect(self, uid: str, text: str) -> None:
-        """Record what the herd guard counts the pod at (estimate.Expectation, in words)."""
         memo = self._items.get(uid)
         if memo is not None:
             self._items[uid] = replace(memo, expected=text)
@@ -245,13 +242,6 @@ class PodMemory:
         return len(self._items)
 
 
-PREEMPTION_MEMORY_SECONDS = 300.0
-"""How long a preemptor's accepted victims are remembered: past the victims' graceful
-termination (30 s by default) and the scheduler's retries of the nominated pod."""
-PREEMPTION_MEMORY_PODS = 4096
-"""At most this many preemptors are remembered (the oldest forgotten first)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Preemption:
     at: float
@@ -260,12 +250,10 @@ class Preemption:
 
 
 class Preemptions:
-    """The victims /preempt accepted, by preemptor UID (decisions.preemption says why);
-    bounded in count and age."""
+    """The victims /preempt accepted, by preemptor UID (decisions.preemption), kept past
+    the victims' graceful termination and the scheduler's retries of the preemptor."""
 
-    def __init__(
-        self, seconds: float = PREEMPTION_MEMORY_SECONDS, pods: int = PREEMPTION_MEMORY_PODS
-    ) -> None:
+    def __init__(self, seconds: float = 300.0, pods: int = 4096) -> None:
         self._seconds, self._pods = seconds, pods
         self._by_uid: OrderedDict[str, Preemption] = OrderedDict()
 
@@ -276,13 +264,8 @@ class Preemptions:
             while len(self._by_uid) > self._pods:
                 self._by_uid.popitem(last=False)
 
-    def of(self, uid: str, now: float) -> Mapping[NodeName, object]:
-        """The victims accepted for `uid`'s preemption, while remembered (else empty)."""
-        found = self.get(uid, now)
-        return {} if found is None else found.victims
-
     def get(self, uid: str, now: float) -> Preemption | None:
-        """`uid`'s accepted preemption (when, and the victims), while remembered."""
+        """`uid`'s accepted preemption, while remembered."""
         found = self._by_uid.get(uid)
         if found is not None and now - found.at > self._seconds:
             del self._by_uid[uid]

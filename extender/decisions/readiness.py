@@ -1,7 +1,5 @@
-"""Whether the service can answer as its policies mean it to: /readyz's metrics section.
-
-Ready when every fail-closed metric has fresh values; fail-open metrics always serve (a
-node without data gets a neutral score), so they never make the service unready.
+"""/readyz's metrics section: ready when every fail-closed metric has fresh values
+(fail-open metrics always serve, with a neutral score for a node without data).
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ def readiness(
             series = snapshot.metrics.get(m.name)
             fetched = series.fetched_at if series else None
             fresh = m.name not in stale
-            # fail-closed with no fresh values (or fresh but empty, as before Prometheus's
-            # first scrape) filters every node: not ready.
+            # fail-closed with no fresh values (or empty) filters every node: not ready.
             empty = series is None or not series.values
             if m.on_missing == "fail-closed" and (not fresh or empty):
                 ready = False
@@ -39,8 +36,7 @@ def readiness(
                 "onMissing": m.on_missing,
                 "error": series.error if series else None,
             }
-            # One entry per metric; a metric shared by policies is fresh for all or none,
-            # but fail-closed in any of them decides readiness.
+            # One entry per metric: fail-closed in any policy decides.
             if m.name not in detail or m.on_missing == "fail-closed":
                 detail[m.name] = entry
     return ready, detail

@@ -1,7 +1,5 @@
-"""A pod's resource requests as kube-scheduler counts them: the CPU quantity grammar and
-the one CPU-request rule the filter path, the pod watch and the API path share
-(component-helpers `resource.PodRequests`: containers, init containers and sidecars,
-pod-level resources, overhead, and in-place resizes through the pod's status). Pure.
+"""A pod's CPU request as kube-scheduler counts it, the one rule the filter path, the pod
+watch and the API path share, and the CPU quantity grammar. Pure.
 """
 
 from __future__ import annotations
@@ -24,15 +22,8 @@ _QUANTITY = re.compile(
 )
 _SUFFIX = {
     "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
+    **{s: Decimal(10) ** (-3 * i) for i, s in enumerate("mun", 1)},
+    **{s: Decimal(10) ** (3 * i) for i, s in enumerate("kMGTPE", 1)},
     **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
 }
 
@@ -40,12 +31,8 @@ _SUFFIX = {
 @lru_cache(maxsize=1024)
 def cpu_cores(quantity: str) -> float | None:
     """A Kubernetes CPU quantity ("500m", "2", "1.5", "5e-1") in cores; None when malformed,
-    negative or beyond a float (the API server refuses those, so such a value was never a
-    real request).
-
-    Parsed here rather than by `kubernetes.utils.parse_quantity`: this is the API server's
-    grammar (the library also takes "1 m" and "1_000"), it costs the same
-    (tests/benchmarks/quantities.py), and decisions may not import the Kubernetes client."""
+    negative or beyond a float (never a real request). Not `kubernetes.utils.parse_quantity`:
+    that also takes "1 m" and "1_000", and decisions may not import the Kubernetes client."""
     match = _QUANTITY.fullmatch(quantity.strip())
     if match is None:
         return None
@@ -62,8 +49,7 @@ def cpu_cores(quantity: str) -> float | None:
 
 
 def _cpu_in(resource_list: Any) -> float | None:
-    """`cpu` of a ResourceList (`{"cpu": "500m", ...}`) in cores; None when absent or not a
-    quantity."""
+    """`cpu` of a ResourceList in cores; None when absent or not a quantity."""
     cpu = resource_list.get("cpu") if isinstance(resource_list, dict) else None
     if isinstance(cpu, bool):
         return None
@@ -73,7 +59,6 @@ def _cpu_in(resource_list: Any) -> float | None:
 
 
 def _cpu_of(resources: Any) -> float | None:
-    """`resources.requests.cpu` in cores; None when absent or not a quantity."""
     return _cpu_in(resources.get("requests") if isinstance(resources, dict) else None)
 
 
@@ -90,16 +75,13 @@ def _resources(container: Any) -> Any:
 
 
 def _most(*values: float | None) -> float | None:
-    """The largest of the values given (None: no value at all), as the API helpers'
-    `max` of ResourceLists keeps a resource only some of them name."""
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
+    """The largest value given, as the API helpers' `max` of ResourceLists."""
+    return max((v for v in values if v is not None), default=None)
 
 
 class _Statuses:
     """What a pod's status says of its containers' resources after in-place resizes
-    (KEP-1287, GA in v1.35): for each container the kubelet reports, the requests it
-    runs with (`resources`) and those allocated to it (`allocatedResources`)."""
+    (KEP-1287): what each runs with and what is allocated to it."""
 
     def __init__(self, status: Any) -> None:
         self.by_name: dict[str, Any] = {}
@@ -113,10 +95,7 @@ class _Statuses:
         self.infeasible = _resize_infeasible(status)
 
     def cpu(self, container: Any) -> float | None:
-        """The container's CPU request as the scheduler counts a pod on its node
-        (component-helpers `determineContainerReqs`): the largest of what its spec asks, what
-        it runs with and what is allocated; a resize the node cannot take (condition
-        PodResizePending, reason Infeasible) counts only what runs and is allocated."""
+        """component-helpers `determineContainerReqs` (an Infeasible resize: what runs)."""
         asked = _cpu_of(_resources(container))
         name = container.get("name") if isinstance(container, dict) else None
         cs = self.by_name.get(name) if isinstance(name, str) else None
@@ -130,8 +109,7 @@ class _Statuses:
 
 
 def _resize_infeasible(status: dict[str, Any]) -> bool:
-    """The first PodResizePending condition says Infeasible (component-helpers
-    `IsPodResizeInfeasible`; the older `status.resize` field is no longer read there)."""
+    """component-helpers `IsPodResizeInfeasible`."""
     conditions = status.get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
         if isinstance(condition, dict) and condition.get("type") == "PodResizePending":
@@ -142,27 +120,20 @@ def _resize_infeasible(status: dict[str, Any]) -> bool:
 def cpu_request(
     spec: Mapping[str, Any], where: str = "spec", *, status: Any = None
 ) -> float | None:
-    """The pod's effective CPU request in cores, by the scheduler's rule (component-helpers
-    `resource.PodRequests`, as kube-scheduler's NodeInfo counts a pod on its node): the
-    containers' sum, at least the largest init container (sidecars, `restartPolicy:
-    Always`, run beside the ones after them), pod-level `resources.requests.cpu` in their
-    place when set (KEP-2837), plus `overhead`. With `status` (a pod on its node), each
-    container counts what in-place resizes left it (`_Statuses.cpu`). None when no part
-    names a CPU request.
+    """The pod's effective CPU request in cores: the containers' sum, at least the largest
+    init container (sidecars run beside the ones after them), pod-level requests in their
+    place when set (KEP-2837), plus `overhead`; with `status`, what in-place resizes left
+    each container. None when no part names a CPU request.
 
     Upstream: kubernetes staging/src/k8s.io/component-helpers/resource/helpers.go
     (PodRequests, AggregateContainerRequests, determineContainerReqs)."""
-    statuses = _Statuses(status)
-    seen = False
-    pod_level = _cpu_of(spec.get("resources"))
-    total = 0.0
+    statuses, seen, total = _Statuses(status), False, 0.0
     for c in _containers(spec.get("containers"), f"{where}.containers"):
         cpu = statuses.cpu(c)
         if cpu is not None:
             seen = True
             total += cpu
-    sidecars = 0.0
-    init_peak = 0.0
+    sidecars = init_peak = 0.0
     for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
         sidecar = isinstance(c, dict) and c.get("restartPolicy") == "Always"
         # Only sidecars keep running, so only their resizes count.
@@ -177,11 +148,8 @@ def cpu_request(
         else:
             init_peak = max(init_peak, amount + sidecars)
     total = max(total, init_peak)
-    if pod_level is not None:
+    if (pod_level := _cpu_of(spec.get("resources"))) is not None:
         seen, total = True, pod_level
-    overhead = spec.get("overhead")
-    extra = overhead.get("cpu") if isinstance(overhead, dict) else None
-    extra_cores = cpu_cores(extra) if isinstance(extra, str) else None
-    if extra_cores is not None:
+    if (extra_cores := _cpu_in(spec.get("overhead"))) is not None:
         seen, total = True, total + extra_cores
     return total if seen else None

@@ -1,10 +1,5 @@
-"""Filter verdicts and 0..10 scores from a snapshot: pure functions, `now` passed in.
-
-The request path must not score node by node (5,000 nodes per call, one pod at a
-time), so `build_table` does the work once per snapshot / staleness change / bind and
-the request path only looks nodes up in the table. Metrics normalised over the
-request's own candidates (`normalize: candidates`) cannot be precomputed; they go
-through `score_candidates`, still one pass over plain floats.
+"""Filter verdicts and 0..10 scores from a snapshot, evaluated once per node per table
+(table.build_table), or per request for `normalize: candidates`. Pure.
 """
 
 from __future__ import annotations
@@ -43,14 +38,11 @@ def metric_value(
     return value + extra
 
 
-# Filter reasons are categories, identical for every node rejected for the same cause:
-# kube-scheduler groups node reasons by their exact text in the pod's FailedScheduling
-# event ("0/5000 nodes are available: 4990 decice: cpu above 0.9, ..."), so a value in the
-# text would make one entry per node. The values behind a reason are in /readyz.
+# Filter reasons are categories with no values in them: kube-scheduler groups node reasons
+# by their exact text in the FailedScheduling event ("4990 decice: cpu above 0.9").
 
 
 def missing_reason(m: MetricSettings, series: MetricSeries | None, now: float) -> str:
-    """Why a fail-closed metric has no usable value: stale data, or none at all."""
     if series is not None and series.fetched_at is not None and now - series.fetched_at > m.max_age:
         return f"decice: {m.name} data older than {m.max_age:g}s"
     return f"decice: {m.name} data missing"
@@ -80,8 +72,6 @@ def to_score(weighted: float, total_weight: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class NodeEval:
-    """One node under the policy: filter verdict, score (range metrics only) and raw values."""
-
     reason: str | None
     range_part: float
     """Sum of weight * normalised value over `range` metrics."""
@@ -120,11 +110,8 @@ def evaluate_node(
 
 
 def score_candidates(policy: Policy, evals: Sequence[NodeEval]) -> list[int]:
-    """Scores for one request's nodes, rescaling `candidates` metrics over those nodes.
-
-    For each such metric the best candidate gets 1 and the worst 0 (all 1 when equal),
-    so with only candidates metrics the least loaded node scores 10.
-    """
+    """Scores for one request's nodes, each `candidates` metric rescaled over them: the
+    best gets 1 and the worst 0 (all 1 when equal)."""
     parts = [e.range_part for e in evals]
     for i, m in enumerate(policy.metrics):
         if m.normalize != "candidates":
@@ -157,13 +144,8 @@ def range_score(policy: Policy, e: NodeEval) -> int:
 def top_hosts(
     names: Sequence[NodeName], scores: Sequence[int], k: int, start: int = 0
 ) -> list[int]:
-    """Indexes of the best k nodes, in request order; ties at the cut are broken by
-    request order from `start` on (wrapping).
-
-    Scores are 0..10, so dozens of nodes often tie at the cut. Cut always from the first
-    name, every pod would get the same few of them and the others would score 0: the
-    burst lands on those few. A per-pod `start` (the caller's, stable for one pod, so a
-    retry gets the same answer) spreads pods over all the tied nodes."""
+    """Indexes of the best k nodes, in request order; ties at the cut are broken from a
+    per-pod `start` on (wrapping), so a burst spreads over all the tied nodes."""
     n = len(names)
     if k >= n:
         return list(range(n))
@@ -172,6 +154,6 @@ def top_hosts(
 
 
 def tie_start(uid: str, n: int) -> int:
-    """Where `top_hosts` starts breaking ties for this pod: a hash of its UID (crc32:
-    the same in every process, unlike hash()), so one pod always gets one answer."""
+    """Where `top_hosts` starts breaking ties for this pod: crc32 of its UID, the same in
+    every process (unlike hash()), so one pod always gets one answer."""
     return zlib.crc32(uid.encode("utf-8", "surrogatepass")) % n if n else 0

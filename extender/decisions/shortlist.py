@@ -1,17 +1,9 @@
 """The shortlist: the filter passes only our best nodes, so kube-scheduler scores those.
 
-kube-scheduler runs its score plugins on every node the filter passes and sends every one of
-them to prioritize (kubernetes `pkg/scheduler/schedule_one.go`, `prioritizeNodes`). With every
-node scored (`percentageOfNodesToScore: 100`, so that we see every feasible node), that is most
-of what an extender costs it at 1,000 nodes and more (BENCHMARKS.md, "The shortlist"). The
-scheduler's own default scores a sample too (`numFeasibleNodesToFind`: the first few hundred
-feasible nodes found); the shortlist is the best nodes by measured load instead. It narrows
-only by what was measured: a node without data that passes (a new node, a metric's
-`onMissing: fail-open`) goes to the scheduler beside the K, judged by its own plugins.
-
-Scores are 0..10, so many nodes tie at the cut. The tied nodes taken start at a point fixed by
-the pod's UID (scoring.tie_start): a retry gets the same list, and a burst spreads over all of
-them rather than landing on the first few. No I/O.
+kube-scheduler scores every node the filter passes and sends each to prioritize (kubernetes
+`pkg/scheduler/schedule_one.go`, `prioritizeNodes`): most of what an extender costs it
+(BENCHMARKS.md, "The shortlist"). A node without data that passes goes beside them; ties
+at the cut start at a point fixed by the pod's UID, so a burst spreads over them. Pure.
 """
 
 from __future__ import annotations
@@ -32,10 +24,8 @@ _name = itemgetter(1)
 
 
 def shortlist_size(nodes: int, share: float, passing: int) -> int | None:
-    """How many nodes to pass: `nodes`, or `share` of the `passing` ones when that is more;
-    None when that leaves none out. A share and a floor: in the simulation a fifth placed as
-    well as passing every node at 1,000 nodes and 200 did at 500, where 100 (a tenth, a
-    fifth) let more nodes run hot (BENCHMARKS.md, "The shortlist")."""
+    """How many nodes to pass: `nodes`, or `share` of the `passing` ones when that is more
+    (BENCHMARKS.md, "The shortlist"); None when that leaves none out."""
     keep = max(nodes, math.ceil(share * passing))
     return keep if keep < passing else None
 
@@ -47,9 +37,8 @@ def shortlist(
     asked: Container[NodeName] | None = None,
     skip: Collection[NodeName] = frozenset(),
 ) -> list[NodeName]:
-    """The best `keep` nodes of `ranking` that were `asked` about (None: all of them) and are
-    not in `skip`; fewer when fewer qualify. Whole score levels first, then part of the level
-    at the cut, taken from the pod's own starting point in it."""
+    """The best `keep` nodes of `ranking` that were `asked` about (None: all) and are not in
+    `skip`: whole score levels first, then the level at the cut from the pod's own start."""
     chosen: list[NodeName] = []
     i, end = 0, len(ranking)
     while i < end and len(chosen) < keep:
@@ -65,8 +54,7 @@ def shortlist(
                 chosen += map(_name, ranking[i : i + keep - len(chosen)])  # wrapped
             i = level_end
             continue
-        # The level from the pod's start, round to it; tested a name at a time in a
-        # comprehension, not a loop (BENCHMARKS.md, "Figures from the code's comments").
+        # The level from the pod's start, round to it (a comprehension per case: BENCHMARKS.md).
         level = chain(ranking[i + start : level_end], ranking[i : i + start])
         if asked is None:
             found = [n for _, n in level if n not in skip]

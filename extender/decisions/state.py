@@ -1,8 +1,6 @@
 """The request path's state: the snapshot, the policies' tables, the herd guard and the
-memory of pods, changed only on the event loop (installs, binds, watch events).
-
-The engine (engine.py) decides the verbs from this state. No I/O, and no locks: the
-refresher builds tables in a thread and installs them here, on the loop.
+memory of pods, changed only on the event loop (no locks: the refresher builds tables in
+a thread and installs them here). The engine decides the verbs from it. No I/O.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ NOMINATED = "nominated"
 """The source of a reservation held for a nominated pod (decisions.held)."""
 EXPECTED = "expected"
 """The source of a reservation held where our prioritize answer sends a pod, until our
-bind or the pod watch says where it went (decisions.held.HeldPods.expect)."""
+bind or the pod watch says where it went (decisions.held)."""
 
 
 class DecisionState:
@@ -43,16 +41,15 @@ class DecisionState:
         self.settings = settings
         self.pods = PodMemory(settings.explain.keep_pods)
         self.preemptions = Preemptions()
-        """The victims /preempt accepted, by preemptor (decisions.preemption)."""
         self.turned_away = turned_away
-        """Pods turned away from every node, when someone (cluster.requeue) acts on them."""
+        """Pods turned away from every node, when cluster.requeue acts on them."""
         self._sizes_watched = False
         self._tentative: dict[str, float] = {}
         """Nominations /preempt expects, not yet shown by the pod watch: uid -> until when."""
         self._expected: dict[str, float] = {}  # EXPECTED pods: uid -> until, earliest first
         self.nominations: Callable[[str, bool], None] = lambda uid, counted: None
-        """Told of each pod counted (True) or no longer counted (False) on a nominated node:
-        the pod watch's filter keeps that pod's lines (cluster.watch_filter)."""
+        """Told of each pod counted (or no longer) on a nominated node, for the pod watch's
+        filter (cluster.watch_filter)."""
         self._snapshot = snapshot
         sizes = self.sizes
         self._tables = PolicyTables(build_tables(settings, snapshot, {}, now, sizes), sizes)
@@ -84,24 +81,25 @@ class DecisionState:
         settings: Settings | None = None,
     ) -> None:
         """Swap in a snapshot (its tables built off the loop) and, on a reload, `settings`, in
-        one step: no verb awaits between reading a table and answering, so a request is
-        decided wholly on the old tables or wholly on the new."""
+        one step, so a request is decided wholly on the old tables or wholly on the new."""
         if settings is not None:
             self.settings = settings
-        if _newer(self._snapshot.usage, snapshot.usage):
-            # The measured use comes on its own interval: a snapshot built while a newer
-            # one was installed keeps the newer one.
+        if (self._snapshot.usage.fetched_at or -1.0) > (snapshot.usage.fetched_at or -1.0):
+            # The measured use comes on its own interval: keep the newer one.
             snapshot = replace(snapshot, usage=self._snapshot.usage)
         self.guard.install(snapshot)
         self._snapshot = snapshot
         self._tables.replace(self.policies, snapshot, tables or {}, self.herd(), now)
 
     def install_usage(self, usage: UsageTable, now: float) -> None:
-        """New measured use of pods (metrics.usage, on its own interval): the herd guard
-        charges its reservations anew and the nodes whose load moved are re-scored."""
+        """New measured use of pods: the herd guard charges its reservations anew and the
+        nodes whose load moved are re-scored."""
         before = dict(self._herd.load)
         self._snapshot = replace(self._snapshot, usage=usage)
         self.guard.install(self._snapshot)
+        self._patch_moved(before, now)
+
+    def _patch_moved(self, before: Mapping[NodeName, float], now: float) -> None:
         after = self._herd.load
         for node in {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}:
             self._patch(node, now)
@@ -113,17 +111,14 @@ class DecisionState:
 
     @property
     def sizes(self) -> Sizes:
-        """The nodes' cores as the node watch told them (for the headroom index); a node it
-        has not told of is of unknown size once sizes are watched (`watch_sizes`)."""
+        """The nodes' cores as the node watch told them (unknown for the others, once)."""
         default = None if self._sizes_watched else self.settings.herd_guard.default_node_cores
         return Sizes(self._herd.node_cores, default)
 
     def watch_sizes(self, now: float) -> None:
-        """A node watch tells node sizes (cluster.nodewatch): until it has told a node's, no
-        verb turns a pod away from that node for a reason resting on its size (the herd
-        guard's room and reservation shares, /preempt's arithmetic); they fail open to the
-        scheduler's own resource checks. Without a node watch, herdGuard.defaultNodeCores
-        stands in for every node, as configured."""
+        """A node watch tells node sizes: until it has told a node's, no verb turns a pod
+        away from it for its size (the scheduler's resource checks stand); without one,
+        herdGuard.defaultNodeCores stands in."""
         if not self._sizes_watched:
             self._sizes_watched = True
             self._herd.watch_sizes()
@@ -131,20 +126,19 @@ class DecisionState:
             self._tables.replace(self.policies, self._snapshot, {}, self.herd(), now)
 
     def policy_of(self, pod: PodFacts) -> Policy | None:
-        """The policy the pod asks for (decice.io/policy), else the default; None when it
-        names one that does not exist."""
+        """The policy the pod asks for, else the default; None when it does not exist."""
         if pod.policy is None:
             return self._default
         return self.policies.get(pod.policy)
 
     def table(self, now: float, policy: Policy | None = None) -> Table:
-        """The policy's current table (the default policy's when None); rebuilt only when
-        one of its metrics crosses its maxAge."""
+        """The policy's current table (the default's when None), rebuilt when a metric of it
+        crosses its maxAge."""
         return self._tables.current(policy or self._default, self._snapshot, self._herd.load, now)
 
     def answered_nodes(self, now: float) -> Callable[[PodFacts], frozenset[NodeName]]:
         """For wire.parse_extender_args: the nodes of the precomputed prioritize answer of
-        the pod's policy (none for a pod that is not ours or names no known policy)."""
+        the pod's policy (none for a pod not ours)."""
 
         def nodes(pod: PodFacts) -> frozenset[NodeName]:
             policy = self.policy_of(pod) if self.is_ours(pod) else None
@@ -163,9 +157,8 @@ class DecisionState:
         pod: PodFacts | None = None,
         assigned_at: float | None = None,
     ) -> bool:
-        """Herd guard: count a placed pod on its node until the metric shows it (guard.py),
-        once per UID, told by our "bind" or the pod "watch". Its expected use comes from
-        `pod` (the watch's reading), else our filter call's, else the request `cores`."""
+        """Herd guard: count a placed pod on its node until the metric shows it, once per
+        UID; its expected use from `pod`, else our filter call's, else `cores`."""
         memo = self.pods.get(uid) if pod is None else None
         facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
         expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
@@ -176,9 +169,8 @@ class DecisionState:
         return True
 
     def release(self, uid: str, now: float, gone: PodFacts | None = None) -> bool:
-        """The pod was deleted or finished: what it reserved is free again; with `gone`
-        (the pod on the node it ran on) its node is credited what the metric still shows
-        of it (herd.departure)."""
+        """The pod was deleted or finished: its reservation is free again, and with `gone`
+        its node is credited what the metric still shows of it (herd.departure)."""
         node = self.guard.release(uid, gone, self._snapshot, now)
         if node is not None:
             self._patch(node, now)
@@ -188,10 +180,8 @@ class DecisionState:
         self._tables.patch(self.policies.values(), node, self._snapshot, self._herd.load, now)
 
     def recovered(self, now: float) -> list[TurnedAway]:
-        """Turned-away pods with a candidate node the current table passes (forgotten here).
-
-        Judged by the default policy's table: turned-away pods do not keep their policy,
-        and a pod of another policy that still fails is simply turned away again."""
+        """Turned-away pods with a candidate node the default policy's table passes (they do
+        not keep their policy; one that still fails is turned away again)."""
         if self.turned_away is None or not len(self.turned_away):
             return []
         table, headroom = self.table(now), self.table(now).headroom
@@ -205,14 +195,11 @@ class DecisionState:
     def is_ours(self, pod: PodFacts) -> bool:
         return pod.scheduler_name in self.settings.scheduler_names
 
-    # -- verbs ---------------------------------------------------------------------------------
-
     def nodes_changed(
         self, inventory: NodeInventory, removed: Collection[NodeName], now: float
     ) -> None:
-        """The node cache changed (the node watch), told at once, not at the next refresh:
-        node sizes, addresses (nodes.remap_nodes) and removed nodes, whose reservations
-        and table rows go."""
+        """The node cache changed, told at once: node sizes, addresses (nodes.remap_nodes)
+        and removed nodes, whose reservations and table rows go."""
         gone = frozenset(removed)
         for node in gone:
             self._herd.drop_node(node)
@@ -222,10 +209,8 @@ class DecisionState:
         if snapshot is not self._snapshot:
             self._snapshot = snapshot
             self._tables.replace(self.policies, snapshot, {}, self.herd(), now)
-            return
-        after = self._herd.load
-        for node in {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}:
-            self._patch(node, now)
+        else:
+            self._patch_moved(before, now)
 
 
 def build_tables(
@@ -241,8 +226,3 @@ def build_tables(
         name: build_table(policy, snapshot, stale_metrics(policy, snapshot, now), herd, now, sizes)
         for name, policy in settings.policy_map.items()
     }
-
-
-def _newer(a: UsageTable, b: UsageTable) -> bool:
-    """`a` was fetched after `b` (a never-fetched table is the oldest)."""
-    return (a.fetched_at or -1.0) > (b.fetched_at or -1.0)

@@ -1,11 +1,5 @@
-"""The precomputed answer table: the request path's fast lane.
-
-kube-scheduler asks about every node for every pod, one pod at a time, so per-request
-work must be lookups and byte joins, not scoring. A `Table` holds, per node of the
-snapshot, the filter verdict and the serialised `{"Host","Score"}` fragment; it is
-rebuilt when a snapshot is swapped in or a metric goes stale, and patched (only the
-affected nodes) when the herd guard reserves capacity for a bind.
-"""
+"""The precomputed answer table, the request path's fast lane: per node, the filter verdict
+and the serialised `{"Host","Score"}` fragment, so a request is lookups and byte joins."""
 
 from __future__ import annotations
 
@@ -20,40 +14,74 @@ from extender.decisions.wire import host_priority, join_priorities
 from extender.policy.policies import Policy
 
 
+@dataclass(slots=True, eq=False)
 class WholeAnswer:
-    """The HostPriorityList for a request about exactly the nodes the filter passes.
+    """The HostPriorityList for a request about exactly the nodes the filter passes: these
+    bytes, no lookup per name, no fragment for a score of 0. kube-scheduler reads the answer
+    into a map by `Host` and gives a node missing from it 0 (kubernetes
+    `pkg/scheduler/schedule_one.go`, `prioritizeNodes`), so order does not matter.
+    Kept as chunks of CHUNK nodes, so a patch re-joins only the chunks it moved."""
 
-    The fast path of prioritize, kept here in one place. It is correct because of how
-    kube-scheduler reads the answer (kubernetes `pkg/scheduler/schedule_one.go`,
-    `prioritizeNodes`): into a map by `Host`, then it looks up each node it asked about.
-    So the order of the answer does not matter, and a node missing from it gets score 0,
-    exactly what we would have sent. When the request names every node the filter passes
-    and no other (wire.parse_extender_args checks that against `nodes`, in place of its
-    per-name checks), the answer is these precomputed bytes: no per-name lookup, no join,
-    and no fragment for a score of 0, so the answer is never larger than the request. The
-    set check hashes each name once, about half the cost of looking each one up and
-    joining (BENCHMARKS.md, "Prioritize within its floors").
-    """
+    nodes: frozenset[NodeName]
+    _order: Sequence[NodeName]  # shared by its patches
+    _index: Mapping[NodeName, int]  # node -> its place in `_order`
+    _chunks: list[bytes]
+    _encoded: bytes | None = None
 
-    __slots__ = ("_encoded", "fragments", "nodes")
+    @classmethod
+    def of(
+        cls,
+        order: Sequence[NodeName],
+        fragments: Mapping[NodeName, bytes],
+        scores: Mapping[NodeName, int],
+        ok: frozenset[NodeName],
+    ) -> WholeAnswer:
+        index = {n: i for i, n in enumerate(order)}
+        chunks = [
+            _chunk(order, start, fragments, scores, ok) for start in range(0, len(order), CHUNK)
+        ]
+        return cls(ok, order, index, chunks)
 
-    def __init__(self, nodes: frozenset[NodeName], fragments: dict[NodeName, bytes]) -> None:
-        self.nodes = nodes
-        self.fragments = fragments
-        """node -> serialised HostPriority, for the nodes of `nodes` scored above 0."""
-        self._encoded: bytes | None = None
+    def patched(
+        self,
+        moved: Iterable[NodeName],
+        fragments: Mapping[NodeName, bytes],
+        scores: Mapping[NodeName, int],
+        ok: frozenset[NodeName],
+    ) -> WholeAnswer:
+        """The answer with the `moved` nodes' chunks joined again (a new node: all)."""
+        index, order = self._index, self._order
+        if any(n not in index for n in moved):
+            order = [*order, *(n for n in dict.fromkeys(moved) if n not in index)]
+            return WholeAnswer.of(order, fragments, scores, ok)
+        chunks = list(self._chunks)
+        for start in {index[n] // CHUNK * CHUNK for n in moved}:
+            chunks[start // CHUNK] = _chunk(order, start, fragments, scores, ok)
+        return WholeAnswer(ok, order, index, chunks)
 
     def encoded(self) -> bytes:
-        """Joined on first use after a (re)build or patch: a burst of binds patches the
-        table once per pod, and only the prioritize calls between them pay for a join."""
+        """Joined on first use: a burst of binds patches once per pod, joins once."""
         if self._encoded is None:
-            self._encoded = join_priorities(self.fragments.values())
+            self._encoded = join_priorities(filter(None, self._chunks))
         return self._encoded
 
 
+CHUNK = 64  # nodes per chunk of the whole answer
+
+
+def _chunk(
+    order: Sequence[NodeName],
+    start: int,
+    fragments: Mapping[NodeName, bytes],
+    scores: Mapping[NodeName, int],
+    ok: frozenset[NodeName],
+) -> bytes:
+    """The fragments of `order[start:start+CHUNK]` that pass and score above 0, joined."""
+    return b",".join([fragments[n] for n in order[start : start + CHUNK] if n in ok and scores[n]])
+
+
 class Fragments(dict[str, bytes]):
-    """node -> serialised HostPriority; unknown nodes are computed on demand, not stored
-    (names were checked where the request was decoded)."""
+    """node -> serialised HostPriority; an unknown node's is made on demand, not stored."""
 
     __slots__ = ("score",)
 
@@ -74,27 +102,19 @@ class Table:
     stale: frozenset[str]
     evals: Mapping[NodeName, NodeEval]
     scores: Mapping[NodeName, int]
-    fragments: Fragments
-    """Our scores, serialised; range metrics only (candidates metrics are per request)."""
+    fragments: Fragments  # range metrics' scores, serialised (candidates metrics are per request)
     whole: WholeAnswer
-    reasons: Mapping[NodeName, str]
-    """Nodes the filter rejects, with the reason."""
+    reasons: Mapping[NodeName, str]  # nodes the filter rejects -> why
     ok: frozenset[NodeName]
     """Nodes the filter passes: one C-level `issuperset` answers the common case."""
-    unknown: NodeEval
-    """The verdict for a node absent from the snapshot."""
-    passes_all: bool
-    """No node is rejected, known or not (the healthy common case): a filter answer is
-    its request, and the request path skips the per-name lookups."""
+    unknown: NodeEval  # the verdict for a node absent from the snapshot
+    passes_all: bool  # no node is rejected, known or not: the filter skips the per-name lookups
     unknown_score: int
     herd: Mapping[NodeName, float]
     headroom: Headroom | None = None
-    """The passing nodes by headroom for one more pod (headroom.py); None when the policy has no
-    herd metric with a filter.above, or no node sizes were given."""
+    """The passing nodes by headroom (headroom.py); None without a fit rule or sizes."""
     ranking: Sequence[tuple[int, NodeName]] = ()
-    """The passing nodes, best first, as (-score, name): ties by name. Sorted when the
-    table is built, kept in step by `patch_table` node by node (shadow mode's verdicts and
-    the rebalancer read it; the verbs do not)."""
+    """The passing nodes best first as (-score, name), kept in step by `patch_table`."""
 
     def eval_of(self, node: NodeName) -> NodeEval:
         return self.evals.get(node, self.unknown)
@@ -112,8 +132,7 @@ def build_table(
     now: float,
     sizes: Sizes | None = None,
 ) -> Table:
-    """Score every node in the snapshot: O(nodes x metrics), off the request path.
-    `sizes`: the nodes' cores, to index the headroom each has for one more pod."""
+    """Score every node in the snapshot, off the request path; `sizes` index the headroom."""
     nodes: set[NodeName] = set(herd)
     for series in snapshot.metrics.values():
         nodes.update(series.values)
@@ -134,7 +153,7 @@ def build_table(
         evals=evals,
         scores=scores,
         fragments=fragments,
-        whole=WholeAnswer(ok, {n: fragments[n] for n in evals if n in ok and scores[n]}),
+        whole=WholeAnswer.of(list(evals), fragments, scores, ok),
         reasons=reasons,
         ok=ok,
         unknown=unknown,
@@ -159,9 +178,8 @@ def patch_table(
     changed: Iterable[NodeName] | None = None,
     sizes: Sizes | None = None,
 ) -> Table:
-    """The same table with new herd load: only nodes whose load changed are re-scored
-    (`changed`, when the caller knows them; else found by comparing the loads), and their
-    headroom re-indexed (with `sizes`, the nodes' cores now)."""
+    """The table with new herd load: only the `changed` nodes (else those whose load
+    differs) re-scored, and their headroom re-indexed with `sizes`."""
     if changed is None:
         changed = {n for n in set(herd) | set(table.herd) if herd.get(n) != table.herd.get(n)}
     changed = tuple(changed)  # walked twice below
@@ -174,33 +192,37 @@ def patch_table(
     rule = fit_rule(policy) if headroom is not None and sizes is not None else None
     if headroom is not None and rule is not None and sizes is not None:
         headroom = headroom.with_changes(headroom_of(rule, evals, changed, sizes))
-    # Most binds move a node's load within its score's step (a 100m pod is 0.025 of a
-    # 4-core node; a step is 0.1): then its score and verdict stand, and so do the maps
-    # and the answers built from them, which are not copied (each copy is O(nodes)).
+    # Most binds move a node's load within its score's step: then the maps and answers
+    # stand and are not copied (each copy is O(nodes)).
     verdicts = {n: (range_score(policy, evals[n]), evals[n].reason) for n in changed}
-    moved = [n for n in changed if _verdict(table, n) != verdicts[n]]
+    moved = [n for n in changed if (table.scores.get(n), table.reasons.get(n)) != verdicts[n]]
     if not moved:
         return replace(table, headroom=headroom, evals=evals, herd=dict(herd))
     scores = dict(table.scores)
     fragments = Fragments(table.fragments, table.unknown_score)
-    ranked = dict(table.whole.fragments)
-    reasons = dict(table.reasons)
-    ok = set(table.ok)
     for n in moved:
-        e = evals[n]
         scores[n] = verdicts[n][0]
         fragments[n] = host_priority(n, scores[n])
-        if e.reason is None:
-            reasons.pop(n, None)
-            ok.add(n)
-        else:
-            reasons[n] = e.reason
-            ok.discard(n)
-        if e.reason is None and scores[n]:
-            ranked[n] = fragments[n]
-        else:
-            ranked.pop(n, None)
-    passing = frozenset(ok)
+    # Copied only when a verdict changed: `ok` stays the same object, which
+    # Engine.prioritize compares by identity to answer whole.
+    reasons = table.reasons
+    if any(reasons.get(n) != evals[n].reason for n in moved):
+        reasons = dict(reasons)
+        for n in moved:
+            reason = evals[n].reason
+            if reason is None:
+                reasons.pop(n, None)
+            else:
+                reasons[n] = reason
+    passing = table.ok
+    if any((n in passing) != (evals[n].reason is None) for n in moved):
+        ok = set(passing)
+        for n in moved:
+            if evals[n].reason is None:
+                ok.add(n)
+            else:
+                ok.discard(n)
+        passing = frozenset(ok)
     if len(moved) > RESORT_ABOVE:
         ranking = _ranking(scores, passing)
     else:  # a copy, then each changed node moved to its place: O(nodes) memmove at worst
@@ -217,19 +239,12 @@ def patch_table(
         evals=evals,
         scores=scores,
         fragments=fragments,
-        whole=WholeAnswer(passing, ranked),
+        whole=table.whole.patched(moved, fragments, scores, passing),
         reasons=reasons,
         ok=passing,
         passes_all=not reasons and table.unknown.reason is None,
         herd=dict(herd),
     )
-
-
-def _verdict(table: Table, node: NodeName) -> tuple[int, str | None] | None:
-    """The score and filter reason the table has for a node (None: not in it)."""
-    if node not in table.evals:
-        return None
-    return table.scores[node], table.reasons.get(node)
 
 
 class PolicyTables:
@@ -238,12 +253,10 @@ class PolicyTables:
 
     def __init__(self, tables: dict[str, Table], sizes: Sizes | None = None) -> None:
         self._tables = tables
-        self.sizes = sizes
-        """The nodes' cores the headroom indexes are built with."""
+        self.sizes = sizes  # the nodes' cores the headroom indexes are built with
 
     def resize(self, policies: Iterable[Policy], sizes: Sizes) -> None:
-        """The nodes' cores changed (the node watch): the headroom indexes follow; the scores,
-        which are shares of a node, do not move."""
+        """The nodes' cores changed: the headroom indexes follow (scores are shares)."""
         old, self.sizes = self.sizes, sizes
         for policy in policies:
             table = self._tables.get(policy.name)
@@ -266,8 +279,7 @@ class PolicyTables:
         herd: Mapping[NodeName, float],
         now: float,
     ) -> None:
-        """A new snapshot's tables with the current herd load: each given one when it is
-        still right (built off the loop), else built here."""
+        """A new snapshot's tables: each `given` one (built off the loop) if still right."""
         out: dict[str, Table] = {}
         for name, policy in policies.items():
             table = given.get(name)

@@ -1,10 +1,6 @@
-"""Pods our filter turned away from every node, remembered until metrics let one in.
-
-kube-scheduler parks such a pod in its unschedulable pool and retries it on a cluster
-event or after 5 minutes; a metric recovering is not a cluster event. So we remember the
-pod (bounded, by UID, expiring) with its candidate nodes, and after each refresh
-`recovered` names the pods whose candidates now include a node that passes: the requeue
-loop (requeue.py) then touches the pod so the scheduler retries it at once. Pure.
+"""Pods our filter turned away from every node, remembered until metrics let one in: a
+metric recovering is no cluster event, so kube-scheduler would wait up to 5 minutes; the
+requeue loop (cluster.requeue) touches the pods `recovered` names. Pure.
 """
 
 from __future__ import annotations
@@ -19,11 +15,8 @@ from extender.decisions.pods import CANDIDATES_KEPT_UP_TO
 
 
 class NameDigest:
-    """A Bloom filter of node names: 4 KiB whatever the number of candidates.
-
-    A false positive costs one needless retry of the pod (our filter turns it away again);
-    a false negative cannot happen. Built from `hash()`: salted per process, which is
-    fine for an in-memory digest, and cached on the name strings the tables hold."""
+    """A Bloom filter of node names, 4 KiB: a false positive costs one needless retry of the
+    pod. Built from `hash()` (salted per process, fine in memory; cached on the strings)."""
 
     BITS = 1 << 15
     HASHES = 3
@@ -54,8 +47,7 @@ def positions(name: str) -> tuple[tuple[int, int], ...]:
 
 @dataclass(frozen=True, slots=True)
 class AllBut:
-    """Every node the table knew, except these: a big filter call (the scheduler sends
-    nearly every node) kept as what it left out."""
+    """A big filter call (nearly every node) kept as the nodes it left out."""
 
     absent: frozenset[str]
 
@@ -65,11 +57,9 @@ Candidates = tuple[str, ...] | AllBut | NameDigest
 
 def candidates_of(nodes: Sequence[str], known: AbstractSet[str] | None = None) -> Candidates:
     """The cheapest exact form of a filter call's `nodes`, a digest when none is small.
-
-    `known` (the nodes the table scores) turns a call that names nearly all of them into
-    the few it left out: two C-level set passes on the filter path instead of hashing
-    every name into a digest, which costs some thirty times more
-    (BENCHMARKS.md, "In-process costs the code cites")."""
+    `known` (the nodes the table scores) turns a call naming nearly all of them into the few
+    it left out, far cheaper than a digest (BENCHMARKS.md, "In-process costs the code
+    cites")."""
     if len(nodes) <= CANDIDATES_KEPT_UP_TO:
         return tuple(nodes)
     if known is not None:
@@ -87,10 +77,9 @@ class TurnedAway:
     candidates: Candidates
     at: float
     needs: float = 0.0
-    """Cores of room it needs on a node (headroom.py): turned away because it fit on none of
-    them; 0 when the table turned it away whatever its size."""
+    """Cores of room it needs on a node (headroom.py); 0: turned away whatever its size."""
     until: float | None = None
-    """When its wait for room ends and it goes to the roomiest node (herdGuard.waitForRoom)."""
+    """When its wait for room ends (herdGuard.waitForRoom)."""
 
     def any_passes(
         self,
@@ -99,25 +88,18 @@ class TurnedAway:
         where: Sequence[tuple[tuple[int, int], ...]],
         room: Callable[[str], float] | None = None,
     ) -> bool:
-        """True when a candidate passes now (and has the room it needs, by `room`):
-        `passes` checks one node; `passing` lists the nodes known to pass, and `where`
-        their digest positions, walked when the candidates were kept as the nodes left
-        out or as a digest."""
-        candidates = self.candidates
-        if room is not None and self.needs:
-            needs = self.needs
-            if isinstance(candidates, tuple):
-                return any(passes(n) and room(n) >= needs for n in candidates)
-            if isinstance(candidates, AllBut):
-                absent = candidates.absent
-                return any(n not in absent and room(n) >= needs for n in passing)
-            fits = (w for n, w in zip(passing, where, strict=True) if room(n) >= needs)
-            return any(candidates.has(w) for w in fits)
-        if isinstance(candidates, tuple):
-            return any(passes(n) for n in candidates)
-        if isinstance(candidates, AllBut):
-            return any(n not in candidates.absent for n in passing)
-        return any(candidates.has(w) for w in where)
+        """A candidate passes now, with the room it needs; `passing` (and `where`, their
+        digest positions) are walked for big calls' candidates."""
+        needs, c = self.needs, self.candidates
+
+        def fits(n: str) -> bool:
+            return not needs or room is None or room(n) >= needs
+
+        if isinstance(c, tuple):
+            return any(passes(n) and fits(n) for n in c)
+        if isinstance(c, AllBut):
+            return any(n not in c.absent and fits(n) for n in passing)
+        return any(c.has(w) for n, w in zip(passing, where, strict=True) if fits(n))
 
 
 class TurnedAwayPods:
@@ -139,8 +121,7 @@ class TurnedAwayPods:
         needs: float = 0.0,
         until: float | None = None,
     ) -> None:
-        """Remember a pod turned away from `nodes` (`known`: see `candidates_of`); `needs`
-        and `until`: it fit on none of them and waits for that much room until then."""
+        """Remember a pod turned away from `nodes` (`known`: see `candidates_of`)."""
         if not uid or not nodes:
             return
         candidates = candidates_of(nodes, known)
@@ -166,15 +147,8 @@ class TurnedAwayPods:
         room: Callable[[str], float] | None = None,
         most: float = math.inf,
     ) -> list[TurnedAway]:
-        """The pods with a candidate that passes now, oldest first, forgotten here (the
-        filter remembers them again if it turns them away once more); expired ones dropped.
-        A pod waiting for room recovers when a candidate has the room it needs (`room`;
-        `most`: the largest room of any node, so a pod needing more costs nothing) or when
-        its wait ends.
-
-        `passing` (the nodes known to pass) is walked for pods of big filter calls, whose
-        candidates were kept as the nodes left out or as a digest: once per refresh, early
-        out at the first hit."""
+        """The pods with a candidate that passes now (`most`: the largest room of any node),
+        or whose wait ended, forgotten here; expired ones dropped."""
         while self._items:
             first = next(iter(self._items.values()))
             if now - first.at <= self._keep:

@@ -1,16 +1,6 @@
-"""What pods really use, as Prometheus measured it: per workload and per young pod.
-
-A pod requests one figure and uses another. The herd guard counts a placed pod until the
-node metric shows it, and what it counts is the pod's expected use: the measured use of
-its workload's running pods (a quantile), or, for a pod already running, its own measured
-use. The refresher fetches both in the background (metrics.usage); this module holds the
-answer and the rule that names a pod's workload. Pure: no I/O.
-
-The workload names are kube-prometheus' (kubernetes-mixin `rules/apps.libsonnet`, the
-`namespace_workload_pod:kube_pod_owner:relabel` rules): a pod owned by a ReplicaSet that
-a Deployment made belongs to the Deployment (the ReplicaSet's name less its
-`pod-template-hash`), a StatefulSet's, DaemonSet's or Job's pod to that owner, a bare
-ReplicaSet's pod to the ReplicaSet.
+"""What pods really use, as Prometheus measured it (per workload, per young pod), and the
+rule that names a pod's workload, kube-prometheus' (kubernetes-mixin `rules/apps.libsonnet`,
+`namespace_workload_pod:kube_pod_owner:relabel`). Pure.
 """
 
 from __future__ import annotations
@@ -20,16 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TEMPLATE_HASH = "pod-template-hash"
-"""The label the Deployment controller puts on a ReplicaSet's pods: the ReplicaSet's name
-is the Deployment's name, a dash and this hash."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class WorkloadKey:
     namespace: str
     kind: str
-    """Lower case, as kube-prometheus' `workload_type` label: deployment, statefulset,
-    daemonset, job, replicaset."""
+    """Lower case, as kube-prometheus' `workload_type` label."""
     name: str
 
     def __str__(self) -> str:
@@ -41,12 +28,10 @@ class WorkloadUse:
     """The measured CPU use of one workload's running pods."""
 
     cores: float
-    """The quantile (herdGuard.quantile, p90 by default) of its pods' use, in cores."""
+    """The quantile (herdGuard.quantile) of its pods' use: what a burst is counted at."""
     pods: int
-    """Running pods measured."""
     median: float | None = None
-    """The median of its pods' use (None when the usage query gives none): what one more
-    pod of it most likely uses, where the quantile is what a burst of them is counted at."""
+    """What one more pod of it most likely uses (None when the query gives none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +42,6 @@ class UsageTable:
     pods: Mapping[tuple[str, str], float] = field(default_factory=dict)
     """(namespace, pod name) -> the pod's own measured use in cores, for young pods."""
     fetched_at: float | None = None
-    """None until the first good fetch."""
     error: str | None = None
     """The last fetch's error, beside the last good values."""
 
@@ -66,8 +50,8 @@ EMPTY = UsageTable()
 
 
 def workload_of(namespace: str, owners: Any, labels: Any) -> WorkloadKey | None:
-    """The workload of a pod from its `metadata.ownerReferences` and `metadata.labels`
-    (decoded JSON, unchecked); None for a bare pod or an owner we cannot name."""
+    """From `metadata.ownerReferences` and `.labels` as sent; None: a bare pod or an owner
+    we cannot name."""
     if not isinstance(owners, list):
         return None
     owner = next(

@@ -1,12 +1,7 @@
 """The kube-scheduler extender wire format (k8s.io/kube-scheduler/extender/v1) <-> Python.
-
-The Go types have no json tags, so the scheduler sends the Go field names exactly
-(`Pod`, `Nodes`, `NodeNames`, `PodUID`...) and we answer with the same canonical names.
-Every request body is decoded by msgspec into the types of wiretypes.py (the one schema,
-which the OpenAPI document is made from): strict about what we read, the rest ignored,
-a 400 naming the first bad field. Node names are checked once, as they are decoded; the
-engine and the table can then trust them. The engine returns decisions (model.py) and the
-encoders below turn them into answers.
+The Go types have no json tags, so both ways use the Go field names (`Pod`, `NodeNames`).
+Bodies decode into wiretypes.py's Structs (the one schema), a 400 naming the first bad
+field; node names are checked once, there. The encoders answer the engine's decisions.
 """
 
 from __future__ import annotations
@@ -42,12 +37,11 @@ class ExtenderArgs:
     """An ExtenderArgs body as the engine reads it."""
 
     pod: PodFacts
-    names: list[str]
-    """Node names in request order, from NodeNames or from Nodes.items[].metadata.name."""
+    names: list[str]  # node names in request order (NodeNames, or Nodes.items[].metadata.name)
     node_list: JSON | None
     """The v1.NodeList when the scheduler sent full Nodes (nodeCacheCapable: false)."""
     exactly: frozenset[str] | None = None
-    """The `exactly` set given to the parser, when the request names exactly its nodes."""
+    """The parser's `answered` set, when the request names exactly its nodes."""
 
 
 BindingArgs = wiretypes.ExtenderBindingArgs
@@ -59,8 +53,7 @@ class PreemptionArgs:
     """An ExtenderPreemptionArgs body as the engine reads it."""
 
     pod: PodFacts
-    victims: Mapping[str, Any]
-    """Node -> MetaVictims (`{"Pods": [{"UID"}], "NumPDBViolations"}`), always meta form."""
+    victims: Mapping[str, Any]  # node -> MetaVictims (`{"Pods": [{"UID"}], "NumPDBViolations"}`)
 
 
 _T = TypeVar("_T", bound=msgspec.Struct)
@@ -86,7 +79,6 @@ def _decode(body: bytes, kind: type[_T], where: str = "") -> _T:
 
 
 def _json_of(raw: msgspec.Raw) -> Any:
-    """A field kept as JSON text, decoded by orjson as the API path's objects are."""
     try:
         return orjson.loads(memoryview(raw))
     except orjson.JSONDecodeError as exc:
@@ -94,9 +86,7 @@ def _json_of(raw: msgspec.Raw) -> Any:
 
 
 def _name_the_key(body: bytes, text: str, kind: type[msgspec.Struct]) -> str:
-    """msgspec's path names no dict key (`$.NodeNameToVictims[...].Pods`): the node whose
-    value is the first that fails, found again (each decoded as typed, as the body was)
-    so that the message names it."""
+    """msgspec's path names no dict key (`$.NodeNameToVictims[...].Pods`): find the node."""
     field, found, _ = text.partition("`$.")[2].partition("[...]")
     hints = get_type_hints(kind)
     if not found or field not in hints:
@@ -122,13 +112,12 @@ _WANTED = {
     "object | null": "an object",
     "int": "an integer",
 }
-_PYTHON_NAME = {"array": "list", "object": "dict", "null": "NoneType"}
-"""JSON type names as our other messages name them (after the Python type)."""
+_PYTHON_NAME = {"array": "list", "object": "dict", "null": "NoneType"}  # as other messages
 
 
 def _validation_message(text: str, what: str, where: str = "") -> str:
-    """msgspec's "Expected `str` of length >= 1 - at `$.NodeNames[3]`" in our words:
-    "NodeNames[3]: must be a non-empty string"; `where` is the field the body came in."""
+    """msgspec's message in our words ("NodeNames[3]: must be a non-empty string");
+    `where`: the field the body came in."""
     message, _, at = text.partition(" - at `$")
     path = ".".join(filter(None, (where, at.rstrip("`").lstrip("."))))
     if (missing := _MISSING.fullmatch(message)) is not None:
@@ -164,10 +153,8 @@ def parse_extender_args(
     body: bytes, answered: Callable[[PodFacts], frozenset[str]] | None = None
 ) -> ExtenderArgs:
     """ExtenderArgs: `Pod` plus `NodeNames` (nodeCacheCapable) or `Nodes` (a v1.NodeList).
-
-    `answered(pod)`: valid node names (prioritize passes the nodes of the pod's policy's
-    precomputed answer, table.WholeAnswer). When `NodeNames` names exactly these, the result
-    says so and the names need no other check: each was found in a set of non-empty strings."""
+    `answered(pod)`: the nodes of the pod's table.WholeAnswer; `exactly` says when
+    `NodeNames` names exactly those (one hash per name spares the engine a lookup each)."""
     data = _decode(body, wiretypes.ExtenderArgs)
     pod = _pod(data.Pod)
     if wiretypes.sent(data.Nodes):  # checked even beside NodeNames: the body must be whole
@@ -177,17 +164,11 @@ def parse_extender_args(
             return ExtenderArgs(pod=pod, names=listed, node_list=_json_of(data.Nodes))
     names = data.NodeNames or []  # not None (ExtenderArgs.__post_init__), not empty
     exactly = answered(pod) if answered is not None else frozenset()
-    if _names_exactly(names, exactly):
+    # A duplicate can only stand in for a node not asked about, which the scheduler never
+    # looks up in the answer (kubernetes `pkg/scheduler/schedule_one.go`, `prioritizeNodes`).
+    if len(names) == len(exactly) and exactly.issuperset(names):
         return ExtenderArgs(pod=pod, names=names, node_list=None, exactly=exactly)
     return ExtenderArgs(pod=pod, names=names, node_list=None)
-
-
-def _names_exactly(names: list[str], nodes: frozenset[str]) -> bool:
-    """`names` is `nodes`, in any order: one hash per name, which spares the engine a lookup
-    per name (BENCHMARKS.md, "Prioritize within its floors"). A duplicate can only stand in
-    for a node not asked about, which the scheduler never looks up in the answer
-    (kubernetes `pkg/scheduler/schedule_one.go`, `prioritizeNodes`)."""
-    return len(names) == len(nodes) and nodes.issuperset(names)
 
 
 def parse_binding_args(body: bytes) -> BindingArgs:
@@ -195,8 +176,7 @@ def parse_binding_args(body: bytes) -> BindingArgs:
 
 
 def parse_preemption_args(body: bytes) -> PreemptionArgs:
-    """ExtenderPreemptionArgs in either form; victims come back in meta form (UIDs). Both
-    forms are checked (the body must be whole); the meta form wins when both are sent."""
+    """ExtenderPreemptionArgs in either form (both checked; meta wins), victims as UIDs."""
     data = _decode(body, wiretypes.ExtenderPreemptionArgs)
     pod = _pod(data.Pod)
     if data.NodeNameToMetaVictims is not None:
@@ -209,41 +189,26 @@ def parse_preemption_args(body: bytes) -> PreemptionArgs:
 
 
 def _meta(victims: wiretypes.MetaVictims | wiretypes.Victims, uids: list[str]) -> JSON:
-    """MetaVictims as the engine keeps and answers them."""
     return {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": victims.NumPDBViolations}
 
 
 def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
-    """ExtenderFilterResult in the form the scheduler asked in (NodeNames or Nodes).
-
-    Every node we reject goes to FailedAndUnresolvableNodes with its reason: preempting
-    pods cannot bring a node's measured load or a missing metric back in time, and
-    kube-scheduler's preemption picks victims by its own Filter plugins, which every node we
-    are asked about passed (it would find none there). Nodes too small for this pod are
-    among them. Every node asked is passed or failed with a reason, but for the nodes a
-    shortlist (prioritize.shortlist) leaves out of the names: the answer stays small at
-    5,000 nodes. FailedNodes stays empty."""
-    failed = rejected = decision.failed
+    """ExtenderFilterResult in the form asked (NodeNames or Nodes). Our rejections go to
+    FailedAndUnresolvableNodes: preemption cannot bring load or a metric back in time, and
+    kube-scheduler's picks victims by its own Filter plugins, which these nodes passed.
+    A shortlist's left-out nodes get no reason (the answer stays small)."""
+    rejected = decision.failed
     names = args.names
     shortlisted = decision.passed
-    if args.node_list is None:
+    nodes, passed = args.node_list, None
+    if nodes is None:
         if shortlisted is not None:
             passed = list(shortlisted)
         elif rejected:
             passed = list(filterfalse(rejected.__contains__, names))
         else:
             passed = names
-        return orjson.dumps(
-            {
-                "Nodes": None,
-                "NodeNames": passed,
-                "FailedNodes": {},
-                "FailedAndUnresolvableNodes": failed,
-                "Error": "",
-            }
-        )
-    nodes = args.node_list
-    if shortlisted is not None or rejected:  # else the list goes back as it came
+    elif shortlisted is not None or rejected:  # else the list goes back as it came
         kept_names = frozenset(shortlisted) if shortlisted is not None else None
         items = zip(nodes["items"], names, strict=True)
         kept = [
@@ -255,17 +220,16 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
     return orjson.dumps(
         {
             "Nodes": nodes,
-            "NodeNames": None,
+            "NodeNames": passed,
             "FailedNodes": {},
-            "FailedAndUnresolvableNodes": failed,
+            "FailedAndUnresolvableNodes": rejected,
             "Error": "",
         }
     )
 
 
 def encode_priorities(priorities: Priorities) -> bytes:
-    """A HostPriorityList: precomputed whole, precomputed fragments joined, or this
-    request's own scores."""
+    """A HostPriorityList: precomputed whole, fragments joined, or this request's scores."""
     if priorities.whole is not None:
         return priorities.whole
     hosts = priorities.hosts
@@ -275,23 +239,17 @@ def encode_priorities(priorities: Priorities) -> bytes:
 
 
 NO_SCORES = b"[]"
-"""The answer for a pod that is not ours: every host it asked about scores 0, which is
-what the scheduler gives a host missing from the answer (kubernetes
-`pkg/scheduler/schedule_one.go`, `prioritizeNodes`)."""
+"""A pod not ours: every host scores 0, as one missing from the answer (`prioritizeNodes`)."""
 
 
 def host_priority(host: str, score: int) -> bytes:
-    """One pre-serialised HostPriority; the request path joins these.
-
-    Copied to an exact-size object: orjson's output keeps the 4 KB buffer it wrote into,
-    and a table keeps one fragment per node and policy (100 MB at 5,000 nodes and 5
-    policies, 0.4 MB copied)."""
+    """One pre-serialised HostPriority, copied to an exact-size object: orjson's output
+    keeps its 4 KB buffer, and a table keeps one per node and policy."""
     return bytes(memoryview(orjson.dumps({"Host": host, "Score": score})))
 
 
 def join_priorities(fragments: Iterable[bytes]) -> bytes:
-    """A HostPriorityList from fragments; the brackets ride on the end fragments, so the
-    answer (300 KB for 5,000 nodes) is copied once, not three times."""
+    """A HostPriorityList; the brackets ride on the end fragments: one copy, not three."""
     parts = list(fragments)
     if not parts:
         return b"[]"

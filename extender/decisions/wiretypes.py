@@ -1,16 +1,8 @@
-"""The extender wire format as types: what kube-scheduler sends us and what we answer.
-
-The one description of k8s.io/kube-scheduler/extender/v1 (Go field names: the Go types
-have no json tags) as msgspec Structs, narrowed to the fields we read. wire.py decodes
-every request body with the `REQUESTS` types and service.openapi derives its schemas from
-the same types, so the document says what the parser does.
-
-Two fields are kept as their JSON text (`msgspec.Raw`) and documented by a Struct here:
-the `Pod`, read by decisions.pods.read_pod (which the API path shares; the `Pod` Struct
-lists the fields it reads, and tests/decisions/test_wiretypes.py holds the two to the
-same bodies), and a full `Nodes` list, checked with `NodeList` and answered back as it
-came (decoded by orjson, which reads an integer past 64 bits as a float it can encode).
-Fields we do not read are not described and are ignored wherever they appear. Pure.
+"""The one schema of k8s.io/kube-scheduler/extender/v1 (Go field names: no json tags) as
+msgspec Structs narrowed to the fields we read: wire.py decodes with `REQUESTS`, and
+service.openapi derives its document from them. `Pod` (read by decisions.pods.read_pod,
+as the API path's pods) and a full `Nodes` list (answered back as it came) are kept as
+JSON text and documented by a Struct here. Pure.
 """
 
 from __future__ import annotations
@@ -19,8 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-SCHEMA_REF = "#/components/schemas/{name}"
-"""Where a schema of ours is found in the OpenAPI document."""
+SCHEMA_REF = "#/components/schemas/{name}"  # in the OpenAPI document
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 NodeNames = Annotated[
@@ -83,8 +74,7 @@ def sent(text: msgspec.Raw) -> bool:
     return len(text) > 0 and bytes(memoryview(text)[:5]) != b"null"
 
 
-DOCUMENTED = (Pod, NodeList)
-"""The Structs that document a field kept as text: components of the OpenAPI document."""
+DOCUMENTED = (Pod, NodeList)  # the OpenAPI components of the fields kept as text
 
 
 class ExtenderArgs(msgspec.Struct):
@@ -103,7 +93,6 @@ class ExtenderBindingArgs(msgspec.Struct):
     """The body of bind: which pod goes to which node."""
 
     # The binder reads these under their Python names.
-
     pod_name: NonEmpty = msgspec.field(name="PodName")
     pod_namespace: NonEmpty = msgspec.field(name="PodNamespace")
     pod_uid: NonEmpty = msgspec.field(name="PodUID")

@@ -1,2 +1,1 @@
-"""`doctor`'s checks of a policy against a live backend and cluster (pure rows) and
-`examine`, which gathers their inputs."""
+"""`doctor`'s checks of a policy against a live backend and cluster."""

@@ -1,10 +1,9 @@
-"""The doctor's backend checks, pure: which server answers the query API (from its build
-info), and whether the tenant we send suits it.
+"""The doctor's backend checks, pure: which server answers the query API, and whether the
+tenant we send suits it.
 
-Prometheus, Thanos Query and Mimir answer GET /api/v1/status/buildinfo: Mimir names
-itself (`application`), Thanos answers its own 0.x version, Prometheus its 2.x/3.x one.
-VictoriaMetrics answers `data: {}` (or a Prometheus-like version) and marks every answer
-with an X-Server-Hostname header; Cortex and older servers answer 404.
+From GET /api/v1/status/buildinfo: Mimir names itself (`application`), Thanos answers a 0.x
+version, Prometheus 2.x/3.x; VictoriaMetrics marks every answer with X-Server-Hostname;
+Cortex and older servers answer 404.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The doctor's Kubernetes checks, pure: the node list, and the permissions the policy
-needs (asked through SelfSubjectAccessReview by examine).
-"""
+needs (examine asks them through SelfSubjectAccessReview)."""
 
 from __future__ import annotations
 
@@ -31,62 +30,35 @@ class Permission:
         return f"{self.verb} {what}" + (f".{self.group}" if self.group else "")
 
 
-# --- Kubernetes ------------------------------------------------------------------------
-
-
 def permissions(settings: Settings) -> list[Permission]:
     """What the policy needs of the API, and why (one entry per verb and resource)."""
-    out = [
-        Permission("list", "nodes", why="node addresses and sizes"),
-        Permission("watch", "nodes", why="node addresses and sizes"),
-    ]
+    nodes, pods, events = "node addresses and sizes", "kubernetes.watchPods", "explain.events"
+    chart = "; the chart gives it to the rebalancer's own account"
+    out = [Permission("list", "nodes", why=nodes), Permission("watch", "nodes", why=nodes)]
     if settings.bind.enabled:
         out.append(Permission("create", "pods", subresource="binding", why="bind.enabled"))
     if settings.kubernetes.watch_pods:
-        out.append(Permission("list", "pods", why="kubernetes.watchPods"))
-        out.append(Permission("watch", "pods", why="kubernetes.watchPods"))
+        out += [Permission("list", "pods", why=pods), Permission("watch", "pods", why=pods)]
     if settings.requeue.enabled:
         out.append(Permission("patch", "pods", why="requeue.enabled"))
     if settings.explain.events:
-        out.append(Permission("create", "events", group="events.k8s.io", why="explain.events"))
-    out.append(
-        Permission(
-            "create",
-            "pods",
-            subresource="eviction",
-            why="decice-extender rebalance (its dry run asks too); the chart gives it to "
-            "the rebalancer's own account",
-            required=False,
-        )
-    )
-    if settings.overload.enabled:
+        out.append(Permission("create", "events", group="events.k8s.io", why=events))
+    why = "decice-extender rebalance (its dry run asks too)" + chart
+    out.append(Permission("create", "pods", subresource="eviction", why=why, required=False))
+    overload = settings.overload
+    if overload.enabled:
         why = "overload.enabled (taints on hot nodes)"
-        out.append(Permission("get", "nodes", why=why))
-        out.append(Permission("patch", "nodes", why=why))
+        out += [Permission("get", "nodes", why=why), Permission("patch", "nodes", why=why)]
         if not settings.explain.events:  # else asked above already
             out.append(Permission("create", "events", group="events.k8s.io", why=why))
-        where = settings.overload.lease_namespace or ""
-        out.append(
-            Permission(
-                "update",
-                "leases",
-                group="coordination.k8s.io",
-                why="overload.enabled: one replica writes taints, elected on a Lease "
-                f"({where or 'POD_NAMESPACE'}/{settings.overload.lease_name})",
-                required=False,  # granted in the Lease's namespace: asked there if known
-                namespace=where,
-            )
-        )
-    out.append(
-        Permission(
-            "list",
-            "poddisruptionbudgets",
-            group="policy",
-            why="decice-extender rebalance skips pods their budget guards; the chart gives "
-            "it to the rebalancer's own account",
-            required=False,
-        )
-    )
+        where = overload.lease_namespace or ""
+        why = "overload.enabled: one replica writes taints, elected on a Lease "
+        why += f"({where or 'POD_NAMESPACE'}/{overload.lease_name})"
+        # Granted in the Lease's namespace: asked there when known.
+        lease = "update", "leases", "coordination.k8s.io"
+        out.append(Permission(*lease, why=why, required=False, namespace=where))
+    why = "decice-extender rebalance skips pods their budget guards" + chart
+    out.append(Permission("list", "poddisruptionbudgets", "policy", why=why, required=False))
     return out
 
 

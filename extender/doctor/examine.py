@@ -1,24 +1,23 @@
 """`decice-extender doctor`: is this policy going to work against this cluster?
 
-`examine` gathers what the pure checks (extender.doctor.prometheus, .cluster) read through
-a blocking Prometheus query function and a Kubernetes client it is given
-(extender.metrics.providers.PrometheusProvider.query, extender.cluster.client.KubeClient),
-so this package imports neither client.
+`examine` gathers what the pure checks read, through the blocking Prometheus query function
+and the Kubernetes client it is given (this package imports neither client); the herd
+guard's checks are here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.model import NodeInfo
 from extender.decisions.usage import WorkloadKey, WorkloadUse
-from extender.doctor.backend import AskBuildInfo, BuildInfo, backend_row, identify, tenant_row
+from extender.doctor.backend import AskBuildInfo, backend_row, identify, tenant_row
 from extender.doctor.cluster import nodes_row, permission_row, permissions
-from extender.doctor.herd import present, usage_row, window_row
 from extender.doctor.prometheus import (
     Query,
     Series,
@@ -28,14 +27,24 @@ from extender.doctor.prometheus import (
     query_row,
     range_row,
     reachable_row,
-    timestamp_query,
 )
-from extender.doctor.rows import Row
+from extender.doctor.rows import Row, few
 from extender.errors.causes import PartialAnswer, describe
-from extender.metrics.stock import WORKLOAD_USE, used_by
+from extender.metrics.stock import WORKLOAD_USE, StockSeries, used_by
 from extender.metrics.usage import read_workloads, wanted
+from extender.policy.sections import HerdGuardSettings
 from extender.policy.settings import Settings
 from extender.policy.windows import herd_window
+
+T = TypeVar("T")
+
+
+async def _caught(call: Awaitable[T]) -> T | BaseException:
+    """The call's answer, or what it raised: each check reports its own failure."""
+    try:
+        return await call
+    except Exception as exc:
+        return exc
 
 
 async def examine(
@@ -53,30 +62,19 @@ async def examine(
     if kube is None:
         rows.append(Row("kubernetes", "FAIL", f"no client: {kube_problem or 'not configured'}"))
     else:
-        try:
-            nodes = (await kube.list_nodes())[0]
-        except Exception as exc:
-            rows.append(nodes_row(exc))
-        else:
-            rows.append(nodes_row(nodes))
+        listed = await _caught(kube.list_nodes())
+        rows.append(nodes_row(listed if isinstance(listed, BaseException) else listed[0]))
+        nodes = None if isinstance(listed, BaseException) else listed[0]
     if query is None:
         rows.append(Row("prometheus", "ok", "not used (static provider)"))
     else:
         rows.extend(await _prometheus_rows(settings, query, nodes, clock, build_info))
     if kube is not None:
-        for permission in permissions(settings):
-            answer: tuple[bool, str] | BaseException
-            try:
-                answer = await kube.access_review(
-                    permission.verb,
-                    permission.resource,
-                    group=permission.group,
-                    subresource=permission.subresource,
-                    namespace=permission.namespace,
-                )
-            except Exception as exc:
-                answer = exc
-            rows.append(permission_row(permission, answer))
+        for p in permissions(settings):
+            review = kube.access_review(
+                p.verb, p.resource, group=p.group, subresource=p.subresource, namespace=p.namespace
+            )
+            rows.append(permission_row(p, await _caught(review)))
     return rows
 
 
@@ -88,10 +86,7 @@ async def _prometheus_rows(
     build_info: AskBuildInfo | None,
 ) -> list[Row]:
     async def ask(promql: str) -> list[Series] | BaseException:
-        try:
-            return parse_series(await asyncio.to_thread(query, promql))
-        except Exception as exc:
-            return exc
+        return await _caught(asyncio.to_thread(lambda: parse_series(query(promql))))
 
     reached = await ask("vector(1)")
     # A partial answer is an answer: the server is there (its stores are checked below).
@@ -101,10 +96,7 @@ async def _prometheus_rows(
     rows = [reachable_row(settings.prometheus, error)]
     backend = None
     if build_info is not None:
-        try:
-            answer: BuildInfo | BaseException = await asyncio.to_thread(build_info)
-        except Exception as exc:
-            answer = exc
+        answer = await _caught(asyncio.to_thread(build_info))
         rows.append(backend_row(answer))
         backend = None if isinstance(answer, BaseException) else identify(answer)
     tenant = tenant_row(settings.prometheus, backend, error)
@@ -136,7 +128,8 @@ async def _prometheus_rows(
             rows.append(Row(f"nodes {metric.name}", "warn", "not checked: no node list"))
         else:
             rows.append(mapping_row(metric, series, nodes, settings.prometheus.node_label))
-        stamps = await ask(timestamp_query(metric.query))
+        # A plain selector's sample times are its scrapes; an expression's, the query time.
+        stamps = await ask(f"timestamp({metric.query})")
         now = clock()
         if isinstance(stamps, BaseException):
             rows.append(Row(f"age {metric.name}", "warn", describe(stamps)))
@@ -154,19 +147,47 @@ async def _herd_rows(
     guard = settings.herd_guard
     if not settings.herd_guarded:
         return []
-    rows = [window_row(herd_window(settings), guard)]
+    window = herd_window(settings)
+    rows = [Row("herd window", "ok", f"{window.fade(guard.settle)}: {window.why}")]
     if not wanted(guard, settings.herd_guarded):
         return rows
     promql = guard.usage_query.replace("{quantile}", f"{guard.quantile:g}")
-    workloads: Mapping[WorkloadKey, WorkloadUse] | BaseException
-    try:
-        workloads = read_workloads(await asyncio.to_thread(query, promql), guard.max_workloads)
-    except Exception as exc:
-        workloads = exc
+    workloads = await _caught(
+        asyncio.to_thread(lambda: read_workloads(query(promql), guard.max_workloads))
+    )
     missing = []
     if not isinstance(workloads, BaseException) and not workloads:
         for stock in used_by(guard.usage_query + guard.pod_usage_query, WORKLOAD_USE):
-            if not present(await ask(f"count({stock.name})")):
+            counted = await ask(f"count({stock.name})")
+            if isinstance(counted, BaseException) or not counted or counted[0].value <= 0:
                 missing.append(stock)
     rows.append(usage_row(workloads, guard, missing))
     return rows
+
+
+def usage_row(
+    workloads: Mapping[WorkloadKey, WorkloadUse] | BaseException,
+    guard: HerdGuardSettings,
+    missing: Sequence[StockSeries] = (),
+) -> Row:
+    """What the workload query answered; `missing`: the stock series it reads that the
+    server has none of (asked only when it answered nothing)."""
+    fallback = "placed pods count at their CPU request until it answers"
+    if isinstance(workloads, BaseException):
+        return Row("workload use", "warn", f"{describe(workloads)}; {fallback}")
+    if not workloads:
+        if missing:
+            named = "; ".join(f"{s.name}, recorded by {s.records}" for s in missing)
+            return Row("workload use", "warn", f"no answer: missing {named}; {fallback}")
+        return Row("workload use", "warn", f"the query answered no workload; {fallback}")
+    trusted = {k: u for k, u in workloads.items() if u.pods >= guard.min_pods}
+    examples = few(
+        f"{k} p{100 * guard.quantile:g} {u.cores:.3g} core of {u.pods} pods"
+        for k, u in sorted(trusted.items())[:3]
+    )
+    return Row(
+        "workload use",
+        "ok",
+        f"{len(workloads)} workloads measured, {len(trusted)} with at least minPods "
+        f"{guard.min_pods} pods" + (f", e.g. {examples}" if trusted else ""),
+    )

@@ -1,21 +1,18 @@
-"""The doctor's Prometheus checks, pure: each metric's answer read from its series' label
-sets, values and sample times against the policy and the node list.
-
-Is Prometheus reachable with the policy's auth, does each query return series, do they
-map to the cluster's nodes (nodeLabel, `instance` addresses, joins), are their samples
-younger than maxAge, do their values fall inside min..max?
-"""
+"""The doctor's Prometheus checks, pure: is it reachable with the policy's auth, does each
+query return series, do they map to the cluster's nodes, are their samples younger than
+maxAge, do their values fall inside min..max?"""
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from extender.decisions.model import NodeInfo, NodeInventory
-from extender.doctor.rows import Row, Status, few, number
+from extender.doctor.rows import Row, Status, few
 from extender.errors.causes import describe
 from extender.metrics.providers import node_of
 from extender.policy.backend import PrometheusSettings
@@ -33,9 +30,6 @@ class Series:
     labels: Mapping[str, str]
     value: float
     timestamp: float | None = None
-
-
-# --- parsing ---------------------------------------------------------------------------
 
 
 def parse_series(result: Sequence[Any]) -> list[Series]:
@@ -58,27 +52,19 @@ def parse_series(result: Sequence[Any]) -> list[Series]:
     return out
 
 
-# --- Prometheus ------------------------------------------------------------------------
-
-
 def auth_text(prometheus: PrometheusSettings) -> str:
     """How we authenticate to Prometheus, for the reachability row (never a secret)."""
-    parts = []
-    if prometheus.bearer_token_file:
-        parts.append(f"bearer token from {prometheus.bearer_token_file}")
-    if prometheus.basic_auth is not None:
-        parts.append(f"basic auth as {prometheus.basic_auth.username}")
-    if prometheus.tenant is not None:
-        parts.append(f"tenant {prometheus.tenant}")
-    if prometheus.headers:
-        parts.append(f"headers {few(prometheus.headers, 5)}")
-    for name, path in sorted(prometheus.header_files.items()):
-        parts.append(f"{name} from {path}")
-    if prometheus.ca_file:
-        parts.append(f"CA {prometheus.ca_file}")
-    if prometheus.insecure_skip_verify:
-        parts.append("TLS not verified")
-    return "; ".join(parts) or "no auth"
+    p = prometheus
+    parts = (
+        p.bearer_token_file and f"bearer token from {p.bearer_token_file}",
+        p.basic_auth and f"basic auth as {p.basic_auth.username}",
+        p.tenant is not None and f"tenant {p.tenant}",
+        p.headers and f"headers {few(p.headers, 5)}",
+        *(f"{name} from {path}" for name, path in sorted(p.header_files.items())),
+        p.ca_file and f"CA {p.ca_file}",
+        p.insecure_skip_verify and "TLS not verified",
+    )
+    return "; ".join(part for part in parts if isinstance(part, str) and part) or "no auth"
 
 
 def reachable_row(prometheus: PrometheusSettings, error: BaseException | None) -> Row:
@@ -107,12 +93,13 @@ def query_row(metric: MetricSettings, series: Sequence[Series] | BaseException) 
 
 def _node_names_label(series: Sequence[Series], names: set[str]) -> str | None:
     """A label (other than `instance`) whose values are node names, if any series has one."""
-    counts: dict[str, int] = {}
-    for s in series:
-        for label, value in s.labels.items():
-            if label not in ("instance", "__name__") and value in names:
-                counts[label] = counts.get(label, 0) + 1
-    return max(sorted(counts), key=lambda k: counts[k]) if counts else None
+    counts = Counter(
+        label
+        for s in series
+        for label, value in s.labels.items()
+        if label not in ("instance", "__name__") and value in names
+    )
+    return max(sorted(counts), key=counts.__getitem__) if counts else None
 
 
 def mapping_row(
@@ -124,7 +111,7 @@ def mapping_row(
     names = {n.name for n in nodes}
     unlabelled: list[Series] = []
     unknown: list[str] = []
-    have: dict[str, int] = {}
+    have: Counter[str] = Counter()
     bad_values = 0
     for s in series:
         node = node_of(s.labels, node_label, inventory)
@@ -133,7 +120,7 @@ def mapping_row(
         elif node not in names:
             unknown.append(s.labels.get(node_label, node))
         else:
-            have[node] = have.get(node, 0) + 1
+            have[node] += 1
             bad_values += not math.isfinite(s.value)
     missing = names - set(have)
     causes: list[str] = []
@@ -222,7 +209,7 @@ def range_row(metric: MetricSettings, values: Sequence[float]) -> Row:
         return Row(check, "warn", "no values to compare with min..max")
     lo, hi = min(finite), max(finite)
     bounds = f"min {metric.min:g} .. max {metric.max:g}"
-    seen = f"values {number(lo)} .. {number(hi)}"
+    seen = f"values {lo:.4g} .. {hi:.4g}"
     outside = [v for v in finite if v < metric.min or v > metric.max]
     if not outside:
         return Row(check, "ok", f"{seen} within {bounds}")
@@ -241,12 +228,3 @@ def range_row(metric: MetricSettings, values: Sequence[float]) -> Row:
         "warn",
         f"{len(outside)} of {len(finite)} values outside {bounds} ({seen}), clamped{hint}",
     )
-
-
-# --- the whole run ---------------------------------------------------------------------
-
-
-def timestamp_query(query: str) -> str:
-    """The PromQL of each sample's time. For a plain selector that is when it was
-    scraped; an expression's result (an aggregation, a join) carries the query time."""
-    return f"timestamp({query})"

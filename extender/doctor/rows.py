@@ -1,6 +1,4 @@
-"""The doctor's report: one row per check (ok / warn / FAIL with the likely cause), as a
-table for people and an exit code.
-"""
+"""The doctor's report: one row per check (ok / warn / FAIL with the likely cause)."""
 
 from __future__ import annotations
 
@@ -26,10 +24,6 @@ def few(items: Iterable[str], n: int = _SHOWN) -> str:
     listed = sorted(set(items))
     more = f" (+{len(listed) - n} more)" if len(listed) > n else ""
     return ", ".join(listed[:n]) + more
-
-
-def number(value: float) -> str:
-    return f"{value:.4g}"
 
 
 def render(rows: Sequence[Row]) -> str:

@@ -1,16 +1,6 @@
-"""How long a loop waits before trying again after failures: one policy for every loop.
-
-The wait after the n-th consecutive failure is drawn uniformly between a `floor` and the
-ceiling `min(cap, base * factor ** (n - 1))` ("full jitter", as in the AWS Architecture
-Blog's "Exponential Backoff And Jitter"; client-go's `wait.Backoff` has the same
-`Duration`, `Factor`, `Cap` and a `Jitter`). Without the draw, every replica (or every
-client of a recovering API server or Prometheus) that failed at the same moment retries
-at the same moment again, round after round. Loops that must never run faster than their
-interval set `floor` to it; the others keep a floor of 0.
-
-Each loop names its figures where it builds its policy; the random source is injectable,
-and tests pass a seeded `random.Random`. Pure: no clock, no sleep.
-"""
+"""One back-off policy for every retry loop: exponential with full jitter (AWS's
+"Exponential Backoff And Jitter"; client-go's `wait.Backoff`), so replicas that failed
+together do not retry together."""
 
 from __future__ import annotations
 
@@ -23,12 +13,8 @@ MAX_EXPONENT = 60
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Exponential back-off with full jitter.
-
-    `base`: the ceiling after the first failure (seconds); `factor`: how much each further
-    failure multiplies it by; `cap`: the ceiling never grows past it; `floor`: the shortest
-    wait (0: full jitter down to nothing). `rng`: the random source (seeded in tests).
-    """
+    """`base`: the ceiling after the first failure (seconds), multiplied by `factor` per
+    further failure up to `cap`; `floor`: the shortest wait."""
 
     base: float
     cap: float

@@ -1,21 +1,6 @@
-"""An exception reduced to its cause: the one place that turns an error into operator text.
-
-A refused Prometheus query reaches us as requests.ConnectionError wrapping urllib3's
-MaxRetryError wrapping NewConnectionError wrapping ConnectionRefusedError, and its text
-is a URL with the whole PromQL query in it. `describe` walks such a chain (`__cause__`,
-`__context__`, `MaxRetryError.reason`, exceptions in `args`) and names what happened:
-
-    connection refused to 127.0.0.1:9090
-    timeout after 5s waiting for prometheus:9090
-    name resolution failed for prometheus.example (Name or service not known)
-    TLS: certificate verify failed: unable to get local issuer certificate
-    HTTP 503 from Prometheus: Service Unavailable
-    Prometheus query error: bad_data: 1:5: parse error: unexpected <op:*>
-
-Anything else keeps its type and first line. Every text goes through `redact` (a proxy
-may echo the Authorization header) and is one line of at most 300 characters; query
-strings are never shown. Pure: the library types are recognised by name, not imported.
-"""
+"""An exception reduced to its cause ("connection refused to 127.0.0.1:9090"), not a URL
+holding the whole PromQL: the one place that turns an error into operator text, redacted,
+one line. Library types are recognised by name, not imported."""
 
 from __future__ import annotations
 
@@ -42,7 +27,15 @@ class HTTPStatusError(Exception):
         self.source = source
 
     def __str__(self) -> str:
-        return http_status_text(self.status, self.body, self.source)
+        try:
+            doc = json.loads(self.body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("status") == "error":
+            kind = doc.get("errorType") or "error"
+            return f"{self.source} query error: {kind}: {doc.get('error') or '(no message)'}"
+        start = excerpt(self.body)
+        return f"HTTP {self.status} from {self.source}" + (f": {start}" if start else "")
 
 
 class BadAnswer(Exception):
@@ -51,9 +44,8 @@ class BadAnswer(Exception):
 
 
 class PartialAnswer(BadAnswer):
-    """A whole-looking answer the server marked partial (Thanos' warnings with
-    partial_response, VictoriaMetrics' isPartial): some stores did not answer, so some
-    nodes may be missing. `result` is what it did send (doctor reads it)."""
+    """An answer the server marked partial (Thanos' warnings, VictoriaMetrics' isPartial):
+    some nodes may be missing from `result`."""
 
     def __init__(self, message: str, result: list[object]) -> None:
         super().__init__(message)
@@ -96,22 +88,6 @@ def walk(exc: BaseException) -> Iterator[BaseException]:
         queue.extend(e for e in behind if isinstance(e, BaseException))
 
 
-def http_status_text(status: int, body: bytes, source: str = "Prometheus") -> str:
-    """`Prometheus query error: <type>: <error>` for a Prometheus API error document,
-    else `HTTP <status> from <source>` and the start of the body."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict) and doc.get("status") == "error":
-        kind = doc.get("errorType") or "error"
-        return f"{source} query error: {kind}: {doc.get('error') or '(no message)'}"
-    start = excerpt(body)
-    return f"HTTP {status} from {source}" + (f": {start}" if start else "")
-
-
-# --- the reducers, most telling first ------------------------------------------------------
-
 # A URL's query string (PromQL, sometimes a token): `?key=...` after a path or host.
 _QUERY = re.compile(r"(?<=[\w/])\?[\w%.~+-]+=[^\s'\")]*")
 _HOST_PORT = re.compile(r"host='([^']+)', port=(\d+)")
@@ -119,19 +95,14 @@ _TIMEOUT_VALUE = re.compile(r"(?:read|connect) timeout=([0-9.]+)")
 _RESOLVE = re.compile(r"Failed to resolve '([^']+)'")
 _SSL_TEXT = re.compile(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)")
 _TAGS = re.compile(r"<[^>]*>")
-# Exceptions whose text is written for the operator already
-# (extender.cluster.client.errors.KubeError).
-_TOLD = ("KubeError",)
 
 
 def _told(chain: list[BaseException]) -> str | None:
-    top = chain[0]
-    if isinstance(top, HTTPStatusError | BadAnswer) or _named(top, *_TOLD):
-        return str(top) or type(top).__name__
-    for exc in chain:
-        if isinstance(exc, HTTPStatusError | BadAnswer):
-            return str(exc)
-    return None
+    """Errors whose text is written for the operator already (ours, and KubeError)."""
+    if _named(chain[0], "KubeError"):
+        return str(chain[0]) or type(chain[0]).__name__
+    told = next((e for e in chain if isinstance(e, HTTPStatusError | BadAnswer)), None)
+    return None if told is None else str(told) or type(told).__name__
 
 
 def _name_resolution(chain: list[BaseException]) -> str | None:
@@ -169,12 +140,10 @@ def _timeout(chain: list[BaseException]) -> str | None:
             text = "connect timeout" if connect else "timeout"
             if seconds is not None:
                 text += f" after {float(seconds):g}s"
-            address = _address(chain)
-            if address is not None:
-                text += f" {'to' if connect else 'waiting for'} {address}"
-            elif seconds is None and str(exc) not in ("", "timed out"):
-                text += f" ({_first_line(exc)})"
-            return text
+            where = _at(chain, f" {'to' if connect else 'waiting for'} {{}}")
+            if not where and seconds is None and str(exc) not in ("", "timed out"):
+                where = f" ({_first_line(exc)})"
+            return text + where
     return None
 
 
@@ -188,20 +157,17 @@ def _is_timeout(exc: BaseException, *names: str) -> bool:
 
 
 def _refused(chain: list[BaseException]) -> str | None:
-    for exc in chain:
-        if isinstance(exc, ConnectionRefusedError):
-            address = _address(chain)
-            return "connection refused" + (f" to {address}" if address else "")
+    if any(isinstance(exc, ConnectionRefusedError) for exc in chain):
+        return "connection refused" + _at(chain, " to {}")
     return None
 
 
 def _closed(chain: list[BaseException]) -> str | None:
-    address = _address(chain)
     for exc in chain:
         if _named(exc, "RemoteDisconnected", "ServerDisconnectedError"):
-            return f"connection closed by {address or 'the server'} before it answered"
+            return f"connection closed by {_address(chain) or 'the server'} before it answered"
         if isinstance(exc, ConnectionResetError):
-            return "connection reset" + (f" by {address}" if address else "")
+            return "connection reset" + _at(chain, " by {}")
     return None
 
 
@@ -218,8 +184,7 @@ def _os_error(chain: list[BaseException]) -> str | None:
         if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
             if exc.filename is not None:
                 return f"{exc.filename}: {exc.strerror}"
-            address = _address(chain)
-            return exc.strerror + (f" ({address})" if address else "")
+            return exc.strerror + _at(chain, " ({})")
     return None
 
 
@@ -231,12 +196,8 @@ def _fallback(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-# --- helpers ---------------------------------------------------------------------------------
-
-
 def _named(exc: BaseException, *names: str) -> bool:
-    """True when `exc`'s class, or a base class, has one of `names` (duck-typed: requests,
-    urllib3, aiohttp and the Kubernetes client are not imported here)."""
+    """`exc`'s class or a base of it has one of `names` (duck-typed: no library imported)."""
     return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 
@@ -267,6 +228,12 @@ def _address(chain: list[BaseException]) -> str | None:
         if (m := _HOST_PORT.search(_first_line(exc))) is not None:
             return _join(m.group(1), int(m.group(2)))
     return None
+
+
+def _at(chain: list[BaseException], template: str) -> str:
+    """`template` filled with the chain's host:port, or "" when it names none."""
+    address = _address(chain)
+    return template.format(address) if address else ""
 
 
 def _resolved_host(chain: list[BaseException]) -> str | None:

@@ -1,9 +1,6 @@
-"""Credentials never reach a log line, /readyz or an Error answer.
-
-Prometheus proxies and API servers sometimes echo the request's Authorization header in
-their error text; every message from an edge goes through `redact` before it is shown.
-URLs are shown through `safe_url` (no user:password@, no query string).
-"""
+"""Credentials never reach a log line, /readyz or an Error answer: servers may echo the
+Authorization header in error text, so every message from an edge goes through `redact`,
+and URLs through `safe_url`."""
 
 from __future__ import annotations
 
@@ -15,15 +12,13 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@")
 
 
 def redact(text: str) -> str:
-    """`text` with the value after each `Bearer` / `Basic` replaced by `<redacted>`, and
-    the user:password@ of each URL by `<redacted>@`."""
+    """`text` without the credential after `Bearer` / `Basic` nor a URL's user:password@."""
     text = _USERINFO.sub(lambda m: f"{m.group(1)}<redacted>@", text)
     return _CREDENTIAL.sub(lambda m: f"{m.group(1)} <redacted>", text)
 
 
 def safe_url(url: str) -> str:
-    """`url` fit for a log line: scheme, host, port and path; no userinfo, query or
-    fragment (where tokens hide)."""
+    """`url` without userinfo, query or fragment (where tokens hide), for a log line."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""

@@ -1,7 +1,5 @@
-"""Background loops that check on an interval: the wait, backed off (errors.backoff) after
-failed rounds, and a round that fails (or has a bug) never stopping the next one; and the
-pace of the loops that write to the API one item at a time (requeue's patches, Events,
-taints)."""
+"""Background loops that check on an interval (backed off after failed rounds; a failing
+round never stops the next), and the pace of loops that write to the API one at a time."""
 
 from __future__ import annotations
 
@@ -21,17 +19,11 @@ MAX_BACKOFF_FACTOR = 8
 
 
 def backoff(interval: float, failures: int, rng: random.Random) -> float:
-    """The wait before the next round: `interval` while rounds succeed; after failures,
-    drawn between one interval and a ceiling doubling from 2 intervals to 8."""
+    """`interval` while rounds succeed; after failures, jittered from 2 intervals up to 8."""
     if failures <= 0:
         return interval
-    policy = Backoff(
-        base=FIRST_BACKOFF_FACTOR * interval,
-        cap=MAX_BACKOFF_FACTOR * interval,
-        floor=interval,
-        rng=rng,
-    )
-    return policy.wait(failures)
+    first, most = FIRST_BACKOFF_FACTOR * interval, MAX_BACKOFF_FACTOR * interval
+    return Backoff(base=first, cap=most, floor=interval, rng=rng).wait(failures)
 
 
 async def check_forever(
@@ -42,8 +34,7 @@ async def check_forever(
     what: str,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
-    """Wait `delay()`, run `check()`, forever; a round that raises is logged with its
-    traceback and counted through `failed()`, and the loop goes on."""
+    """Wait `delay()`, run `check()`, forever; a round that raises is logged and counted."""
     while True:
         await sleep(delay())
         try:
@@ -56,8 +47,7 @@ async def check_forever(
 
 
 class Pace:
-    """At most `per_second` starts a second: `await pace.turn(per_second)` before each one
-    waits out what is left of the interval since the one before (the first never waits)."""
+    """At most `per_second` starts a second: `await pace.turn(per_second)` before each."""
 
     def __init__(
         self,

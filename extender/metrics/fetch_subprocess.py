@@ -1,23 +1,8 @@
-"""Node metrics fetched, decoded and mapped in a subprocess, for answers too big to decode
-beside the verbs.
-
-At 15,000 nodes one metric's answer is ~3 MB of JSON: orjson decodes it in one call that
-holds the interpreter, and mapping 15,000 series holds it in switch-interval slices, so a
-filter or prioritize call arriving meanwhile waits for both (BENCHMARKS.md, "Refreshes:
-fetch, decode and map in a child process", has the figures). Here one subprocess
-(concurrent.futures' process pool of one, started with `spawn`: the service runs threads
-and an event loop, which `fork` would copy mid-flight) runs the query and the mapping; the
-service receives node -> value, one unpickling, much shorter than the decoding.
-
-The subprocess runs the same code as the in-process path (metrics.providers), so answers and
-errors read the same: an error comes back as its description and is raised here as the
-same kind (a partial answer stays a PartialAnswer: no back-off). A subprocess that dies
-(OOM-killed, SIGKILL) fails the one refresh it was in, as a failed query does; the next
-refresh starts a new one. A subprocess whose parent is gone exits within a second.
-
-`spawn` imports the parent's main module again in the subprocess: a program that builds a
-PrometheusProvider from a script must guard its entry point (`if __name__ ==
-"__main__"`), as `python -m extender` and the `decice-extender` script do.
+"""Node metrics fetched and decoded in a subprocess, for answers too big to decode beside
+the verbs (orjson holds the GIL while it decodes megabytes). A `spawn`ed pool of one
+(`fork` would copy threads mid-flight) runs the in-process code; one that dies fails its
+one refresh, one whose parent is gone exits. `spawn` re-imports the main module: a script
+that builds a PrometheusProvider must guard its entry point.
 """
 
 from __future__ import annotations
@@ -41,17 +26,13 @@ from extender.policy.backend import PrometheusSettings
 
 log = logging.getLogger("decice.metrics")
 
-PARENT_CHECK_SECONDS = 1.0
-"""How often the subprocess looks whether the service that started it is still there."""
-
-GRACE_SECONDS = 10.0
-"""Waited beyond the query's own timeout before the subprocess is taken for stuck."""
+PARENT_CHECK_SECONDS = 1.0  # how often the subprocess looks for its parent
+GRACE_SECONDS = 10.0  # waited beyond the query's timeout before it is taken for stuck
 
 
 def in_subprocess(last_series: int | None, above: int | None) -> bool:
-    """Whether the next fetch of a metric goes to the subprocess: its last answer held more
-    than `above` series (prometheus.childProcessAbove; None: never, 0: always). A metric
-    not fetched yet is fetched here first, unless `above` is 0."""
+    """The next fetch goes to the subprocess: its last answer held more than `above`
+    series (prometheus.childProcessAbove; None: never, 0: always)."""
     if above is None:
         return False
     if above == 0:
@@ -66,52 +47,39 @@ class Fetched:
     values: dict[NodeName, float] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     series: int = 0
-    """Series in the answer, mapped or dropped."""
-    error: str | None = None
-    """The error's description (errors.causes.describe), when the fetch failed."""
-    partial: bool = False
-    """The error was a partial answer (PartialAnswer)."""
+    error: str | None = None  # errors.causes.describe's, when the fetch failed
+    partial: bool = False  # the error was a partial answer
 
-
-# -- in the subprocess ---------------------------------------------------------------------
 
 Work = Callable[[PrometheusSettings, str, NodeInventory], Fetched]
-"""What the subprocess runs for one query: a module-level function (the subprocess imports
-it by name), metrics.providers.fetch_in_subprocess."""
-
-
-def _exit_with_parent(parent: int) -> None:
-    # ProcessPoolExecutor's child blocks on a queue whose write end it also holds, so it
-    # would outlive a SIGKILLed service: watch the parent instead.
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_SECONDS)
-    os._exit(0)
+"""A module-level function (pickled by name): metrics.providers.fetch_in_subprocess."""
 
 
 def _start_subprocess(parent: int) -> None:
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    # ProcessPoolExecutor's child blocks on a queue whose write end it also holds, so it
+    # would outlive a SIGKILLed service: a thread watches the parent instead.
+    def exit_with_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)
 
-
-# -- in the service ----------------------------------------------------------------------
+    threading.Thread(target=exit_with_parent, daemon=True).start()
 
 
 class FetchSubprocess:
-    """One subprocess that fetches for a PrometheusProvider, started at first use and
-    again after it died."""
+    """The subprocess of a PrometheusProvider, started at first use and after it died."""
 
     def __init__(self, settings: PrometheusSettings, work: Work) -> None:
         self._settings = settings
         self._work = work
         self._pool: ProcessPoolExecutor | None = None
         self._pid: int | None = None
-        """The running subprocess' process ID, as it told it when it started."""
         self._lock = threading.Lock()
 
     def fetch(self, query: str, inventory: NodeInventory) -> Fetched:
-        """Blocking (a worker thread): one query in the subprocess. Raises as the in-process
-        fetch would (BadAnswer, PartialAnswer) with the subprocess' description; one that
-        died or hung raises BadAnswer and is replaced at the next call."""
-        # Only `instance` labels are mapped through the addresses: the rest need none.
+        """Blocking: one query in the subprocess, raising as in process; a dead or hung one
+        raises BadAnswer and is replaced at the next call."""
+        # Only `instance` labels are mapped through the addresses.
         needed = inventory if self._settings.node_label == "instance" else NodeInventory()
         pool = self._running()
         try:
@@ -135,7 +103,6 @@ class FetchSubprocess:
         return fetched
 
     def pids(self) -> list[int]:
-        """The running subprocess' process ID (tests kill it)."""
         return [self._pid] if self._pool is not None and self._pid is not None else []
 
     def close(self) -> None:

@@ -1,20 +1,6 @@
-"""The long-lived heap kept out of the collector's walks: `gc.freeze()` after each install.
-
-At 15,000 nodes a refresh allocates enough containers (decoded answers, the snapshot, a
-table per policy) to trigger a full collection of the whole heap most times, and a full
-collection walks every object the service holds (the installed snapshot and tables, the
-memory of pods, the watches' state) with the GIL held, a stall of every answer in flight
-(BENCHMARKS.md, "The scale of a metrics answer", has its length). Frozen objects are not
-walked; they are still freed by reference counting as soon as nothing holds them (the
-snapshot and tables a later install replaces), so only garbage *cycles* among them would
-stay. The snapshot and tables hold none, but other long-lived objects (connections,
-tasks) may form one when they end. So the service unfreezes, collects once and freezes
-again (the one stall, rare) when its resident memory has grown past `REGROW` times what
-it was after the last such collection, and at least every `EVERY` installs: a leak
-through frozen cycles is bounded by both, and a growing cluster just moves the baseline.
-(The frozen count itself is not read: `gc.get_freeze_count()` walks the whole frozen
-list, a stall of its own.) `tests/metrics/test_heap.py` soaks it.
-"""
+"""The long-lived heap kept out of the collector's walks (a stall of every answer in
+flight) by `gc.freeze()` after each install; frozen cycles are not freed, so a full
+collection runs when resident memory grew `REGROW` times, or every `EVERY` installs."""
 
 from __future__ import annotations
 
@@ -23,9 +9,7 @@ import os
 from dataclasses import dataclass
 
 REGROW = 1.5
-"""A full collection when the resident memory exceeds this times its size after the last."""
-EVERY = 240
-"""...and at least every this many installs (an hour at the shipped 15 s interval)."""
+EVERY = 240  # installs: an hour at the shipped 15 s interval
 
 
 def resident_bytes() -> int | None:
@@ -43,16 +27,12 @@ class FrozenHeap:
 
     regrow: float = REGROW
     every: int = EVERY
-    baseline: int | None = None
-    """Resident bytes right after the last full collection (None: none yet)."""
-    since: int = 0
-    """Installs since the last full collection."""
+    baseline: int | None = None  # resident bytes right after the last full collection
+    since: int = 0  # installs since then
     collections: int = 0
-    """Full collections it ran (the first install's, then each regrowth or period)."""
 
     def installed(self) -> None:
-        """After an install: freeze what survived it; collect everything first when the
-        process grew, or when it has not for `every` installs."""
+        """After an install: freeze what survived it, after a full collection when due."""
         self.since += 1
         now = resident_bytes()
         grown = now is not None and self.baseline is not None and now > self.regrow * self.baseline

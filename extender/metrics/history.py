@@ -1,17 +1,5 @@
-"""Range queries over a server's history, in chunks: the replay's only I/O.
-
-`HistoryReader` is a PrometheusProvider (the policy's `prometheus:` section: URL,
-headers, tenant, bearer token or basic auth, CA, TLS verification, Thanos' dedup and
-partial_response) that also asks `/api/v1/query_range`. A long range is cut into chunks
-so no answer holds more than `max_samples` samples (about 100 bytes each once parsed) nor
-more than `MAX_POINTS` points per series (Prometheus refuses more than 11,000): the
-caller folds each chunk and drops it, so memory stays bounded whatever the range.
-
-A chunk the server refuses as too large ("would load too many samples", VictoriaMetrics'
--search.maxSamplesPerQuery) is asked again in halves; a timeout, a reset connection or
-a 5xx is asked again twice (1 s, then 3 s later). Anything else raises, with a cause
-extender.errors.causes.describe turns into one line.
-"""
+"""Range queries over a server's history, the replay's only I/O, in bounded chunks
+(halved when the server refuses one as too large); a transient failure is retried twice."""
 
 from __future__ import annotations
 
@@ -24,17 +12,13 @@ from typing import Any
 import orjson
 
 from extender.errors.backoff import Backoff
-from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, excerpt
-from extender.metrics.providers import PrometheusProvider, partial_cause
+from extender.errors.causes import HTTPStatusError
+from extender.metrics.providers import PrometheusProvider, read_result
 from extender.policy.backend import PrometheusSettings
 
-MAX_POINTS = 10_000
-"""Points per series in one answer (Prometheus' limit is 11,000)."""
+MAX_POINTS = 10_000  # points per series in one answer (Prometheus' limit is 11,000)
 RETRIES = 2
-"""A range query that failed transiently is asked again this many times."""
-RETRY_BACKOFF = Backoff(base=2.0, cap=4.0, floor=0.5)
-"""Waits between them (errors.backoff: up to 2 s, then up to 4 s, at least 0.5 s): replays
-run from many laptops against one server, so they do not retry in lockstep."""
+RETRY_BACKOFF = Backoff(base=2.0, cap=4.0, floor=0.5)  # jittered: no lockstep
 _TOO_LARGE = re.compile(
     r"too many samples|maxSamplesPerQuery|exceeded maximum resolution|maxPointsPerTimeseries"
     r"|maxSeries|too many points",
@@ -42,25 +26,19 @@ _TOO_LARGE = re.compile(
 )
 _TRANSIENT = ("Timeout", "ConnectionError", "ChunkedEncodingError")
 _RETENTION = re.compile(r"-retentionPeriod=\"?([^\"\s]+)")
-VM_DEFAULT_RETENTION = "1"
-"""VictoriaMetrics' -retentionPeriod when not set: one month."""
+VM_DEFAULT_RETENTION = "1"  # VictoriaMetrics' -retentionPeriod when not set: one month
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    result: list[Any]
-    """`data.result` of one range query: a matrix, each series' samples in time order."""
+    result: list[Any]  # one range query's `data.result` (a matrix)
     start: float
     end: float
-    done: float
-    """The share of the whole range answered so far, 0..1."""
-
-
-Progress = Callable[[float], None]
+    done: float  # the share of the whole range answered so far, 0..1
 
 
 class HistoryReader(PrometheusProvider):
-    """Range queries on any server of the Prometheus query API."""
+    """Range queries on any server of the Prometheus query API (the policy's `prometheus:`)."""
 
     def __init__(
         self,
@@ -77,8 +55,8 @@ class HistoryReader(PrometheusProvider):
     def query_range(
         self, promql: str, start: float, end: float, step: float, series: int = 1
     ) -> Iterator[Chunk]:
-        """The matrix of `promql` at `start`, `start + step`, ... up to `end`, in time
-        chunks of at most `max_samples` samples for about `series` series."""
+        """The matrix of `promql` from `start` to `end` by `step`, in chunks of at most
+        `max_samples` samples for about `series` series."""
         points = max(1, min(MAX_POINTS, self.max_samples // max(1, series)))
         total = max(1, round((end - start) / step) + 1)
         first, asked = start, 0
@@ -116,18 +94,15 @@ class HistoryReader(PrometheusProvider):
                 if last or not any(n in type(exc).__name__ for n in _TRANSIENT):
                     raise
             self._sleep(self._backoff.wait(failures))
-        return _matrix(payload)
+        return read_result(payload)
 
     def probe(self) -> None:
         """One instant query the server must answer: reachable and authorised, or raise."""
         self.query("vector(1)")
 
     def retention(self) -> str | None:
-        """How long the server keeps data, as it says (Prometheus' runtimeinfo
-        `storageRetention`, e.g. "15d" or "10d or 50GiB"; VictoriaMetrics' -retentionPeriod
-        from /flags, in months unless it has a unit, "1M" when the flag is left at its
-        default (its /flags lists only flags set; it serves them at its root, not under a
-        /prometheus prefix)), or None when it does not say."""
+        """How long the server keeps data (Prometheus' runtimeinfo `storageRetention`;
+        VictoriaMetrics' -retentionPeriod from /flags, months unless it has a unit), or None."""
         try:
             response = self._request("/api/v1/status/runtimeinfo", {})
             if response.status_code == 200:
@@ -148,16 +123,3 @@ class HistoryReader(PrometheusProvider):
             value = match.group(1) if match is not None else VM_DEFAULT_RETENTION
             return f"{value}M" if value.isdigit() else value
         return None
-
-
-def _matrix(payload: Any) -> list[Any]:
-    try:
-        result = payload["data"]["result"]
-    except (KeyError, TypeError) as exc:
-        raise BadAnswer("the server answered 200 without data.result") from exc
-    if not isinstance(result, list):
-        raise BadAnswer(f"the server answered data.result {excerpt(repr(result))}")
-    partial = partial_cause(payload)
-    if partial is not None:
-        raise PartialAnswer(f"partial answer: {partial}", result)
-    return result

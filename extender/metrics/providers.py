@@ -1,8 +1,5 @@
-"""Metric providers: where node values come from, and which node each series belongs to.
-
-The Prometheus edge: instant queries through prometheus-api-client (synchronous, so the
-refresher calls `fetch` from a worker thread), each series mapped to a node name. It
-knows nothing of scoring or the engine; refresher.py drives it.
+"""Metric providers: where node values come from, and which node each series belongs to
+(prometheus-api-client, synchronous: the refresher fetches from a worker thread).
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from requests.adapters import HTTPAdapter
 from extender.decisions.model import NodeInventory, NodeName
 from extender.errors.causes import BadAnswer, HTTPStatusError, PartialAnswer, describe, excerpt
 from extender.metrics.fetch_subprocess import Fetched, FetchSubprocess, in_subprocess
+from extender.metrics.usage import sample_value
 from extender.policy.backend import TENANT_HEADER, PrometheusSettings
 from extender.policy.policies import MetricSettings
 from extender.policy.settings import Settings
@@ -55,8 +53,7 @@ class StaticProvider:
 @dataclass(frozen=True, slots=True)
 class MappedSeries:
     values: dict[NodeName, float]
-    dropped: list[str]
-    """Why series were left out (no node label, non-numeric, NaN/Inf), for logs."""
+    dropped: list[str]  # why series were left out, for logs
 
 
 def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> NodeName | None:
@@ -89,13 +86,9 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
         if node is None:
             dropped.append(f"no {label!r} label: {labels!r:.120}")
             continue
-        sample = item.get("value")
-        try:
-            value = float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
-        except (TypeError, ValueError, IndexError):
-            value = math.nan
+        value = sample_value(item)
         if not math.isfinite(value):
-            dropped.append(f"{node}: value {sample!r:.40} is not a finite number")
+            dropped.append(f"{node}: value {item.get('value')!r:.40} is not a finite number")
             continue
         if node in values:
             dropped.append(f"{node}: duplicate series, keeping the highest value")
@@ -105,17 +98,14 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
 
 
 class PrometheusProvider:
-    """PromQL instant queries on any server with the Prometheus query API (Prometheus,
-    VictoriaMetrics, Thanos Query, Mimir, Cortex), through a prometheus-api-client
-    `PrometheusConnect` given our own requests session (headers, auth, TLS, timeout)."""
+    """PromQL instant queries on any server of the Prometheus query API, through
+    `PrometheusConnect` with our own requests session. `use_subprocess`: big answers go to
+    a subprocess as prometheus.childProcessAbove says."""
 
     def __init__(self, settings: PrometheusSettings, use_subprocess: bool = True) -> None:
-        """`use_subprocess`: big answers are fetched in a subprocess (metrics.fetch_subprocess)
-        when prometheus.childProcessAbove says so; the subprocess' own provider has none."""
         self._settings = settings
-        self._series: dict[str, int] = {}
-        """metric -> series in its last answer: whether the next goes to the subprocess."""
-        self._fetch_subprocess = (
+        self._series: dict[str, int] = {}  # metric -> series in its last answer
+        self.fetch_subprocess = (
             FetchSubprocess(settings, fetch_in_subprocess)
             if use_subprocess and settings.child_process_above is not None
             else None
@@ -130,15 +120,13 @@ class PrometheusProvider:
             timeout=settings.timeout,
             session=session,
         )
-        # The client mounts an adapter that retries 5xx and timeouts with back-off on its
-        # URL; we own back-off, so one try per refresh: that prefix is replaced too (else a
-        # slow server costs 4 timeouts).
+        # The client mounts an adapter that retries on its URL; we own back-off, so one try.
         for prefix in ("http://", "https://", self._client.url):
             session.mount(prefix, HTTPAdapter(max_retries=0))
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         last = self._series.get(metric.name)
-        sub = self._fetch_subprocess
+        sub = self.fetch_subprocess
         if sub is not None and in_subprocess(last, self._settings.child_process_above):
             fetched = sub.fetch(metric.query, inventory)
             values, dropped, series = fetched.values, fetched.dropped, fetched.series
@@ -156,21 +144,13 @@ class PrometheusProvider:
             )
         return values
 
-    @property
-    def fetch_subprocess(self) -> FetchSubprocess | None:
-        """The subprocess big answers are fetched in, if it may be used."""
-        return self._fetch_subprocess
-
     def close(self) -> None:
-        """Stop the subprocess, if one was started."""
-        if self._fetch_subprocess is not None:
-            self._fetch_subprocess.close()
+        if self.fetch_subprocess is not None:
+            self.fetch_subprocess.close()
 
     def query(self, promql: str, timeout: float | None = None) -> list[Any]:
-        """Blocking: one instant query, its `data.result` as the server sent it (labels,
-        `[timestamp, "value"]`). Raises with a cause for extender.errors.causes.describe;
-        a partial answer raises PartialAnswer (carrying what did come). `timeout`: the
-        server's and ours, when not prometheus.timeout."""
+        """Blocking: one instant query's `data.result`; raises for errors.causes.describe
+        (PartialAnswer carries what came). `timeout`: the server's and ours."""
         seconds = self._settings.timeout if timeout is None else timeout
         params = {
             "query": promql,
@@ -178,24 +158,14 @@ class PrometheusProvider:
             **self._settings.query_parameters,
         }
         payload = self._get("/api/v1/query", params, seconds)
-        try:
-            result = payload["data"]["result"]
-        except (KeyError, TypeError) as exc:
-            raise BadAnswer("Prometheus answered 200 without data.result") from exc
-        if not isinstance(result, list):
-            raise BadAnswer(f"Prometheus answered 200 with data.result {excerpt(repr(result))}")
-        series: list[Any] = result
-        partial = partial_cause(payload)
-        if partial is not None:
-            raise PartialAnswer(f"partial answer ({len(series)} series): {partial}", series)
+        series = read_result(payload)
         notes = [w for w in _warnings(payload) if isinstance(w, str)]
         if notes:  # PromQL's own annotations ("PromQL info: ..."): the data is whole
             log.info("query annotations: %s", "; ".join(notes)[:300])
         return series
 
     def build_info(self) -> tuple[int, Any, Mapping[str, str]]:
-        """Blocking: GET /api/v1/status/buildinfo: its status, JSON (None when not JSON)
-        and headers, for doctor to name the backend."""
+        """Blocking: /api/v1/status/buildinfo's status, JSON (or None) and headers (doctor)."""
         response = self._request("/api/v1/status/buildinfo", {})
         try:
             body = orjson.loads(response.content)
@@ -204,8 +174,7 @@ class PrometheusProvider:
         return response.status_code, body, dict(response.headers)
 
     def _get(self, path: str, params: Mapping[str, str], timeout: float | None = None) -> Any:
-        # Not the client's custom_query: it returns data.result alone, and we must read
-        # `warnings` and `isPartial` beside it (and orjson parses 15,000 series faster).
+        # Not the client's custom_query: we must read `warnings` and `isPartial` too.
         response = self._request(path, params, timeout)
         if response.status_code != 200:
             raise HTTPStatusError(response.status_code, response.content)
@@ -218,23 +187,20 @@ class PrometheusProvider:
     def _request(
         self, path: str, params: Mapping[str, str], timeout: float | None = None, root: str = ""
     ) -> Any:
-        """GET `path` under the server's URL (or under `root`)."""
         session = self._session
         return session.get(
             f"{root or self._client.url}{path}",
             params=params,
             headers=self.headers(),
             auth=self._client.auth,
-            # Passed, not left to the session: requests would let REQUESTS_CA_BUNDLE
-            # override the session's own CA (caFile) otherwise.
+            # Passed: requests would let REQUESTS_CA_BUNDLE override caFile otherwise.
             verify=session.verify,
             cert=session.cert,
             timeout=self._settings.timeout if timeout is None else timeout,
         )
 
     def headers(self) -> dict[str, str]:
-        """The headers of the next query: fixed ones, the tenant, and files re-read now
-        (projected tokens and mounted Secrets rotate)."""
+        """The headers of the next query; files are re-read now (tokens rotate)."""
         settings = self._settings
         headers = dict(settings.headers)
         if settings.tenant is not None:
@@ -247,12 +213,23 @@ class PrometheusProvider:
         return headers
 
 
+def read_result(payload: Any) -> list[Any]:
+    """An answer's `data.result`; BadAnswer without one, PartialAnswer when partial."""
+    try:
+        result = payload["data"]["result"]
+    except (KeyError, TypeError) as exc:
+        raise BadAnswer("Prometheus answered 200 without data.result") from exc
+    if not isinstance(result, list):
+        raise BadAnswer(f"Prometheus answered 200 with data.result {excerpt(repr(result))}")
+    partial = partial_cause(payload)
+    if partial is not None:
+        raise PartialAnswer(f"partial answer ({len(result)} series): {partial}", result)
+    return result
+
+
 def partial_cause(payload: Any) -> str | None:
-    """Why an answer is partial, or None when it is whole. VictoriaMetrics' cluster says
-    `isPartial: true` when a vmstorage node did not answer; Thanos Query (with
-    partial_response) and Mimir say it in `warnings`. PromQL's own annotations, which
-    Prometheus also sends as warnings ("PromQL info: ...", "PromQL warning: ..."), say
-    nothing about missing data."""
+    """Why an answer is partial: VictoriaMetrics' `isPartial`, Thanos' and Mimir's
+    `warnings` (not PromQL's own annotations); else None."""
     if not isinstance(payload, dict):
         return None
     if payload.get("isPartial") is True:
@@ -280,15 +257,13 @@ def _basic_auth(settings: PrometheusSettings) -> tuple[str, str] | None:
     return (settings.basic_auth.username, password)
 
 
-_in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None
-"""The subprocess' provider (one session, kept alive), and the settings it was made for."""
+_in_subprocess: tuple[PrometheusSettings, PrometheusProvider] | None = None  # the child's
 
 
 def fetch_in_subprocess(
     settings: PrometheusSettings, query: str, inventory: NodeInventory
 ) -> Fetched:
-    """Runs in the subprocess (metrics.fetch_subprocess): one query through the same code as in
-    the service."""
+    """In the subprocess: one query through the same code as in the service."""
     global _in_subprocess
     if _in_subprocess is None or _in_subprocess[0] != settings:
         _in_subprocess = (settings, PrometheusProvider(settings, use_subprocess=False))

@@ -1,11 +1,5 @@
-"""The background refresher: first refresh, the loop, back-off and the failure count.
-
-The request path never waits on Prometheus: every `interval` the refresher runs the
-provider's queries in a worker thread, merges them into the next immutable snapshot,
-builds its answer table off the event loop and installs both into the engine. A query
-that fails keeps its last good values with the error beside them; consecutive failures
-back the wait off (`delay`) up to `maxBackoff`.
-"""
+"""The background refresher: the queries run in a worker thread every `interval`, merged
+into the next snapshot, its tables built off the loop: the request path never waits."""
 
 from __future__ import annotations
 
@@ -14,7 +8,6 @@ import contextlib
 import logging
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -35,13 +28,10 @@ from extender.policy.settings import Settings
 log = logging.getLogger("decice.refresher")
 
 BUILD_SWITCH_INTERVAL: float | None = 0.0005
-"""The GIL switch interval while a refresh builds its tables in a thread (None: Python's
-own, 5 ms). The build is pure Python, tens of milliseconds at 15,000 nodes: a request
-arriving meanwhile waits up to one interval for the interpreter (BENCHMARKS.md,
-"Refreshes: fetch, decode and map in a child process", has the figures)."""
+"""The GIL switch interval while tables are built in a thread, which a request arriving
+meanwhile waits for (None: Python's 5 ms; BENCHMARKS.md, "Refreshes")."""
 
-REPEAT_EVERY = 10
-"""A failure streak with an unchanged cause is logged again every this many refreshes."""
+REPEAT_EVERY = 10  # refreshes between two logs of a failure whose cause is unchanged
 
 Results = Mapping[str, dict[NodeName, float] | BaseException]
 """One refresh: metric -> node values, or the exception its query raised."""
@@ -53,8 +43,8 @@ def next_snapshot(
     now: float,
     usage: UsageTable | BaseException | None = None,
 ) -> Snapshot:
-    """Merge one refresh: new values where the query worked, old ones (with the error) where
-    not; the same for the measured use of pods (None: not fetched, the old table stays)."""
+    """Merge one refresh: new values where the query worked, else old ones with the error
+    (the same for the pods' measured use; None: the old table stays)."""
     metrics: dict[str, MetricSeries] = {}
     for name, result in results.items():
         old = previous.metrics.get(name, MetricSeries())
@@ -68,21 +58,15 @@ def next_snapshot(
 
 @dataclass(slots=True)
 class _Streak:
-    """One metric's consecutive failed refreshes."""
-
     failures: int
     since: float
-    """Clock time of the first failure."""
     cause: str
-    """The cause last logged."""
     logged: int
-    """`failures` when it was last logged."""
 
 
 class FailureLog:
-    """Refresh failures for operators: a streak's first error at WARNING, then again only
-    when its cause changes or every `repeat` refreshes; one INFO line when the metric's
-    source answers again. Lines with the same text for several metrics are joined."""
+    """A failure streak's first error at WARNING, then when its cause changes or every
+    `repeat` refreshes; INFO when the source answers again; metrics alike share a line."""
 
     def __init__(self, source: str, repeat: int = REPEAT_EVERY) -> None:
         self._source = source
@@ -90,16 +74,13 @@ class FailureLog:
         self._streaks: dict[str, _Streak] = {}
 
     def failing(self, metric: str) -> int:
-        """The metric's consecutive failed refreshes (0 when its last one worked)."""
         streak = self._streaks.get(metric)
         return 0 if streak is None else streak.failures
 
     def refreshed(self, metrics: list[str], errors: Mapping[str, str], now: float) -> None:
-        warnings: dict[str, list[str]] = {}
-        infos: dict[str, list[str]] = {}
+        lines: dict[tuple[int, str], list[str]] = {}  # (level, text) -> metrics
         for name in metrics:
-            error = errors.get(name)
-            streak = self._streaks.get(name)
+            error, streak = errors.get(name), self._streaks.get(name)
             if error is None:
                 if streak is not None:
                     del self._streaks[name]
@@ -107,30 +88,27 @@ class FailureLog:
                         f"{self._source} answered again after "
                         f"{_refreshes(streak.failures)} ({_duration(now - streak.since)})"
                     )
-                    infos.setdefault(text, []).append(name)
+                    lines.setdefault((logging.INFO, text), []).append(name)
                 continue
             if streak is None:
                 self._streaks[name] = _Streak(1, now, error, 1)
                 text = f"refresh failed (keeping the last values): {error}"
-                warnings.setdefault(text, []).append(name)
-                continue
-            streak.failures += 1
-            if error != streak.cause:
-                text = f"refresh still failing ({_refreshes(streak.failures)}), now: {error}"
-            elif streak.failures - streak.logged >= self._repeat:
-                text = (
-                    f"refresh still failing ({_refreshes(streak.failures)} in "
-                    f"{_duration(now - streak.since)}): {error}"
-                )
             else:
-                log.debug("metric %s: refresh failed again: %s", name, error)
-                continue
-            streak.cause, streak.logged = error, streak.failures
-            warnings.setdefault(text, []).append(name)
-        for text, names in infos.items():
-            log.info("%s: %s", _metrics(names), text)
-        for text, names in warnings.items():
-            log.warning("%s: %s", _metrics(names), text)
+                streak.failures += 1
+                if error != streak.cause:
+                    text = f"refresh still failing ({_refreshes(streak.failures)}), now: {error}"
+                elif streak.failures - streak.logged >= self._repeat:
+                    text = (
+                        f"refresh still failing ({_refreshes(streak.failures)} in "
+                        f"{_duration(now - streak.since)}): {error}"
+                    )
+                else:
+                    log.debug("metric %s: refresh failed again: %s", name, error)
+                    continue
+                streak.cause, streak.logged = error, streak.failures
+            lines.setdefault((logging.WARNING, text), []).append(name)
+        for (level, text), names in sorted(lines.items(), key=lambda line: line[0][0]):
+            log.log(level, "%s: %s", _metrics(names), text)
 
 
 def _metrics(names: list[str]) -> str:
@@ -151,12 +129,10 @@ def _duration(seconds: float) -> str:
 
 
 class _SwitchInterval:
-    """sys.setswitchinterval for the length of a block. The interval is process-wide, so
-    overlapping blocks (a refresh and a reload building at once) restore the interval
-    from before the first of them."""
+    """sys.setswitchinterval for a block, entered on the event loop only; overlapping blocks
+    (a refresh and a reload) restore the interval from before the first."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._depth = 0
         self._before = 0.0
 
@@ -165,18 +141,16 @@ class _SwitchInterval:
         if interval is None:
             yield
             return
-        with self._lock:
-            if self._depth == 0:
-                self._before = sys.getswitchinterval()
-                sys.setswitchinterval(interval)
-            self._depth += 1
+        if self._depth == 0:
+            self._before = sys.getswitchinterval()
+            sys.setswitchinterval(interval)
+        self._depth += 1
         try:
             yield
         finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    sys.setswitchinterval(self._before)
+            self._depth -= 1
+            if self._depth == 0:
+                sys.setswitchinterval(self._before)
 
 
 SWITCH_INTERVAL = _SwitchInterval()
@@ -200,8 +174,6 @@ class Refresher:
         installed: Callable[[Snapshot], None] | None = None,
         heap: FrozenHeap | None = None,
     ) -> None:
-        """`heap`: frozen after each install (metrics.heap), so the collector's full
-        walks skip the snapshot and tables: the service passes the process's."""
         self._settings = settings
         self._engine = engine
         self._provider = provider
@@ -210,10 +182,9 @@ class Refresher:
         self._clock = clock
         self._installed = installed
         self._heap = heap
-        self._failures = 0
+        self.failures = 0  # consecutive failed refreshes (a partial answer is none)
         self._usage_failures = 0
-        self.rng = random.Random()
-        """The back-off's random source (tests seed it)."""
+        self.rng = random.Random()  # the back-off's (tests seed it)
         source = (
             "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
         )
@@ -224,27 +195,19 @@ class Refresher:
     def interval(self) -> float:
         return self._settings.prometheus.interval
 
-    @property
-    def failures(self) -> int:
-        """Consecutive refreshes with at least one error other than a partial answer (or
-        an unexpected failure)."""
-        return self._failures
-
     def delay(self) -> float:
-        """The wait before the next refresh: the interval; after consecutive failures, drawn
-        (errors.backoff) between one interval and a ceiling doubling from two intervals up
-        to `maxBackoff`, so replicas that failed together do not all ask again together."""
-        if self._failures == 0:
+        """The interval; after failures, drawn (errors.backoff) up to a ceiling doubling from
+        two intervals to `maxBackoff`, so replicas do not ask in lockstep."""
+        if self.failures == 0:
             return self.interval
         cap = max(self._settings.prometheus.max_backoff, self.interval)
         first = min(FIRST_BACKOFF_FACTOR * self.interval, cap)
         policy = Backoff(base=first, cap=cap, floor=self.interval, rng=self.rng)
-        return policy.wait(self._failures)
+        return policy.wait(self.failures)
 
     def _fetch_all(
         self, settings: Settings, inventory: NodeInventory
     ) -> dict[str, dict[NodeName, float] | BaseException]:
-        """Blocking (a worker thread): every metric."""
         results: dict[str, dict[NodeName, float] | BaseException] = {}
         for m in settings.fetched_metrics:
             try:
@@ -254,9 +217,8 @@ class Refresher:
         return results
 
     async def refresh_usage_once(self) -> str | None:
-        """One fetch of the pods' measured use (metrics.usage), installed at once; its
-        error, or None. Its own loop and timeout: at 100,000 pods the server takes
-        seconds to answer it, which must delay no metric refresh."""
+        """One fetch of the pods' measured use, installed at once; its error, or None (its
+        own loop: a slow answer must delay no metric refresh)."""
         settings = self._engine.settings
         guard = settings.herd_guard
         if not isinstance(self._provider, Querier) or not wanted(guard, settings.herd_guarded):
@@ -272,7 +234,7 @@ class Refresher:
         usage = next_usage(self._engine.snapshot.usage, fetched)
         self._engine.install_usage(usage, now)
         if self._heap is not None:
-            self._heap.installed()  # 100,000 pods' use: as long-lived as a snapshot
+            self._heap.installed()
         what = "pods' measured use (herd guard)"
         error = describe(fetched) if isinstance(fetched, Exception) else None
         self.usage_log.refreshed([what], {what: error} if error else {}, now)
@@ -280,8 +242,7 @@ class Refresher:
         return error
 
     def usage_delay(self) -> float:
-        """The wait before the next usage fetch: herdGuard.usageInterval, drawn longer
-        (errors.backoff) after failures, up to ten intervals."""
+        """herdGuard.usageInterval, drawn longer after failures, up to ten intervals."""
         interval = self._engine.settings.herd_guard.usage_interval
         if self._usage_failures == 0:
             return interval
@@ -289,12 +250,8 @@ class Refresher:
         return policy.wait(self._usage_failures)
 
     async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
-        """One refresh; returns metric -> error for the queries that failed.
-
-        `settings`: a reloaded policy, put in force with the first snapshot that has its
-        metrics (so a new fail-closed metric never filters nodes for want of a fetch).
-        A refresh that finds other policies in force when it is done (a reload installed
-        them meanwhile) is dropped: it must not put the old policies back."""
+        """One refresh; metric -> error. `settings`: a reloaded policy, in force with its
+        first snapshot; a refresh overtaken by a reload is dropped (no old policies back)."""
         started = time.perf_counter()
         in_force = self._engine.settings
         settings = settings or in_force
@@ -317,13 +274,12 @@ class Refresher:
         if self._installed is not None:
             self._installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}
-        # A partial answer is no sign of a struggling server: no back-off, so the next
-        # whole answer comes at the interval.
+        # A partial answer is no sign of a struggling server: no back-off.
         struggling = any(
             isinstance(r, BaseException) and not isinstance(r, PartialAnswer)
             for r in results.values()
         )
-        self._failures = self._failures + 1 if struggling else 0
+        self.failures = self.failures + 1 if struggling else 0
         self.failure_log.refreshed(list(results), errors, now)
         if self._listener is not None:
             self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
@@ -336,12 +292,11 @@ class Refresher:
         except asyncio.CancelledError:
             raise
         except Exception:
-            self._failures += 1
+            self.failures += 1
             log.exception("refresh failed unexpectedly")
 
     async def run(self) -> None:
-        """After the first refresh (done before serving): refresh forever, backing off;
-        beside it, the pods' measured use on its own interval."""
+        """Refresh forever (the first was done before serving); the measured use beside."""
         usage = asyncio.create_task(self._run_usage(), name="usage")
         try:
             while True:
@@ -355,8 +310,6 @@ class Refresher:
                 self._provider.close()
 
     async def _run_usage(self) -> None:
-        """Fetch the measured use at once (the first answers count pods at their requests
-        until it comes), then every usage interval; a bug in one round never stops it."""
         while True:
             try:
                 await self.refresh_usage_once()

@@ -1,9 +1,5 @@
-"""The series a stock kube-prometheus-stack records that the extender reads, and the chart
-setting behind each: what doctor (and replay) name when one is missing.
-
-Rule names and groups as kubernetes-mixin (`rules/apps.libsonnet`, `rules/node.libsonnet`)
-and node-mixin define them; the settings are kube-prometheus-stack's `values.yaml`.
-"""
+"""The stock kube-prometheus-stack series the default usage queries read, and the chart
+setting behind each (kubernetes-mixin `rules/apps.libsonnet`), for doctor to name."""
 
 from __future__ import annotations
 
@@ -13,8 +9,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class StockSeries:
     name: str
-    records: str
-    """What records it on a stock install, and the setting that turns it on."""
+    records: str  # what records it on a stock install, and the setting that turns it on
 
 
 CONTAINER_CPU = StockSeries(
@@ -34,18 +29,7 @@ POD_CREATED = StockSeries(
     "kube_pod_created",
     "kube-state-metrics (kube-prometheus-stack kubeStateMetrics.enabled)",
 )
-NODE_CPU = StockSeries(
-    "instance:node_cpu_utilisation:rate5m",
-    "the node-exporter.rules rules "
-    "(kube-prometheus-stack defaultRules.rules.nodeExporterRecording)",
-)
-POD_INFO = StockSeries(
-    "node_namespace_pod:kube_pod_info:",
-    "the node.rules rules (kube-prometheus-stack defaultRules.rules.node)",
-)
-
 WORKLOAD_USE = (CONTAINER_CPU, CONTAINER_CPU_NOW, POD_OWNER, POD_CREATED)
-"""What the herd guard's default usage queries read."""
 
 
 def used_by(query: str, series: tuple[StockSeries, ...]) -> tuple[StockSeries, ...]:

@@ -1,11 +1,5 @@
-"""What pods really use, fetched with the refresher: per workload, and per young pod.
-
-Two instant queries per refresh (`herdGuard.usageQuery`, `herdGuard.podUsageQuery`), each
-answered with one series per workload or per pod, aggregated by the server. The answers
-become a `UsageTable` (decisions.usage) that rides in the next snapshot. Bounded: at most
-`herdGuard.maxWorkloads` entries are kept from one answer. A failed fetch keeps the last
-good table with the error beside it; estimate.py stops trusting it after `usageMaxAge`.
-"""
+"""What pods really use, per workload and per young pod: `herdGuard.usageQuery` and
+`podUsageQuery` read into a `UsageTable`; a failed fetch keeps the last good one."""
 
 from __future__ import annotations
 
@@ -48,12 +42,17 @@ def next_usage(previous: UsageTable, fetched: UsageTable | BaseException) -> Usa
     return fetched
 
 
-def _value(item: Any) -> float | None:
+def sample_value(item: Any) -> float:
+    """An instant-vector series' value; NaN when it is not a number."""
     sample = item.get("value")
     try:
-        value = float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
+        return float(sample[1]) if isinstance(sample, (list, tuple)) else math.nan
     except (TypeError, ValueError, IndexError):
-        return None
+        return math.nan
+
+
+def _value(item: Any) -> float | None:
+    value = sample_value(item)
     return value if math.isfinite(value) and value >= 0 else None
 
 
@@ -63,9 +62,8 @@ def _labels(item: Any) -> dict[str, Any]:
 
 
 def read_workloads(result: Sequence[Any], limit: int) -> dict[WorkloadKey, WorkloadUse]:
-    """Series labelled namespace, workload, workload_type and stat ("quantile", "median"
-    or "pods") -> each workload's use; a workload missing its quantile or count is left
-    out (the median is optional)."""
+    """Series labelled namespace, workload, workload_type and stat (quantile, median,
+    pods) -> each workload's use (left out without its quantile or count)."""
     quantiles: dict[WorkloadKey, float] = {}
     medians: dict[WorkloadKey, float] = {}
     counts: dict[WorkloadKey, int] = {}

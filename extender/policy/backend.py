@@ -1,18 +1,14 @@
-"""The policy's `prometheus:` section: where node metrics come from and how to ask.
-
-Any server that answers the Prometheus query API: Prometheus, VictoriaMetrics (single
-node or vmselect), Thanos Query, Grafana Mimir, Cortex. Secrets (tokens, passwords,
-tenant credentials) are read from files, never written here: the policy is a ConfigMap.
-"""
+"""The policy's `prometheus:` section: any server of the Prometheus query API (Prometheus,
+VictoriaMetrics, Thanos Query, Mimir, Cortex). Secrets come from files, never from the
+policy: it is a ConfigMap."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from pydantic import Field, Strict, StrictBool, StrictStr, field_validator, model_validator
 
-from extender.policy.fields import Model, Seconds
+from extender.policy.fields import HttpURL, Model, NonEmpty, Seconds
 
 TENANT_HEADER = "X-Scope-OrgID"
 """The tenant header of Mimir, Cortex and Thanos' tenancy (and of VictoriaMetrics' vmauth)."""
@@ -20,23 +16,19 @@ TENANT_HEADER = "X-Scope-OrgID"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 """Headers that carry credentials: only from files (bearerTokenFile, headerFiles)."""
 
-_TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")  # an HTTP header name (RFC 9110 token)
-
-HeaderName = Annotated[str, Strict(), Field(pattern=_TOKEN.pattern)]
+# An HTTP header name (an RFC 9110 token).
+HeaderName = Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")]
 
 
 class BasicAuth(Model):
-    username: Annotated[str, Strict(), Field(min_length=1)]
+    username: NonEmpty
     """User name sent with HTTP basic auth."""
-    password_file: Annotated[str, Strict(), Field(min_length=1)]
+    password_file: NonEmpty
     """File holding the password (re-read each refresh)."""
 
 
 class PrometheusSettings(Model):
-    url: StrictStr = Field(
-        default="http://prometheus-operated.monitoring.svc:9090",
-        json_schema_extra={"pattern": "^https?://"},
-    )
+    url: HttpURL = "http://prometheus-operated.monitoring.svc:9090"
     """Base URL of the query API (Prometheus, VictoriaMetrics, Thanos Query, Mimir's
     /prometheus prefix...); PROMETHEUS_URL overrides it."""
     interval: Seconds = 15.0
@@ -45,31 +37,24 @@ class PrometheusSettings(Model):
     """Per-query timeout in seconds."""
     max_backoff: Seconds = 120.0
     """Ceiling of the refresh back-off after consecutive errors."""
-    node_label: Annotated[str, Strict(), Field(min_length=1)] = "node"
-    """Label naming the node: node, nodename, instance or any label; `instance`
-    addresses are mapped to nodes through their InternalIP."""
+    node_label: NonEmpty = "node"
+    """Label naming the node; `instance` addresses map to nodes by their InternalIP."""
     child_process_above: Annotated[int, Strict(), Field(ge=0)] | None = 2000
-    """Fetch, decode and map a metric's answer in a child process once its last answer
-    held more than this many series (0: always; null: never). At 15,000 nodes decoding
-    one answer holds the service's interpreter, and a request arriving meanwhile waits
-    for it (BENCHMARKS.md, "Refreshes: fetch, decode and map in a child process"); the
-    child process (and multiprocessing's resource tracker) cost up to ~70 MiB of memory
-    there."""
+    """Decode a metric's answer in a child process once its last one held more than this
+    many series (0: always; null: never), so a large answer never holds up requests; it
+    costs memory (BENCHMARKS.md)."""
     headers: dict[HeaderName, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
-    """Extra HTTP headers sent with every query; never credentials (Authorization,
-    Cookie): those come from files (bearerTokenFile, headerFiles)."""
+    """Extra HTTP headers of every query; never credentials (those come from files)."""
     header_files: dict[HeaderName, StrictStr] = {}  # noqa: RUF012 (pydantic copies defaults)
-    """Header -> file holding its value (a mounted Secret), re-read each refresh: a
-    tenant's credentials, an API key."""
+    """Header -> file holding its value (a mounted Secret), re-read each refresh."""
     tenant: StrictStr | None = Field(default=None, min_length=1)
     """Sent as X-Scope-OrgID: the tenant on Mimir, Cortex or a multi-tenant Thanos
     ("a|b" queries several on Mimir). From a file instead: headerFiles."""
     dedup: StrictBool | None = None
     """Thanos Query's `dedup` parameter (merge replicas); unset: the server's default."""
     partial_response: StrictBool | None = None
-    """Thanos Query's `partial_response` parameter; unset: the server's default. A
-    partial answer is never taken as a whole one: the metric keeps its last whole
-    values, which age out after maxAge like stale data (onMissing decides)."""
+    """Thanos Query's `partial_response` parameter; unset: the server's default. A partial
+    answer is never taken whole: the metric keeps its last whole values until maxAge."""
     bearer_token_file: StrictStr | None = None
     """Sent as "Authorization: Bearer <token>", re-read each refresh (projected tokens rotate)."""
     basic_auth: BasicAuth | None = None
@@ -78,13 +63,6 @@ class PrometheusSettings(Model):
     """CA bundle for https."""
     insecure_skip_verify: StrictBool = False
     """Do not verify the server certificate (tests only)."""
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
 
     @field_validator("headers")
     @classmethod
@@ -117,9 +95,5 @@ class PrometheusSettings(Model):
     @property
     def query_parameters(self) -> dict[str, str]:
         """What every query adds to `query` and `timeout` (Thanos' switches when set)."""
-        params: dict[str, str] = {}
-        if self.dedup is not None:
-            params["dedup"] = str(self.dedup).lower()
-        if self.partial_response is not None:
-            params["partial_response"] = str(self.partial_response).lower()
-        return params
+        switches = (("dedup", self.dedup), ("partial_response", self.partial_response))
+        return {name: str(on).lower() for name, on in switches if on is not None}

@@ -1,12 +1,6 @@
-"""What `check-config` catches beyond the file format: policies that load but cannot work.
-
-Pure: it reads settings and returns problems, one line each naming the key. Loading
-(extender.policy.settings) already refuses a file that is malformed or contradicts itself;
-these
-checks need something the policy alone does not know (the scheduler's httpTimeout) or a
-second opinion that must not stop a running service (a PromQL parser whose dialect may
-trail the Prometheus it talks to).
-"""
+"""What `check-config` catches beyond loading: what the policy alone does not know (the
+scheduler's httpTimeout), or what must not stop a running service (a PromQL parser whose
+dialect may trail the server's)."""
 
 from __future__ import annotations
 
@@ -25,8 +19,7 @@ def query_problem(query: str) -> str | None:
 
 
 def policy_problems(settings: Settings, http_timeout: float) -> list[str]:
-    """Every problem of a loaded policy, for a scheduler whose extender httpTimeout is
-    `http_timeout` seconds."""
+    """Every problem of a loaded policy, for a scheduler's httpTimeout in seconds."""
     problems: list[str] = []
     if settings.provider == "prometheus":
         for path, metric in settings.metric_paths():

@@ -1,19 +1,10 @@
-"""The building blocks of the policy format: strict scalar types, the base model, the error.
-
-Keys are camelCase in YAML, snake_case in Python; unknown keys are errors and values never
-change after load.
-"""
+"""The building blocks of the policy format: strict scalar types, the base model, the error."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    Strict,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict
 from pydantic.alias_generators import to_camel
 
 Direction = Literal["lower", "higher"]
@@ -30,9 +21,26 @@ Number = Annotated[float, Strict()]
 """A YAML number: an int or a float, never a string or a bool; finite (allow_inf_nan)."""
 Positive = Annotated[float, Strict(), Field(gt=0)]
 Seconds = Annotated[float, Strict(), Field(gt=0)]
+NonNegative = Annotated[float, Strict(), Field(ge=0)]
+Share = Annotated[float, Strict(), Field(gt=0, le=1)]
+NonEmpty = Annotated[str, Strict(), Field(min_length=1)]
 Count = Annotated[int, Strict(), Field(ge=1)]
 Port = Annotated[int, Strict(), Field(ge=0, le=65535)]
 MetricName = Annotated[str, Strict(), Field(pattern=r"^[a-z][a-z0-9_]*$")]
+Unslashed = AfterValidator(lambda text: text.rstrip("/"))
+"""A URL or path kept without its trailing slashes."""
+
+
+def _http_url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise ValueError("must start with http:// or https://")
+    return text.rstrip("/")
+
+
+HttpURL = Annotated[
+    str, Strict(), AfterValidator(_http_url), Field(json_schema_extra={"pattern": "^https?://"})
+]
+"""An http(s) base URL without its trailing slashes (the chart's schema gets the pattern)."""
 PolicyName = Annotated[
     str, Strict(), Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
 ]

@@ -1,18 +1,5 @@
-"""What triggers a policy reload: a change of the file, or SIGHUP.
-
-Kubernetes mounts a ConfigMap as a directory of symlinks:
-
-    policy.yaml -> ..data/policy.yaml
-    ..data -> ..2026_11_24_00_00_00.1
-    ..2026_11_24_00_00_00.1/policy.yaml
-
-and kubelet's atomic writer updates it by writing a new `..<timestamp>` directory, pointing
-a temporary symlink at it and renaming that onto `..data` (one atomic rename), then removing
-the old directory. `policy.yaml` itself is never written: a watch on the file (its inode)
-sees nothing. So the file's directory is watched, and after any batch of changes there the
-file is read again; the reloader's sha256 of its bytes turns the several events of one
-update, and events of unrelated files, into one read and no reload.
-"""
+"""What triggers a policy reload: SIGHUP, or a change in the file's directory (kubelet
+swaps a ConfigMap volume's `..data` symlink; the file's own inode never changes)."""
 
 from __future__ import annotations
 
@@ -34,10 +21,7 @@ log = logging.getLogger("decice.reload")
 DEBOUNCE_MS = 300
 """Changes within this long are one batch: a ConfigMap update is several renames."""
 _WAKE_MS = 1000  # the watcher thread returns this often, to notice a removed directory
-_RETRY_FIRST = 1.0
-"""The ceiling of the wait after a watch first fails (seconds); doubled per failure."""
-_RETRY_MAX = 30.0
-"""The ceiling never grows past this."""
+_RETRY = Backoff(base=1.0, cap=30.0)  # a broken watch's retry waits (seconds)
 
 Reload = Callable[[str], Coroutine[object, object, bool]]
 """Reloads the file, giving the reason (extender.policy.reload.PolicyReloader.reload)."""
@@ -55,16 +39,11 @@ class ReloadTriggers:
         self.watching = asyncio.Event()
         """Set while the directory watch is established (and caught up with the file)."""
 
-    # -- triggers: the directory watch ---------------------------------------------------------
-
     async def watch(
         self, *, debounce_ms: int = DEBOUNCE_MS, force_polling: bool | None = None
     ) -> None:
-        """Reload after changes in the file's directory, until cancelled. A watch that
-        cannot start or breaks is retried after a wait drawn (errors.backoff) under a
-        ceiling of 1 s doubling to 30 s; it never raises.
-        force_polling None: inotify & co, unless WATCHFILES_FORCE_POLLING is set."""
-        retries = Backoff(base=_RETRY_FIRST, cap=max(_RETRY_MAX, _RETRY_FIRST))
+        """Reload after changes in the file's directory until cancelled; a broken watch is
+        retried, backed off."""
         failures = 0
         while True:
             stop = asyncio.Event()
@@ -86,7 +65,7 @@ class ReloadTriggers:
             error = None if task.cancelled() else task.exception()
             cause = describe(error) if error is not None else "the watch ended"
             failures += 1
-            delay = retries.wait(failures)
+            delay = _RETRY.wait(failures)
             log.warning(
                 "cannot watch %s for policy changes (%s); retrying in %.1fs (SIGHUP reloads)",
                 self.path.parent,
@@ -123,9 +102,7 @@ class ReloadTriggers:
                 await self._reload("file changed")
 
     def _concerns_policy(self, change: Change, path: str) -> bool:
-        """The changes that may touch the policy: the file itself (an edit, an editor's
-        rename onto it), kubelet's `..data` and `..<timestamp>` entries, and the directory.
-        Anything else in the directory (a log written beside the file) is not read for."""
+        """Changes that may touch the policy: the file, kubelet's `..` entries, the directory."""
         name = Path(path).name
         return (
             name == self.path.name
@@ -133,18 +110,12 @@ class ReloadTriggers:
             or path == str(self.path.absolute().parent)
         )
 
-    # -- triggers: SIGHUP ----------------------------------------------------------------------
-
     def install_sighup(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
-        """Reload on SIGHUP (from the running loop by default). False where the platform or
-        thread cannot take signal handlers (Windows, not the main thread)."""
-        hup = getattr(signal, "SIGHUP", None)
-        if hup is None:
-            return False
+        """Reload on SIGHUP; False where signal handlers cannot be set (not the main thread)."""
         loop = loop or asyncio.get_running_loop()
         try:
-            loop.add_signal_handler(hup, self._on_sighup)
-        except (NotImplementedError, RuntimeError, ValueError) as exc:
+            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        except (AttributeError, NotImplementedError, RuntimeError, ValueError) as exc:
             log.debug("no SIGHUP reload: %s", describe(exc))
             return False
         self._sighup_loop = loop

@@ -1,44 +1,20 @@
-"""Reading a policy: YAML text plus environment overrides in, `Settings` or one error
-listing every problem (by its key path as written in YAML) out.
-
-No I/O except reading the file it is given.
-"""
+"""Reading a policy: YAML plus environment overrides in, `Settings` or one error listing
+every problem by its key path out."""
 
 from __future__ import annotations
 
 import difflib
+import functools
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ValidationError,
-)
+from pydantic import ValidationError
 
-from extender.policy.backend import BasicAuth, PrometheusSettings
 from extender.policy.fields import ConfigError
-from extender.policy.policies import FilterThreshold, MetricSettings, PolicySettings
-from extender.policy.sections import (
-    BindSettings,
-    ExplainSettings,
-    HerdGuardSettings,
-    KubernetesSettings,
-    LabelSelectorSettings,
-    OverloadSettings,
-    PrioritizeSettings,
-    RebalanceSettings,
-    RequeueSettings,
-    SelectorRequirement,
-    ServerSettings,
-    ShadowSettings,
-    StaticSettings,
-    TLSSettings,
-)
 from extender.policy.settings import Settings
-
-# -- loading -----------------------------------------------------------------------------------
 
 
 def parse_settings(
@@ -58,19 +34,28 @@ def parse_settings(
 
 def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate a policy file. Environment: PROMETHEUS_URL, KUBECONFIG."""
+    return read_policy(path, environ or {})[0]
+
+
+def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
+    """The file's Settings and the sha256 of the very bytes they came from (one read)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError([f"cannot read {path}: {exc.strerror or exc}"], str(path)) from exc
-    return parse_text(text, environ, str(path))
+    return parse_text(data, environ, str(path)), hashlib.sha256(data).hexdigest()
 
 
 def parse_text(
-    text: str, environ: Mapping[str, str] | None = None, source: str = "config"
+    text: str | bytes, environ: Mapping[str, str] | None = None, source: str = "config"
 ) -> Settings:
-    """Settings from the policy file's text (what a reload reads)."""
+    """Settings from the policy file's text or bytes (what a reload reads)."""
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.safe_load(text if isinstance(text, str) else text.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [f"$: not UTF-8 text ({exc.reason} at byte {exc.start})"], source
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"], source) from exc
     return parse_settings(raw, environ, source)
@@ -95,26 +80,19 @@ def describe_errors(exc: ValidationError) -> list[str]:
     """One line per problem: `path: what is wrong (got value)`, paths as written in YAML."""
     out: list[str] = []
     for error in exc.errors(include_url=False):
-        path = _path(error["loc"])
-        kind = error["type"]
+        path, kind = _path(error["loc"]), error["type"]
+        message = str(error["msg"]).removeprefix("Value error, ")
         if kind == "extra_forbidden":
-            key = str(error["loc"][-1])
-            hint = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
-            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-            out.append(f"{path}: unknown key{suggestion}")
-            continue
-        message = str(error["msg"])
-        if kind == "value_error":
-            message = message.removeprefix("Value error, ")
-            if error["loc"] == ():
-                out.extend(message.split("\n"))  # _policy_problems: each names its path
-                continue
+            hint = difflib.get_close_matches(str(error["loc"][-1]), _known_keys(), n=1)
+            out.append(f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
         elif kind == "missing":
             out.append(f"{path}: required")
-            continue
-        shown = repr(error["input"])
-        got = "" if kind in ("value_error",) else f" (got {shown[:80]})"
-        out.append(f"{path}: {message}{got}")
+        elif kind == "value_error" and error["loc"] == ():
+            out.extend(message.split("\n"))  # _policy_problems: each names its path
+        elif kind == "value_error":
+            out.append(f"{path}: {message}")
+        else:
+            out.append(f"{path}: {message} (got {repr(error['input'])[:80]})")
     return out
 
 
@@ -130,37 +108,9 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
-def _aliases(model: type[BaseModel]) -> set[str]:
-    return {f.alias or name for name, f in model.model_fields.items()}
-
-
-_KNOWN_KEYS = sorted(
-    set().union(
-        *(
-            _aliases(m)
-            for m in (
-                Settings,
-                ServerSettings,
-                TLSSettings,
-                PrometheusSettings,
-                BasicAuth,
-                StaticSettings,
-                MetricSettings,
-                FilterThreshold,
-                PolicySettings,
-                HerdGuardSettings,
-                BindSettings,
-                KubernetesSettings,
-                RequeueSettings,
-                PrioritizeSettings,
-                ExplainSettings,
-                RebalanceSettings,
-                ShadowSettings,
-                OverloadSettings,
-                LabelSelectorSettings,
-                SelectorRequirement,
-            )
-        )
-    )
-)
-"""Every key of the format, to suggest the one a typo meant."""
+@functools.cache
+def _known_keys() -> list[str]:
+    """Every key of the format, to suggest the one a typo meant."""
+    schema = Settings.model_json_schema(by_alias=True)
+    nodes = (schema, *schema["$defs"].values())
+    return sorted({key for node in nodes for key in node.get("properties", {})})

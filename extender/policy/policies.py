@@ -5,13 +5,9 @@ what missing data means) and the policy the engine resolves from them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from pydantic import (
-    Field,
-    StrictStr,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, Field, StrictStr, model_validator
 
 from extender.policy.fields import (
     Direction,
@@ -99,21 +95,6 @@ class MetricSettings(Model):
 DEFAULT_METRICS = (MetricSettings(name="cpu", query=DEFAULT_CPU_QUERY),)
 
 
-class PolicySettings(Model):
-    metrics: tuple[MetricSettings, ...] = Field(json_schema_extra={"minItems": 1})
-    """The metrics this policy filters and scores by (at least one)."""
-    herd_metric: MetricName | None = None
-    """The metric the herd guard adds a placed pod's expected CPU use to. Unset:
-    herdGuard.metric when this policy has that metric, else no herd guard for this policy."""
-    description: StrictStr = ""
-    """What the policy is for (shown by doctor and /explain)."""
-
-    @field_validator("metrics")
-    @classmethod
-    def _checked(cls, metrics: tuple[MetricSettings, ...]) -> tuple[MetricSettings, ...]:
-        return checked_metrics(metrics)
-
-
 def checked_metrics(metrics: tuple[MetricSettings, ...]) -> tuple[MetricSettings, ...]:
     """A policy's metrics: at least one, each name once."""
     if not metrics:
@@ -123,6 +104,19 @@ def checked_metrics(metrics: tuple[MetricSettings, ...]) -> tuple[MetricSettings
     if twice:
         raise ValueError(f"duplicate metric name(s) {', '.join(map(repr, twice))}")
     return metrics
+
+
+Metrics = Annotated[tuple[MetricSettings, ...], AfterValidator(checked_metrics)]
+
+
+class PolicySettings(Model):
+    metrics: Metrics = Field(json_schema_extra={"minItems": 1})
+    """The metrics this policy filters and scores by (at least one)."""
+    herd_metric: MetricName | None = None
+    """The metric the herd guard adds a placed pod's expected CPU use to. Unset:
+    herdGuard.metric when this policy has that metric, else no herd guard for this policy."""
+    description: StrictStr = ""
+    """What the policy is for (shown by doctor and /explain)."""
 
 
 @dataclass(frozen=True, slots=True)

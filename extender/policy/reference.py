@@ -1,16 +1,9 @@
-"""The policy format's reference, generated from its JSON schema (extender.policy.schema).
-
-Two committed copies are generated here, so the format has one source:
-
-- docs/configuration.md: a Markdown table of every key, between the markers
-  `<!-- BEGIN GENERATED: policy reference ... -->` and `<!-- END GENERATED ... -->`;
-- deploy/helm/decice-extender/values.schema.json: the `policy` property, the JSON schema of
-  the policy as the chart's `values.policy` accepts it (the keys the chart sets removed).
+"""The policy format's reference, generated from its JSON schema (extender.policy.schema)
+into two committed copies: docs/configuration.md's key tables (between the BEGIN/END
+markers) and the `policy` property of the chart's values.schema.json.
 
     python -m extender.policy.reference           # rewrites both
-    python -m extender.policy.reference --check   # exits 1 with a diff when either is out of date
-
-This module reads and writes only those two files, in `main`.
+    python -m extender.policy.reference --check   # exits 1 with a diff when either is stale
 """
 
 from __future__ import annotations
@@ -18,7 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import math
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,9 +34,6 @@ NAME = "NAME"
 """The placeholder of a map key in key paths: policies.NAME.metrics[]."""
 
 
-# -- the Markdown reference --------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Row:
     """One key of the reference."""
@@ -63,35 +53,32 @@ class Section:
     rows: tuple[Row, ...]
 
 
-def sections(schema: Schema | None = None) -> list[Section]:
+def sections(node: Schema | None = None, path: str = "", about: str = "") -> Iterator[Section]:
     """Every object of the policy, depth first in field order, each with its keys."""
-    root = settings_schema() if schema is None else schema
-    out: list[Section] = []
-    _walk(root, "", str(root.get("description", "")), out)
-    return out
-
-
-def key_paths(schema: Schema | None = None) -> list[str]:
-    """Every key path of the reference, e.g. `policies.NAME.metrics[].filter.above`."""
-    return [row.path for section in sections(schema) for row in section.rows]
-
-
-def _walk(node: Schema, path: str, description: str, out: list[Section]) -> None:
+    if node is None:
+        node = settings_schema()
+        about = str(node.get("description", ""))
     properties: dict[str, Schema] = node.get("properties", {})
     required = set(node.get("required", []))
+    paths = {key: f"{path}.{key}" if path else key for key in properties}
     rows = tuple(
         Row(
-            path=_join(path, key),
+            path=paths[key],
             type=readable_type(sub),
             default="required" if key in required else _default(sub),
             description=" ".join(str(sub.get("description", "")).split()),
         )
         for key, sub in properties.items()
     )
-    out.append(Section(path, description, rows))
+    yield Section(path, about, rows)
     for key, sub in properties.items():
-        for child_path, child in _objects(_join(path, key), sub):
-            _walk(child, child_path, str(sub.get("description", "")), out)
+        for child_path, child in _objects(paths[key], sub):
+            yield from sections(child, child_path, str(sub.get("description", "")))
+
+
+def key_paths(schema: Schema | None = None) -> list[str]:
+    """Every key path of the reference, e.g. `policies.NAME.metrics[].filter.above`."""
+    return [row.path for section in sections(schema) for row in section.rows]
 
 
 def _objects(path: str, node: Schema) -> Iterator[tuple[str, Schema]]:
@@ -105,10 +92,6 @@ def _objects(path: str, node: Schema) -> Iterator[tuple[str, Schema]]:
     values = node.get("additionalProperties")
     if isinstance(values, dict):
         yield from _objects(f"{path}.{NAME}", values)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
 
 
 def readable_type(node: Schema) -> str:
@@ -137,54 +120,36 @@ def _readable(node: Schema, kind: Any) -> str:
     if kind == "boolean":
         return "boolean"
     if kind == "array":
-        items = node.get("items", {})
-        what = "objects (keys below)" if "properties" in items else _plural(readable_type(items))
+        what = _plural(readable_type(node.get("items", {})))
         unique = "unique " if node.get("uniqueItems") else ""
         least = f" (at least {node['minItems']})" if "minItems" in node else ""
         return f"list{least} of {unique}{what}"
     if kind == "object":
         if "properties" in node:
             return "object (keys below)"
-        values = node.get("additionalProperties")
-        keys = node.get("propertyNames")
+        values, keys = node.get("additionalProperties"), node.get("propertyNames")
         key_text = NAME if isinstance(keys, dict) and "pattern" in keys else "string"
-        value_text = (
-            "object (keys below)"
-            if isinstance(values, dict) and "properties" in values
-            else readable_type(values)
-            if isinstance(values, dict)
-            else "anything"
-        )
+        value_text = readable_type(values) if isinstance(values, dict) else "anything"
         least = f" (at least {node['minProperties']})" if "minProperties" in node else ""
         return f"map{least} of {key_text} to {value_text}"
     return str(kind)
 
 
 def _plural(text: str) -> str:
-    words = text.split(" ")
-    for i, word in enumerate(words):
-        if word in ("string", "number", "integer", "boolean"):
-            words[i] = f"{word}s"
-            break
-    return " ".join(words)
+    return re.sub(r"\b(string|number|integer|boolean|object)\b", r"\1s", text, count=1)
 
 
 def _bounded(node: Schema, kind: str) -> str:
-    low = node.get("minimum")
-    high = node.get("maximum")
-    if low is not None and high is not None:
-        return f"{kind} {_number(low)}..{_number(high)}"
-    if "exclusiveMinimum" in node:
-        return f"{kind} > {_number(node['exclusiveMinimum'])}"
-    if low is not None:
-        return f"{kind} >= {_number(low)}"
-    if high is not None:
-        return f"{kind} <= {_number(high)}"
+    if "minimum" in node and "maximum" in node:
+        return f"{kind} {_number(node['minimum'])}..{_number(node['maximum'])}"
+    for key, sign in (("exclusiveMinimum", ">"), ("minimum", ">="), ("maximum", "<=")):
+        if key in node:
+            return f"{kind} {sign} {_number(node[key])}"
     return kind
 
 
 def _number(value: float) -> str:
-    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+    if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
 
@@ -241,9 +206,6 @@ def markdown_reference() -> str:
 def _cell(text: str, *, escape_pipes: bool = True) -> str:
     text = " ".join(text.split()).replace("<", "&lt;")
     return text.replace("|", "\\|") if escape_pipes else text
-
-
-# -- the committed copies ----------------------------------------------------------------------
 
 
 def doc_with_reference(current: str) -> str:

@@ -1,12 +1,6 @@
-"""Live reload of the policy file: read, validate whole, apply, or keep the policy in force.
-
-A reload validates the whole file before anything changes. A bad file keeps the policy in
-force: an ERROR names every problem, /readyz (`detail`) and /metrics
-(`decice_config_last_reload_successful` 0, through `figures`) show it, and the service stays
-ready. Only `policies`, `metrics`, `defaultPolicy` and `herdGuard` take effect on reload; a
-change of any other section is logged as needing a restart. What triggers a reload (a
-change of the file, SIGHUP) is extender.policy.filewatch.
-"""
+"""Live reload of the policy file: read, validate whole, apply; a bad file keeps the policy
+in force (logged, shown in /readyz and /metrics; still ready). Only RELOADABLE sections
+take effect; a change of another is logged as needing a restart."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -46,20 +40,6 @@ class Outcome:
     problems: tuple[str, ...] = ()
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
-    """The file's Settings and the sha256 of the very bytes they came from (one read, so
-    a PolicyReloader started from them never misses a change made in between)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError([describe(exc)], str(path)) from exc
-    return _parse(data, environ, str(path)), sha256_hex(data)
-
-
 def restart_sections(running: Settings, new: Settings) -> list[str]:
     """YAML keys of the sections that differ between the two but only apply at start."""
     return [
@@ -70,10 +50,7 @@ def restart_sections(running: Settings, new: Settings) -> list[str]:
 
 
 def effective(running: Settings, new: Settings) -> Settings:
-    """What a reload puts in force: the new file's RELOADABLE sections on top of the
-    running service's other sections (those were read at start: listeners, clients and
-    their tasks are built from them). Validated again as a whole: ConfigError when the
-    mix does not hold (a static provider whose values lack a new metric, say)."""
+    """The new file's RELOADABLE sections over the running service's others, validated."""
     fields = {
         name: getattr(new if (field.alias or name) in RELOADABLE else running, name)
         for name, field in Settings.model_fields.items()
@@ -84,24 +61,8 @@ def effective(running: Settings, new: Settings) -> Settings:
         raise ConfigError(describe_errors(exc), "reloaded policy") from None
 
 
-def _parse(data: bytes, environ: Mapping[str, str], source: str) -> Settings:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            [f"$: not UTF-8 text ({exc.reason} at byte {exc.start})"], source
-        ) from exc
-    return parse_text(text, environ, source)
-
-
 class PolicyReloader:
-    """Reloads the policy file into the service through `apply`, one reload at a time.
-
-    `settings` and `sha256` are what the service started with (see `read_policy`);
-    `environ` holds the overrides used at start (PROMETHEUS_URL, KUBECONFIG), applied on
-    every reload too. `apply` receives the whole new Settings; only the RELOADABLE sections
-    are meant to change (the others are compared with the start's and logged).
-    """
+    """Reloads the policy file into the service through `apply`, one reload at a time."""
 
     def __init__(
         self,
@@ -115,35 +76,18 @@ class PolicyReloader:
         self.path = Path(path)
         self._environ = dict(environ)  # a copy: a reload sees the start's overrides
         self._started = settings  # its non-reloadable sections stay in force until a restart
-        self._settings = settings
-        self._sha256 = sha256
+        self.settings = settings
+        self.sha256 = sha256
         self._apply = apply
         self._clock = clock
         self._loaded_at = clock()
-        self._last = Outcome(at=self._loaded_at, successful=True, reason="start")
+        self.last = Outcome(at=self._loaded_at, successful=True, reason="start")
         self._lock = asyncio.Lock()
         self.triggers = ReloadTriggers(self.path, self.reload)
         """The directory watch and SIGHUP, which call `reload`."""
 
-    @property
-    def settings(self) -> Settings:
-        """The Settings last applied."""
-        return self._settings
-
-    @property
-    def sha256(self) -> str:
-        """sha256 (hex) of the file bytes the policy in force came from."""
-        return self._sha256
-
-    @property
-    def last(self) -> Outcome:
-        return self._last
-
-    # -- reload ------------------------------------------------------------------------------
-
     async def reload(self, reason: str) -> bool:
-        """Read, validate and apply the file if its bytes changed. True when the policy in
-        force is the file's (changed or not); False when the old one was kept."""
+        """Apply the file if its bytes changed; False when the old policy was kept."""
         async with self._lock:  # two triggers never interleave; the second sees the first's hash
             return await self._reload(reason)
 
@@ -153,12 +97,12 @@ class PolicyReloader:
             data = await asyncio.to_thread(self.path.read_bytes)
         except OSError as exc:
             return self._failed(reason, "cannot read the file", [describe(exc)])
-        sha = sha256_hex(data)
-        if sha == self._sha256:
-            if not self._last.successful:
+        sha = hashlib.sha256(data).hexdigest()
+        if sha == self.sha256:
+            if not self.last.successful:
                 # The bad file was put back as it was: the file is the policy in force
                 # again, and the failure no longer stands (the alert clears).
-                self._last = Outcome(at=self._clock(), successful=True, reason=reason)
+                self.last = Outcome(at=self._clock(), successful=True, reason=reason)
                 log.info(
                     "policy file back to the policy in force (%s): sha256 %s", reason, sha[:12]
                 )
@@ -167,7 +111,7 @@ class PolicyReloader:
             return True
         try:
             # Off the event loop: a large file's validation must not delay requests.
-            new = await asyncio.to_thread(_parse, data, self._environ, source)
+            new = await asyncio.to_thread(parse_text, data, self._environ, source)
         except ConfigError as exc:
             return self._failed(reason, "invalid policy", exc.problems)
         restart = restart_sections(self._started, new)
@@ -182,8 +126,8 @@ class PolicyReloader:
         except Exception as exc:
             return self._failed(reason, "applying the policy failed", [describe(exc)])
         now = self._clock()
-        self._settings, self._sha256, self._loaded_at = new, sha, now
-        self._last = Outcome(at=now, successful=True, reason=reason)
+        self.settings, self.sha256, self._loaded_at = new, sha, now
+        self.last = Outcome(at=now, successful=True, reason=reason)
         log.info(
             "policy reloaded (%s): sha256 %s, policies %s (default %s)",
             reason,
@@ -195,37 +139,27 @@ class PolicyReloader:
 
     def _failed(self, reason: str, error: str, problems: list[str]) -> bool:
         lines = tuple(" ".join(p.split()) for p in problems)  # YAML errors span lines
-        self._last = Outcome(self._clock(), False, reason, error, lines)
+        self.last = Outcome(self._clock(), False, reason, error, lines)
         log.error(
             "policy reload (%s) of %s failed, keeping sha256 %s: %s: %s",
             reason,
             self.path,
-            self._sha256[:12],
+            self.sha256[:12],
             error,
             "; ".join(lines),
         )
         return False
 
-    # -- status --------------------------------------------------------------------------------
-
     def detail(self) -> dict[str, object]:
         """For /readyz: the policy in force and the last attempt (a failure is not unready)."""
-        last = self._last
         return {
             "path": str(self.path),
-            "sha256": self._sha256,
+            "sha256": self.sha256,
             "loadedAt": self._loaded_at,
             "watching": self.triggers.watching.is_set(),
-            "lastReload": {
-                "at": last.at,
-                "successful": last.successful,
-                "reason": last.reason,
-                "error": last.error,
-                "problems": list(last.problems),
-            },
+            "lastReload": {**asdict(self.last), "problems": list(self.last.problems)},
         }
 
     def figures(self) -> tuple[bool, float, str]:
-        """(last reload successful, when the policy in force was loaded, its sha256), for
-        the service's /metrics."""
-        return self._last.successful, self._loaded_at, self._sha256
+        """For /metrics: (last reload successful, loaded at, sha256)."""
+        return self.last.successful, self._loaded_at, self.sha256

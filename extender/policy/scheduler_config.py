@@ -1,24 +1,20 @@
-"""What `decice-extender scheduler-config` checks and prints besides the extender entry.
-
-Flag checkers (argparse `type=` functions: a bad value exits 2 naming the flag), the
-address kube-scheduler dials, the `leaderElection` block of a KubeSchedulerConfiguration,
-and the Role + RoleBinding its lease needs. docs/scheduler.md explains the rules.
-"""
+"""What `decice-extender scheduler-config` checks and prints besides the extender entry:
+flag checkers (argparse `type=` functions), the address kube-scheduler dials, and the RBAC
+of its leader-election Lease (docs/scheduler.md)."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
 import re
-from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
+
+from extender.policy.windows import GO_UNITS, duration
 
 DEFAULT_WEIGHT = 2
 """The extender weight the shipped configs and `scheduler-config` use: from the simulation
 (docs/operating.md, "Weight"): against 1, fewer hot node-minutes in skewed (a third),
 moving-load and misrequested, worse beyond noise nowhere."""
-MIN_WEIGHT = 1
 MAX_WEIGHT = 100
 DEFAULT_HTTP_TIMEOUT = "5s"
 DEFAULT_LEASE_NAME = "decice-scheduler"
@@ -33,28 +29,20 @@ _WHERE_TO_DIAL = (
     "decice-extender.decice-system.svc or the pod IP"
 )
 
-# --- --weight -----------------------------------------------------------------------------
-
 
 def extender_weight(text: str) -> int:
-    """--weight: an integer 1..100.
-
-    kube-scheduler refuses a weight below 1 for an extender with a prioritizeVerb. It adds
-    our 0..10 score x 10 x weight to the score plugins' 0..100 x plugin weight; the default
-    plugins' weights sum to 12, so at weight 100 the extender already outweighs all of them
-    about eight times over. A larger number changes no ranking and is most likely a typo.
-    """
+    """--weight: an integer 1..100 (kube-scheduler refuses below 1; at 100 our 0..10 x 10 x
+    weight outweighs the default plugins' weights (12 x 0..100) eight times over)."""
     try:
         weight = int(text.strip(), 10)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an integer: the extender weight is a whole number "
-            f"{MIN_WEIGHT}..{MAX_WEIGHT}"
+            f"{text!r} is not an integer: the extender weight is a whole number 1..{MAX_WEIGHT}"
         ) from None
     if weight < 1:
         raise argparse.ArgumentTypeError(
             f"{weight} is not positive: kube-scheduler refuses an extender weight below 1 "
-            f"(use {MIN_WEIGHT}..{MAX_WEIGHT})"
+            f"(use 1..{MAX_WEIGHT})"
         )
     if weight > MAX_WEIGHT:
         raise argparse.ArgumentTypeError(
@@ -65,34 +53,7 @@ def extender_weight(text: str) -> int:
     return weight
 
 
-# --- --http-timeout -----------------------------------------------------------------------
-
-# Go's time.ParseDuration syntax (ns to h, no days), not Prometheus's (windows.duration).
-_NS_PER_UNIT = {
-    "ns": 1,
-    "us": 10**3,
-    "\u00b5s": 10**3,  # micro sign, as Go accepts
-    "\u03bcs": 10**3,  # Greek small mu, as Go accepts
-    "ms": 10**6,
-    "s": 10**9,
-    "m": 60 * 10**9,
-    "h": 3600 * 10**9,
-}
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-_DURATION = re.compile(rf"(?:{_DURATION_PART.pattern})+")
-_MAX_GO_DURATION_NS = 2**63 - 1
-
-
-def duration_ns(text: str) -> int | None:
-    """Nanoseconds of a Go duration with units ("5s", "500ms", "1m30s", "2.5s"), as Go's
-    time.ParseDuration reads it; None if it is not one (no sign, every number with a unit,
-    the format values.schema.json allows)."""
-    if not _DURATION.fullmatch(text):
-        return None
-    total = 0
-    for number, unit in _DURATION_PART.findall(text):
-        total += int(Fraction(number) * _NS_PER_UNIT[unit])  # Go truncates each part
-    return total
+_MAX_GO_DURATION = (2**63 - 1) / 1e9  # seconds
 
 
 def go_duration(text: str) -> str:
@@ -103,8 +64,8 @@ def go_duration(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is negative: give a positive duration, {example}"
         )
-    ns = duration_ns(value)
-    if ns is None:
+    seconds = duration(value, GO_UNITS)
+    if seconds is None:
         if re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
             raise argparse.ArgumentTypeError(
                 f"{text!r} has no unit: kube-scheduler reads a Go duration ({example}), "
@@ -113,51 +74,40 @@ def go_duration(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Go duration: numbers with units ns, us, ms, s, m, h, {example}"
         )
-    if ns <= 0:
+    if seconds * 1e9 < 1:  # Go truncates to whole nanoseconds
         raise argparse.ArgumentTypeError(
             f"{text!r} is zero: kube-scheduler would silently use its default (5s) instead; "
             f"give a positive duration, {example}"
         )
-    if ns > _MAX_GO_DURATION_NS:
+    if seconds > _MAX_GO_DURATION:
         raise argparse.ArgumentTypeError(
             f"{text!r} is too long for a Go duration (about 290 years)"
         )
     return value
 
 
-# --- --host and urlPrefix -----------------------------------------------------------------
-
 _DNS_LABEL = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
 
 
-def _is_dns_name(name: str) -> bool:
-    """An RFC 1123 host name whose last label is not all digits (that would be a bad IP)."""
-    name = name.removesuffix(".")
-    labels = name.split(".")
-    return (
-        0 < len(name) <= 253
-        and all(_DNS_LABEL.fullmatch(label) for label in labels)
-        and not labels[-1].isdigit()
-    )
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address `host` is (an IPv6 literal bracketed or not), or None."""
+    try:
+        return ipaddress.ip_address(host[1:-1] if host[:1] + host[-1:] == "[]" else host)
+    except ValueError:
+        return None
 
 
 def url_host(host: str) -> str:
     """A host as it goes into a URL: IPv6 literals in brackets, anything else as it is."""
-    inner = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        ip = ipaddress.ip_address(inner)
-    except ValueError:
+    ip = _ip(host)
+    if ip is None:
         return host
     return f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
 
 
 def dial_host(text: str) -> str:
-    """--host: an address kube-scheduler can dial, in URL form (IPv6 bracketed).
-
-    A loopback address, a DNS name (e.g. a Service: decice-extender.decice-system.svc) or
-    a concrete IP; never a wildcard listen address (0.0.0.0, ::), a multicast or broadcast
-    address, a URL, or a host:port (the port comes from the policy's server.port).
-    """
+    """--host: an address kube-scheduler can dial (a loopback or concrete IP, a DNS name),
+    in URL form; never a wildcard, multicast or broadcast address, a URL, or a host:port."""
     host = text.strip()
     if not host:
         raise argparse.ArgumentTypeError(f"empty: {_WHERE_TO_DIAL}")
@@ -166,21 +116,21 @@ def dial_host(text: str) -> str:
             f"{text!r} is not a host: give only the name or address; the scheme, port and "
             "path come from the policy (server.tls, server.port, server.urlPrefix)"
         )
-    bracketed = host.startswith("[") and host.endswith("]")
-    inner = host[1:-1] if bracketed else host
-    try:
-        ip = ipaddress.ip_address(inner)
-    except ValueError:
-        ip = None
+    ip = _ip(host)
     if ip is None:
-        if bracketed:
+        if host.startswith("[") and host.endswith("]"):
             raise argparse.ArgumentTypeError(f"{text!r}: brackets hold an IPv6 address")
         if ":" in host:
             raise argparse.ArgumentTypeError(
                 f"{text!r} is not a host: leave out the port (it comes from the policy's "
                 "server.port); an IPv6 address must be a valid one"
             )
-        if not _is_dns_name(host):
+        labels = host.removesuffix(".").split(".")
+        if not (
+            len(host) <= 253
+            and all(_DNS_LABEL.fullmatch(label) for label in labels)
+            and not labels[-1].isdigit()  # all digits: a bad IP, not a name
+        ):
             raise argparse.ArgumentTypeError(
                 f"{text!r} is neither an IP address nor a DNS name (letters, digits and '-' "
                 f"in dot-separated labels); {_WHERE_TO_DIAL}"
@@ -199,23 +149,17 @@ def dial_host(text: str) -> str:
             f"{text!r} has a zone index, which names an interface of one host: use a "
             "routable address or a DNS name"
         )
-    return url_host(ip.compressed)
+    return url_host(host)
 
 
 def scheduler_dials(listen: str) -> str:
-    """Where a scheduler beside us reaches a listener on `listen`: loopback for a wildcard."""
-    inner = listen[1:-1] if listen.startswith("[") and listen.endswith("]") else listen
-    if not inner:
+    """Where a scheduler beside us reaches a listener on `listen`: loopback for a wildcard
+    (0.0.0.0, and :: which is dual-stack on Linux)."""
+    ip = _ip(listen)
+    if not listen.strip("[]") or (ip is not None and ip.is_unspecified):
         return "127.0.0.1"
-    try:
-        if ipaddress.ip_address(inner).is_unspecified:
-            return "127.0.0.1"  # 0.0.0.0, and :: (dual-stack on Linux) both accept it
-    except ValueError:
-        pass
     return url_host(listen)
 
-
-# --- leader election ----------------------------------------------------------------------
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL_LOWER = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -248,19 +192,8 @@ def namespace_name(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """Who runs the scheduler: a ServiceAccount (namespace None: the lease's) or a User."""
-
-    kind: str
-    name: str
-    namespace: str | None = None
-
-    def as_rbac(self, lease_namespace: str) -> dict[str, str]:
-        if self.kind == "ServiceAccount":
-            ns = self.namespace or lease_namespace
-            return {"kind": "ServiceAccount", "name": self.name, "namespace": ns}
-        return {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": self.name}
+Subject = dict[str, str | None]
+"""Who runs the scheduler, as a RoleBinding subject (a namespace None: the lease's)."""
 
 
 def service_account(text: str) -> Subject:
@@ -273,7 +206,7 @@ def service_account(text: str) -> Subject:
             f"{text!r} is not [NAMESPACE/]NAME of a ServiceAccount: the name is lower-case "
             "letters, digits, '-' and '.'"
         )
-    return Subject("ServiceAccount", name, namespace or None)
+    return {"kind": "ServiceAccount", "name": name, "namespace": namespace or None}
 
 
 def user_name(text: str) -> Subject:
@@ -282,30 +215,15 @@ def user_name(text: str) -> Subject:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give the user name, e.g. system:kube-scheduler"
         )
-    return Subject("User", text)
-
-
-def leader_election(name: str, namespace: str) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration leaderElection block for a lease of our own."""
-    return {
-        "leaderElect": True,
-        "resourceLock": "leases",
-        "resourceName": name,
-        "resourceNamespace": namespace,
-    }
-
-
-def rbac_command(name: str, namespace: str) -> str:
-    args = ["decice-extender scheduler-config --rbac"]
-    if namespace != DEFAULT_LEASE_NAMESPACE:
-        args.append(f"--lease-namespace {namespace}")
-    if name != DEFAULT_LEASE_NAME:
-        args.append(f"--lease-name {name}")
-    return " ".join(args)
+    return {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": text}
 
 
 def full_header(name: str, namespace: str) -> str:
     """The comment block above `scheduler-config --full`: the RBAC its lease needs."""
+    flags = (("namespace", namespace, DEFAULT_LEASE_NAMESPACE), ("name", name, DEFAULT_LEASE_NAME))
+    lease = "".join(
+        f" --lease-{flag} {value}" for flag, value, default in flags if value != default
+    )
     return (
         "# KubeSchedulerConfiguration for decice-extender (docs/scheduler.md).\n"
         f"# Leader election holds the Lease {namespace}/{name}. Bind the scheduler's\n"
@@ -313,50 +231,38 @@ def full_header(name: str, namespace: str) -> str:
         "# events in every namespace, but get/update only the lease named kube-scheduler)\n"
         f"# and to a Role in {namespace} with get/update on {name} (plus create).\n"
         "# Print that Role and its RoleBinding with:\n"
-        f"#   {rbac_command(name, namespace)} [--service-account NS/NAME | --user NAME]\n"
+        f"#   decice-extender scheduler-config --rbac{lease} [--service-account NS/NAME | "
+        "--user NAME]\n"
     )
 
 
 def rbac_documents(name: str, namespace: str, subject: Subject) -> list[dict[str, Any]]:
     """The Role + RoleBinding kube-scheduler's leader election needs on its own lease.
 
-    client-go's LeaseLock gets, creates and updates the Lease (nothing else: no list,
-    watch, patch or delete). `create` cannot be narrowed by resourceNames (the name is not
-    known to the authorizer before the object exists), so it has a rule of its own. The
-    LeaderElection Events go to the lease's namespace; system:kube-scheduler, bound
-    cluster-wide, already grants events create/patch/update in both "" and events.k8s.io.
+    client-go's LeaseLock gets, creates and updates the Lease, nothing else; `create`
+    cannot be narrowed by resourceNames, so it has a rule of its own. Its Events are
+    covered by system:kube-scheduler, bound cluster-wide.
     """
-    role = f"{name}{ROLE_SUFFIX}"
+    rbac, role = "rbac.authorization.k8s.io", f"{name}{ROLE_SUFFIX}"
 
-    def metadata() -> dict[str, Any]:
+    def meta() -> dict[str, Any]:  # one each: a shared dict would print as a YAML alias
         return {
             "name": role,
             "namespace": namespace,
             "labels": {"app.kubernetes.io/part-of": "decice"},
         }
 
-    group = "coordination.k8s.io"
+    leases = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"]}
+    rules = [{**leases, "verbs": ["create"]}]
+    rules.append({**leases, "resourceNames": [name], "verbs": ["get", "update"]})
     return [
+        {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": meta(), "rules": rules},
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": metadata(),
-            "rules": [
-                {"apiGroups": [group], "resources": ["leases"], "verbs": ["create"]},
-                {
-                    "apiGroups": [group],
-                    "resources": ["leases"],
-                    "resourceNames": [name],
-                    "verbs": ["get", "update"],
-                },
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "apiVersion": f"{rbac}/v1",
             "kind": "RoleBinding",
-            "metadata": metadata(),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-            "subjects": [subject.as_rbac(namespace)],
+            "metadata": meta(),
+            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": role},
+            "subjects": [{k: namespace if v is None else v for k, v in subject.items()}],
         },
     ]
 

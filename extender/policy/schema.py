@@ -1,10 +1,5 @@
-"""The JSON schema of the policy format, from the models of extender.policy.
-
-Everything (key paths, types, defaults, descriptions) comes from
-`Settings.model_json_schema(by_alias=True, mode="validation")`, whose descriptions are the
-fields' attribute docstrings; here it is inlined and simplified for people and for the
-chart's `values.schema.json`.
-"""
+"""The JSON schema of the policy format: pydantic's, from the models (descriptions are the
+fields' attribute docstrings), inlined and simplified for people and for the chart."""
 
 from __future__ import annotations
 
@@ -33,9 +28,6 @@ SERVER_DESCRIPTION = (
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
 _SUBSCHEMA_ONE = ("items", "additionalProperties", "propertyNames", "not")
-
-
-# -- the JSON schema ---------------------------------------------------------------------------
 
 
 def settings_schema() -> Schema:
@@ -71,10 +63,7 @@ def _inlined(node: Any, defs: dict[str, Schema]) -> Any:
     out: Schema = {}
     ref = node.get("$ref")
     if isinstance(ref, str):
-        name = ref.removeprefix("#/$defs/")
-        if name not in defs:
-            raise ValueError(f"unresolvable $ref {ref!r}")
-        out.update(_inlined(defs[name], defs))
+        out.update(_inlined(defs[ref.removeprefix("#/$defs/")], defs))
     for key, value in node.items():
         if key != "$ref":
             out[key] = _inlined(value, defs)
@@ -82,16 +71,9 @@ def _inlined(node: Any, defs: dict[str, Schema]) -> Any:
 
 
 def _simplified(node: Schema) -> Schema:
-    """One schema node, cleaned for Helm and for readers, recursively:
-
-    - no `title` (pydantic's are the field names again);
-    - descriptions on one line;
-    - no `default` that is an object or a list of objects (each key has its own);
-    - `anyOf: [X, {type: null}]` becomes X with `type: [X's type, "null"]` (and null in its
-      enum), as Helm's validators and editors read it best;
-    - a map with constrained keys (pydantic's `patternProperties`) becomes `propertyNames`
-      plus `additionalProperties`, so a key that breaks the pattern is rejected.
-    """
+    """One schema node cleaned for Helm and readers, recursively: no titles, no object
+    defaults (each key has its own), `anyOf: [X, null]` as `type: [X, "null"]`, and
+    `patternProperties` as `propertyNames` (so a key that breaks the pattern is rejected)."""
     out: Schema = {}
     for key, value in node.items():
         if key == "title":
@@ -109,7 +91,8 @@ def _simplified(node: Schema) -> Schema:
         else:
             out[key] = value
     out = _nullable(out)
-    out = {k: out[k] for k in _ordered(out)}
+    first = [k for k in ("type", "description", "default", "enum") if k in out]  # reading order
+    out = {k: out[k] for k in [*first, *(k for k in out if k not in first)]}
     patterns = out.get("patternProperties")
     if (
         isinstance(patterns, dict)
@@ -126,9 +109,12 @@ def _simplified(node: Schema) -> Schema:
 
 
 def _structured(value: Any) -> bool:
-    if isinstance(value, dict):
-        return bool(value)
-    return isinstance(value, list) and any(isinstance(v, dict) for v in value)
+    """An object, or a list of objects (a default each key of which has its own)."""
+    return (
+        bool(value)
+        if isinstance(value, dict)
+        else isinstance(value, list) and any(isinstance(v, dict) for v in value)
+    )
 
 
 def _nullable(node: Schema) -> Schema:
@@ -146,9 +132,3 @@ def _nullable(node: Schema) -> Schema:
     if "enum" in merged:
         merged["enum"] = [*merged["enum"], None]
     return merged
-
-
-def _ordered(node: Schema) -> list[str]:
-    """Keys in reading order: type, description, default and enum first, then the rest."""
-    first = [k for k in ("type", "description", "default", "enum") if k in node]
-    return [*first, *(k for k in node if k not in first)]

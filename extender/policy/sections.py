@@ -14,6 +14,8 @@ from extender.policy.fields import (
     ForeignPods,
     MetricName,
     Model,
+    NonEmpty,
+    NonNegative,
     Number,
     OverloadMode,
     Port,
@@ -21,6 +23,7 @@ from extender.policy.fields import (
     RebalanceMode,
     Seconds,
     SelectorOperator,
+    Share,
     TaintEffect,
 )
 from extender.policy.usage_queries import DEFAULT_POD_USAGE_QUERY, DEFAULT_WORKLOAD_USAGE_QUERY
@@ -52,8 +55,8 @@ class TLSSettings(Model):
 
 class ServerSettings(Model):
     host: StrictStr = "127.0.0.1"
-    """Listen address of the verbs. Loopback by default: the scheduler runs beside us in
-    the pod; beyond loopback only with mutual TLS while bind is on."""
+    """Listen address of the verbs: loopback, as the scheduler runs beside us in the pod
+    (beyond loopback only with mutual TLS while bind is on)."""
     port: Port = 8888
     """Listen port of the verbs."""
     url_prefix: StrictStr = Field(default="", json_schema_extra={"pattern": "^(/.*)?$"})
@@ -65,9 +68,8 @@ class ServerSettings(Model):
     tls: TLSSettings = TLSSettings()
     """Optional TLS for the verbs; with clientCAFile, mutual TLS."""
     metrics_port: Port | None = None
-    """A second listener serving only /metrics, /healthz and /readyz, for Prometheus and
-    kubelet probes on the pod IP, while the verbs stay on `host` (loopback). Unset: those
-    paths are served beside the verbs."""
+    """A second listener for /metrics, /healthz and /readyz on the pod IP while the verbs
+    stay on `host`; unset: those are served beside the verbs."""
     metrics_host: StrictStr = "0.0.0.0"
     """Listen address of the metrics listener."""
 
@@ -85,31 +87,21 @@ class ServerSettings(Model):
             raise ValueError(f"metricsPort must be a port of its own, not {self.metrics_port}")
         return self
 
-    @property
-    def verbs_exposed(self) -> bool:
-        """The verbs listener is reachable from outside this pod (not loopback)."""
-        return not is_loopback(self.host)
-
 
 def exposure_problem(server: ServerSettings, bind_enabled: bool) -> str | None:
     """Why these verbs must not listen where they would, or None: /bind must never be
     reachable from outside the pod unless clients must show a certificate (mutual TLS)."""
-    if not bind_enabled or not server.verbs_exposed or server.tls.client_ca_file is not None:
+    try:
+        loopback = ipaddress.ip_address(server.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = server.host == "localhost"
+    if not bind_enabled or loopback or server.tls.client_ca_file is not None:
         return None
     return (
         f"{server.host!r} would let anyone who reaches this pod bind pods (/bind); keep "
         "the verbs on 127.0.0.1 and serve Prometheus and probes with server.metricsPort, "
         "or require client certificates (server.tls.clientCAFile)"
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class StaticSettings(Model):
@@ -121,45 +113,35 @@ class HerdGuardSettings(Model):
     enabled: StrictBool = True
     """Count a placed pod on its node until the node metric shows it."""
     metric: MetricName = "cpu"
-    """The metric a placed pod's expected CPU use is added to (a policy's herdMetric
-    overrides)."""
+    """The metric a placed pod's expected CPU use is added to (herdMetric overrides)."""
     default_cpu_request: Positive = 0.1
     """Cores counted for a pod without a CPU request (and nothing better known)."""
     default_node_cores: Positive = 4.0
     """Node size where nothing watches nodes (no Kubernetes API); with a node watch, a node
     not yet known vetoes nothing on its size instead."""
-    settle: Annotated[float, Strict(), Field(ge=0)] = 45.0
-    """Seconds after a bind before the node metric can show any of the pod: the scrape
-    interval, the recording rule's evaluation interval and our refresh, at worst. The
-    reservation is whole until then, then fades as the metric's rate window covers the
-    pod; a metric without a window (a gauge, the static provider) shows all of it at once."""
+    settle: NonNegative = 45.0
+    """Seconds after a bind before the node metric can show any of the pod (scrape, rule
+    evaluation and our refresh, at worst): the reservation is whole until then, then fades
+    over the metric's rate window."""
     window: Seconds | None = None
-    """The herd metric's rate window in seconds. Unset: read from its query (the range of
-    a rate/irate/increase, or a recording rule's `:rate5m`-style suffix); `check-config`
-    says what was read and why."""
+    """The herd metric's rate window in seconds; unset: read from its query (a rate's range,
+    or a rule's `:rate5m` suffix), as `check-config` shows."""
     fit: StrictBool = True
-    """The herd metric's filter.above counts the pod being placed: a node its expected use
-    would push past the threshold is turned away for this pod (unresolvable: the scheduler's
-    preemption picks victims by its own filters, which that node passes)."""
-    wait_for_room: Annotated[float, Strict(), Field(ge=0)] = 1800.0
-    """Seconds a pod that fits on no node it is offered waits for room (the requeue retries
-    it when a node has room); then it goes to the roomiest. 0: at once. The default is
-    the simulation's: at 600 s a waiting peer (Koordinator) still had fewer hot
-    node-minutes on some seeds of the diurnal scenario, at 1800 s on none (BENCHMARKS.md)."""
-    peak_sigmas: Annotated[float, Strict(), Field(ge=0)] = 2.0
-    """A node is judged by its predicted peak: the herd metric (with the herd guard's load)
-    plus this many times how far its recent spread (standard deviation over peakWindow) is
-    above the typical node's, so a node that swings more than the rest gets less headroom
-    (the filter threshold's own margin covers the swings every node has). 0: by its
-    latest value."""
-    peak_window: Annotated[float, Strict(), Field(gt=0)] = 600.0
-    """Seconds the spread of a node's value is measured over (an exponentially weighted
-    window)."""
+    """A node the pod's expected use would push past the herd metric's filter.above is
+    turned away for this pod (unresolvable: preemption would not help)."""
+    wait_for_room: NonNegative = 1800.0
+    """Seconds a pod that fits on no node waits for room (requeued when a node has some);
+    then it goes to the roomiest; 0: at once. The default is the simulation's (BENCHMARKS.md)."""
+    peak_sigmas: NonNegative = 2.0
+    """A node is judged by its predicted peak: the herd metric plus this many times how far
+    its spread (standard deviation over peakWindow) is above the typical node's, so a node
+    that swings more gets less headroom; 0: by its latest value."""
+    peak_window: Positive = 600.0
+    """Seconds the spread of a node's value is measured over (exponentially weighted)."""
     estimate: Estimate = "usage"
-    """What a placed pod is counted at. usage: the measured use of its workload's running
-    pods (the quantile below), or its own once Prometheus measures it; request: its CPU
-    request (the behaviour before estimates)."""
-    quantile: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.9
+    """usage: a placed pod counts at its workload's measured use (the quantile below), or
+    its own once measured; request: at its CPU request."""
+    quantile: Share = 0.9
     """Which quantile of a workload's running pods' CPU use a new pod of it is counted at."""
     min_pods: Count = 3
     """Running pods a workload needs measured before its quantile is trusted; with fewer,
@@ -167,41 +149,33 @@ class HerdGuardSettings(Model):
     request_factor: Positive = 1.0
     """A pod without a trusted workload estimate counts its CPU request times this."""
     usage_query: StrictStr = DEFAULT_WORKLOAD_USAGE_QUERY
-    """PromQL: per workload (labels namespace, workload, workload_type) the quantile
-    (label `stat="quantile"`), the median (`stat="median"`, optional) and the count
-    (`stat="pods"`) of its running pods' CPU use.
-    `{quantile}` is replaced by `quantile`. The default reads kube-prometheus-stack's
-    recording rules."""
+    """PromQL: per workload (labels namespace, workload, workload_type) its running pods'
+    CPU use as `stat="quantile"` (`{quantile}` filled in), `stat="median"` (optional) and
+    `stat="pods"` (their count); the default reads kube-prometheus-stack's rules."""
     pod_usage_query: StrictStr = DEFAULT_POD_USAGE_QUERY
-    """PromQL: per young pod (labels namespace, pod) its own CPU use now, in cores. The
-    default reads kube-prometheus-stack's `sum_irate` recording rule (the last two samples:
-    a 5-minute rate would show a pod seconds old at a few seconds' worth of its use) and
-    kube-state-metrics' kube_pod_created."""
+    """PromQL: per young pod (labels namespace, pod) its own CPU use now, in cores (the
+    default: kube-prometheus-stack's `sum_irate` rule and kube_pod_created)."""
     max_workloads: Count = 100_000
     """Workloads (and young pods) kept from one answer at most: memory stays bounded."""
     usage_interval: Seconds = 60.0
-    """Seconds between fetches of the measured use, on a loop of its own (a workload's use
-    moves slowly; at 100,000 pods Prometheus takes seconds to evaluate the queries)."""
+    """Seconds between fetches of the measured use (it moves slowly; the queries are heavy)."""
     usage_timeout: Seconds = 30.0
-    """Seconds each usage query may take (server and client): longer than
-    prometheus.timeout, as the queries join every running pod to its workload."""
+    """Seconds each usage query may take: longer than prometheus.timeout, as it joins
+    every running pod to its workload."""
     usage_max_age: Seconds = 600.0
-    """Measured use older than this (Prometheus away) is not used: pods count at their
-    request x requestFactor until it is fresh again."""
+    """Measured use older than this is not used: pods count at request x requestFactor."""
 
 
 class BindSettings(Model):
     enabled: StrictBool = True
-    """Answer /bind (set bindVerb in the scheduler config). Off, the scheduler's own binder
-    binds: each pod is counted where we let it go, and while such pods are not seen bound
-    the filter passes the next pod only our best node (a burst is decided long before the
-    pod watch shows a bind)."""
+    """Answer /bind (bindVerb). Off, the scheduler binds: while pods we let go are not seen
+    bound, the filter passes the next pod only our best node."""
     foreign_pods: ForeignPods = "refuse"
     """A bind for a pod whose schedulerName is not ours: refuse (an Error naming the fix)
     or bind it."""
     timeout: Seconds = 1.5
-    """Per Kubernetes API call. timeout x (retries + 1) + back-off stays under the
-    scheduler's default 5 s httpTimeout, so our Error arrives before its timeout."""
+    """Seconds per Kubernetes API call; timeout x (retries + 1) + back-off stays under the
+    scheduler's 5 s httpTimeout, so our Error arrives first."""
     retries: Annotated[int, Strict(), Field(ge=0)] = 1
     """Retries for 429, 5xx, timeouts and connection errors."""
 
@@ -216,8 +190,8 @@ class KubernetesSettings(Model):
     kubeconfig: StrictStr | None = None
     """KUBECONFIG overrides; unset means in-cluster, then ~/.kube/config."""
     watch_pods: StrictBool = True
-    """Watch every pod: the herd guard then counts pods whichever binder placed them, and
-    turned-away pods can be requeued (RBAC: list and watch pods)."""
+    """Watch every pod: the herd guard counts pods whoever placed them, and turned-away pods
+    can be requeued (RBAC: list and watch pods)."""
     watch_timeout: Count = 300
     """Seconds one watch request stays open before the API server ends it and we resume."""
     node_refresh: Seconds = 60.0
@@ -226,49 +200,42 @@ class KubernetesSettings(Model):
 
 class RequeueSettings(Model):
     enabled: StrictBool = True
-    """Patch a pod our filter turned away from every node once metrics pass one of them,
-    so kube-scheduler retries it now rather than after its 5-minute unschedulable wait
-    (needs watchPods; RBAC: patch pods)."""
+    """Patch a pod our filter turned away everywhere once a node passes, so kube-scheduler
+    retries it now, not after 5 minutes (needs watchPods; RBAC: patch pods)."""
     patches_per_second: Positive = 5.0
     """Annotation patches (decice.io/metrics-recovered) at most this fast."""
     keep_seconds: Seconds = 600.0
-    """Turned-away pods are forgotten after this long (the scheduler retries them itself
-    after 5 minutes, and our filter remembers them again if it still turns them away)."""
+    """Seconds a turned-away pod is remembered (the scheduler retries it after 5 minutes)."""
     max_pods: Count = 10_000
     """Turned-away pods remembered at most (oldest dropped)."""
 
 
 class RebalanceSettings(Model):
-    """`decice-extender rebalance`: move running pods off nodes the policy now rejects or
-    scores clearly worse, through the Eviction API (their controllers recreate them, and
-    the scheduler places the successors with the same policy)."""
+    """`decice-extender rebalance`: evict running pods from nodes the policy now rejects or
+    scores clearly worse (their controllers recreate them, and we place the successors)."""
 
     mode: RebalanceMode = "dry-run"
-    """dry-run: log, post an Event and count what would move, evict nothing; evict: act
-    (the shipped config/extender.yaml and the chart: BENCHMARKS.md, "Pods moved off nodes
-    that load moves onto")."""
+    """dry-run: log, post an Event and count what would move; evict: act (as the shipped
+    config and the chart do)."""
     interval: Seconds = 15.0
-    """Seconds between re-checks of every running pod of ours (as often as the extender's
-    refresh: with sustain 2 a pod moves about 30 s after its node's value is over)."""
+    """Seconds between re-checks of our running pods (with sustain 2 a pod moves about 30 s
+    after its node's value is over)."""
     margin: Annotated[int, Strict(), Field(ge=1, le=10)] = 10
-    """Score points (0..10) the best node must beat the pod's node by before the pod is a
-    candidate to move (stickiness: equal or near-equal nodes never cause a move). 10:
-    only pods on a node the filter rejects move, so a node that cools pulls none back."""
+    """Score points (0..10) the best node must beat the pod's node by for the pod to be a
+    candidate to move; 10: only pods on a node the filter rejects move."""
     sustain: Count = 2
-    """Consecutive checks a pod must be a candidate before it moves (one bad sample never
-    moves a pod)."""
-    min_age: Annotated[float, Strict(), Field(ge=0)] = 60.0
-    """Pods younger than this many seconds are left where they are (the 1-minute rate shows
-    a pod whole a minute after it starts)."""
+    """Consecutive checks a pod must be a candidate before it moves."""
+    min_age: NonNegative = 60.0
+    """Seconds a pod is left where it is after it starts (until a 1-minute rate shows it)."""
     max_evictions_per_cycle: Count = 5
     """Evictions (or, in dry-run, would-be evictions) per check, in the whole cluster."""
     max_evictions_per_node: Count = 1
     """Evictions per check from one node."""
-    lease_name: Annotated[str, Strict(), Field(min_length=1)] = "decice-rebalancer"
+    lease_name: NonEmpty = "decice-rebalancer"
     """The coordination.k8s.io/v1 Lease that elects the one active rebalancer."""
     lease_namespace: StrictStr | None = None
-    """The Lease's namespace; unset: POD_NAMESPACE, else the service account's namespace,
-    else "default"."""
+    """Namespace of the Lease; unset: POD_NAMESPACE, else the service account's, else
+    "default"."""
     lease_duration: Annotated[int, Strict(), Field(ge=2)] = 15
     """Seconds a Lease holds without renewal before another replica may take it."""
     renew_deadline: Annotated[int, Strict(), Field(ge=2)] = 10
@@ -278,7 +245,7 @@ class RebalanceSettings(Model):
 
     @model_validator(mode="after")
     def _lease_times(self) -> RebalanceSettings:
-        # kubernetes.leaderelection's own rules (it would sys.exit on them).
+        # client-go's rules (tools/leaderelection/leaderelection.go, NewLeaderElector).
         if self.lease_duration <= self.renew_deadline:
             raise ValueError("leaseDuration must be greater than renewDeadline")
         if self.renew_deadline <= 1.2 * self.retry_period:
@@ -287,7 +254,7 @@ class RebalanceSettings(Model):
 
 
 class SelectorRequirement(Model):
-    key: Annotated[str, Strict(), Field(min_length=1)]
+    key: NonEmpty
     """The label key."""
     operator: SelectorOperator
     """How the label's value is compared with `values`."""
@@ -303,53 +270,48 @@ class LabelSelectorSettings(Model):
 
 
 class ShadowSettings(Model):
-    """`decice-extender shadow`: judge the placements other schedulers make against our
-    scores, and change nothing (its own Deployment, read-only)."""
+    """`decice-extender shadow`: judge other schedulers' placements by our scores,
+    changing nothing."""
 
-    scheduler_names: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] = ()
+    scheduler_names: tuple[NonEmpty, ...] = ()
     """Judge pods of these spec.schedulerName values; empty: every scheduler's."""
-    namespaces: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] = ()
+    namespaces: tuple[NonEmpty, ...] = ()
     """Judge pods of these namespaces; empty: every namespace."""
     label_selector: LabelSelectorSettings | None = None
     """Judge only pods whose labels this selector matches (matchLabels, matchExpressions)."""
     keep: Count = 10_000
-    """Assignments kept for the summary (the last ones: a ring, so memory stays bounded);
-    also the most placements watched for exceedance at once (the oldest let go beyond)."""
+    """Assignments kept for the summary (the last ones), and placements watched for
+    exceedance at once."""
     exceedance_window: Seconds = 300.0
-    """Seconds after a placement within which its node going over the policy's threshold
-    (its herd metric's filter.above; without one, its first metric with a filter.above)
-    counts as an exceedance, as the refreshes after the placement see it."""
+    """Seconds after a placement in which its node going over the policy's filter.above
+    (the herd metric's, else the first metric's) counts as an exceedance."""
 
 
 class OverloadSettings(Model):
-    """Overload taints: a node that stays above a metric's filter threshold carries the
-    taint `decice.io/overloaded=<metric>`, so Cluster Autoscaler and Karpenter see a hot
-    cluster (they read taints, never extenders). Off by default."""
+    """Overload taints: a node that stays above a metric's filter threshold carries
+    `decice.io/overloaded=<metric>`, which cluster autoscalers read (never extenders)."""
 
     enabled: StrictBool = False
     """Taint nodes that stay hot (RBAC: patch nodes; create events; its Lease)."""
     mode: OverloadMode = "taint"
     """taint: write the taints; dry-run: log and count what it would taint, change nothing."""
     effect: TaintEffect = "NoSchedule"
-    """NoSchedule (autoscalers see it, no new pod lands) or PreferNoSchedule (a soft
-    signal: the default scheduler avoids the node, autoscalers ignore it)."""
+    """NoSchedule (autoscalers see it) or PreferNoSchedule (soft; autoscalers ignore it)."""
     metrics: tuple[MetricName, ...] = ()
     """Metrics of the default policy that taint, each at its filter.above; empty: every
     metric of the default policy that has filter.above."""
     for_seconds: Seconds = 120.0
-    """How long a node must stay above (to be tainted) or below threshold - hysteresis (to
-    be untainted), on fresh data."""
-    hysteresis: Annotated[float, Strict(), Field(ge=0)] = 0.05
+    """Seconds a node must stay above (tainted) or below threshold - hysteresis (untainted)."""
+    hysteresis: NonNegative = 0.05
     """Below threshold - hysteresis counts as cool: a node near the threshold does not flap."""
-    max_tainted_fraction: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.3
-    """At most this share of the nodes carry the taint at once, the hottest first: a wrong
-    query can never cordon the cluster."""
+    max_tainted_fraction: Share = 0.3
+    """At most this share of the nodes are tainted (the hottest): a wrong query never
+    cordons the cluster."""
     patches_per_second: Positive = 2.0
     """Node patches at most this fast."""
     remove_on_shutdown: StrictBool = True
-    """On a graceful stop, the writer removes the taints it put (a successor puts them
-    back after forSeconds of fresh evidence)."""
-    lease_name: Annotated[str, Strict(), Field(min_length=1)] = "decice-overload"
+    """On a graceful stop, the writer removes its taints (a successor puts them back)."""
+    lease_name: NonEmpty = "decice-overload"
     """The Lease that elects the one replica that writes taints."""
     lease_namespace: StrictStr | None = None
     """Namespace of the Lease; unset: POD_NAMESPACE, then the service account's."""
@@ -358,7 +320,7 @@ class OverloadSettings(Model):
 class ShortlistSettings(Model):
     nodes: Count = 200
     """The filter passes at least this many of our best nodes (all when fewer pass)."""
-    share: Annotated[float, Strict(), Field(gt=0, le=1)] = 0.2
+    share: Share = 0.2
     """Or this share of the nodes that pass, when that is more."""
 
 
@@ -372,8 +334,7 @@ class PrioritizeSettings(Model):
 class ExplainSettings(Model):
     node_metrics: StrictBool = True
     """Export each node's score and metric values in /metrics (decice_node_score,
-    decice_node_metric): one series per node and metric, so off for clusters that do not
-    want thousands of series."""
+    decice_node_metric): a series per node and metric."""
     keep_pods: Count = 10_000
     """Pods whose last decision is kept (for the bind guard and /explain)."""
     max_nodes: Count = 100

@@ -1,31 +1,21 @@
-"""The whole policy file as one frozen `Settings`, with the problems that span keys.
-
-The models of extender.policy are the one source of the policy format: docs/configuration.md's
-reference and the chart's `values.schema.json` policy block are generated from them
-(extender.policy.reference).
-"""
+"""The whole policy file as one frozen `Settings`, with the problems that span keys. The
+models are the one source of the format (extender.policy.reference generates its docs)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated
 
-from pydantic import (
-    Field,
-    PrivateAttr,
-    Strict,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, model_validator
 
 from extender.policy.backend import PrometheusSettings
-from extender.policy.fields import Model, PolicyName, ProviderKind
+from extender.policy.fields import Model, NonEmpty, PolicyName, ProviderKind
 from extender.policy.policies import (
     DEFAULT_METRICS,
+    Metrics,
     MetricSettings,
     Policy,
     PolicySettings,
-    checked_metrics,
 )
 from extender.policy.sections import (
     BindSettings,
@@ -52,9 +42,9 @@ DEFAULT_POLICY = "default"
 class Settings(Model):
     """The whole policy file."""
 
-    scheduler_names: Annotated[
-        frozenset[Annotated[str, Strict(), Field(min_length=1)]], Field(min_length=1)
-    ] = frozenset({DEFAULT_SCHEDULER_NAME})
+    scheduler_names: Annotated[frozenset[NonEmpty], Field(min_length=1)] = frozenset(
+        {DEFAULT_SCHEDULER_NAME}
+    )
     """Pods with another spec.schedulerName pass through untouched."""
     server: ServerSettings = ServerSettings()
     """The verbs listener and the optional metrics listener."""
@@ -64,11 +54,11 @@ class Settings(Model):
     """Used when provider: prometheus."""
     static: StaticSettings = StaticSettings()
     """Used when provider: static."""
-    single_metrics: tuple[MetricSettings, ...] | None = Field(
+    single_metrics: Metrics | None = Field(
         default=None, alias="metrics", json_schema_extra={"minItems": 1}
     )
-    """A single-policy file: the metrics of the one policy (named "default"). Unset and no
-    `policies`: one metric, node CPU from a stock kube-prometheus-stack."""
+    """The metrics of a single-policy file's one policy ("default"); unset and no
+    `policies`: node CPU from a stock kube-prometheus-stack."""
     policies: dict[PolicyName, PolicySettings] | None = Field(
         default=None, json_schema_extra={"minProperties": 1}
     )
@@ -95,13 +85,6 @@ class Settings(Model):
     shadow: ShadowSettings = ShadowSettings()
     """Shadow mode (`decice-extender shadow`): our verdict on other schedulers' placements."""
 
-    @field_validator("single_metrics")
-    @classmethod
-    def _some(cls, metrics: tuple[MetricSettings, ...] | None) -> tuple[MetricSettings, ...] | None:
-        if metrics is not None:
-            checked_metrics(metrics)
-        return metrics
-
     _policies: dict[str, Policy] = PrivateAttr(default_factory=dict)
     _default: str = PrivateAttr(default=DEFAULT_POLICY)
 
@@ -113,8 +96,6 @@ class Settings(Model):
         self._policies = _resolved(self)
         self._default = self.default_policy or next(iter(self._policies))
         return self
-
-    # -- derived, once per load ------------------------------------------------------------
 
     @property
     def policy_map(self) -> Mapping[str, Policy]:

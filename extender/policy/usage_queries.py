@@ -1,6 +1,4 @@
-"""The herd guard's default PromQL for what pods really use (herdGuard.usageQuery and
-podUsageQuery), read from kube-prometheus-stack's recording rules (kubernetes-mixin
-`rules/apps.libsonnet`)."""
+"""The herd guard's default PromQL for what pods use (herdGuard.usageQuery, podUsageQuery)."""
 
 _PODS_OF_WORKLOADS = """
     sum by (namespace, pod) (

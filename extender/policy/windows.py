@@ -1,16 +1,6 @@
-"""The rate window a metric's PromQL averages over: how long a placed pod takes to show.
-
-A rate over a window W shows a pod that started t seconds before the newest sample by
-t / W of its use. The herd guard counts a placed pod until the metric shows all of it, so
-it needs W: read here from the query (the range of `rate(x[1m])`, or a recording rule's
-suffix such as `instance:node_cpu_utilisation:rate5m`), unless `herdGuard.window` says.
-
-Where a query combines windows, what shows a rise first decides: the larger of two rates
-(`max`, an `or` of alternatives, or duplicates mapped to one node, where the extender
-keeps the highest) shows the pod in its shortest window, since it is never below the
-faster rate. Any other combination (a sum, an average, a product) takes the longest,
-which never counts a pod as shown too early.
-"""
+"""The rate window W a metric's PromQL averages over: a rate shows a pod started t seconds
+ago by t / W of its use. Where windows combine, the larger of two rates (`max`, `or`) shows
+a rise in the shortest; any other combination takes the longest (never too early)."""
 
 from __future__ import annotations
 
@@ -25,9 +15,10 @@ from extender.policy.settings import Settings
 INSTANT_FUNCTIONS = frozenset({"irate", "idelta"})
 """Functions of the last two samples only: a pod shows whole one scrape after it starts."""
 _RULE_SUFFIX = re.compile(r"(?:^|_)(i?rate|increase)(\d+(?:ms|[smhdwy]))?$")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|[smhdwyM])")
-_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-_UNIT["M"] = 31 * 86400  # VictoriaMetrics' months, in a retention
+PROMETHEUS_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+PROMETHEUS_UNITS |= {"y": 31536000, "M": 31 * 86400}  # M: VictoriaMetrics' months
+GO_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 0.001, "s": 1}
+GO_UNITS |= {"m": 60, "h": 3600}  # Go's time.ParseDuration: no days, micro as us, µs or μs
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,20 +28,23 @@ class Window:
     why: str
     """Where the figure comes from, for check-config, doctor and /readyz."""
 
+    def fade(self, settle: float) -> str:
+        """How a placed pod's reservation ends: whole for `settle` s, then fading."""
+        fade = f"then fading over {self.seconds:g}s" if self.seconds else "then gone at once"
+        return f"whole for {settle:g}s, {fade}"
 
-def duration(text: str) -> float | None:
-    """A duration as Prometheus and VictoriaMetrics write one ("5m", "1h30m", "1.5h",
-    "12M") in seconds, or None: the one reader of them (queries, rule names, retentions,
-    the replay's options)."""
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+
+def duration(text: str, units: dict[str, float] = PROMETHEUS_UNITS) -> float | None:
+    """Seconds of a duration with units ("1h30m"; Prometheus' by default), or None."""
+    unit = "|".join(sorted(units, key=len, reverse=True))
+    part = rf"(\d+(?:\.\d+)?)({unit})"
+    if not re.fullmatch(f"(?:{part})+", text):
         return None
-    return sum(float(n) * _UNIT[u] for n, u in parts)
+    return sum(float(n) * units[u] for n, u in re.findall(part, text))
 
 
 def rule_window(name: str) -> float | None:
-    """The window a recording rule's name promises (`...:rate5m`, `...:ratio_rate5m`,
-    `...:sum_irate` is 0), or None when it names none."""
+    """The window a recording rule's name promises (`:rate5m`; `:sum_irate` is 0), or None."""
     last = name.rsplit(":", 1)[-1]
     match = _RULE_SUFFIX.search(last)
     if match is None:
@@ -69,8 +63,7 @@ def query_window(query: str) -> Window:
     found = _window(tree, larger_wins=True)
     if found is None:
         return Window(0.0, "no rate window in the query: a pod shows whole once it shows")
-    seconds, how = found
-    return Window(seconds, how)
+    return Window(*found)
 
 
 def _window(node: Any, larger_wins: bool) -> tuple[float, str] | None:
@@ -97,7 +90,7 @@ def _window(node: Any, larger_wins: bool) -> tuple[float, str] | None:
     if isinstance(node, promql_parser.BinaryExpr):
         sides = [_window(node.lhs, larger_wins), _window(node.rhs, larger_wins)]
         if str(node.op) == "or" and larger_wins:
-            return _shortest(sides)
+            return _longest(sides, shortest=True)
         return _longest(sides)
     if isinstance(node, promql_parser.ParenExpr | promql_parser.UnaryExpr):
         return _window(node.expr, larger_wins)
@@ -108,35 +101,24 @@ def _seconds(delta: Any) -> float:
     return float(delta.total_seconds()) if delta is not None else 0.0
 
 
-def _longest(found: list[tuple[float, str] | None]) -> tuple[float, str] | None:
+def _longest(
+    found: list[tuple[float, str] | None], shortest: bool = False
+) -> tuple[float, str] | None:
     present = [f for f in found if f is not None]
     if not present:
         return None
-    best = max(present, key=lambda f: f[0])
-    if len({f[0] for f in present}) > 1:
-        return best[0], f"{best[1]}: the longest of {_listed(present)} (they are combined)"
-    return best
-
-
-def _shortest(found: list[tuple[float, str] | None]) -> tuple[float, str] | None:
-    present = [f for f in found if f is not None]
-    if not present:
-        return None
-    best = min(present, key=lambda f: f[0])
-    if len({f[0] for f in present}) > 1:
-        return best[0], (
-            f"{best[1]}: the shortest of {_listed(present)} (the larger of them is kept, so "
-            "a rise shows in the fastest)"
-        )
-    return best
-
-
-def _listed(found: list[tuple[float, str]]) -> str:
-    return ", ".join(sorted({_text(f[0]) for f in found}, key=duration_key))
-
-
-def duration_key(text: str) -> float:
-    return duration(text) or 0.0
+    best = (min if shortest else max)(present, key=lambda f: f[0])
+    seconds = sorted({f[0] for f in present})
+    if len(seconds) == 1:
+        return best
+    listed = ", ".join(map(_text, seconds))
+    kept = "the larger of them is kept, so a rise shows in the fastest"
+    why = (
+        f"the shortest of {listed} ({kept})"
+        if shortest
+        else f"the longest of {listed} (they are combined)"
+    )
+    return best[0], f"{best[1]}: {why}"
 
 
 def _text(seconds: float) -> str:
@@ -148,9 +130,8 @@ def _text(seconds: float) -> str:
 
 
 def herd_window(settings: Settings) -> Window:
-    """The window the herd guard fades reservations over: `herdGuard.window`, else the
-    longest of the herd metrics' query windows (one ledger serves every policy, so it
-    never calls a pod shown before every policy's metric shows it)."""
+    """`herdGuard.window`, else the longest of the herd metrics' windows (one ledger
+    serves every policy)."""
     guard = settings.herd_guard
     if guard.window is not None:
         return Window(guard.window, f"{_text(guard.window)} from herdGuard.window")

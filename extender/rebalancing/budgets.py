@@ -1,21 +1,17 @@
-"""PodDisruptionBudgets as the Eviction API will judge them: which pods it would refuse to
-evict now, known before asking (pure; the loop lists the budgets).
-
-The API refuses an eviction (429) while a budget selecting the pod allows no disruption,
-or has not been processed by the disruption controller since it changed; a pod selected
-by two budgets is refused whatever they say (500). Asking anyway would only be refused, and
-a refused pod kept first in line would hold its node's eviction slot for good, so the
-rebalancer skips such pods before calling the API. Within one check each eviction the API
-accepts uses one of its budget's allowed disruptions, as the API counts it.
+"""Why the Eviction API would refuse a pod now (pure): `Budgets`, its PodDisruptionBudgets,
+known before asking so a refused pod holds no eviction slot; `RefusalBackoff`, a refused
+pod's wait: one interval, then drawn (errors.backoff) under a ceiling doubling to `CEILING`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import random
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from extender.decisions.labels import LabelSelector, selects
+from extender.errors.backoff import Backoff
 from extender.rebalancing.pods import RunningPod
 
 
@@ -23,12 +19,9 @@ from extender.rebalancing.pods import RunningPod
 class Budget:
     namespace: str
     name: str
-    selector: LabelSelector | None
-    """None: the budget selects no pod (a null selector); {}: every pod of its namespace."""
-    allowed: int
-    """status.disruptionsAllowed, less the evictions accepted during this check."""
-    processed: bool
-    """status.observedGeneration has caught up with metadata.generation."""
+    selector: LabelSelector | None  # None selects no pod; {} every pod of its namespace
+    allowed: int  # status.disruptionsAllowed, less this check's evictions
+    processed: bool  # status.observedGeneration caught up with metadata.generation
 
 
 def read_budget(doc: Any) -> Budget | None:
@@ -90,3 +83,56 @@ class Budgets:
         """The API accepted an eviction of `pod`: its budget allows one disruption less."""
         for b in self.covering(pod):
             b.allowed -= 1
+
+
+CEILING = 600.0  # the longest wait between two tries of one pod, in seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    count: int
+    until: float
+    reason: str
+
+
+class RefusalBackoff:
+    def __init__(
+        self, first: float, ceiling: float = CEILING, rng: random.Random | None = None
+    ) -> None:
+        self.first = first  # the rebalance interval; a reload changes it
+        self.ceiling = ceiling
+        self._rng = rng or random.Random()
+        self._refusals: dict[str, Refusal] = {}
+
+    def policy(self) -> Backoff:
+        ceiling = max(self.ceiling, self.first)
+        return Backoff(base=self.first, cap=ceiling, floor=self.first, rng=self._rng)
+
+    def __len__(self) -> int:
+        return len(self._refusals)
+
+    def hold(self, uid: str, now: float) -> str | None:
+        """Why not to ask for this pod now (its last refusal and the time left), or None."""
+        refusal = self._refusals.get(uid)
+        if refusal is None or now >= refusal.until:
+            return None
+        return f"eviction refused ({refusal.reason}); next try in {refusal.until - now:.0f}s"
+
+    def refused(self, uid: str, reason: str, now: float) -> float:
+        """The API refused to evict this pod: the seconds until it is asked again."""
+        count = self._refusals[uid].count + 1 if uid in self._refusals else 1
+        wait = self.policy().wait(count)
+        self._refusals[uid] = Refusal(count, now + wait, reason)
+        return wait
+
+    def next_try(self, uid: str) -> float | None:
+        refusal = self._refusals.get(uid)
+        return None if refusal is None else refusal.until
+
+    def forget(self, uid: str) -> None:
+        self._refusals.pop(uid, None)
+
+    def prune(self, running: Collection[str]) -> None:
+        """Keep only the pods still running (their UIDs)."""
+        for uid in [u for u in self._refusals if u not in running]:
+            del self._refusals[uid]

@@ -1,21 +1,8 @@
-"""The rebalancer's loop: every `rebalance.interval`, re-check our running pods and move
-the ones rebalancing.plan says should move, through the Eviction API.
-
-It runs in `decice-extender rebalance` (its own Deployment), beside the same refresher,
-engine and watches as the extender, so its tables are the extender's. Only the replica
-holding the Lease acts (cluster.leader); the lease is checked again before every eviction,
-so losing it stops evictions at once.
-
-The API decides what is safe, and is asked before anything is reported: every eviction,
-the dry run's too (`dryRun: ["All"]`: checked, nothing changed), carries the pod's UID, so
-a pod re-created under the same name is never touched, and honours its
-PodDisruptionBudgets. The budgets are listed first (rebalancing.budgets), so a pod the API
-would refuse is held without asking and the pod beside it moves instead. A refusal all
-the same (429) is never forced: the pod waits, its wait doubling from the interval up to
-10 minutes (rebalancing.backoff), and the refusal does not use its node's eviction slot:
-the next candidate there is tried in the same check. A failed pod list backs the loop
-off (the interval doubled, up to 8x); a failed budget list is logged and the check goes on
-(the API still judges every eviction).
+"""The rebalancer's loop: every `rebalance.interval`, as the Lease holder (checked before
+each eviction), evict what rebalancing.plan says should move. Each eviction, dry runs too,
+carries the pod's UID for the API to judge against its PodDisruptionBudgets; a pod they
+would refuse is held without asking, and a refusal is never forced (the pod backs off,
+rebalancing.budgets). Each move is logged, counted and posted as an Event.
 """
 
 from __future__ import annotations
@@ -23,24 +10,144 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Literal, Protocol
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
 from extender.decisions.engine import Engine
-from extender.decisions.model import NodeName
+from extender.decisions.model import NodeName, PodEvent
 from extender.decisions.resources import PodError
 from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
-from extender.rebalancing.backoff import RefusalBackoff
-from extender.rebalancing.budgets import Budgets
-from extender.rebalancing.evictor import Evictor, RebalanceCounter
-from extender.rebalancing.plan import Moves, Plan, decide
+from extender.rebalancing.budgets import Budgets, RefusalBackoff
+from extender.rebalancing.plan import Decision, Plan, plan
 from extender.rebalancing.pods import RunningPod, read_running_pod
 
 log = logging.getLogger("decice.rebalancer")
+
+Made = Literal["made", "refused", "gone", "stop"]
+
+
+class RebalanceCounter(Protocol):
+    def rebalanced(self, mode: str, outcome: str, count: int = 1) -> None: ...
+
+    def rebalance_cycle(self, result: str) -> None: ...
+
+    def refused(self, reason: str) -> None: ...
+
+
+def eviction_outcome(exc: Exception) -> str:
+    """The counter label of a refused eviction, from the API's answer."""
+    if refusal_reason(exc) is not None:
+        return "blocked"  # a PodDisruptionBudget (or the API) said wait: never force
+    status = getattr(exc, "status", None)
+    if status in (404, 409):
+        return "gone"  # deleted, or re-created under the same name (UID precondition)
+    return "failed"
+
+
+def refusal_reason(exc: Exception) -> str | None:
+    """Why the API refused to evict, when it means "not now": budget, budget-not-processed,
+    multiple-budgets (a 500), throttled (the API's own 429); else None."""
+    status = getattr(exc, "status", None)
+    message = str(exc)
+    if status == 500 and "more than one PodDisruptionBudget" in message:
+        return "multiple-budgets"
+    if status != 429:
+        return None
+    details = getattr(exc, "details", None) or {}
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    if any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes or ()):
+        return "budget-not-processed" if "being processed" in message else "budget"
+    return "throttled"
+
+
+class Evictor:
+    """Asks the API to move pods, one at a time, as the leader."""
+
+    def __init__(
+        self,
+        kube: KubeAPI,
+        leader: Leadership,
+        counter: RebalanceCounter,
+        backoff: RefusalBackoff,
+        clock: Callable[[], float] = time.time,
+        instance: str | None = None,
+    ) -> None:
+        self._kube = kube
+        self._leader = leader
+        self._counter = counter
+        self._backoff = backoff
+        self._clock = clock
+        self._instance = instance or socket.gethostname()
+
+    async def move(self, decision: Decision, mode: str) -> Made:
+        """Evict one pod (in dry-run, ask whether the API would): "made" when accepted."""
+        pod = decision.pod.facts
+        dry_run = mode == "dry-run"
+        if not dry_run and not self._leader.is_leader:  # lost the lease: stop at once
+            log.warning("rebalance: lost the lease; no more evictions this check")
+            return "stop"
+        try:
+            await self._kube.evict(pod.namespace, pod.name, pod.uid, dry_run=dry_run)
+        except Exception as exc:
+            return self._failed(decision, exc, mode)
+        self._backoff.forget(pod.uid)
+        if dry_run:
+            log.info("rebalance (dry-run): would move %s", decision.text)
+            self._counter.rebalanced("dry-run", "would_move")
+            await self._event(decision, "WouldMove", f"would move: {decision.text}")
+        else:
+            self._counter.rebalanced("evict", "evicted")
+            log.info("rebalance: evicted %s", decision.text)
+            await self._event(decision, "Evicted", f"evicted: {decision.text}")
+        return "made"
+
+    def _failed(self, decision: Decision, exc: Exception, mode: str) -> Made:
+        pod = decision.pod.facts
+        who, why = f"{pod.namespace}/{pod.name}", describe(exc)
+        outcome = eviction_outcome(exc)
+        self._counter.rebalanced(mode, outcome)
+        reason = refusal_reason(exc)
+        if reason is not None:
+            self._counter.refused(reason)
+            wait = self._backoff.refused(pod.uid, reason, self._clock())
+            log.info(
+                "rebalance: eviction of %s refused (%s), next try in %.0fs: %s",
+                who,
+                reason,
+                wait,
+                why,
+            )
+            return "refused"
+        if outcome == "gone":
+            log.info("rebalance: %s is gone: %s", who, why)
+            return "gone"
+        log.warning("rebalance: eviction of %s failed: %s; stopping this check", who, why)
+        return "stop"
+
+    async def _event(self, decision: Decision, reason: str, note: str) -> None:
+        """Best-effort: an Event that cannot be posted is logged, never retried."""
+        pod = decision.pod.facts
+        event = PodEvent(
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+            reason=reason,
+            action="Rebalance",
+            note=note[:1024],
+            time=self._clock(),
+            instance=self._instance,
+        )
+        try:
+            await self._kube.create_event(event)
+        except Exception as exc:
+            who = f"{pod.namespace}/{pod.name}"
+            log.warning("rebalance: event on %s not posted: %s", who, describe(exc))
 
 
 class Rebalancer:
@@ -55,7 +162,6 @@ class Rebalancer:
         instance: str | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        """`rng`: the back-offs' random source (seeded in tests)."""
         self._engine = engine
         self._kube = kube
         self._rng = rng or random.Random()
@@ -67,10 +173,8 @@ class Rebalancer:
         self._failures = 0
         self._budgets_failed = False
         self.backoff = RefusalBackoff(engine.settings.rebalance.interval, rng=self._rng)
-        """Pods whose eviction the API refused, and when to ask again."""
         self._evictor = Evictor(kube, leader, counter, self.backoff, clock, instance)
-        self.last: Plan | None = None
-        """The last check's plan (for /readyz and tests)."""
+        self.last: Plan | None = None  # the last check's plan (/readyz)
 
     @property
     def mode(self) -> str:
@@ -117,8 +221,8 @@ class Rebalancer:
             if (why := self.backoff.hold(p.facts.uid, now) or budgets.hold(p)) is not None
         }
         tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
-        result, moves = await asyncio.to_thread(
-            decide,
+        result = await asyncio.to_thread(
+            plan,
             settings,
             pods,
             tables,
@@ -127,8 +231,9 @@ class Rebalancer:
             self._node_cores(),
             now,
             held,
+            admit=False,
         )
-        await self._move_due(result, moves, budgets)
+        await self._move_due(result, budgets)
         self._streaks = result.streaks
         for outcome in ("waiting", "held", "stay"):
             count = sum(1 for d in result.decisions if d.outcome == outcome)
@@ -141,9 +246,9 @@ class Rebalancer:
         self.last = result
         return result
 
-    async def _move_due(self, result: Plan, moves: Moves, budgets: Budgets) -> None:
-        """Admit the due pods one at a time and ask the API for each; only a move the API
-        accepts uses its limits, so a refusal leaves its node's slot to the next pod."""
+    async def _move_due(self, result: Plan, budgets: Budgets) -> None:
+        """Admit the due pods one at a time and ask the API; only accepted moves use limits."""
+        moves = result.limits
         for index, decision in enumerate(result.due):
             admitted = moves.admit(decision)
             hold = budgets.hold(admitted.pod) if admitted.outcome == "move" else None
@@ -178,8 +283,8 @@ class Rebalancer:
         return pods
 
     async def _budgets(self) -> Budgets:
-        """The cluster's PodDisruptionBudgets; none when they cannot be listed (logged once
-        per failure streak: the API still refuses what they forbid)."""
+        """The PodDisruptionBudgets; none when they cannot be listed (logged once a streak:
+        the API still refuses what they forbid)."""
         try:
             docs = await self._kube.list_pdbs()
         except Exception as exc:

@@ -1,25 +1,9 @@
-"""Which running pods to move, and where they would go: the rebalancer's decisions, pure.
-
-Every `rebalance.interval` the rebalancer (rebalancing.loop) hands this module the running
-pods of our schedulers and the engine's tables, the very tables filter and prioritize
-answer from: the scores that evict a pod are the scores that place its successor.
-
-A pod is a candidate to move when its node is filtered by its policy (over a threshold,
-or data missing under fail-closed), or when the best node the filter passes scores at
-least `margin` points more (stickiness). It is due to move after `sustain` consecutive
-checks as a candidate, and only if a passing node is there to take its successor.
-
-`decide` gives every pod its decision before the cycle's limits; the due ones are then
-admitted one at a time (`Moves`), within `maxEvictionsPerCycle` and `maxEvictionsPerNode`,
-each against the moves made so far: a made move counts like a placement in the herd
-guard (the pod's expected use leaves its node and arrives on the target), so one hot node
-does not empty onto one cool node within a check. Only a move the API accepts uses a
-limit: a refused eviction leaves its node's slot to the next candidate there. `plan` is
-the whole check when every eviction is accepted.
-
-Pods the API would refuse now (their PodDisruptionBudget, a recent refusal) come in as
-`held` and are held, their streak kept; pods a rule protects never are candidates
-(rebalancing.pods.protection).
+"""Which running pods to move, and where: the rebalancer's decisions, pure, from the tables
+filter and prioritize answer from. A pod is a candidate when its node is filtered, or the
+best passing node with headroom for it scores `margin` more; it is due after `sustain`
+checks. `Moves` admits the due ones one at a time within `maxEvictionsPerCycle` and
+`maxEvictionsPerNode`, each move counted in the herd guard's view. Pods the API would
+refuse now come in `held`; pods a rule protects (rebalancing.pods) never are candidates.
 """
 
 from __future__ import annotations
@@ -49,12 +33,10 @@ class Decision:
     outcome: Outcome
     reason: str
     policy: str = ""
-    source_score: int | None = None
-    """The pod's node's score (None: the node is filtered)."""
+    source_score: int | None = None  # None: its node is filtered
     target: NodeName = ""
     target_score: int | None = None
-    checks: int = 0
-    """Consecutive checks as a candidate, this one included."""
+    checks: int = 0  # consecutive checks as a candidate, this one included
 
     @property
     def text(self) -> str:
@@ -69,12 +51,11 @@ class Decision:
 
 @dataclass(slots=True)
 class Plan:
+    limits: Moves  # admits the due pods within the cycle's limits
     decisions: list[Decision] = field(default_factory=list)
     streaks: dict[str, int] = field(default_factory=dict)
-    """uid -> consecutive checks as a candidate, for the next check (only pods still
-    candidates: memory is bounded by the running pods of ours)."""
-    skipped: dict[str, int] = field(default_factory=dict)
-    """Protected pods by reason (never candidates)."""
+    """uid -> consecutive checks as a candidate, for the next check (candidates only)."""
+    skipped: dict[str, int] = field(default_factory=dict)  # protected pods by reason
     due: list[Decision] = field(default_factory=list)
     """Pods due to move, most to gain first, before the cycle's limits (`Moves.admit`)."""
 
@@ -98,35 +79,16 @@ def plan(
     node_cores: Mapping[NodeName, float],
     now: float,
     held: Mapping[str, str] | None = None,
+    *,
+    admit: bool = True,
 ) -> Plan:
-    """Decide, for every running pod of ours, whether it moves now, and where to, when
-    every eviction is accepted."""
-    out, moves = decide(settings, pods, tables, snapshot, streaks, node_cores, now, held)
-    for decision in out.due:
-        admitted = moves.admit(decision)
-        out.record(admitted)
-        if admitted.outcome == "move":
-            moves.made(admitted)
-    return out
-
-
-def decide(
-    settings: Settings,
-    pods: Sequence[RunningPod],
-    tables: Mapping[str, Table],
-    snapshot: Snapshot,
-    streaks: Mapping[str, int],
-    node_cores: Mapping[NodeName, float],
-    now: float,
-    held: Mapping[str, str] | None = None,
-) -> tuple[Plan, Moves]:
-    """Every pod's decision before the cycle's limits (`Plan.due`: the pods due to move),
-    and the `Moves` that admit the due ones. `held`: uid -> why the API would refuse to
-    evict the pod now."""
+    """Every running pod's decision. `admit`: the due ones admitted in turn, every eviction
+    taken as accepted (the simulation's); else left in `due` for the caller to ask the API
+    about and admit (`Plan.limits`). `held`: uid -> why the API would refuse to evict now."""
     rules = settings.rebalance
     held = held or {}
-    out = Plan()
-    moves = Moves(settings, node_cores, snapshot, now, streaks)
+    out = Plan(Moves(settings, node_cores, snapshot, now, streaks))
+    moves = out.limits
     candidates: list[tuple[Decision, float]] = []
     for pod in pods:
         if pod.facts.scheduler_name not in settings.scheduler_names:
@@ -157,12 +119,16 @@ def decide(
             out.record(replace(decision, outcome="held", reason=f"{decision.reason}; {hold}"))
         else:
             out.due.append(decision)
-    return out, moves
+    for decision in out.due if admit else ():
+        admitted = moves.admit(decision)
+        out.record(admitted)
+        if admitted.outcome == "move":
+            moves.made(admitted)
+    return out
 
 
 class Moves:
-    """The cycle's limits and the herd guard's view of the moves made so far, applied to
-    the due pods one at a time."""
+    """The cycle's limits and the herd guard's view of the moves made so far."""
 
     def __init__(
         self,
@@ -177,8 +143,7 @@ class Moves:
         self._snapshot = snapshot
         self._now = now
         self._streaks = streaks
-        self._extra: dict[NodeName, float] = {}
-        """node -> load the moves made add (negative: free), shared by the policies."""
+        self._extra: dict[NodeName, float] = {}  # node -> load the moves add (or free)
         self._scores: dict[str, NodeScores] = {}
         self._per_node: dict[NodeName, int] = {}
         self.made_count = 0
@@ -192,11 +157,9 @@ class Moves:
 
     def cores(self, pod: PodFacts) -> float:
         """The cores the pod is expected to use (estimate.py)."""
-        guard = self._settings.herd_guard
-        usage = self._snapshot.usage
-        now = self._now
+        guard, usage = self._settings.herd_guard, self._snapshot.usage
         return expected_use(
-            pod.namespace, pod.name, pod.workload, pod.cpu_request, usage, guard, now
+            pod.namespace, pod.name, pod.workload, pod.cpu_request, usage, guard, self._now
         ).cores
 
     def successor_cores(self, pod: PodFacts) -> float:
@@ -232,21 +195,15 @@ class Moves:
         return replace(again, outcome="held", reason=f"{again.reason}; {limit}")
 
     def made(self, decision: Decision) -> None:
-        """The move was made (the API accepted the eviction, or would in a dry run): it uses
-        its limits, and its load leaves its node for the target."""
+        """The move was made (or would be, in a dry run): it uses its limits, and its
+        expected use leaves its node for the target (shares of each node's cores)."""
         facts = decision.pod.facts
         source = facts.node_name
         self.made_count += 1
         self._per_node[source] = self._per_node.get(source, 0) + 1
-        _account(
-            self._extra,
-            facts,
-            (source, decision.target),
-            self._settings,
-            self._node_cores,
-            self._snapshot,
-            self._now,
-        )
+        cores = self.cores(facts)
+        for node, sign in ((source, -1.0), (decision.target, 1.0)):
+            self._extra[node] = self._extra.get(node, 0.0) + sign * cores / self.size(node)
         for scores in self._scores.values():
             scores.touch((source, decision.target))
 
@@ -259,9 +216,7 @@ def _check(
     streaks: Mapping[str, int],
     moves: Moves,
 ) -> tuple[Decision, float]:
-    """(the decision for one pod, what moving it gains) before the cycle's limits. A target
-    must have headroom for what the pod is expected to use: a successor that would wait,
-    or overfill its new node, is no move."""
+    """(the decision for one pod, what moving it gains) before the cycle's limits."""
     facts = pod.facts
     reason, here = scores.verdict(facts.node_name)
     cores = moves.cores(facts)
@@ -303,34 +258,10 @@ def _check(
 
 
 def relief(share: float, overshoot: float | None) -> float:
-    """In [0, 1): how well moving a pod that uses `share` of its node brings the node back
-    under its threshold (`overshoot` over it): the smallest pod that is enough ranks first
-    (one eviction, the least disruption), then the larger the better."""
+    """In [0, 1): how well moving a pod using `share` of its node brings it under its
+    threshold: the smallest pod that is enough first, then the larger the better."""
     if overshoot is None or share <= 0:
         return 0.0
     if share >= overshoot:
         return 0.5 + 0.49 * overshoot / share
     return 0.49 * share / overshoot
-
-
-def _account(
-    extra: dict[NodeName, float],
-    pod: PodFacts,
-    move: tuple[NodeName, NodeName],
-    settings: Settings,
-    node_cores: Mapping[NodeName, float],
-    snapshot: Snapshot,
-    now: float,
-) -> None:
-    """The herd guard's view of one move (source, target): the pod's expected use
-    (estimate.py: its workload's measured use, else its request) leaves the source and
-    its successor's arrives on the target (shares of each node's cores)."""
-    guard = settings.herd_guard
-    expected = expected_use(
-        pod.namespace, pod.name, pod.workload, pod.cpu_request, snapshot.usage, guard, now
-    )
-    cores = expected.cores
-    source, target = move
-    for node, sign in ((source, -1.0), (target, 1.0)):
-        size = node_cores.get(node) or guard.default_node_cores
-        extra[node] = extra.get(node, 0.0) + sign * cores / size

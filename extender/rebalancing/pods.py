@@ -1,7 +1,5 @@
-"""The running pods the rebalancer re-checks, read from the API's v1.Pod, and the rules
-that keep a pod where it is whatever its node looks like (pure).
-
-Only pods whose controller recreates them are ever moved (see `protection`).
+"""The running pods the rebalancer re-checks, and the rules that keep a pod where it is
+whatever its node looks like (pure).
 """
 
 from __future__ import annotations
@@ -13,8 +11,7 @@ from typing import Any
 from extender.decisions.pods import PodFacts, api_time, read_pod
 from extender.policy.sections import RebalanceSettings
 
-OPT_OUT_ANNOTATION = "decice.io/rebalance"
-"""`decice.io/rebalance: "false"` keeps a pod where it is."""
+OPT_OUT_ANNOTATION = "decice.io/rebalance"  # `decice.io/rebalance: "false"` keeps a pod where it is
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """Set by the kubelet on the API's copy of a static pod."""
 NEVER_MOVED_KINDS = frozenset({"DaemonSet", "Node", "Job"})
@@ -28,16 +25,12 @@ class RunningPod:
     """A running pod as the rebalancer sees it (read from the API's v1.Pod)."""
 
     facts: PodFacts
-    owner_kind: str | None
-    """The kind of the controller ownerReference; None for a bare pod."""
-    created: float | None
-    """metadata.creationTimestamp, Unix seconds."""
+    owner_kind: str | None  # the controller ownerReference's kind; None: a bare pod
+    created: float | None  # metadata.creationTimestamp, Unix seconds
     opted_out: bool = False
     mirror: bool = False
-    terminating: bool = False
-    """metadata.deletionTimestamp is set (evicted or deleted; the kubelet is stopping it)."""
+    terminating: bool = False  # metadata.deletionTimestamp is set
     labels: Mapping[str, str] = field(default_factory=dict)
-    """metadata.labels: what PodDisruptionBudgets select pods by."""
 
 
 def read_running_pod(doc: Any) -> RunningPod:
@@ -65,8 +58,7 @@ def read_running_pod(doc: Any) -> RunningPod:
 
 
 def protection(pod: RunningPod, rules: RebalanceSettings, now: float) -> str | None:
-    """Why this pod must never be moved now, or None. Safe by construction: only pods a
-    controller recreates, and never what an operator or a static manifest pins."""
+    """Why this pod must not be moved now, or None: only pods a controller recreates."""
     if pod.terminating:
         return "terminating"
     if pod.mirror or pod.owner_kind == "Node":

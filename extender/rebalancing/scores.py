@@ -1,5 +1,6 @@
 """One policy's view of the cluster during a rebalance check: the table's verdicts and
-scores, with the herd guard's view of the moves planned so far (pure)."""
+scores, with the moves planned so far (pure).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from extender.policy.policies import Policy
 
 
 class NodeScores:
-    """One policy's verdicts and scores for this check, with the herd guard's view of the
-    moves planned so far: nodes touched by a move are re-evaluated with the load it frees
-    or adds (scoring.evaluate_node, the function that built the table)."""
+    """Nodes touched by a planned move are re-evaluated with the load it frees or adds
+    (scoring.evaluate_node, the function that built the table)."""
 
     def __init__(
         self,
@@ -28,17 +28,13 @@ class NodeScores:
         self._policy = policy
         self._table = table
         self._snapshot = snapshot
-        self._extra = extra
-        """node -> load the planned moves add (negative: free), shared by the policies."""
+        self._extra = extra  # node -> load the planned moves add (negative: free)
         self._now = now
         self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
         self._scores = self._score_all(table.evals)
         self._touched: dict[NodeName, tuple[str | None, int]] = {}
-        self._evals: dict[NodeName, NodeEval] = {}
-        """The touched nodes' evaluations."""
-        # Best first, ties by name (the table's own ranking unless `candidates` metrics
-        # rescale the scores); a lookup skips the few nodes excluded or touched by planned
-        # moves, so it stops after a handful of entries.
+        self._evals: dict[NodeName, NodeEval] = {}  # of the touched nodes
+        # Best first, ties by name (the table's own unless `candidates` metrics rescale).
         self._ranking = (
             sorted((-s, n) for n, s in self._scores.items() if n in table.ok)
             if self._candidates
@@ -68,14 +64,9 @@ class NodeScores:
             self._touched[n] = (e.reason, score)
 
     def overshoot(self, node: NodeName) -> float | None:
-        """How far the node's herd metric is over its filter threshold (a share of the node,
-        the moves planned so far included); None when it is not, or has no such metric."""
-        rule = fit_rule(self._policy)
-        if rule is None:
-            return None
-        e = self._evals.get(node) or self._table.eval_of(node)
-        value = e.values[rule.index]
-        return value - rule.above if value is not None and value > rule.above else None
+        """How far the node's herd metric is over its threshold (moves included), or None."""
+        room = self.headroom(node)
+        return -room if room is not None and room < 0 else None
 
     def verdict(self, node: NodeName) -> tuple[str | None, int]:
         """(filter reason or None, score) of a node for this policy."""
@@ -88,8 +79,7 @@ class NodeScores:
     def best(
         self, exclude: NodeName, fits: Callable[[NodeName], bool] = lambda n: True
     ) -> tuple[NodeName, int] | None:
-        """The passing node with the highest score that `fits` the pod, ties by name; None
-        when none does."""
+        """The passing node with the highest score that `fits` the pod (ties by name)."""
         found: tuple[int, NodeName] | None = None
         for n, (reason, score) in self._touched.items():
             if n == exclude or reason is not None or not fits(n):
@@ -106,8 +96,7 @@ class NodeScores:
         return None if found is None else (found[1], -found[0])
 
     def headroom(self, node: NodeName) -> float | None:
-        """The share of the node under its herd metric's threshold (planned moves
-        included); None when the policy has no such threshold or the node no value."""
+        """The share of the node under its herd metric's threshold (moves included), or None."""
         rule = fit_rule(self._policy)
         if rule is None:
             return None

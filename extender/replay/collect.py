@@ -1,33 +1,23 @@
-"""What a replay asks the server, in order, and what it does with each answer.
-
-1. One query the server must answer (reachable and authorised?).
-2. Is the range there at all: nodes' allocatable CPU, counted every window. No data:
-   either the server's retention dropped it, or the range is not this cluster's.
-3. The window queries (queries.window_inputs), folded into Facts; every series the
-   replay needs is then known present or missing, and all missing ones are named at
-   once, each with the kube-prometheus-stack setting that records it.
-4. The memory the fine queries will take is estimated (sizing) and refused above the
-   limit before any of them is asked.
-5. The fine queries: node CPU (the policy's own query) and replayed pods' use, chunked.
-
-The server is a `Source` (extender.metrics.history.HistoryReader, or a test's fake); a
-failure of any call becomes a ReplayProblem naming its cause.
+"""What a replay asks the server, in order: a probe; the range's presence; the window
+queries (folded into Facts), every missing series then named at once; the memory estimate
+(Size), refused above the limit; the fine queries, chunked. Failures: a ReplayProblem.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from extender.decisions.model import NodeInventory
 from extender.errors.causes import HTTPStatusError, describe
 from extender.metrics.providers import node_of
-from extender.replay import problems, queries, sizing
+from extender.replay import problems, queries
 from extender.replay.facts import Facts, samples
 from extender.replay.model import Grid
-from extender.replay.problems import ReplayProblem
+from extender.replay.problems import ReplayProblem, TooLarge, gib, too_large
 from extender.replay.reconstruct import Selection, pod_times
 
 
@@ -51,25 +41,83 @@ class Source(Protocol):
 
 Progress = Callable[[str, float], None]
 
+# How much memory a replay takes, known after the window queries; the figures per item are
+# what the arrays hold plus a margin (tests/benchmarks/test_replay_quick.py holds them up).
+NODE_STEP = 4 + 8  # its CPU trace and its background
+RUN_NODE_STEP = 80  # per node and step, each run at once (measured: tests/benchmarks/replay.py)
+POD_STEP = 4 + 4  # the fetched trace and its filled copy
+STEP = 400
+POD = 3000
+SAMPLE = 200
+BASE = 200 * 2**20
+STEPS = (60, 120, 300)
+"""Steps suggested when too large: none coarser than the stock rules' 5-minute window."""
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    nodes: int
+    steps: int
+    pods: int
+    pod_steps: int
+    answer_samples: int
+    step: float
+    runs: int = 1
+
+    @property
+    def scaled(self) -> float:
+        """Bytes that shrink in proportion as the step grows."""
+        node_steps = self.nodes * self.steps
+        held = node_steps * NODE_STEP + self.pod_steps * POD_STEP + self.steps * STEP
+        return held + self.runs * node_steps * RUN_NODE_STEP
+
+    @property
+    def fixed(self) -> float:
+        return BASE + self.pods * POD + self.answer_samples * SAMPLE
+
+    @property
+    def bytes(self) -> float:
+        return self.scaled + self.fixed
+
+    def detail(self) -> str:
+        days = self.steps * self.step / 86400
+        return (
+            f"{self.nodes} nodes and {self.pods} pods over {days:.1f} days at step "
+            f"{self.step:g}s: {self.nodes * self.steps:,} node-steps, {self.pod_steps:,} "
+            "steps of replayed pods' use"
+        )
+
+
+def check(size: Size, limit: float) -> TooLarge | None:
+    if size.bytes <= limit:
+        return None
+    room = limit - size.fixed
+    fitting = [s for s in STEPS if s > size.step and size.scaled * size.step / s <= room]
+    if fitting and room > 0:
+        step = fitting[0]
+        at = size.fixed + size.scaled * size.step / step
+        suggestion = f"use --step {step:g}s (about {gib(at)}) or a shorter range"
+    elif room > 0:
+        days = size.steps * size.step / 86400 * room / size.scaled
+        suggestion = f"use a range of at most {days:.1f} days, or raise --max-memory"
+    else:
+        suggestion = "replay fewer namespaces (--namespace) or raise --max-memory"
+    return too_large(size.bytes, limit, size.detail(), suggestion)
+
 
 @dataclass(frozen=True, slots=True)
 class Ask:
     start: float
-    """--from, unix seconds."""
     end: float
-    """--to."""
     step: float
     cpu_query: str
     node_label: str = "node"
     selection: Selection = field(default_factory=Selection)
-    lead: float = 600.0
-    """Seconds before --from replayed as they happened, so the metric pipeline is warm."""
+    lead: float = 600.0  # seconds before --from replayed as they happened, so the pipeline is warm
     scrape: float = 30.0
-    """kube-state-metrics' scrape interval (--scrape-interval)."""
     max_memory: float = 4 * 2**30
     max_samples: int = 500_000
     jobs: int = 1
-    """Rows replayed at once: each holds its own arrays."""
 
     @property
     def grid(self) -> Grid:
@@ -79,8 +127,7 @@ class Ask:
 
     @property
     def window(self) -> float:
-        """The window queries' window: about a 24th of the range, at most an hour, a
-        whole number of steps."""
+        """The window queries' window: about a 24th of the range, at most an hour, whole steps."""
         span = self.grid.steps * self.step
         steps = max(1, min(round(3600 / self.step), math.ceil(span / 24 / self.step)))
         return steps * self.step
@@ -96,25 +143,28 @@ class Collector:
         self.grid = ask.grid
         self.facts = Facts(self.grid, ask.window, ask.scrape)
         self.notes: list[str] = []
-        self.size: sizing.Size | None = None
+        self.size: Size | None = None
 
-    def _failed(self, exc: Exception) -> ReplayProblem:
-        if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):
-            return problems.refused(self.url, exc.status, self.auth, self.policy)
-        return problems.unreachable(self.url, describe(exc))
+    @contextmanager
+    def asking(self) -> Iterator[None]:
+        """The server's failures as a ReplayProblem naming the cause."""
+        try:
+            yield
+        except ReplayProblem:
+            raise
+        except Exception as exc:
+            if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):
+                raise problems.refused(self.url, exc.status, self.auth, self.policy) from exc
+            raise problems.unreachable(self.url, describe(exc)) from exc
 
     def range(
         self, promql: str, start: float, end: float, step: float, series: int = 1
     ) -> Iterator[Answer]:
-        try:
+        with self.asking():
             yield from self.source.query_range(promql, start, end, step, series)
-        except ReplayProblem:
-            raise
-        except Exception as exc:
-            raise self._failed(exc) from exc
 
     def counts(self, promql: str) -> list[tuple[float, float]]:
-        """`promql` (a count) every window over the grid: (time, value) where it has one."""
+        """`promql` (a count) every window over the grid: (time, value)."""
         window, grid = self.ask.window, self.grid
         out: list[tuple[float, float]] = []
         for answer in self.range(promql, grid.start + window, _ceil(grid, window), window):
@@ -124,10 +174,8 @@ class Collector:
 
     # --- the steps
     def reachable(self) -> None:
-        try:
+        with self.asking():
             self.source.probe()
-        except Exception as exc:
-            raise self._failed(exc) from exc
 
     def covered(self, now: float) -> None:
         # The stated retention first: a server deletes what it no longer keeps at its next
@@ -137,7 +185,7 @@ class Collector:
         except Exception:
             retention = None
         start = self.ask.start
-        problem = problems.beyond_retention(start, None, retention, now)
+        problem = problems.beyond_retention(start, retention, now)
         if problem is not None:
             raise problem
         held = self.counts('count(kube_node_status_allocatable{resource="cpu"})')
@@ -166,7 +214,7 @@ class Collector:
             for answer in self.range(
                 item.promql, grid.start + ask.window, _ceil(grid, ask.window), ask.window, hint
             ):
-                fold(facts, item.key, answer.result)
+                facts.fold(item.key, answer.result)
                 progress("pods and nodes", (i + answer.done) / len(inputs))
 
     def check_present(self) -> None:
@@ -180,7 +228,8 @@ class Collector:
             for item in inputs
             if item.required and item.key not in facts.seen and item.series not in named
         ]
-        if not self.counts(queries.usage_presence(ask.selection.namespaces)):
+        usage = queries.USAGE_RULE + queries.matcher(ask.selection.namespaces)
+        if not self.counts(f"count({usage})"):
             missing.append((queries.USAGE_RULE, "each pod's measured CPU"))
         if not self.counts(f"count({ask.cpu_query})"):
             names = queries.selectors_in(ask.cpu_query)
@@ -196,8 +245,7 @@ class Collector:
             raise problems.missing(missing, ask.start, ask.end, lacking)
 
     def fits(self) -> int:
-        """Checks the memory (the estimate kept in `size`); returns the most replayed pods
-        alive at once."""
+        """Checks the memory estimate (kept in `size`); returns the most pods alive at once."""
         grid, facts = self.grid, self.facts
         edges: list[tuple[float, int]] = []
         pod_steps = 0
@@ -211,7 +259,7 @@ class Collector:
         for _, change in sorted(edges):
             alive += change
             most = max(most, alive)
-        size = sizing.Size(
+        size = Size(
             nodes=sum(1 for n in facts.nodes.values() if n.cores),
             steps=grid.steps,
             pods=len(facts.pods),
@@ -221,7 +269,7 @@ class Collector:
             runs=max(1, self.ask.jobs),
         )
         self.size = size
-        problem = sizing.check(size, self.ask.max_memory)
+        problem = check(size, self.ask.max_memory)
         if problem is not None:
             raise problem
         return most
@@ -250,14 +298,12 @@ class Collector:
 class Collected:
     facts: Facts
     notes: list[str]
-    size: sizing.Size
-    """The memory estimate the range was checked against."""
+    size: Size
 
 
 def collect(
     source: Source, ask: Ask, now: float, progress: Progress, *, url: str, auth: str, policy: str
 ) -> Collected:
-    """Everything the replay needs from `source`, or a ReplayProblem saying what is wrong."""
     collector = Collector(source, ask, url, auth, policy)
     collector.reachable()
     collector.covered(now)
@@ -269,25 +315,6 @@ def collect(
     return Collected(collector.facts, collector.notes, collector.size)
 
 
-def fold(facts: Facts, key: str, result: list[Any]) -> None:
-    """One window answer into the facts, by the input's key."""
-    if key in ("started", "scheduled", "completed", "deleted", "created"):
-        facts.fold_time(key, result)
-        return
-    folders: dict[str, Callable[[list[Any]], None]] = {
-        "allocatable": facts.fold_allocatable,
-        "pod_info": facts.fold_pod_info,
-        "requests": facts.fold_requests,
-        "owners": facts.fold_owners,
-        "scheduler": facts.fold_scheduler,
-        "selectors": facts.fold_selectors,
-        "tolerations": facts.fold_tolerations,
-        "taints": facts.fold_taints,
-        "node_info": facts.fold_node_info,
-    }
-    folders[key](result)
-
-
 def _ceil(grid: Grid, window: float) -> float:
-    """The last window's end: the grid's end, rounded up to a whole window."""
+    """The grid's end, rounded up to a whole window."""
     return grid.start + math.ceil(grid.steps * grid.step / window) * window

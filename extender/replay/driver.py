@@ -1,22 +1,9 @@
 """A History replayed under one scheduler model, with the simulation's metric pipeline.
 
-Time moves in ticks of gcd(step, scrape, rule and refresh intervals). At each tick
-boundary, in this order (the simulation's order, extender.simulation.run): the step
-just ended is observed by the metric pipeline and, at a step's end, recorded (and kept in
-the ledger the peers' agents average); nodes join or leave; Prometheus scrapes and
-evaluates its rule (each when due); the model's plugins and extender read what they read
-(our refresher, load-watcher, the koordlets, each on its own interval); pods waiting for
-a node are retried; then the tick's events in time order: departures, pods that keep
-their node binding there, and arrivals, each decided at its arrival time.
-
-Memory, which no input measures per pod, is what the pods on a node request over its
-allocatable (the simulation's convention: pods use the memory they request).
-
-A replayed pod placed at time s uses, from s plus its real start-up delay on, what it
-really used from its real start on, step by step (`ReplayPod.usage`), and ends as long
-after as it really ran. A node's CPU at a step is (background + its replayed pods' use) /
-cores; in the `real` run every pod goes where it went when it did, so that figure is the
-node's measured CPU again: the "as it happened" row.
+Each tick boundary runs in the simulation's order (extender.simulation.run), then the tick's
+events: departures, pods keeping their node, arrivals. A replayed pod uses, from its bind
+plus its real start-up delay, what it really used step by step; in the `real` run every pod
+goes where and when it went: the "as it happened" row.
 """
 
 from __future__ import annotations
@@ -24,33 +11,26 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from enum import IntEnum
 
+from extender.policy.settings import Settings
 from extender.replay.model import History, ReplayNode, ReplayPod, Role
-from extender.replay.models import REAL, SchedulerModel, node_spec
-from extender.simulation.framework import Feeds
-from extender.simulation.ledger import NodeLedger, PodMeter
-from extender.simulation.prometheus import MetricPipeline, Pipeline
-from extender.simulation.rebalance import Placed as Moved
-from extender.simulation.rebalance import Rebalancer
-from extender.simulation.run import RunResult
-from extender.simulation.stats import PeakCalibration, Recorder
-from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
+from extender.replay.models import REAL, SCHEDULERS, Options, build, node_spec
+from extender.simulation.experiment import fork_map
+from extender.simulation.prometheus import Pipeline
+from extender.simulation.run import Cluster, RunResult
+from extender.simulation.scheduler import KubeScheduler
+from extender.simulation.upstream import NodeRequests
+from extender.simulation.workload import PodSpec
 
 KEPT = frozenset({Role.EARLIER, Role.OTHER_SCHEDULER, Role.PINNED, Role.OUTSIDE})
 
 
-class Event(IntEnum):
-    """At one instant, departures first, then binds of pods that keep their node, then
-    arrivals (the order of the value)."""
-
-    END = 0
-    KEPT_END = 1
-    KEPT_BIND = 2
-    ARRIVAL = 3
+# Event kinds: at one instant, departures first, then pods keeping their node, then arrivals.
+END, KEPT_END, KEPT_BIND, ARRIVAL = range(4)
 
 
 @dataclass(slots=True)
@@ -58,20 +38,15 @@ class Placed:
     pod: ReplayPod
     spec: PodSpec
     node: str
-    first: int = 0
-    """The step its use begins on its node."""
-    at: float = 0.0
-    """When it was placed, seconds into the replay."""
+    first: int  # the step its use begins on its node
 
 
 TEMPLATE_HASH = "replayed"
-"""The simulation names a Deployment's ReplicaSet `<deployment>-<hash>`; the stock owner rule
-names the Deployment only, so every pod of one Deployment shares this stand-in hash."""
+"""The stock owner rule names the Deployment only: its pods share this stand-in hash."""
 
 
 def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) -> ReplayPod:
-    """The pod its ReplicaSet creates at `at` once `pod` is evicted `done` steps into its
-    use: it uses the rest of what `pod` would have, from the moment it is placed."""
+    """The pod its ReplicaSet creates at `at`, `pod` evicted `done` steps into its use."""
     rest = pod.usage[done:]
     return replace(
         pod,
@@ -86,9 +61,7 @@ def successor(pod: ReplayPod, at: float, done: int, generation: int, step: int) 
 
 
 def spec_of(pod: ReplayPod, start: float) -> PodSpec:
-    """The pod as the simulation's schedulers take it, its arrival in seconds from `start`.
-    A Deployment's pods carry their workload (the namespace joined to its name: the
-    simulation has one namespace); other pods are bare to the simulation."""
+    """The pod as the simulation's schedulers take it (a Deployment's: `namespace.name`)."""
     workload = ""
     if pod.workload is not None and pod.workload.startswith("deployment "):
         workload = pod.workload.removeprefix("deployment ").replace("/", ".")
@@ -104,29 +77,19 @@ def spec_of(pod: ReplayPod, start: float) -> PodSpec:
     )
 
 
-class Replay:
-    """The mutable state of one run; `replay` drives it. Times are seconds from the grid's
-    start (`r`), as the simulation's are from a scenario's."""
+class Replay(Cluster):
+    """The mutable state of one run; times are seconds from the grid's start (`r`)."""
 
-    def __init__(self, history: History, model: SchedulerModel | None, pipeline: Pipeline) -> None:
+    def __init__(self, history: History, model: KubeScheduler | None, pipeline: Pipeline) -> None:
         grid = history.grid
         if grid.step != int(grid.step):
             raise ValueError("the replay's step must be whole seconds")
+        step = int(grid.step)
+        super().__init__(model, pipeline, grid.measured_from * step, step, pipeline.rate_window)
         self.history = history
         self.grid = grid
-        self.model = model
-        self.pipeline = pipeline
-        self.step = int(grid.step)
-        self.tick = math.gcd(self.step, pipeline.tick)
-        self.metrics = MetricPipeline(pipeline)
-        self.recorder = Recorder(grid.measured_from * self.step, self.step)
-        self.calibration = PeakCalibration()
-        self.ledger = NodeLedger(self.step)
-        self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pipeline.rate_window)
-        self.joined: dict[str, NodeSpec] = {}
-        self.memory: dict[str, float] = {}
-        """node -> its pods' memory requests over its allocatable."""
-        self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
+        self.step = step
+        self.tick = math.gcd(step, pipeline.tick)
         self.load = {n: array("d", bytes(8 * grid.steps)) for n in history.nodes}
         """node -> cores its replayed pods use, per step."""
         self.present: dict[str, ReplayNode] = {}
@@ -134,49 +97,45 @@ class Replay:
         self.kept: dict[str, dict[str, PodSpec]] = {}
         """node -> uid -> pods keeping that node, running now."""
         self.running: dict[str, Placed] = {}
-        self.waiting: list[tuple[ReplayPod, PodSpec]] = []
-        self.placements: dict[str, str] = {}
+        self.pods: dict[str, ReplayPod] = {}  # uid -> each replayed pod offered and not yet placed
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
-        self.offered = self.overcommitted = self.lost = self.moved = 0
-        ours = model.scheduler.extender if model is not None else None
-        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
+        self.offered = self.lost = 0
 
     # --- events
-    def push(self, t: float, kind: Event, pod: ReplayPod, node: str = "") -> None:
+    def push(self, t: float, kind: int, pod: ReplayPod, node: str = "") -> None:
         heapq.heappush(self.events, (t, kind, next(self._seq), pod, node))
 
     def schedule_events(self, real: bool) -> None:
         start = self.grid.start
         for pod in self.history.pods:
             if pod.role in KEPT and pod.node is not None:
-                self.push(max(pod.bound, start) - start, Event.KEPT_BIND, pod, pod.node)
+                self.push(max(pod.bound, start) - start, KEPT_BIND, pod, pod.node)
             elif pod.role is Role.REPLAYED:
                 self.offered += 1
-                self.push((pod.bound if real else pod.arrival) - start, Event.ARRIVAL, pod)
+                self.push((pod.bound if real else pod.arrival) - start, ARRIVAL, pod)
 
-    def due(self, until: float) -> Iterator[tuple[float, Event, ReplayPod, str]]:
+    def due(self, until: float) -> Iterator[tuple[float, int, ReplayPod, str]]:
         while self.events and self.events[0][0] < until:
             r, kind, _, pod, node = heapq.heappop(self.events)
-            yield r, Event(kind), pod, node
+            yield r, kind, pod, node
 
     # --- CPU and memory
-    def utilisation(self, node: ReplayNode, k: int) -> float:
-        """Demand: (background + replayed pods' use) / cores, uncapped."""
-        return (node.background[k] + self.load[node.name][k]) / node.cores
-
-    def requested(self, spec: PodSpec, node: str, sign: int) -> None:
-        where = self.history.nodes.get(node)
-        if where is not None and where.memory > 0 and node in self.memory:
-            self.memory[node] += sign * spec.memory / where.memory
+    def occupy(self, spec: PodSpec, node: str, sign: int) -> None:
+        """A pod keeping its real node: kube-scheduler's cache counts its requests all the same."""
+        self.requested(spec, node, sign)
+        cache = self.scheduler.nodes.get(node) if self.scheduler is not None else None
+        if cache is not None and sign > 0:
+            cache.add(spec.cpu_milli, spec.memory, spec.replicaset)
+        elif cache is not None:
+            cache.remove(spec.cpu_milli, spec.memory, spec.replicaset)
 
     def observe_and_record(self, r: int, elapsed: int) -> None:
-        """The step holding r - tick ran `elapsed` seconds since the pipeline last looked;
-        at a step's end it is recorded."""
+        """The step holding r - tick ran `elapsed` s since the last look; recorded at its end."""
         k = (r - self.tick) // self.step
         demand = [(bg[k] + load[k]) * inverse for bg, load, inverse in self._columns]
         cpu = [min(1.0, d) for d in demand]
-        if self.model is not None:
+        if self.scheduler is not None:
             observe = self.metrics.observe
             for name, u in zip(self.present, cpu, strict=True):
                 observe(name, u, elapsed)
@@ -185,12 +144,11 @@ class Replay:
             self.recorder.record(k * self.step, cpu, demand, names)
             if k * self.step >= self.recorder.start:
                 self.calibration.observe(k * self.step, names, cpu)
-            if self.model is not None:
+            if self.scheduler is not None:
                 for name, d in zip(self.present, demand, strict=True):
                     self.ledger.record(k, name, d, self.memory[name])
 
     def columns(self) -> list[tuple[array[float], array[float], float]]:
-        """Per present node, in order: its background, its load and 1 / its cores."""
         return [(n.background, self.load[n.name], 1.0 / n.cores) for n in self.present.values()]
 
     # --- nodes
@@ -206,120 +164,88 @@ class Replay:
                 self._columns = self.columns()
                 self.joined.pop(node.name, None)
                 self.memory.pop(node.name, None)
-                if self.model is not None:
-                    self.model.remove_node(node.name)
+                if self.scheduler is not None:
+                    self.scheduler.nodes.pop(node.name, None)
 
     def join(self, node: ReplayNode) -> None:
         self.present[node.name] = node
         self._columns = self.columns()
         self.joined[node.name] = node_spec(node)
         self.memory[node.name] = 0.0
+        if self.scheduler is not None:
+            cpu = round(node.cores * 1000)
+            self.scheduler.nodes[node.name] = NodeRequests(
+                node.name, cpu, node.memory, node.max_pods
+            )
         for spec in self.kept.get(node.name, {}).values():
-            self.requested(spec, node.name, 1)
-        if self.model is not None:
-            self.model.add_node(node)
-            for spec in self.kept.get(node.name, {}).values():
-                self.model.occupy(spec, node.name)
+            self.occupy(spec, node.name, 1)
 
     # --- pods
-    def place(self, pod: ReplayPod, spec: PodSpec, node: str, r: float) -> None:
+    def bind(self, pod: ReplayPod, spec: PodSpec, node: str, r: float) -> None:
         grid = self.grid
         where = self.history.nodes.get(node)
+        first = grid.index(grid.start + r + pod.startup)
         if where is not None:
             k = grid.index(grid.start + r)
-            self.recorder.placed(r, min(1.0, self.utilisation(where, k)), node)
-            load, first = self.load[node], grid.index(grid.start + r + pod.startup)
+            use = (where.background[k] + self.load[node][k]) / where.cores
+            self.recorder.placed(r, min(1.0, use), node)
+            load = self.load[node]
             for i in range(max(0, -first), min(len(pod.usage), grid.steps - first)):
                 load[first + i] += pod.usage[i]
-        self.placements[pod.uid] = node
-        first = grid.index(grid.start + r + pod.startup)
-        self.running[pod.uid] = Placed(pod, spec, node, first, r)
-        self.requested(spec, node, 1)
-        self.meter.started(spec, node, r)
-        self.push(r + pod.startup + pod.runs, Event.END, pod, node)
+        self.running[pod.uid] = Placed(pod, spec, node, first)
+        self.started(spec, node, r)
+        self.push(r + pod.startup + pod.runs, END, pod, node)
 
-    def decide(self, pod: ReplayPod, spec: PodSpec, r: float) -> bool:
-        assert self.model is not None
-        node = self.model.schedule(spec, r)
-        if node is None:
-            return False
-        cache = self.model.scheduler.nodes[node]
-        if cache.cpu_requested > cache.cpu or cache.memory_requested > cache.memory > 0:
-            self.overcommitted += 1
-        self.place(pod, spec, node, r)
-        return True
+    def place(self, pod: PodSpec, t: float) -> bool:
+        node = self.decide(pod, t)
+        if node is not None:
+            self.bind(self.pods.pop(pod.uid), pod, node, t)
+        return node is not None
 
     def end(self, placed: Placed, r: float) -> None:
         self.running.pop(placed.pod.uid, None)
-        self.requested(placed.spec, placed.node, -1)
-        self.meter.stopped(placed.spec)
-        if self.model is not None:
-            self.model.unbind(placed.spec, placed.node, r)
+        self.stopped(placed.spec, placed.node, r)
 
-    def retry(self, r: float) -> None:
-        still = []
-        for pod, spec in self.waiting:
-            if self.decide(pod, spec, r):
-                self.recorder.waited(spec.arrival, r)
-            else:
-                still.append((pod, spec))
-        self.waiting = still
+    def evict(self, uid: str, t: float) -> PodSpec:
+        """What the pod would still have used leaves its node; its successor uses the rest."""
+        placed = self.running[uid]
+        done = max(0, self.grid.index(self.grid.start + t) - placed.first)
+        load = self.load[placed.node]
+        for i in range(done, len(placed.pod.usage)):
+            if 0 <= placed.first + i < self.grid.steps:
+                load[placed.first + i] -= placed.pod.usage[i]
+        self.end(placed, t)
+        pod = successor(placed.pod, self.grid.start + t, done, self.moved, self.step)
+        self.pods[pod.uid] = pod
+        return spec_of(pod, self.grid.start)
 
-    def handle(self, r: float, kind: Event, pod: ReplayPod, node: str, real: bool) -> None:
+    def handle(self, r: float, kind: int, pod: ReplayPod, node: str, real: bool) -> None:
         start = self.grid.start
-        if kind is Event.END:
+        if kind == END:
             placed = self.running.get(pod.uid)
             if placed is not None and placed.node == node:
                 self.end(placed, r)
-        elif kind is Event.KEPT_BIND:
+        elif kind == KEPT_BIND:
             spec = spec_of(pod, start)
             self.kept.setdefault(node, {})[pod.uid] = spec
             if node in self.present:
-                self.requested(spec, node, 1)
-                if self.model is not None:
-                    self.model.occupy(spec, node)
+                self.occupy(spec, node, 1)
             if pod.end < self.grid.end:
-                self.push(pod.end - start, Event.KEPT_END, pod, node)
-        elif kind is Event.KEPT_END:
+                self.push(pod.end - start, KEPT_END, pod, node)
+        elif kind == KEPT_END:
             gone = self.kept.get(node, {}).pop(pod.uid, None)
             if gone is not None and node in self.present:
-                self.requested(gone, node, -1)
-                if self.model is not None:
-                    self.model.vacate(gone, node)
+                self.occupy(gone, node, -1)
         elif real:
             assert pod.node is not None
-            self.place(pod, spec_of(pod, start), pod.node, r)
+            self.bind(pod, spec_of(pod, start), pod.node, r)
         else:
-            spec = spec_of(pod, start)
-            if not self.decide(pod, spec, r):
-                self.waiting.append((pod, spec))
-
-
-def rebalance(run: Replay, r: float) -> None:
-    """Our rebalancer's check (ours as shipped evicts): each pod it moves stops, what
-    it would still have used leaves its node, and a successor that uses the rest
-    arrives at once, as its ReplicaSet would create it."""
-    if run.rebalancer is None or r % run.rebalancer.interval:
-        return
-    live = {u: Moved(p.spec, p.node, EPOCH + p.at) for u, p in run.running.items()}
-    k = run.grid.index(run.grid.start + r)
-    for uid in run.rebalancer.check(live, EPOCH + r):
-        placed = run.running[uid]
-        done = max(0, k - placed.first)
-        load = run.load[placed.node]
-        for i in range(done, len(placed.pod.usage)):
-            if 0 <= placed.first + i < run.grid.steps:
-                load[placed.first + i] -= placed.pod.usage[i]
-        run.end(placed, r)
-        run.moved += 1
-        pod = successor(placed.pod, run.grid.start + r, done, run.moved, run.step)
-        spec = spec_of(pod, run.grid.start)
-        if not run.decide(pod, spec, r):
-            run.waiting.append((pod, spec))
+            self.pods[pod.uid] = pod
+            self.offer(spec_of(pod, start), r)
 
 
 def replay(
-    history: History, model: SchedulerModel | None, pipeline: Pipeline, seed: int = 1
+    history: History, model: KubeScheduler | None, pipeline: Pipeline, seed: int = 1
 ) -> RunResult:
     """Run `history` under `model`; None: the real placements ("as it happened")."""
     real = model is None
@@ -339,29 +265,50 @@ def replay(
         if r % run.step == 0:
             run.nodes_change(r // run.step, r)
         if model is not None:  # what happened reads no metric
-            if r % p.scrape_interval == 0:
-                run.metrics.scrape(list(run.present), run.memory)
-            if r % p.rule_interval == 0:
-                run.metrics.evaluate(r)
-            model.observe(r, run.feeds)
-            if r >= run.recorder.start:
-                run.calibration.predicted(r, model.scheduler.predicted_peaks())
+            run.look(r)
             run.retry(r)
-            rebalance(run, r)
+            run.rebalance(r)
         for at, kind, pod, node in run.due(r + tick):
             run.handle(at, kind, pod, node, real)
-    for _, spec in run.waiting:
-        run.recorder.waited(spec.arrival, end, placed=False)
-    metrics = run.recorder.metrics(
-        len(run.waiting), run.offered, run.moved, run.calibration.shares()
-    )
-    return RunResult(
-        scenario="replay",
-        seed=seed,
-        scheduler=REAL if model is None else model.name,
-        metrics=metrics,
-        bands=tuple(run.recorder.bands),
-        placements=run.placements,
-        unplaced=frozenset(pod.uid for pod, _ in run.waiting),
-        overcommitted=run.overcommitted,
-    )
+    name = REAL if model is None else model.name
+    return run.result("replay", seed, name, run.offered, end)
+
+
+LONGEST_FIRST = (*SCHEDULERS[1:], SCHEDULERS[0], REAL)  # ours and the peers read metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    history: History
+    settings: Settings
+    options: Options
+    pipeline: Pipeline
+
+
+def one(name: str, w: Work) -> tuple[RunResult, float]:
+    """One row's run and the CPU seconds it took."""
+    began = time.process_time()
+    model = None if name == REAL else build(name, w.settings, w.options)
+    return replay(w.history, model, w.pipeline, w.options.seed), time.process_time() - began
+
+
+def run_all(
+    work: Work,
+    jobs: int,
+    progress: Callable[[float], None],
+    models: Sequence[str] = SCHEDULERS,
+    cpu: dict[str, float] | None = None,
+) -> dict[str, RunResult]:
+    """Row name -> its run, the real placements first; `cpu` gets each row's CPU seconds."""
+    names = [REAL, *(m for m in SCHEDULERS if m in models)]
+    spent = cpu if cpu is not None else {}
+    progress(0.0)
+
+    def finished(name: str, result: tuple[RunResult, float]) -> None:
+        spent[name] = result[1]
+        progress(len(spent) / len(names))
+
+    first = [n for n in LONGEST_FIRST if n in names] if jobs > 1 else names
+    runs = fork_map(one, work, first, jobs, finished)
+    progress(1.0)
+    return {name: runs[name][0] for name in names}

@@ -1,20 +1,7 @@
-"""The facts a replay needs, folded chunk by chunk from range-query answers.
+"""The facts a replay needs, folded chunk by chunk from range-query answers. Pure.
 
-Each answer is a Prometheus matrix (`[{"metric": {labels}, "values": [[t, "v"], ...]}]`),
-read once and dropped: what stays is compact (a float32 per node and step for node CPU,
-per replayed pod and step of its life for its use, a few numbers per pod). Two kinds of
-input:
-
-- fine series, at the grid's step: node CPU (the policy's query) and each replayed pod's
-  measured use (the stock per-container rule, summed per pod);
-- window series, `max_over_time(...[W])` answered every W: what kube-state-metrics says
-  of pods and nodes. Their values carry exact times (creation, start, completion,
-  deletion), so a coarse window loses nothing but the moment a pod's series ends, which
-  is used only when no time says it: kube_pod_info is counted per window instead, and
-  the samples in the last window its series was seen say how long into that window the
-  pod was still there, to within a scrape.
-
-Pure: no I/O.
+Each answer is read once and dropped: what stays is float32 per node and step (node CPU)
+and per replayed pod and step (its use), and a few numbers per pod from the window series.
 """
 
 from __future__ import annotations
@@ -25,14 +12,60 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.replay.keys import TIMES, KeyLabels
 from extender.replay.model import Grid
 
 Labels = Mapping[str, str]
 NAN = math.nan
 
-# Tolerations the API server's admission adds to every pod (DefaultTolerationSeconds):
-# they say nothing about where a pod may go.
+TIMES = ("created", "started", "scheduled", "completed", "deleted")
+POD = ("namespace", "pod", "uid")
+KEYS: dict[str, tuple[str, ...]] = {
+    "allocatable": ("node", "resource"),
+    "node_info": ("node", "internal_ip"),
+    "taints": ("node",),
+    "pod_info": POD,
+    **dict.fromkeys(TIMES, POD),
+    "requests": (*POD, "resource"),
+    "scheduler": (*POD, "name"),
+    "selectors": POD,
+    "tolerations": POD,
+    "owners": ("namespace", "pod", "workload"),
+}
+"""A window input's key -> the labels its series are told apart by."""
+
+
+class KeyLabels:
+    """The labels series had and lacked: without `uid` (kube-state-metrics before v2.1,
+    kubernetes/kube-state-metrics#1304) one pod becomes two; the collector names each."""
+
+    def __init__(self) -> None:
+        self.had: dict[str, set[str]] = {}
+        self.lacked: dict[str, set[str]] = {}
+
+    def note(self, key: str, labels: Mapping[str, str]) -> None:
+        for label in KEYS[key]:
+            into = self.had if labels.get(label) else self.lacked
+            into.setdefault(key, set()).add(label)
+
+    def bound(self) -> None:
+        """A kube_pod_info series named a node."""
+        self.had.setdefault("pod_info", set()).add("node")
+
+    def lacking(self) -> list[tuple[str, str, bool]]:
+        """(input key, label, on every series) of each label lacked."""
+        out = [
+            (key, label, label not in self.had.get(key, set()))
+            for key, labels in KEYS.items()
+            for label in labels
+            if label in self.lacked.get(key, set())
+        ]
+        folded = "pod_info" in self.lacked or "pod_info" in self.had
+        if folded and "node" not in self.had.get("pod_info", set()):
+            out.append(("pod_info", "node", True))
+        return out
+
+
+# DefaultTolerationSeconds admission adds these to every pod: they tell nothing.
 DEFAULT_TOLERATIONS = frozenset(
     {"node.kubernetes.io/not-ready:NoExecute", "node.kubernetes.io/unreachable:NoExecute"}
 )
@@ -40,7 +73,7 @@ TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 def samples(series: Mapping[str, Any]) -> Iterable[tuple[float, float]]:
-    """(time, value) of one series of a matrix, non-numbers and NaN/Inf left out."""
+    """(time, value) of one series of a matrix, finite numbers only."""
     values = series.get("values")
     if not isinstance(values, list):
         return
@@ -53,14 +86,6 @@ def samples(series: Mapping[str, Any]) -> Iterable[tuple[float, float]]:
             yield t, v
 
 
-def last_value(series: Mapping[str, Any]) -> float | None:
-    """The series' latest value (None: it has none)."""
-    found = None
-    for _, value in samples(series):
-        found = value
-    return found
-
-
 def labels_of(series: Mapping[str, Any]) -> Labels:
     labels = series.get("metric")
     return labels if isinstance(labels, dict) else {}
@@ -68,7 +93,7 @@ def labels_of(series: Mapping[str, Any]) -> Labels:
 
 @dataclass(slots=True)
 class Trace:
-    """One series at the grid's step, kept from its first step on (NaN: no value)."""
+    """One series at the grid's step, from its first step on (NaN: no value)."""
 
     first: int
     values: array[float] = field(default_factory=lambda: array("f"))
@@ -98,7 +123,6 @@ class NodeFacts:
     memory: int = 0
     max_pods: int = 110
     cpu: Trace | None = None
-    """Utilisation 0..1 per step, as the policy's CPU query answers."""
     taints: set[str] = field(default_factory=set)
 
 
@@ -110,18 +134,15 @@ class PodFacts:
     nodes: dict[str, float] = field(default_factory=dict)
     """node -> the first window it was seen bound there."""
     first_seen: float = math.inf
-    """Window bounds of any kube_pod_info series: (first - W, last]."""
     last_seen: float = -math.inf
     tail: tuple[float, float] | None = None
-    """(the last window its kube_pod_info series with a node was seen in, its samples
-    there): where its end falls when no time says it."""
+    """(the last window kube_pod_info saw it bound, its samples there): where it ended."""
     created: float | None = None
     started: float | None = None
     scheduled: float | None = None
     completed: float | None = None
     deleted: float | None = None
-    cpu: float = 0.0
-    """Cores requested (sum over containers; the highest seen)."""
+    cpu: float = 0.0  # cores requested (summed over containers, the highest seen)
     memory: float = 0.0
     created_by: str = ""
     workload: str | None = None
@@ -132,29 +153,24 @@ class PodFacts:
 
     @property
     def node(self) -> str | None:
-        """The node it ran on: the first one it was seen bound to."""
         return min(self.nodes, key=lambda n: self.nodes[n]) if self.nodes else None
 
 
 class Facts:
-    """Everything folded so far; `seen` names the inputs that answered with any series."""
+    """Everything folded so far; `seen` names the inputs that told something."""
 
     def __init__(self, grid: Grid, window: float, scrape: float = 30.0) -> None:
         self.grid = grid
         self.window = window
-        self.scrape = scrape
-        """Seconds between kube-state-metrics' scrapes: what a kube_pod_info sample spans."""
+        self.scrape = scrape  # what a kube_pod_info sample spans
         self.nodes: dict[str, NodeFacts] = {}
         self.pods: dict[tuple[str, str, str], PodFacts] = {}
         self._by_name: dict[tuple[str, str], list[PodFacts]] = {}
         self.usage: dict[tuple[str, str], Trace] = {}
-        """(namespace, pod) -> its measured use in cores (pods created in the range)."""
         self.seen: set[str] = set()
-        self.ips: dict[str, str] = {}
-        """InternalIP -> node, for policies whose CPU query names nodes by `instance`."""
+        self.ips: dict[str, str] = {}  # InternalIP -> node, for prometheus.nodeLabel: instance
         self.keys = KeyLabels()  # the labels telling series apart: had, or lacked
-        self.unnamed: Labels | None = None
-        """The labels of a node CPU series no node could be named from (the first seen)."""
+        self.unnamed: Labels | None = None  # the first node CPU series naming no node
 
     # --- keys
     def node(self, name: str) -> NodeFacts:
@@ -179,138 +195,98 @@ class Facts:
         return self._by_name.get((labels.get("namespace", ""), labels.get("pod", "")), [])
 
     # --- window inputs
-    def fold_allocatable(self, result: list[Any]) -> None:
+    def fold(self, key: str, result: list[Any]) -> None:
+        """One window answer, by its input's key (queries.Input.key)."""
         for series in result:
             labels = labels_of(series)
-            self.keys.note("allocatable", labels)
-            name = labels.get("node")
-            last = last_value(series)
-            if not name or last is None:
-                continue
-            node, resource = self.node(name), labels.get("resource")
-            if resource == "cpu":
-                node.cores = last
-            elif resource == "memory":
-                node.memory = int(last)
-            elif resource == "pods":
-                node.max_pods = int(last)
-            self.seen.add("allocatable")
+            self.keys.note(key, labels)
+            if any(True for _ in samples(series)) and self._fold(key, labels, series):
+                self.seen.add(key)
 
-    def fold_node_info(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("node_info", labels)
+    def _fold(self, key: str, labels: Labels, series: Mapping[str, Any]) -> bool:
+        """One series with samples; True when it told something."""
+        if key == "allocatable" or key in TIMES:
+            *_, (_, last) = samples(series)  # fold() passes series with samples only
+            if key == "allocatable":
+                return self._allocatable(labels, last)
+            pod = self.pod(labels)
+            if pod is None or last <= 0:
+                return False
+            setattr(pod, key, last)  # a timestamp: its latest value
+            return True
+        if key == "node_info":
             if labels.get("node") and labels.get("internal_ip"):
                 self.ips[labels["internal_ip"]] = labels["node"]
-
-    def fold_pod_info(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("pod_info", labels)
-            pod = self.pod(labels)
-            if pod is None:
-                continue
-            points = list(samples(series))
-            if not points:
-                continue
-            self.seen.add("pod_info")
-            pod.first_seen = min(pod.first_seen, points[0][0] - self.window)
-            pod.last_seen = max(pod.last_seen, points[-1][0])
-            node = labels.get("node", "")
-            if node:
-                self.keys.bound()
-                pod.nodes[node] = min(pod.nodes.get(node, math.inf), points[0][0])
-                if pod.tail is None or points[-1] > pod.tail:
-                    pod.tail = points[-1]
-            if labels.get("created_by_kind"):
-                pod.created_by = labels["created_by_kind"]
-
-    def fold_time(self, what: str, result: list[Any]) -> None:
-        """A pod timestamp (kube_pod_created, _start_time, ...): its latest value."""
-        assert what in TIMES, what
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note(what, labels)
-            pod = self.pod(labels)
-            value = last_value(series)
-            if pod is not None and value is not None and value > 0:
-                setattr(pod, what, value)
-                self.seen.add(what)
-
-    def fold_requests(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("requests", labels)
-            pod = self.pod(labels)
-            values = [v for _, v in samples(series)]
-            if pod is None or not values:
-                continue
-            self.seen.add("requests")
-            if labels.get("resource") == "cpu":
-                pod.cpu = max(pod.cpu, max(values))
-            elif labels.get("resource") == "memory":
-                pod.memory = max(pod.memory, max(values))
-
-    def fold_owners(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("owners", labels)
-            if not labels.get("workload") or not any(True for _ in samples(series)):
-                continue
-            self.seen.add("owners")
+                return True
+            return False
+        if key == "taints":
+            name, effect = labels.get("node"), labels.get("effect", "")
+            if name and effect in TAINT_EFFECTS:
+                self.node(name).taints.add(f"{labels.get('key', '')}:{effect}")
+                return True
+            return False
+        if key == "owners":
+            if not labels.get("workload"):
+                return False
             kind = labels.get("workload_type", "").lower()
-            for pod in self.named(labels):
-                pod.workload_type = kind
-                pod.workload = f"{kind} {labels.get('namespace')}/{labels['workload']}"
-
-    def fold_scheduler(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("scheduler", labels)
-            pod = self.pod(labels)
-            if pod is not None and labels.get("name") and any(True for _ in samples(series)):
-                pod.scheduler = labels["name"]
-                self.seen.add("scheduler")
-
-    def fold_selectors(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("selectors", labels)
-            pod = self.pod(labels)
-            if pod is None or not any(True for _ in samples(series)):
-                continue
-            self.seen.add("selectors")
+            for found in self.named(labels):
+                found.workload_type = kind
+                found.workload = f"{kind} {labels.get('namespace')}/{labels['workload']}"
+            return True
+        pod = self.pod(labels)
+        if pod is None:
+            return False
+        if key == "pod_info":
+            self._pod_info(pod, labels, list(samples(series)))
+        elif key == "requests":
+            top = max(v for _, v in samples(series))
+            if labels.get("resource") == "cpu":
+                pod.cpu = max(pod.cpu, top)
+            elif labels.get("resource") == "memory":
+                pod.memory = max(pod.memory, top)
+        elif key == "scheduler":
+            if not labels.get("name"):
+                return False
+            pod.scheduler = labels["name"]
+        elif key == "selectors":
             keys = sorted(
                 k.removeprefix("nodeselector_") for k in labels if k.startswith("nodeselector_")
             )
-            if keys:
-                pod.selectors = tuple(keys)
-
-    def fold_tolerations(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("tolerations", labels)
-            pod = self.pod(labels)
-            if pod is None or not any(True for _ in samples(series)):
-                continue
-            self.seen.add("tolerations")
+            pod.selectors = tuple(keys) or pod.selectors
+        elif key == "tolerations":
             text = f"{labels.get('key') or '*'}:{labels.get('effect') or '*'}"
             if text not in DEFAULT_TOLERATIONS:
                 pod.tolerations.add(text)
+        return True
 
-    def fold_taints(self, result: list[Any]) -> None:
-        for series in result:
-            labels = labels_of(series)
-            self.keys.note("taints", labels)
-            name, effect = labels.get("node"), labels.get("effect", "")
-            if name and effect in TAINT_EFFECTS and any(True for _ in samples(series)):
-                self.node(name).taints.add(f"{labels.get('key', '')}:{effect}")
-                self.seen.add("taints")
+    def _allocatable(self, labels: Labels, last: float) -> bool:
+        name, resource = labels.get("node"), labels.get("resource")
+        if not name:
+            return False
+        node = self.node(name)
+        if resource == "cpu":
+            node.cores = last
+        elif resource == "memory":
+            node.memory = int(last)
+        elif resource == "pods":
+            node.max_pods = int(last)
+        return True
+
+    def _pod_info(self, pod: PodFacts, labels: Labels, points: list[tuple[float, float]]) -> None:
+        pod.first_seen = min(pod.first_seen, points[0][0] - self.window)
+        pod.last_seen = max(pod.last_seen, points[-1][0])
+        node = labels.get("node", "")
+        if node:
+            self.keys.bound()
+            pod.nodes[node] = min(pod.nodes.get(node, math.inf), points[0][0])
+            if pod.tail is None or points[-1] > pod.tail:
+                pod.tail = points[-1]
+        if labels.get("created_by_kind"):
+            pod.created_by = labels["created_by_kind"]
 
     # --- fine inputs
     def fold_node_cpu(self, result: list[Any], node_of: Callable[[Labels], str | None]) -> None:
-        """The policy's CPU query; duplicates of one node keep the highest value, as the
-        extender does."""
+        """The policy's CPU query; duplicates of a node keep the highest, as the extender."""
         for series in result:
             labels = labels_of(series)
             name = node_of(labels)
@@ -345,8 +321,7 @@ def fold_trace(
     keep_highest: bool,
     floor: float = -math.inf,
 ) -> bool:
-    """A series' samples into `trace` at their steps (the hot loop of a week's fetch:
-    samples that continue the trace are appended). True when any sample landed."""
+    """A series' samples into `trace` at their steps (a week's hot loop); True if any landed."""
     values = series.get("values")
     if not isinstance(values, list):
         return False

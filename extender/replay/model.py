@@ -1,10 +1,5 @@
-"""What a replay replays: the time grid, the nodes with their background, the pods.
-
-Time is a grid of steps (`--step`, 30 s by default, the stock rule evaluation interval):
-step k covers [start + k*step, start + (k+1)*step), and a series' value at step k is the
-value a range query answered at its start. The grid begins a lead-in before the measured
-range so the metric pipeline is warm when measuring starts; pods that arrived in the
-lead-in, like pods running before it, keep their real node.
+"""What a replay replays: the time grid (a lead-in, then the measured range), nodes with
+their background, pods. Step k covers [start + k*step, start + (k+1)*step).
 """
 
 from __future__ import annotations
@@ -18,11 +13,9 @@ from enum import StrEnum
 @dataclass(frozen=True, slots=True)
 class Grid:
     start: float
-    """Unix seconds of step 0 (the lead-in's start)."""
     step: float
     steps: int
-    measured_from: int
-    """The first measured step: `--from`."""
+    measured_from: int  # the first measured step: `--from`
 
     def __post_init__(self) -> None:
         if self.step <= 0 or self.steps < 1:
@@ -34,7 +27,6 @@ class Grid:
         return self.start + k * self.step
 
     def index(self, t: float) -> int:
-        """The step holding time `t` (may fall outside the grid)."""
         return math.floor((t - self.start) / self.step + 1e-9)
 
     @property
@@ -47,35 +39,25 @@ class Grid:
 
 
 class Role(StrEnum):
-    """What the replay does with a pod."""
-
     REPLAYED = "replayed"
-    """Placed again by each scheduler model, at its arrival."""
     EARLIER = "arrived before the range"
     OTHER_SCHEDULER = "another scheduler's"
     PINNED = "pinned to its node"
     OUTSIDE = "outside the namespaces replayed"
     NEVER_RAN = "never ran"
-    """Pending throughout: stays Pending in every row."""
 
 
 @dataclass(slots=True)
 class ReplayNode:
     name: str
     cores: float
-    """Allocatable CPU."""
-    memory: int
-    """Allocatable bytes (0: unknown, left out of kube-scheduler's scores as upstream does)."""
+    memory: int  # allocatable bytes (0: unknown, left out of the scores as upstream does)
     max_pods: int
     first: int
-    """The first step it is present (has a CPU value)."""
     last: int
-    """The last step it is present."""
     background: array[float]
-    """Cores busy per step with what no scheduler replays: the node's CPU less the replayed
-    pods' measured use (0 outside [first, last])."""
+    """Cores busy per step with what no scheduler replays (0 outside [first, last])."""
     taints: tuple[str, ...] = ()
-    """`key:effect` of its NoSchedule/NoExecute taints (not modelled; named in warnings)."""
 
 
 @dataclass(slots=True)
@@ -84,26 +66,18 @@ class ReplayPod:
     name: str
     uid: str
     role: Role
-    why: str
-    """Why the role (e.g. "DaemonSet", "nodeSelector", "scheduler my-scheduler")."""
-    node: str | None
-    """The node it really ran on (None: it never ran)."""
+    why: str  # why the role (e.g. "DaemonSet", "nodeSelector", "scheduler my-scheduler")
+    node: str | None  # where it really ran (None: never)
     arrival: float
-    """Its creation: when a scheduler first sees it."""
     bound: float
-    """When it was really bound (its scheduled time, else its start)."""
-    start: float
-    """When its measured use really began (its start time)."""
+    start: float  # when its measured use began
     end: float
-    """When it really ended (the grid's end when it still runs)."""
     cpu_milli: int
     memory: int
     usage: array[float] = field(default_factory=lambda: array("f"))
-    """Cores used per step from the step holding `start` on, gaps filled (replayed pods)."""
-    workload: str | None = None
-    """`kind namespace/name` of its owner, from the stock owner rule."""
+    """Cores used per step from the step holding `start` on (replayed pods)."""
+    workload: str | None = None  # `kind namespace/name` of its owner, from the stock owner rule
     tolerations: tuple[str, ...] = ()
-    """`key:effect` of tolerations beyond the defaults every pod gets."""
 
     @property
     def key(self) -> str:
@@ -111,12 +85,10 @@ class ReplayPod:
 
     @property
     def startup(self) -> float:
-        """Seconds from its bind to its use beginning (image pulls, init containers)."""
         return max(0.0, self.start - self.bound)
 
     @property
     def runs(self) -> float:
-        """Seconds it ran."""
         return max(0.0, self.end - self.start)
 
     @property
@@ -129,9 +101,4 @@ class History:
     grid: Grid
     nodes: dict[str, ReplayNode]
     pods: list[ReplayPod]
-    """Sorted by arrival."""
     notes: list[str] = field(default_factory=list)
-    """What the reconstruction noticed (gaps filled, values clamped, inputs missing)."""
-
-    def by_role(self, role: Role) -> list[ReplayPod]:
-        return [p for p in self.pods if p.role is role]

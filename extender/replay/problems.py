@@ -1,21 +1,12 @@
-"""Why a replay cannot run, in one message each: the command prints it and exits non-zero.
-
-Every bad input the replay meets ends here, never in a traceback: a server that does not
-answer or refuses us, a range with no data or without the series the replay reads (each
-named, with the kube-prometheus-stack setting that records it), a range too large for
-memory, a range the server's retention no longer holds.
-"""
+"""Why a replay cannot run, in one message each: the command prints it and exits non-zero."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from extender.policy.windows import duration
 from extender.replay.queries import setting_of
-
-EXIT = 1
 
 
 class ReplayProblem(Exception):
@@ -27,7 +18,7 @@ class Unreachable(ReplayProblem):
 
 
 class Refused(ReplayProblem):
-    """The server answered 401 or 403: our credentials (or tenant) are not accepted."""
+    """The server answered 401 or 403."""
 
 
 class NoData(ReplayProblem):
@@ -65,10 +56,11 @@ LABELS = {
     "uid": "pods are told apart by namespace, pod and uid; kube-state-metrics puts uid on "
     "every pod series from v2.1 on (before, on kube_pod_info only): upgrade it, or drop the "
     "metricRelabelings that remove it",
-    "namespace": "which pod: kube-state-metrics' target needs honorLabels: true, or its "
-    "namespace and pod become exported_namespace and exported_pod",
-    "pod": "which pod: kube-state-metrics' target needs honorLabels: true, or its namespace "
-    "and pod become exported_namespace and exported_pod",
+    **dict.fromkeys(
+        ("namespace", "pod"),
+        "which pod: kube-state-metrics' target needs honorLabels: true, or its namespace and "
+        "pod become exported_namespace and exported_pod",
+    ),
     "node": "which node (on kube_pod_info: where each pod ran; without it every pod looks "
     "Pending): check metricRelabelings",
     "resource": "which resource: check metricRelabelings",
@@ -85,8 +77,7 @@ def missing(
     end: float,
     lacking: Sequence[tuple[str, str, bool]] = (),
 ) -> MissingSeries:
-    """`names`: (series, what it is for); `lacking`: (series, label, on every series),
-    named first: a missing label may be why a rule built on it records nothing."""
+    """`lacking` first: a missing label may be why a rule built on it records nothing."""
     span = f"between {when(start)} and {when(end)}"
     parts = []
     if lacking:
@@ -124,26 +115,20 @@ def no_data(start: float, end: float, url: str) -> NoData:
 
 
 def retention_seconds(text: str | None) -> float | None:
-    """The time part of a retention ("15d", "10d or 50GiB", "1h30m", VictoriaMetrics'
-    "12M" months), or None when it has none."""
+    """The time part of a retention ("15d", "10d or 50GiB", VictoriaMetrics' "12M"), or None."""
     if not text:
         return None
     return duration(text.split(" or ")[0].strip())
 
 
-def beyond_retention(
-    start: float, held_from: float | None, retention: str | None, now: float
-) -> BeyondRetention | None:
-    """A problem when the server's retention no longer holds `start`: its stated
-    retention says so, or (held_from) its data begins later. None when it may hold it."""
+def beyond_retention(start: float, retention: str | None, now: float) -> BeyondRetention | None:
+    """A problem when the server's retention no longer holds `start`, else None."""
     seconds = retention_seconds(retention)
-    kept_from = now - seconds if seconds is not None else None
-    if kept_from is None or start >= kept_from:
+    if seconds is None or start >= now - seconds:
         return None
-    begins = held_from if held_from is not None and math.isfinite(held_from) else kept_from
     return BeyondRetention(
         f"the range starts {when(start)}, but the server keeps {retention} (data from "
-        f"{when(begins)} on): use --from {when(max(begins, kept_from))} or later"
+        f"{when(now - seconds)} on): use --from {when(now - seconds)} or later"
     )
 
 

@@ -1,11 +1,5 @@
-"""The PromQL a replay asks, and which kube-prometheus-stack setting records each series.
-
-Window queries (`max_over_time(...[W])` every W) read what kube-state-metrics says of
-pods and nodes; fine queries, at the grid's step, read node CPU (the policy's own query)
-and pods' measured use (the stock rule, summed per pod, for pods created in the range:
-the only ones the replay moves). Names and expressions: kube-state-metrics'
-docs/metrics/workload/pod-metrics.md and node-metrics.md, kubernetes-mixin's
-rules/apps.libsonnet (the usage and owner rules), node-mixin (instance:node_cpu_*).
+"""The PromQL a replay asks, and which kube-prometheus-stack setting records each series
+(kube-state-metrics' docs/metrics/workload/pod-metrics.md, kubernetes-mixin's rules).
 """
 
 from __future__ import annotations
@@ -46,119 +40,73 @@ PURPOSES = {
     "owners": "pods' workloads",
     "node_info": "node addresses, for prometheus.nodeLabel: instance",
 }
-"""A required window input's key -> what the replay reads it for (named when missing)."""
+"""A required input's key -> what the replay reads it for."""
 
 
 @dataclass(frozen=True, slots=True)
 class Input:
     key: str
-    """What the facts call it (Facts.seen)."""
     series: str
-    """The series named when it is missing."""
     promql: str
     required: bool
 
 
 def matcher(namespaces: frozenset[str], *extra: str) -> str:
-    """`{...}` with the namespace filter (namespaces are DNS labels: no quoting needed)."""
+    """`{...}` with the namespace filter (DNS labels: no quoting needed)."""
     parts = [*extra]
     if namespaces:
         parts.append(f'namespace=~"{"|".join(sorted(namespaces))}"')
     return "{" + ",".join(parts) + "}"
 
 
+WINDOW_INPUTS = (
+    ("allocatable", "kube_node_status_allocatable", "node, resource", True),
+    ("pod_info", "kube_pod_info", "", True),
+    ("created", "kube_pod_created", "", True),
+    ("requests", "kube_pod_container_resource_requests", "", True),
+    ("owners", OWNER_RULE, "namespace, pod, workload, workload_type", True),
+    ("started", "kube_pod_start_time", "", False),
+    ("scheduled", "kube_pod_status_scheduled_time", "", False),
+    ("completed", "kube_pod_completion_time", "", False),
+    ("deleted", "kube_pod_deletion_timestamp", "", False),
+    ("scheduler", "kube_pod_scheduler", ", name", False),
+    ("selectors", "kube_pod_nodeselectors", "", False),
+    ("tolerations", "kube_pod_tolerations", ", key, effect", False),
+    ("taints", "kube_node_spec_taint", "node, key, effect", False),
+)
+"""(key, series, labels kept: a pod's and these when starting with ",", required)."""
+
+
 def window_inputs(window: str, node_ips: bool) -> list[Input]:
-    """What kube-state-metrics says, as `max_over_time(...[window])`: of every pod, since
-    kube-scheduler counts the requests of pods in namespaces the replay leaves alone."""
+    """Every pod's series (kube-scheduler counts the pods the replay leaves alone too)."""
     pod = "namespace, pod, uid"
-
-    def over(name: str, selector: str, by: str) -> str:
-        return f"max by ({by}) (max_over_time({name}{selector}[{window}]))"
-
-    out = [
-        Input(
-            "allocatable",
-            "kube_node_status_allocatable",
-            over(
-                "kube_node_status_allocatable",
-                '{resource=~"cpu|memory|pods"}',
-                "node, resource",
-            ),
-            True,
-        ),
-        Input(
-            "pod_info",
-            "kube_pod_info",
-            # Its samples per window, not its value (always 1): in the window its series
-            # ends, how long into it the pod was still there (facts.PodFacts.tail).
-            f"max by ({pod}, node, created_by_kind) (count_over_time(kube_pod_info[{window}]))",
-            True,
-        ),
-        Input("created", "kube_pod_created", over("kube_pod_created", "", pod), True),
-        Input(
-            "requests",
-            "kube_pod_container_resource_requests",
-            f"sum by ({pod}, resource) (max_over_time(kube_pod_container_resource_requests"
-            f'{{resource=~"cpu|memory"}}[{window}]))',
-            True,
-        ),
-        Input(
-            "owners",
-            OWNER_RULE,
-            over(OWNER_RULE, "", "namespace, pod, workload, workload_type"),
-            True,
-        ),
-    ]
-    for key, name in (
-        ("started", "kube_pod_start_time"),
-        ("scheduled", "kube_pod_status_scheduled_time"),
-        ("completed", "kube_pod_completion_time"),
-        ("deleted", "kube_pod_deletion_timestamp"),
-    ):
-        out.append(Input(key, name, over(name, "", pod), False))
-    out += [
-        Input(
-            "scheduler", "kube_pod_scheduler", over("kube_pod_scheduler", "", f"{pod}, name"), False
-        ),
-        Input(
-            "selectors",
-            "kube_pod_nodeselectors",
-            f"max_over_time(kube_pod_nodeselectors[{window}])",
-            False,
-        ),
-        Input(
-            "tolerations",
-            "kube_pod_tolerations",
-            over("kube_pod_tolerations", "", f"{pod}, key, effect"),
-            False,
-        ),
-        Input(
-            "taints",
-            "kube_node_spec_taint",
-            over("kube_node_spec_taint", "", "node, key, effect"),
-            False,
-        ),
-    ]
+    special = {
+        # Samples per window (its value is 1): when in its last window the pod ended.
+        "pod_info": f"max by ({pod}, node, created_by_kind) "
+        f"(count_over_time(kube_pod_info[{window}]))",
+        "requests": f"sum by ({pod}, resource) (max_over_time("
+        f'kube_pod_container_resource_requests{{resource=~"cpu|memory"}}[{window}]))',
+        "selectors": f"max_over_time(kube_pod_nodeselectors[{window}])",
+        "allocatable": "max by (node, resource) (max_over_time(kube_node_status_allocatable"
+        f'{{resource=~"cpu|memory|pods"}}[{window}]))',
+    }
+    inputs = list(WINDOW_INPUTS)
     if node_ips:
-        out.append(
-            Input(
-                "node_info", "kube_node_info", over("kube_node_info", "", "node, internal_ip"), True
-            )
-        )
+        inputs.append(("node_info", "kube_node_info", "node, internal_ip", True))
+    out = []
+    for key, name, by, required in inputs:
+        by = pod + by if by[:1] in ("", ",") else by
+        promql = special.get(key) or f"max by ({by}) (max_over_time({name}[{window}]))"
+        out.append(Input(key, name, promql, required))
     return out
 
 
 def usage_query(namespaces: frozenset[str], created_from: float) -> str:
-    """Each pod created from `created_from` on: its measured CPU in cores."""
     ns = matcher(namespaces)
     return (
         f"sum by (namespace, pod) ({USAGE_RULE}{ns}) and on (namespace, pod) "
         f"(max by (namespace, pod) (kube_pod_created{ns}) >= {created_from:.0f})"
     )
-
-
-def usage_presence(namespaces: frozenset[str]) -> str:
-    return f"count({USAGE_RULE}{matcher(namespaces)})"
 
 
 def selectors_in(query: str) -> list[str]:

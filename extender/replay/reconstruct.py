@@ -1,25 +1,10 @@
-"""Facts into a History: arrivals, requests, each pod's use relative to its start, and
-each node's background.
+"""Facts into a History: arrivals, requests, each pod's use from its start, each node's
+background (its CPU less the replayed pods' use, clamped at 0). Pure.
 
-- A pod arrives when it was created (kube_pod_created), is bound at its scheduled time
-  (kube_pod_status_scheduled_time, else its start), uses CPU from its start
-  (kube_pod_start_time) and ends at its completion or deletion, else when its
-  kube_pod_info series ends (the grid's end if it still runs): as many scrapes into the
-  last window it was seen in (or after its bind, if that came later) as the window holds
-  samples of it. A pod deleted with no scrape catching its deletion timestamp (one that
-  exits on SIGTERM at once) is known that way to within a scrape, not a window.
-- Its use is what the stock per-container rule measured, summed per pod, from the step
-  holding its start to the step holding its end; the rule's first steps (it needs two
-  scrapes) take its first value, gaps its last one.
-- A node's background is its CPU (the policy's query, times its allocatable cores) less
-  the use of the pods the replay moves: what no scheduler sees (daemons, the system,
-  pods that keep their node, other tenants). Where the measured pods' use exceeds the
-  node's CPU (the two rules are sampled apart) it is clamped at 0 and counted.
-
-Which pods move (Role): those created inside the measured range, bound at some time, by a
-scheduler named in `schedulers` (when kube_pod_scheduler says), neither DaemonSet nor
-static pods nor pods with a nodeSelector, in the `namespaces` asked for (all if none).
-Pure: no I/O.
+A pod arrives at kube_pod_created, is bound at its scheduled time (else its start), uses
+CPU from its start time and ends at its completion or deletion, else where its
+kube_pod_info series ends. Pods are replayed (Role.REPLAYED) when created in the measured
+range, bound, by a scheduler of `schedulers`, not pinned, in `namespaces` (all if none).
 """
 
 from __future__ import annotations
@@ -34,18 +19,17 @@ from extender.replay.model import Grid, History, ReplayNode, ReplayPod, Role
 
 DEFAULT_SCHEDULER = "default-scheduler"
 NON_ZERO_CPU, NON_ZERO_MEMORY = 100, 200 * 1024 * 1024
-"""kube-scheduler's stand-in requests for a container requesting nothing (millicores and
-bytes: pkg/scheduler/util/pod_resources.go), so a best-effort pod is not free to place."""
+"""kubernetes pkg/scheduler/util/pod_resources.go: requests for a pod asking nothing."""
 PINNED_KINDS = {"daemonset": "DaemonSet", "staticpod": "static pod"}
 PINNED_CREATORS = {"DaemonSet": "DaemonSet", "Node": "static pod"}
 
 
 @dataclass(frozen=True, slots=True)
 class Selection:
+    """Pods outside its namespaces (empty: all) or of other schedulers keep their node."""
+
     namespaces: frozenset[str] = frozenset()
-    """Pods outside these keep their node; empty: every namespace is replayed."""
     schedulers: frozenset[str] = field(default_factory=lambda: frozenset({DEFAULT_SCHEDULER}))
-    """Pods of other schedulers keep their node (when kube_pod_scheduler names them)."""
 
 
 def reconstruct(facts: Facts, selection: Selection) -> History:
@@ -181,7 +165,6 @@ def _pod(f: PodFacts, facts: Facts, selection: Selection, notes: list[str]) -> R
 
 
 def use_step(pod: ReplayPod, grid: Grid) -> int:
-    """The step its measured use (`usage[0]`) belongs to, where it really ran."""
     return max(0, grid.index(pod.start))
 
 
@@ -199,7 +182,6 @@ def _usage(pod: ReplayPod, trace: Trace | None, grid: Grid, notes: list[str]) ->
 def _subtract(
     nodes: dict[str, ReplayNode], pods: list[ReplayPod], grid: Grid, notes: list[str]
 ) -> None:
-    """Each node's CPU less the replayed pods' use on it: the background."""
     elsewhere = 0
     for pod in pods:
         if pod.role is not Role.REPLAYED or not pod.usage:

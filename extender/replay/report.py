@@ -1,32 +1,88 @@
-"""Runs into the replay's report: the simulation's table, one column per scheduler.
-
-The rows are the simulation's (extender.simulation.report.ROWS), so a replay reads like a
-simulated scenario; the first column is what happened. The JSON has `simulate --json`'s
-shape: one scenario ("replay") whose `schedulers` map each name to the same figures, each
-a spread over the one run (mean = low = high = the value).
-"""
+"""The replay's report: the simulation's table, real placements first; the JSON simulate's."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from extender.replay.fidelity import FAR, Fidelity
 from extender.replay.model import History, Role
-from extender.replay.models import KUBE_SCHEDULER, REAL
+from extender.replay.models import KUBE_SCHEDULER, REAL, Options
 from extender.replay.problems import when
-from extender.simulation.profiles import SHORT
+from extender.simulation.experiment import Runs
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.report import NO_CHANGE, ROWS
+from extender.simulation.report import block, figures, hosts_text, pipeline_text, plan_json
 from extender.simulation.run import RunResult
-from extender.simulation.summary import spread
+from extender.simulation.summary import ScenarioReport, scenario_report
 
 LABELS = {
     "node_minutes_hot": "hot node-minutes",
     "cpu_p95": "p95 node CPU",
     "cpu_std": "spread across nodes",
 }
+
+
+FAR = 0.25
+NAMED = 5  # pods or nodes named per line
+
+
+@dataclass(frozen=True, slots=True)
+class Fidelity:
+    distance: float
+    differences: dict[str, float]  # metrics field -> |model - real| / max(real, a floor)
+    same_node: float
+    far: bool
+    why: tuple[str, ...]
+
+
+def fidelity(real: RunResult, model: RunResult, history: History) -> Fidelity:
+    """Is the kube-scheduler model faithful here? Beyond FAR from the real row, something the
+    models leave out shaped the real placements: `why` names its traces."""
+    a, b = real.metrics, model.metrics
+    grid = history.grid
+    nodes = history.nodes.values()
+    steps = sum(max(0, n.last - max(n.first, grid.measured_from) + 1) for n in nodes)
+    floor_hot = max(1.0, 0.005 * (steps * grid.step / 60))  # of the node-minutes measured
+    differences = {
+        "node_minutes_hot": abs(b.node_minutes_hot - a.node_minutes_hot)
+        / max(a.node_minutes_hot, floor_hot),
+        "cpu_p95": abs(b.cpu_p95 - a.cpu_p95) / max(a.cpu_p95, 0.01),
+        "cpu_std": abs(b.cpu_std - a.cpu_std) / max(a.cpu_std, 0.01),
+    }
+    replayed = [p for p in history.pods if p.role is Role.REPLAYED]
+    same = sum(1 for p in replayed if model.placements.get(p.uid) == p.node)
+    distance = max(differences.values())
+    far = distance > FAR
+    return Fidelity(
+        distance=distance,
+        differences=differences,
+        same_node=same / len(replayed) if replayed else 1.0,
+        far=far,
+        why=tuple(constraints(history)) if far else (),
+    )
+
+
+def constraints(history: History) -> list[str]:
+    lines = [
+        "not modelled: node affinity, pod (anti-)affinity, topology spread constraints, "
+        "taints and tolerations, volume and port constraints"
+    ]
+    pods = [(p.key, p.tolerations) for p in history.pods if p.role is Role.REPLAYED]
+    nodes = [(n.name, n.taints) for n in history.nodes.values()]
+    for what, items in (
+        ("replayed pods tolerate taints", pods),
+        ("nodes carry NoSchedule/NoExecute taints", nodes),
+    ):
+        named = [(name, keys) for name, keys in items if keys]
+        if named:
+            listed = "; ".join(f"{name} ({', '.join(keys)})" for name, keys in named[:NAMED])
+            lines.append(f"{len(named)} {what}: {listed}" + (" ..." if len(named) > NAMED else ""))
+    lines.append(
+        "kube-state-metrics exports no affinity nor topology spread: look for Deployments "
+        "with affinity or topologySpreadConstraints among the replayed pods' workloads"
+    )
+    return lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +96,7 @@ class Setup:
     pipeline: Pipeline
     namespaces: tuple[str, ...]
     schedulers: tuple[str, ...]
-    max_hosts: int | None
-    weight: int
-    cpu_metric: str
-    seed: int
+    options: Options
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,42 +104,28 @@ class ReplayReport:
     setup: Setup
     history: History
     runs: Mapping[str, RunResult]
-    """Scheduler name -> its run, the real placements first."""
     fidelity: Fidelity
     notes: tuple[str, ...]
 
 
 def roles(history: History) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for pod in history.pods:
-        out[pod.role.value] = out.get(pod.role.value, 0) + 1
-    return out
-
-
-def _change(base: float, value: float) -> str:
-    if base == 0:
-        return "=" if value == 0 else "new"
-    return f"{100 * (value - base) / base:+.0f}%"
+    return dict(Counter(pod.role.value for pod in history.pods))
 
 
 def render(report: ReplayReport) -> str:
     s, history = report.setup, report.history
     days = (s.end - s.start) / 86400
-    p = s.pipeline
-    hosts = "policy's" if s.max_hosts is None else (str(s.max_hosts) if s.max_hosts else "all")
-    fast = f"raw rate window {p.fast_window}s" if p.fast_window else "no raw rate"
     lines = [
         f"decice-extender replay: {s.url}, {when(s.start)} .. {when(s.end)} ({days:.2f} days), "
-        f"step {s.step:g}s; policy {s.policy}, maxHosts {hosts}, extender weight {s.weight}",
-        f"metrics: scrape {p.scrape_interval}s, rate window {p.rate_window}s, rule eval "
-        f"{p.rule_interval}s, {fast}, refresh {p.refresh_interval}s; lead-in "
-        f"{s.lead / 60:g} min; node CPU capped at 100% (demand uncapped); change: against "
-        "kube-scheduler alone",
+        f"step {s.step:g}s; policy {s.policy}, maxHosts {hosts_text(s.options.max_hosts)}, "
+        f"extender weight {s.options.weight}",
+        f"{pipeline_text(s.pipeline)}; lead-in {s.lead / 60:g} min; node CPU capped at 100% "
+        "(demand uncapped); change: against kube-scheduler alone",
         f"history: {len(history.nodes)} nodes, {len(history.pods)} pods ("
         + ", ".join(f"{n} {role}" for role, n in roles(history).items())
         + ")",
         "",
-        *table(report.runs),
+        *block(summary(report.runs), 1, (KUBE_SCHEDULER, REAL)),
         "",
         *fidelity_lines(report),
     ]
@@ -95,28 +134,8 @@ def render(report: ReplayReport) -> str:
     return "\n".join(lines)
 
 
-def table(runs: Mapping[str, RunResult]) -> list[str]:
-    """The simulation's rows, a column per run, each value with its change against
-    kube-scheduler's (but kube-scheduler's own and the real placements')."""
-    names = list(runs)
-    base = runs.get(KUBE_SCHEDULER)
-    rows = [[SHORT.get(n, n) for n in names]]
-    for key, _, fmt in ROWS:
-        row = []
-        for n in names:
-            value = float(getattr(runs[n].metrics, key))
-            text = fmt(value)
-            if base is not None and n not in (KUBE_SCHEDULER, REAL) and key not in NO_CHANGE:
-                text += f" {_change(float(getattr(base.metrics, key)), value):>5}"
-            row.append(text)
-        rows.append(row)
-    width = max(len(label) for _, label, _ in ROWS)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(names))]
-    labels = ["", *(label for _, label, _ in ROWS)]
-    return [
-        f"  {label:<{width}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, widths, strict=True))
-        for label, row in zip(labels, rows, strict=True)
-    ]
+def summary(runs: Mapping[str, RunResult]) -> ScenarioReport:
+    return scenario_report("replay", "", [Runs(1, runs)])
 
 
 def fidelity_lines(report: ReplayReport) -> list[str]:
@@ -158,19 +177,16 @@ def to_json(report: ReplayReport) -> dict[str, Any]:
             "leadIn": s.lead,
             "namespaces": list(s.namespaces),
             "schedulerNames": list(s.schedulers),
-            "pipeline": {**asdict(s.pipeline), "tick": s.pipeline.tick},
-            "maxHosts": s.max_hosts,
-            "extenderWeight": s.weight,
-            "cpuMetric": s.cpu_metric,
+            **plan_json(s.pipeline, s.options.max_hosts, s.options.weight, s.options.cpu_metric),
             "policy": s.policy,
-            "seeds": [s.seed],
+            "seeds": [s.options.seed],
         },
         "history": {"nodes": len(report.history.nodes), "pods": roles(report.history)},
         "scenarios": {
             "replay": {
                 "description": f"{when(s.start)} .. {when(s.end)} as recorded at {s.url}",
-                "seeds": [s.seed],
-                "schedulers": {name: figures(run) for name, run in report.runs.items()},
+                "seeds": [s.options.seed],
+                "schedulers": {n: figures(f) for n, f in summary(report.runs).schedulers.items()},
                 "unplacedPods": {
                     name: sorted(keys.get(u, u) for u in run.unplaced)
                     for name, run in report.runs.items()
@@ -187,12 +203,3 @@ def to_json(report: ReplayReport) -> dict[str, Any]:
         },
         "notes": list(report.notes),
     }
-
-
-def figures(run: RunResult) -> dict[str, Any]:
-    """Metrics field -> its spread over the one run (simulate --json's cell)."""
-    return {k: asdict(spread([float(v)])) for k, v in asdict(run.metrics).items()}
-
-
-def replayed_count(history: History) -> int:
-    return sum(1 for p in history.pods if p.role is Role.REPLAYED)

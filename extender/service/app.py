@@ -1,146 +1,193 @@
-"""The service's HTTP apps: the verbs (extender.service.verbs, in front of Starlette),
-health and info routes (extender.service.endpoints), and the lifespan that runs the
-background tasks."""
+"""The service's HTTP apps: health, readiness and metrics (also on the metrics listener),
+/explain and /openapi.json (beside the verbs), a shadow's /shadow, and the lifespan that
+runs the background tasks."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING
 
-from starlette.applications import Starlette
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
 
-from extender.cluster.binder import Binder
-from extender.cluster.informer import WatchStatus
-from extender.decisions.engine import Engine
+from extender.decisions.explain import explain_pod
+from extender.decisions.pods import name_problem, shown
 from extender.errors.causes import describe
-from extender.metrics.refresher import Refresher
-from extender.policy.settings import Settings
-from extender.service.endpoints import health_routes, info_routes, shadow_routes
-from extender.service.shadow_mode import ShadowObserver
-from extender.service.telemetry import Telemetry
-from extender.service.verbs import Verbs
+from extender.service.openapi import openapi_document
+from extender.service.verbs import JSON_TYPE, error_response
+from extender.service.watches import prepare
+
+if TYPE_CHECKING:
+    from extender.service.compose import Service
 
 log = logging.getLogger("decice.app")
 
-Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
+
 Task = Callable[[], Coroutine[object, object, None]]
 
 
-@dataclass(frozen=True, slots=True)
-class Apps:
-    verbs: ASGIApp
-    """Everything: the verbs, /explain, /openapi.json, health and metrics (server.host).
-    The extender's is the Starlette app behind `Verbs.front`, which answers a POST to a
-    verb itself; the other modes' is the Starlette app."""
-    metrics: Starlette
-    """/metrics, /healthz and /readyz only, for the metrics listener (server.metricsPort):
-    the pod IP may expose these, never the verbs. No lifespan: the verbs app runs it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Lifecycle:
-    """What runs around serving. Before the first answer: `prepare` (the watches' first
-    lists), one refresh, then the refresher and the `background` tasks. After the last:
-    in-flight binds drained, `stopping` (may still need the tasks), the tasks cancelled,
-    `shutdown`."""
-
-    settings: Settings
-    binder: Binder
-    refresher: Refresher
-    background: Mapping[str, Task]
-    prepare: Callable[[], Awaitable[None]] | None = None
-    shutdown: Callable[[], Awaitable[None]] | None = None
-    stopping: Callable[[], Awaitable[object]] | None = None
-
-    def lifespan(self) -> Lifespan:
-        @contextlib.asynccontextmanager
-        async def lifespan(app: Starlette) -> AsyncIterator[None]:
-            # Refresh once before serving, so the first answers use data when there is some.
-            if self.prepare is not None:
-                await self.prepare()
-            refresher = self.refresher
-            await refresher.refresh_guarded()
-            tasks = [asyncio.create_task(refresher.run(), name="refresher")]
-            tasks += [asyncio.create_task(run(), name=n) for n, run in self.background.items()]
-            try:
-                yield
-            finally:
-                await self._stop(tasks)
-
-        return lifespan
-
-    async def _stop(self, tasks: list[asyncio.Task[None]]) -> None:
-        grace = self.settings.server.grace_period
-        if not await self.binder.drain(grace):
+@contextlib.asynccontextmanager
+async def lifespan(
+    service: Service, stopping: Callable[[], Awaitable[object]] | None = None
+) -> AsyncIterator[None]:
+    """What runs around serving. Before: the watches' first lists, one refresh, the
+    refresher and the service's tasks. After: binds drained, `stopping` (may still need
+    the tasks), the tasks cancelled, SIGHUP and the API client let go."""
+    refresher, reloader = service.refresher, service.reloader
+    await prepare(service.informers, reloader)
+    await refresher.refresh_guarded()  # the first answers use data if any
+    tasks = [asyncio.create_task(refresher.run(), name="refresher")]
+    tasks += [asyncio.create_task(run(), name=n) for n, run in service.tasks.items()]
+    try:
+        yield
+    finally:
+        grace = service.settings.server.grace_period
+        if not await service.binder.drain(grace):
             log.warning("shutdown: binds still running after the grace period")
-        if self.stopping is not None:
+        if stopping is not None:
             try:
-                await asyncio.wait_for(self.stopping(), grace)
+                await asyncio.wait_for(stopping(), grace)
             except Exception as exc:  # a shutdown step never blocks the rest
                 log.warning("shutdown: %s", describe(exc) or type(exc).__name__)
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self.shutdown is not None:
-            await self.shutdown()
+        if reloader is not None:
+            reloader.triggers.remove_sighup()
+        if service.kube is not None:
+            await service.kube.close()
 
 
-@dataclass(frozen=True, slots=True)
-class Health:
-    """What /healthz, /readyz and /metrics read. `problems`: what fails whatever the
-    metrics say (/readyz 503); `details`: more /readyz sections, each read when asked."""
-
-    engine: Engine
-    telemetry: Telemetry
-    clock: Callable[[], float]
-    watches: Mapping[str, WatchStatus] = field(default_factory=dict)
-    problems: Sequence[str] = ()
-    details: Mapping[str, Callable[[], object]] = field(default_factory=dict)
-
-    def routes(self, base: str = "") -> list[Route]:
-        return health_routes(
-            self.engine,
-            self.telemetry,
-            self.clock,
-            self.watches,
-            self.problems,
-            self.details,
-            base,
-        )
+_UID = re.compile(r"[A-Za-z0-9-]{1,128}")
 
 
-def extender_apps(lifecycle: Lifecycle, health: Health, verbs: Verbs) -> Apps:
-    """The scheduler's extender: the verbs, /explain and /openapi.json, health and metrics
-    (at / and under server.urlPrefix); the metrics listener's app beside it."""
-    settings = lifecycle.settings
-    routes = verbs.routes()
-    for base in sorted({"", settings.server.url_prefix}):
-        routes += health.routes(base) + info_routes(settings, health.engine, health.clock, base)
-    apps = _apps(routes, lifecycle, health)
-    return Apps(verbs.front(apps.verbs), apps.metrics)
+def _json(doc: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(doc), status, media_type=JSON_TYPE)
 
 
-def rebalancer_apps(lifecycle: Lifecycle, health: Health) -> Apps:
-    """The rebalancer answers no scheduler: health and metrics only."""
-    return _apps(health.routes(), lifecycle, health)
+def health_routes(service: Service, base: str = "") -> list[Route]:
+    """GET <base>/healthz, /readyz, /readyz/data and /metrics.
+
+    /readyz is 503 only for the service's `problems`: the scheduler calls us whatever the
+    probe says, so marking the pod NotReady for stale metrics gains nothing and stalls a
+    rollout through a Prometheus outage. The data's state is in the body (`dataReady`) and
+    on /readyz/data (503 while a fail-closed metric has no fresh values; not for probes)."""
+    engine, clock = service.engine, service.clock
+    watches = {i.status.resource: i.status for i in service.informers}
+
+    async def healthz(request: Request) -> Response:
+        return Response(b"ok\n", media_type="text/plain")
+
+    async def readyz(request: Request) -> Response:
+        problems = service.problems
+        data_ready, detail = engine.readiness(clock())
+        body: dict[str, object] = {"ready": not problems, "dataReady": data_ready}
+        body["metrics"] = detail
+        # Not part of `ready`: a failed reload keeps the last valid policy, a rebalancer
+        # without the lease is a healthy standby, and without a watch the verbs still
+        # answer from the metrics.
+        body.update((name, detail_of()) for name, detail_of in service.details.items())
+        if problems:
+            body["problems"] = list(problems)
+        if watches:
+            body["watches"] = {name: status.detail() for name, status in watches.items()}
+            if "nodes" in watches:  # until synced, no verb vetoes a node on its size
+                body["nodeCacheSynced"] = watches["nodes"].synced
+        return _json(body, 503 if problems else 200)
+
+    async def data_readyz(request: Request) -> Response:
+        data_ready, detail = engine.readiness(clock())
+        return _json({"dataReady": data_ready, "metrics": detail}, 200 if data_ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(service.telemetry.exposition(), media_type="text/plain; version=0.0.4")
+
+    return [
+        Route(f"{base}/healthz", healthz, methods=["GET"]),
+        Route(f"{base}/readyz", readyz, methods=["GET"]),
+        Route(f"{base}/readyz/data", data_readyz, methods=["GET"]),
+        Route(f"{base}/metrics", metrics, methods=["GET"]),
+    ]
 
 
-def shadow_apps(lifecycle: Lifecycle, health: Health, shadow: ShadowObserver) -> Apps:
-    """A shadow: health, metrics, /explain (with where we would have put the pod) and
-    /shadow; no verb."""
-    settings, engine, clock = lifecycle.settings, health.engine, health.clock
-    routes = health.routes() + info_routes(settings, engine, clock, shadowed=shadow.explain)
-    return _apps(routes + shadow_routes(shadow.summary), lifecycle, health)
+def info_routes(
+    service: Service,
+    base: str = "",
+    shadowed: Callable[[str], Mapping[str, object] | None] | None = None,
+) -> list[Route]:
+    """GET <base>/openapi.json and <base>/explain (with `shadowed(uid)`'s verdict, in
+    shadow mode)."""
+    settings, engine, clock = service.settings, service.engine, service.clock
+
+    async def explain(request: Request) -> Response:
+        """The last decision for one pod: ?pod=NAMESPACE/NAME or ?uid=UID."""
+        query = request.query_params
+        pod, uid = query.get("pod"), query.get("uid")
+        if (pod is None) == (uid is None):
+            return error_response(400, "give exactly one of ?pod=NAMESPACE/NAME or ?uid=UID")
+        if pod is not None:
+            namespace, _, name = pod.partition("/")
+            problem = name_problem(namespace, namespace=True) or name_problem(name)
+            if problem is not None:
+                return error_response(
+                    400, f"pod {shown(pod)}: expected NAMESPACE/NAME, each {problem}"
+                )
+            memo = engine.pods.find(namespace, name)
+            who = f"pod {namespace}/{name}"
+        else:
+            uid = query["uid"]  # exactly one of the two was given
+            if not _UID.fullmatch(uid):
+                return error_response(
+                    400, f"uid {shown(uid)}: expected a pod UID (letters, digits, -)"
+                )
+            memo = engine.pods.get(uid)
+            who = f"pod with UID {uid}"
+        if memo is None:
+            return error_response(
+                404,
+                f"no decision recorded for {who}: the extender keeps the last "
+                f"{settings.explain.keep_pods} pods of {sorted(settings.scheduler_names)} "
+                "it was asked about, since it started",
+            )
+        doc = await asyncio.to_thread(explain_pod, settings, memo, clock())
+        verdict = shadowed(memo.facts.uid) if shadowed is not None else None
+        if verdict is not None:
+            doc["shadow"] = dict(verdict)
+        return _json(doc)
+
+    async def openapi(request: Request) -> Response:
+        return _json(openapi_document(settings))
+
+    return [
+        Route(f"{base}/openapi.json", openapi, methods=["GET"]),
+        Route(f"{base}/explain", explain, methods=["GET"]),
+    ]
 
 
-def _apps(routes: list[Route], lifecycle: Lifecycle, health: Health) -> Apps:
-    return Apps(
-        Starlette(routes=routes, lifespan=lifecycle.lifespan()),
-        Starlette(routes=health.routes()),
-    )
+def shadow_routes(summary: Callable[[Mapping[str, float] | None], object]) -> list[Route]:
+    """GET /shadow: the shadow's summary; `?over=cpu=0.8,memory=0.7` sets the thresholds
+    of the "share onto nodes over" figures (default: each metric's filter threshold)."""
+
+    async def shadow(request: Request) -> Response:
+        over: dict[str, float] | None = None
+        text = request.query_params.get("over")
+        if text is not None:
+            over = {}
+            for part in filter(None, text.split(",")):
+                metric, _, value = part.partition("=")
+                try:
+                    over[metric] = float(value)
+                except ValueError:
+                    return error_response(
+                        400, f"over: expected METRIC=NUMBER[,...], got {shown(part)}"
+                    )
+        return _json(summary(over))
+
+    return [Route("/shadow", shadow, methods=["GET"])]

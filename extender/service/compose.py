@@ -1,51 +1,54 @@
-"""The composition root: settings in, a ready-to-serve service out, one builder per mode.
-
-`decice-extender serve` calls `build_service` (the scheduler's extender), `rebalance`
-calls `build_rebalancer`, `shadow` calls `build_shadow`; tests call them with a fake
-provider or a client for the loopback API server. Nothing else builds the parts. Each
-builder reads as the list of what its mode is made of, over the parts every mode shares
-(extender.service.parts), and hands its background tasks to the app's lifecycle.
+"""The composition root: settings in, a ready-to-serve service out, one builder per mode
+(`serve`, `rebalance`, `shadow`), each the parts every mode shares (`Service`) plus its own.
+Nothing else builds the parts; tests call the builders with fakes.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from extender.cluster.binder import Binder
 from extender.cluster.connect import missing_client_problems
+from extender.cluster.event_poster import EventPoster
 from extender.cluster.informer import Informer
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
+from extender.cluster.nodewatch import NodeEventHandler
+from extender.cluster.overload import Tainter, tainted_nodes
+from extender.cluster.podwatch import PodEventHandler
 from extender.cluster.requeue import Requeuer
-from extender.decisions.engine import Engine
+from extender.decisions.assignments import Assigned
+from extender.decisions.engine import Engine, node_figures
+from extender.decisions.model import Snapshot
 from extender.decisions.nodes import NodeCache
-from extender.metrics.providers import MetricsProvider
+from extender.decisions.turnedaway import TurnedAwayPods
+from extender.metrics.heap import HEAP
+from extender.metrics.providers import MetricsProvider, provider_for
 from extender.metrics.refresher import Refresher
-from extender.policy.reload import PolicyReloader
+from extender.policy.reload import PolicyReloader, effective
 from extender.policy.settings import Settings
 from extender.rebalancing.loop import Rebalancer
-from extender.service import parts
-from extender.service.app import (
-    Apps,
-    Health,
-    Lifecycle,
-    extender_apps,
-    rebalancer_apps,
-    shadow_apps,
-)
-from extender.service.parts import PolicyFile, SharedParts
-from extender.service.rebalance_mode import for_rebalancing, rebalancer_detail
+from extender.service.app import Task, health_routes, info_routes, lifespan, shadow_routes
 from extender.service.shadow_mode import ShadowObserver, for_shadowing
-from extender.service.shadow_telemetry import ShadowTelemetry
-from extender.service.telemetry import RebalanceTelemetry, Telemetry
+from extender.service.telemetry import (
+    OverloadTelemetry,
+    PlacementFigures,
+    RebalanceTelemetry,
+    ShadowTelemetry,
+    Telemetry,
+)
 from extender.service.verbs import Verbs, handlers
-from extender.service.watches import prepare
+from extender.service.watches import ignore_pod, node_informer, pod_informer, prepare
 
 __all__ = ["KubeAPI", "PolicyFile", "Service", "build_rebalancer", "build_service", "build_shadow"]
 
@@ -53,28 +56,158 @@ log = logging.getLogger("decice.service")
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyFile:
+    """Where the policy came from, for live reload (loading.read_policy gives the hash)."""
+
+    path: Path
+    environ: Mapping[str, str]
+    """The overrides read at start (PROMETHEUS_URL, KUBECONFIG), applied on reload too."""
+    sha256: str
+    """sha256 of the bytes the running Settings were read from."""
+
+
 class Service:
-    settings: Settings
+    """A service ready to serve: the parts every mode has (engine, node cache, requeuer,
+    metrics; then the refresher, Event poster, binder, watches and live reload), with their
+    tasks and /readyz sections, and what its builder adds."""
+
     app: ASGIApp
     """The verbs listener's app (server.host:port); the only app of the other modes."""
     metrics_app: Starlette
     """The metrics listener's app (server.metricsHost:metricsPort), when one is set."""
-    engine: Engine
-    binder: Binder
     refresher: Refresher
-    telemetry: Telemetry
-    nodes: NodeCache
-    informers: tuple[Informer, ...] = ()
-    requeuer: Requeuer | None = None
+    binder: Binder
+    informers: tuple[Informer, ...]
+    reloader: PolicyReloader | None
     problems: tuple[str, ...] = ()
-    """What keeps the service from working as configured, whatever the metrics say
-    (bind enabled without a Kubernetes client): /readyz answers 503 and lists them."""
-    reloader: PolicyReloader | None = None
-    """Live reload of the policy file, when the service was built from one."""
+    """What keeps the service from working as configured (/readyz answers 503)."""
     rebalancer: Rebalancer | None = None
-    """The rebalancer (`build_rebalancer`)."""
     shadow: ShadowObserver | None = None
-    """The placements judged (`build_shadow`)."""
+
+    def __init__(
+        self, settings: Settings, kube: KubeAPI | None, clock: Callable[[], float]
+    ) -> None:
+        self.settings, self.kube, self.clock = settings, kube, clock
+        self.telemetry = telemetry = Telemetry()
+        requeue = settings.requeue
+        requeue_on = kube is not None and settings.kubernetes.watch_pods and requeue.enabled
+        turned_away = TurnedAwayPods(requeue.max_pods, requeue.keep_seconds) if requeue_on else None
+        metrics = (m.name for m in settings.fetched_metrics)
+        self.engine = engine = Engine(settings, Snapshot.empty(metrics), clock(), turned_away)
+        telemetry.watch(lambda: engine.snapshot, clock)
+        if settings.explain.node_metrics:
+            telemetry.watch_nodes(lambda: node_figures(engine, clock()))
+        self.requeuer = Requeuer(settings, kube, telemetry, clock) if requeue_on and kube else None
+        self.nodes = NodeCache()
+        self.tasks: dict[str, Task] = {}
+        self.details: dict[str, Callable[[], object]] = {}
+
+    def wire(
+        self,
+        provider: MetricsProvider | None,
+        policy_file: PolicyFile | None,
+        as_read: Settings,
+        shadow: ShadowObserver | None = None,
+    ) -> None:
+        """`as_read`: what the policy file said at start (a reload compares with it);
+        `shadow` hears every snapshot and every placement the pod watch sees."""
+        engine, requeuer, clock, kube = self.engine, self.requeuer, self.clock, self.kube
+        settings = self.settings
+
+        def installed(snapshot: Snapshot) -> None:
+            if requeuer is not None:  # a pod turned away may fit now
+                requeuer.recovered(engine.recovered(clock()), snapshot.taken_at)
+            if shadow is not None:
+                shadow.exceedances.installed(snapshot)
+
+        inventory = self.nodes.inventory if kube is not None else None
+        provider = provider if provider is not None else provider_for(settings)
+        self.refresher = Refresher(
+            settings, engine, provider, inventory, self.telemetry, clock, installed, HEAP
+        )
+        placed: Callable[[str], None] = ignore_pod
+        if settings.explain.events and kube is not None:
+            poster = EventPoster(settings, engine.pods, kube, self.telemetry, clock)
+            placed, self.tasks["events"] = poster.placed, poster.run
+        outcome = self.telemetry.bound
+        self.binder = Binder(
+            settings, engine, kube, clock=clock, on_outcome=outcome, on_placed=placed
+        )
+        self.informers = self._watches(placed, shadow)
+        self.reloader = None
+        if policy_file is not None:
+            refresher = self.refresher
+
+            async def apply(new: Settings) -> None:
+                # The first refresh with the new metrics installs the new policies with it.
+                await refresher.refresh_once(effective(engine.settings, new))
+
+            self.reloader = PolicyReloader(
+                policy_file.path, policy_file.environ, as_read, policy_file.sha256, apply, clock
+            )
+            self.telemetry.watch_config(self.reloader.figures)
+            self.tasks["policy-watch"] = self.reloader.triggers.watch
+        self.details["policy"] = self._policy_detail
+        self.details["herdGuard"] = lambda: engine.guard.detail(engine.snapshot, clock())
+
+    def _watches(
+        self, placed: Callable[[str], None], seen: Callable[[Assigned, Any, float], None] | None
+    ) -> tuple[Informer, ...]:
+        """The node watch, and the pod watch feeding the herd guard, requeue and (`seen`)
+        the shadow."""
+        settings, kube, engine, requeuer = self.settings, self.kube, self.engine, self.requeuer
+        informers: list[Informer] = []
+        if kube is not None:
+            engine.watch_sizes(self.clock())  # node sizes come from the node watch now
+
+            def changed(now: float) -> None:  # a node new, resized or gone: one may fit now
+                if requeuer is not None:
+                    requeuer.recovered(engine.recovered(now), now)
+
+            nodes = NodeEventHandler(self.nodes, engine, changed=changed, clock=self.clock)
+            informers.append(node_informer(settings, kube, nodes, self.telemetry))
+            if settings.kubernetes.watch_pods or seen is not None:
+                handler = PodEventHandler(
+                    engine,
+                    forget=requeuer.forget if requeuer is not None else ignore_pod,
+                    placed=placed,
+                    binding=self.binder.binding,
+                    seen=seen,
+                    clock=self.clock,
+                )
+                informers.append(pod_informer(settings, kube, handler, self.telemetry, self.clock))
+        self.tasks.update((f"watch-{i.status.resource}", i.run) for i in informers)
+        if requeuer is not None:
+            self.tasks["requeue"] = requeuer.run
+
+        def placement() -> PlacementFigures:
+            by_source = Counter(r.source for r in engine.reservations.values())
+            waiting = len(engine.turned_away) if engine.turned_away is not None else 0
+            pending = requeuer.pending if requeuer is not None else 0
+            watching = {i.status.resource: i.status.watching for i in informers}
+            return by_source, waiting, pending, watching
+
+        self.telemetry.watch_placement(placement, lambda: engine.guard.estimates)
+        return tuple(informers)
+
+    def _policy_detail(self) -> dict[str, object]:
+        settings = self.engine.settings
+        detail: dict[str, object] = {
+            "policies": list(settings.policy_map),
+            "defaultPolicy": settings.default.name,
+        }
+        if self.reloader is not None:
+            detail.update(self.reloader.detail())
+        return detail
+
+    def serving(
+        self, routes: list[Route], stopping: Callable[[], Awaitable[object]] | None = None
+    ) -> Service:
+        """The apps: `routes` with the lifespan; health and metrics on the metrics listener
+        (the pod IP may expose these, never the verbs)."""
+        self.app = Starlette(routes=routes, lifespan=lambda app: lifespan(self, stopping))
+        self.metrics_app = Starlette(routes=health_routes(self))
+        return self
 
     async def prepare(self) -> None:
         """What the app does before its first refresh (the CLI calls it too)."""
@@ -93,40 +226,32 @@ def build_service(
 ) -> Service:
     """The scheduler's extender: the engine, refresher, binder, watches and the verbs.
 
-    `provider` defaults to the policy's own (Prometheus or static); `kube` None means no
-    Kubernetes client: filter and prioritize work, binds answer an Error, `instance`
-    labels cannot be mapped to nodes, and the herd guard hears only of our own binds.
-    `kube_problem` says why a client the policy needs is missing (`open_kube`): with
-    bind enabled, that is logged at ERROR and /readyz answers 503 naming it.
-    The first refresh runs when the app starts. With `policy_file`, a change of that
-    file or SIGHUP reloads its policies (extender.policy.reload). With
-    `overload.enabled`, the extender writes overload taints while `overload_leader` (an
-    elector on its own Lease) holds it (extender.cluster.overload).
-    """
-    shared = parts.shared_parts(settings, kube, clock)
-    refresher = parts.refresher(shared, provider)
-    placed, event_tasks = parts.placement_events(shared)
-    binder = _binder(shared, placed)
-    informers, watch_tasks = parts.watches(shared, binder.binding, placed)
-    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
-    tainter, taint_tasks, taint_details = parts.tainter(shared, overload_leader)
-    problems = missing_client_problems(settings, kube_problem) if kube is None else ()
-    lifecycle = Lifecycle(
-        settings,
-        binder,
-        refresher,
-        {**event_tasks, **watch_tasks, **reload_tasks, **taint_tasks},
-        prepare=lambda: prepare(informers, reloader),
-        shutdown=parts.shutdown(kube, reloader),
-        stopping=tainter.remove_all if tainter is not None else None,
-    )
-    details = {**parts.details(shared, reloader), **taint_details}
-    health = _health(shared, informers, details, problems)
-    verbs = Verbs(
-        settings, handlers(shared.engine, binder, shared.telemetry), shared.telemetry, clock
-    )
-    apps = extender_apps(lifecycle, health, verbs)
-    return _service(shared, apps, binder, refresher, informers, reloader, problems=problems)
+    `provider` defaults to the policy's own. Without `kube`, binds answer an Error and the
+    herd guard hears only of our own binds; `kube_problem` says why (with bind enabled,
+    logged at ERROR and /readyz answers 503 naming it). With `policy_file`, a change of
+    it or SIGHUP reloads its policies; with `overload.enabled`, taints are written while
+    `overload_leader` (an elector on its own Lease) holds it."""
+    service = Service(settings, kube, clock)
+    service.wire(provider, policy_file, settings)
+    tainter = None
+    if settings.overload.enabled and (kube is None or overload_leader is None):
+        log.warning("overload.enabled but no Kubernetes client or Lease: no taints")
+    elif settings.overload.enabled and kube is not None and overload_leader is not None:
+        nodes = service.nodes
+        counter = OverloadTelemetry(service.telemetry.registry, lambda: len(tainted_nodes(nodes)))
+        tainter = Tainter(service.engine, nodes, kube, overload_leader, counter, clock)
+        service.tasks.update({"overload-leader": overload_leader.run, "overload": tainter.run})
+        service.details["overload"] = tainter.detail
+    if kube is None:
+        service.problems = missing_client_problems(settings, kube_problem)
+    telemetry = service.telemetry
+    verbs = Verbs(settings, handlers(service.engine, service.binder, telemetry), telemetry, clock)
+    routes = verbs.routes()
+    for base in sorted({"", settings.server.url_prefix}):
+        routes += health_routes(service, base) + info_routes(service, base)
+    service.serving(routes, tainter.remove_all if tainter is not None else None)
+    service.app = verbs.front(service.app)
+    return service
 
 
 def build_rebalancer(
@@ -139,36 +264,36 @@ def build_rebalancer(
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
 ) -> Service:
-    """The rebalancer (`decice-extender rebalance`): the extender's refresher, engine and
-    watches, no verbs, and the rebalancer acting while `leader` (an elector on its Lease)
-    holds it. Events on placed pods, requeue patches and taints stay the extender's."""
+    """The rebalancer: no verbs, and the rebalancer acting while `leader` (an elector on
+    its Lease) holds it. Events, requeue patches and taints stay the extender's."""
     if kube is None:
         raise ValueError(f"the rebalancer needs a Kubernetes client: {kube_problem}")
-    shared = parts.shared_parts(for_rebalancing(settings), kube, clock)
-    refresher = parts.refresher(shared, provider)
-    placed, event_tasks = parts.placement_events(shared)
-    binder = _binder(shared, placed)
-    informers, watch_tasks = parts.watches(shared, binder.binding, placed)
-    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
-    engine, nodes = shared.engine, shared.nodes
-    counters = RebalanceTelemetry(shared.telemetry.registry, lambda: leader.is_leader)
+    view = settings.model_copy(
+        update={
+            "explain": settings.explain.model_copy(update={"events": False}),
+            "requeue": settings.requeue.model_copy(update={"enabled": False}),
+        }
+    )
+    service = Service(view, kube, clock)
+    service.wire(provider, policy_file, settings)
+    engine, nodes = service.engine, service.nodes
+    counters = RebalanceTelemetry(service.telemetry.registry, lambda: leader.is_leader)
     rebalancer = Rebalancer(
         engine, kube, leader, counters, lambda: nodes.inventory().cpu_cores, clock
     )
-    tasks = {**event_tasks, **watch_tasks, **reload_tasks}
-    tasks.update(leader=leader.run, rebalance=rebalancer.run)
-    lifecycle = Lifecycle(
-        shared.settings,
-        binder,
-        refresher,
-        tasks,
-        prepare=lambda: prepare(informers, reloader),
-        shutdown=parts.shutdown(kube, reloader),
-    )
-    details = parts.details(shared, reloader)
-    details["rebalancer"] = lambda: rebalancer_detail(engine.settings, leader, rebalancer)
-    apps = rebalancer_apps(lifecycle, _health(shared, informers, details))
-    return _service(shared, apps, binder, refresher, informers, reloader, rebalancer=rebalancer)
+    service.tasks.update(leader=leader.run, rebalance=rebalancer.run)
+
+    def detail() -> dict[str, object]:
+        """The mode, the lease, and what the last check decided."""
+        out: dict[str, object] = {"mode": engine.settings.rebalance.mode, "leader": leader.detail()}
+        if (last := rebalancer.last) is not None:
+            counts = dict(Counter(d.outcome for d in last.decisions))
+            out["lastCheck"] = {"decisions": counts, "protected": dict(last.skipped)}
+        return out
+
+    service.details["rebalancer"] = detail
+    service.rebalancer = rebalancer
+    return service.serving(health_routes(service))
 
 
 def build_shadow(
@@ -180,87 +305,17 @@ def build_shadow(
     clock: Callable[[], float] = time.time,
     policy_file: PolicyFile | None = None,
 ) -> Service:
-    """A shadow (`decice-extender shadow`): the extender's refresher, engine and watches,
-    judging every placement the pod watch sees (extender.service.shadow_mode), with no
-    verbs and nothing written to the API."""
+    """A shadow: judging every placement the pod watch sees (extender.service.shadow_mode),
+    with no verbs and nothing written to the API."""
     if kube is None:
         raise ValueError(f"shadow mode needs a Kubernetes client: {kube_problem}")
     if settings.overload.enabled:
         log.info("shadow mode writes nothing: overload.enabled is ignored here")
-    shared = parts.shared_parts(for_shadowing(settings), kube, clock)
-    counters = ShadowTelemetry(shared.telemetry.registry)
-    observer = ShadowObserver(shared.engine, shared.nodes, counters)
+    service = Service(for_shadowing(settings), kube, clock)
+    counters = ShadowTelemetry(service.telemetry.registry)
+    observer = ShadowObserver(service.engine, service.nodes, counters)
     counters.watch_exceedance(observer.exceedance_counts)
-    refresher = parts.refresher(shared, provider, observer.installed)
-    placed, event_tasks = parts.placement_events(shared)
-    binder = _binder(shared, placed)
-    informers, watch_tasks = parts.watches(shared, binder.binding, placed, observer)
-    reloader, reload_tasks = parts.reloader(shared, policy_file, settings, refresher)
-    lifecycle = Lifecycle(
-        shared.settings,
-        binder,
-        refresher,
-        {**event_tasks, **watch_tasks, **reload_tasks},
-        prepare=lambda: prepare(informers, reloader),
-        shutdown=parts.shutdown(kube, reloader),
-    )
-    health = _health(shared, informers, parts.details(shared, reloader))
-    apps = shadow_apps(lifecycle, health, observer)
-    return _service(shared, apps, binder, refresher, informers, reloader, shadow=observer)
-
-
-def _binder(shared: SharedParts, placed: Callable[[str], None]) -> Binder:
-    return Binder(
-        shared.settings,
-        shared.engine,
-        shared.kube,
-        clock=shared.clock,
-        on_outcome=shared.telemetry.bound,
-        on_placed=placed,
-    )
-
-
-def _health(
-    shared: SharedParts,
-    informers: tuple[Informer, ...],
-    details: parts.Details,
-    problems: tuple[str, ...] = (),
-) -> Health:
-    return Health(
-        shared.engine,
-        shared.telemetry,
-        shared.clock,
-        parts.watch_status(informers),
-        problems,
-        details,
-    )
-
-
-def _service(
-    shared: SharedParts,
-    apps: Apps,
-    binder: Binder,
-    refresher: Refresher,
-    informers: tuple[Informer, ...],
-    reloader: PolicyReloader | None,
-    *,
-    problems: tuple[str, ...] = (),
-    rebalancer: Rebalancer | None = None,
-    shadow: ShadowObserver | None = None,
-) -> Service:
-    return Service(
-        shared.settings,
-        apps.verbs,
-        apps.metrics,
-        shared.engine,
-        binder,
-        refresher,
-        shared.telemetry,
-        shared.nodes,
-        informers,
-        shared.requeuer,
-        problems=problems,
-        reloader=reloader,
-        rebalancer=rebalancer,
-        shadow=shadow,
-    )
+    service.wire(provider, policy_file, settings, observer)
+    routes = health_routes(service) + info_routes(service, shadowed=observer.explain)
+    service.shadow = observer
+    return service.serving(routes + shadow_routes(observer.summary))

@@ -1,18 +1,7 @@
-"""Logging setup: one handler and one format for our loggers and uvicorn's.
-
-`serve --log-format text|json` (or DECICE_LOG_FORMAT) picks the format:
-
-    text: 2026-05-01T12:00:00.123Z WARNING decice.refresher: metric cpu: refresh failed ...
-    json: {"time": "2026-05-01T12:00:00.123Z", "level": "WARNING",
-           "logger": "decice.refresher", "message": "metric cpu: refresh failed ...", ...}
-
-Text is one line per record (newlines in a message are escaped; a traceback follows on
-its own lines). JSON is one object per line with the record's `extra` fields beside the
-four above. `uvicorn_log_config` is the dictConfig for both: `configure_logging` applies
-it at start, and `uvicorn.run(log_config=...)` applies it again, so uvicorn's loggers
-(`uvicorn`, `uvicorn.error`, `uvicorn.access`) write through the same handler.
-Requests are not logged one by one (hot path). Stdlib only: the JSON formatter is a
-small class here, no python-json-logger.
+"""Logging setup: one handler and one format (`--log-format text|json`, or
+DECICE_LOG_FORMAT) for our loggers and uvicorn's (the same dictConfig), and the start-up
+line. Text is one line per record; JSON one object per line with the `extra` fields.
+Requests are not logged one by one (hot path).
 """
 
 from __future__ import annotations
@@ -24,9 +13,9 @@ import logging
 import logging.config
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from importlib import metadata
 from typing import IO, Any, Literal
 
+from extender import __version__
 from extender.errors.redaction import safe_url
 from extender.policy.fields import ConfigError
 from extender.policy.settings import Settings
@@ -51,27 +40,28 @@ def rfc3339(created: float) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """`<time> <LEVEL> <logger>: <message>`, the message kept on one line."""
+    """`<time> <LEVEL> <logger>: <message>`."""
 
     def __init__(self, use_colors: bool | None = None) -> None:  # uvicorn may pass use_colors
         super().__init__()
 
+    def tails(self, record: logging.LogRecord) -> dict[str, str]:
+        """The record's `exception` and `stack` text, when it has them."""
+        out = {}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return out
+
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage().replace("\r", "\\r").replace("\n", "\\n")
         line = f"{rfc3339(record.created)} {record.levelname} {record.name}: {message}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        if record.stack_info:
-            line += "\n" + self.formatStack(record.stack_info)
-        return line
+        return "\n".join([line, *self.tails(record).values()])
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per record: time, level, logger, message, then `extra` fields
-    (and `exception` / `stack` text when there is one)."""
-
-    def __init__(self, use_colors: bool | None = None) -> None:
-        super().__init__()
+class JsonFormatter(TextFormatter):
+    """time, level, logger, message, then `extra` fields, `exception` and `stack`."""
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -80,23 +70,15 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and key not in doc:
-                doc[key] = value
-        if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
-        if record.stack_info:
-            doc["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(doc, ensure_ascii=False, default=str)
+        extra = {k: v for k, v in record.__dict__.items() if k not in _STANDARD and k not in doc}
+        return json.dumps({**doc, **extra, **self.tails(record)}, ensure_ascii=False, default=str)
 
 
 def uvicorn_log_config(
     level: str = "info", fmt: LogFormat = "text", stream: IO[str] | None = None
 ) -> dict[str, Any]:
-    """The dictConfig for the whole process: pass it to uvicorn as `log_config`.
-
-    One handler on the root logger (stderr unless `stream`); uvicorn's loggers have none
-    of their own and propagate to it. Loggers that exist already stay enabled."""
+    """The dictConfig for the whole process: one handler on the root logger (stderr
+    unless `stream`), to which uvicorn's loggers propagate."""
     factory = JsonFormatter if fmt == "json" else TextFormatter
     return {
         "version": 1,
@@ -123,14 +105,13 @@ def uvicorn_log_config(
 def configure_logging(
     level: str = "info", fmt: LogFormat = "text", stream: IO[str] | None = None
 ) -> None:
-    """Logs at `level` and above to stderr (or `stream`) in `fmt`, uvicorn's included."""
     logging.config.dictConfig(uvicorn_log_config(level, fmt, stream))
 
 
 @contextlib.contextmanager
 def quieted(name: str, level: int = logging.ERROR) -> Iterator[None]:
     """Logger `name` shows only `level` and above inside the block (a CLI that reports
-    those errors itself), as before after it."""
+    those errors itself)."""
     logger = logging.getLogger(name)
     before = logger.level
     logger.setLevel(level)
@@ -146,38 +127,14 @@ def log_format(flag: str | None, environ: Mapping[str, str]) -> LogFormat:
         value, where = flag, "--log-format"
     else:
         value, where = environ.get(FORMAT_ENV, "").strip().lower() or "text", FORMAT_ENV
-    for fmt in LOG_FORMATS:
-        if value == fmt:
-            return fmt
+    if value in LOG_FORMATS:
+        return value
     raise ConfigError([f"expected one of {', '.join(LOG_FORMATS)}, got {value!r}"], where)
 
 
-# --- the start-up line -----------------------------------------------------------------------
-
-
-def version() -> str:
-    try:
-        return metadata.version("decice-extender")
-    except metadata.PackageNotFoundError:  # run from a source tree
-        from extender import __version__
-
-        return __version__
-
-
-def served_verbs(settings: Settings) -> list[str]:
-    """The verbs the policy has the scheduler call (as `scheduler-config` writes them)."""
-    verbs = ["filter"] if settings.filters_anything else []
-    verbs.append("prioritize")
-    if settings.filters_anything:
-        verbs.append("preempt")
-    if settings.bind.enabled:
-        verbs.append("bind")
-    return verbs
-
-
 def listening(settings: Settings, host: str | None = None, port: int | None = None) -> list[str]:
-    """Where the service listens: the verbs (host and port as overridden on the command
-    line), then the metrics listener when server.metricsPort is set."""
+    """Where the verbs listen (as overridden on the command line), then the metrics
+    listener when server.metricsPort is set."""
     server = settings.server
     verbs = _url(host or server.host, server.port if port is None else port, server.tls.enabled)
     if server.metrics_port is None:
@@ -192,64 +149,51 @@ def startup_fields(
     host: str | None = None,
     port: int | None = None,
 ) -> dict[str, Any]:
-    """What the start-up line says, as JSON-log `extra` fields."""
-    fields: dict[str, Any] = {
-        "version": version(),
+    prometheus = settings.provider == "prometheus"
+    # The verbs the policy has the scheduler call (as `scheduler-config` writes them).
+    verbs = ["filter", "prioritize", "preempt"] if settings.filters_anything else ["prioritize"]
+    return {
+        "version": __version__,
         "policy": policy_path,
         "policySha256": hashlib.sha256(policy_bytes).hexdigest()[:12],
         "provider": settings.provider,
+        **(
+            {"prometheusUrl": safe_url(settings.prometheus.url)}
+            if prometheus
+            else {"staticNodes": len(settings.static_nodes)}
+        ),
+        "policies": {n: [m.name for m in p.metrics] for n, p in settings.policy_map.items()},
+        "defaultPolicy": settings.default.name,
+        "verbs": [*verbs, "bind"] if settings.bind.enabled else verbs,
+        "urlPrefix": settings.server.url_prefix,
+        "listen": listening(settings, host, port),
     }
-    if settings.provider == "prometheus":
-        fields["prometheusUrl"] = safe_url(settings.prometheus.url)
-    else:
-        fields["staticNodes"] = len(settings.static_nodes)
-    fields["policies"] = {
-        name: [m.name for m in policy.metrics] for name, policy in settings.policy_map.items()
-    }
-    fields["defaultPolicy"] = settings.default.name
-    fields["verbs"] = served_verbs(settings)
-    fields["urlPrefix"] = settings.server.url_prefix
-    fields["listen"] = listening(settings, host, port)
-    return fields
 
 
-def startup_line(
-    settings: Settings,
-    policy_path: str,
-    policy_bytes: bytes,
-    host: str | None = None,
-    port: int | None = None,
-) -> str:
+def startup_line(f: Mapping[str, Any]) -> str:
     """decice-extender 0.1.0 starting: policy p.yaml (sha256 3f2a9c1b7e4d); provider
     prometheus at http://prometheus:9090; metrics cpu, mem; verbs filter, prioritize,
-    preempt, bind; listening on http://0.0.0.0:8888"""
-    return _startup_text(startup_fields(settings, policy_path, policy_bytes, host, port))
-
-
-def _startup_text(f: Mapping[str, Any]) -> str:
+    preempt, bind; listening on http://0.0.0.0:8888 (from `startup_fields`)"""
     if "prometheusUrl" in f:
         provider = f"provider prometheus at {f['prometheusUrl']}"
     else:
         provider = f"provider {f['provider']} ({f['staticNodes']} nodes)"
+    policies: Mapping[str, list[str]] = f["policies"]
+    if len(policies) == 1:
+        metrics = f"metrics {', '.join(next(iter(policies.values())))}"
+    else:  # policies cpu (default): cpu; gpu: gpu_util
+        metrics = "policies " + "; ".join(
+            f"{name}{' (default)' if name == f['defaultPolicy'] else ''}: {', '.join(names)}"
+            for name, names in policies.items()
+        )
     prefix = f" under {f['urlPrefix']}/" if f["urlPrefix"] else ""
     listen = f["listen"][0]
     if len(f["listen"]) > 1:
         listen += f" (verbs) and {f['listen'][1]} (/metrics, /healthz, /readyz)"
     return (
         f"decice-extender {f['version']} starting: policy {f['policy']} "
-        f"(sha256 {f['policySha256']}); {provider}; {_policies_text(f)}; "
+        f"(sha256 {f['policySha256']}); {provider}; {metrics}; "
         f"verbs {', '.join(f['verbs'])}{prefix}; listening on {listen}"
-    )
-
-
-def _policies_text(f: Mapping[str, Any]) -> str:
-    """`metrics cpu` for one policy; `policies cpu (default): cpu; gpu: gpu_util` for more."""
-    policies: Mapping[str, list[str]] = f["policies"]
-    if len(policies) == 1:
-        return f"metrics {', '.join(next(iter(policies.values())))}"
-    return "policies " + "; ".join(
-        f"{name}{' (default)' if name == f['defaultPolicy'] else ''}: {', '.join(metrics)}"
-        for name, metrics in policies.items()
     )
 
 
@@ -262,7 +206,7 @@ def log_startup(
 ) -> None:
     """The start-up line at INFO on the `decice` logger, its facts as extra fields."""
     fields = startup_fields(settings, policy_path, policy_bytes, host, port)
-    logging.getLogger("decice").info("%s", _startup_text(fields), extra=fields)
+    logging.getLogger("decice").info("%s", startup_line(fields), extra=fields)
 
 
 def _url(host: str, port: int, tls: bool) -> str:

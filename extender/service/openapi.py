@@ -1,8 +1,5 @@
-"""An OpenAPI 3.1 description of our endpoints (served at /openapi.json for fuzzers and users).
-
-Its schemas are made from the types the verbs decode their requests with
-(extender.decisions.wiretypes); nothing here restates them. Go field names, as
-k8s.io/kube-scheduler/extender/v1 has no json tags.
+"""An OpenAPI 3.1 description of our endpoints (/openapi.json), its schemas made from the
+types the verbs decode their requests with (extender.decisions.wiretypes).
 """
 
 from __future__ import annotations
@@ -15,25 +12,11 @@ from extender.decisions import wiretypes
 from extender.decisions.wire import VERBS
 from extender.policy.settings import Settings
 
-
-def _schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(verb -> request schema, verb -> answer schema, components)."""
-    types = [wiretypes.REQUESTS[v] for v in VERBS] + [wiretypes.ANSWERS[v] for v in VERBS]
-    types += [wiretypes.Error, *wiretypes.DOCUMENTED]
-    refs, components = msgspec.json.schema_components(types, ref_template=wiretypes.SCHEMA_REF)
-    n = len(VERBS)
-    return (
-        dict(zip(VERBS, refs[:n], strict=True)),
-        dict(zip(VERBS, refs[n : 2 * n], strict=True)),
-        components,
-    )
-
-
-REQUEST_SCHEMAS, ANSWER_SCHEMAS, SCHEMAS = _schemas()
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": wiretypes.SCHEMA_REF.format(name=name)}
+_VERB_TYPES = [*map(wiretypes.REQUESTS.get, VERBS), *map(wiretypes.ANSWERS.get, VERBS)]
+# _REFS: the verbs' requests, then their answers, then the error and the documented parts.
+_REFS, SCHEMAS = msgspec.json.schema_components(
+    [*_VERB_TYPES, wiretypes.Error, *wiretypes.DOCUMENTED], ref_template=wiretypes.SCHEMA_REF
+)
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -43,14 +26,15 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 def openapi_document(settings: Settings) -> dict[str, Any]:
     prefix = settings.server.url_prefix
     paths: dict[str, Any] = {}
-    error = _json(_ref("Error"))
-    for verb in VERBS:
+    error = _json({"$ref": wiretypes.SCHEMA_REF.format(name="Error")})
+    for i, verb in enumerate(VERBS):
+        request, answer = _REFS[i], _REFS[len(VERBS) + i]
         paths[f"{prefix}/{verb}"] = {
             "post": {
                 "operationId": verb,
-                "requestBody": {"required": True, "content": _json(REQUEST_SCHEMAS[verb])},
+                "requestBody": {"required": True, "content": _json(request)},
                 "responses": {
-                    "200": {"description": "answer", "content": _json(ANSWER_SCHEMAS[verb])},
+                    "200": {"description": "answer", "content": _json(answer)},
                     "400": {"description": "bad request", "content": error},
                     "413": {"description": "body too large", "content": error},
                     "415": {"description": "not JSON", "content": error},

@@ -1,14 +1,7 @@
 """The shadow mode of the service: judge every placement the cluster's schedulers make,
-from the pod watch, against the table of that moment, and change nothing.
-
-Same refresher, engine, node and pod watches as the extender; no verbs, no bind, no Events,
-no patches: read-only RBAC (list and watch pods and nodes). Each recent assignment the
-pod watch sees, of a selected pod (`shadow:` settings), is judged before the herd guard
-counts it (decisions.shadow), recorded in a bounded ring for the summary (`GET /shadow`,
-`decice-extender shadow-report`), counted in /metrics, and remembered for /explain. Each is
-also watched for exceedance (decisions.exceedance): the snapshots the refresher installs
-after it say whether its node went over the policy's threshold within
-`shadow.exceedanceWindow`.
+from the pod watch, against the table of that moment (decisions.shadow), and change
+nothing. Each is kept for `GET /shadow`, counted in /metrics, remembered for /explain and
+watched for exceedance within `shadow.exceedanceWindow`.
 """
 
 from __future__ import annotations
@@ -16,21 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from extender.decisions import shadow
 from extender.decisions.assignments import Assigned
-from extender.decisions.eligibility import read_eligibility
 from extender.decisions.engine import Engine
-from extender.decisions.exceedance import (
-    Exceedances,
-    Threshold,
-    Watch,
-    every_count,
-    threshold_of,
-)
-from extender.decisions.model import Snapshot
-from extender.decisions.nodes import NodeCache
+from extender.decisions.nodes import NodeCache, read_eligibility
 from extender.decisions.pods import PodMemo, read_pod
 from extender.decisions.resources import PodError
-from extender.decisions.shadow import Assignment, ShadowLog, covers, judge
 from extender.policy.settings import Settings
 
 
@@ -56,15 +40,14 @@ class ShadowObserver:
         self._engine = engine
         self._nodes = nodes
         self._counter = counter
-        self.log = ShadowLog(engine.settings.shadow.keep)
-        self.exceedances = Exceedances(engine.settings.shadow.keep)
-        self._latest: dict[str, tuple[Assignment, Watch | None]] = {}
-        """uid -> its judgement and watch, for /explain (bounded like the engine's pod
-        memory)."""
+        self.log = shadow.ShadowLog(engine.settings.shadow.keep)
+        self.exceedances = shadow.Exceedances(engine.settings.shadow.keep)
+        self._latest: dict[str, tuple[shadow.Assignment, shadow.Watch | None]] = {}
+        """uid -> its judgement and watch, for /explain (bounded like the pod memory)."""
 
     def __call__(self, assigned: Assigned, pod: Any, now: float) -> None:
         engine = self._engine
-        if not covers(engine.settings.shadow, pod):
+        if not shadow.covers(engine.settings.shadow, pod):
             return
         try:
             facts = read_pod(pod)
@@ -76,12 +59,12 @@ class ShadowObserver:
         table = engine.table(now, policy)
         eligibility = read_eligibility(pod)
         nodes = self._nodes
-        verdict = judge(table, assigned.node, lambda n: eligibility.allows(nodes.get(n)))
+        verdict = shadow.judge(table, assigned.node, lambda n: eligibility.allows(nodes.get(n)))
         snapshot = engine.snapshot
         values = {
             name: series.values.get(assigned.node) for name, series in snapshot.metrics.items()
         }
-        record = Assignment(
+        record = shadow.Assignment(
             facts.namespace,
             facts.name,
             policy.name,
@@ -92,7 +75,7 @@ class ShadowObserver:
             now,
         )
         self.log.add(record)
-        threshold = threshold_of(policy)
+        threshold = shadow.threshold_of(policy)
         watch = None
         if threshold is not None:
             window = engine.settings.shadow.exceedance_window
@@ -117,19 +100,14 @@ class ShadowObserver:
             )
         )
 
-    def installed(self, snapshot: Snapshot) -> None:
-        """The refresher installed `snapshot`: the placements whose node it shows over the
-        threshold exceeded; those whose window it closes did not."""
-        self.exceedances.installed(snapshot)
-
     def exceedance_counts(self) -> dict[tuple[str, str, str], int]:
-        """/metrics: (policy, verdict, outcome) -> placements, a zero for each of the
-        policies in force (the share's divisor exists from the start)."""
-        return every_count(self._engine.settings.policy_map, self.exceedances.counts)
+        """/metrics: a zero for each of the policies in force (the share's divisor exists
+        from the start)."""
+        return shadow.every_count(self._engine.settings.policy_map, self.exceedances.counts)
 
     def explain(self, uid: str) -> Mapping[str, object] | None:
-        """/explain's shadow section of a judged pod: where we would have put it, and why;
-        and whether its node went over the threshold within the window."""
+        """/explain's shadow section: where we would have put the pod, and why; and
+        whether its node went over the threshold within the window."""
         latest = self._latest.get(uid)
         if latest is None:
             return None
@@ -149,23 +127,16 @@ class ShadowObserver:
 
     def summary(self, over: Mapping[str, float] | None = None) -> dict[str, object]:
         """`GET /shadow`: over each metric's filter threshold unless `over` says."""
+        policies = self._engine.settings.policy_map
         if over is None:
             over = {
                 m.name: m.filter.above
-                for p in self._engine.settings.policy_map.values()
+                for p in policies.values()
                 for m in p.metrics
                 if m.filter is not None and m.filter.above is not None
             }
         doc = self.log.summary(over)
-        doc["exceedance"] = self.exceedance_summary()
+        thresholds = {name: shadow.threshold_of(p) for name, p in policies.items()}
+        window = self._engine.settings.shadow.exceedance_window
+        doc["exceedance"] = self.exceedances.summary(thresholds, window)
         return doc
-
-    def thresholds(self) -> dict[str, Threshold | None]:
-        """Each policy in force -> the threshold its placements are watched against."""
-        return {name: threshold_of(p) for name, p in self._engine.settings.policy_map.items()}
-
-    def exceedance_summary(self) -> dict[str, object]:
-        """Per verdict and overall, the share of placements whose node went over the
-        threshold within the window, since the start (as of the last refresh)."""
-        settings = self._engine.settings
-        return self.exceedances.summary(self.thresholds(), settings.shadow.exceedance_window)

@@ -1,18 +1,16 @@
-"""The service's own Prometheus metrics (logging setup: extender.service.logs).
-
-A registry is passed in (prometheus/client_python style) so every test builds its own.
-Per-request updates are O(1): one counter and one histogram observation per call.
-"""
+"""The service's own Prometheus metrics, each mode's series on one registry (passed in,
+prometheus/client_python style). Per-request updates are O(1)."""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from extender import __version__
@@ -23,166 +21,158 @@ from extender.decisions.wire import VERBS, Verb
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-class _CacheAgeCollector(Collector):
-    """Age of each metric's data, computed when scraped (always current, no timer)."""
+class _Scraped(Collector):
+    """Families made when scraped from the state they read: always current, no timer."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot], clock: Callable[[], float]) -> None:
-        self._snapshot = snapshot
-        self._clock = clock
+    def __init__(self, families: Callable[[], Iterator[Metric]]) -> None:
+        self._families = families
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        age = GaugeMetricFamily(
-            "decice_metric_age_seconds",
-            "Seconds since the metric's last successful refresh (+Inf before the first).",
-            labels=["metric"],
-        )
-        nodes = GaugeMetricFamily(
-            "decice_metric_nodes", "Nodes with a value in the current snapshot.", labels=["metric"]
-        )
-        now = self._clock()
-        for name, series in self._snapshot().metrics.items():
-            fetched = series.fetched_at
-            age.add_metric([name], float("inf") if fetched is None else now - fetched)
-            nodes.add_metric([name], float(len(series.values)))
-        yield age
-        yield nodes
+    def collect(self) -> Iterator[Metric]:
+        return self._families()
+
+
+def _family(
+    name: str,
+    documentation: str,
+    labels: list[str],
+    rows: Iterable[tuple[list[str], float]],
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily] = GaugeMetricFamily,
+) -> Metric:
+    family = kind(name, documentation, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, value)
+    return family
 
 
 NodeFigures = tuple[Mapping[str, Mapping[str, int]], Mapping[str, Mapping[str, float]]]
 """(policy -> node -> score, metric -> node -> value) of the tables in force."""
-
-
-class _NodeCollector(Collector):
-    """Each node's score and metric values, read from the precomputed table when scraped:
-    no work per request, and always the answers the scheduler is being given."""
-
-    def __init__(self, figures: Callable[[], NodeFigures]) -> None:
-        self._figures = figures
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        scores, values = self._figures()
-        score = GaugeMetricFamily(
-            "decice_node_score",
-            "The node's prioritize score (0..10) for our pods of each policy.",
-            labels=["node", "policy"],
-        )
-        for policy, node_scores in scores.items():
-            for node, value in node_scores.items():
-                score.add_metric([node, policy], float(value))
-        metric = GaugeMetricFamily(
-            "decice_node_metric",
-            "The node's value of each policy metric in the current snapshot.",
-            labels=["node", "metric"],
-        )
-        for name, by_node in values.items():
-            for node, v in by_node.items():
-                metric.add_metric([node, name], v)
-        yield score
-        yield metric
-
-
 PlacementFigures = tuple[Mapping[str, int], int, int, Mapping[str, bool]]
 """(reservations by source, turned-away pods, requeue patches pending, watch -> up)."""
-
-
-class _PlacementCollector(Collector):
-    """Herd-guard reservations, turned-away pods and watch health, read when scraped."""
-
-    def __init__(
-        self,
-        figures: Callable[[], PlacementFigures],
-        estimates: Callable[[], Mapping[str, int]],
-    ) -> None:
-        self._figures = figures
-        self._estimates = estimates
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        reservations, turned_away, pending, watches = self._figures()
-        held = GaugeMetricFamily(
-            "decice_herd_reservations",
-            "Pods the herd guard counts on their node until fresh metrics include them, by "
-            "who told us: bind (ours), watch (any binder), nominated or expected (not bound yet).",
-            labels=["source"],
-        )
-        for source in ("bind", "watch", "nominated", "expected"):
-            held.add_metric([source], float(reservations.get(source, 0)))
-        yield held
-        estimates = CounterMetricFamily(
-            "decice_herd_estimates",
-            "Placed pods counted by the herd guard, by where their expected use came from: "
-            "workload (its running siblings' measured use), own (its own measured use), "
-            "request (its CPU request: no trusted measurement) or default (no request).",
-            labels=["source"],
-        )
-        for source in ESTIMATE_SOURCES:
-            estimates.add_metric([source], float(self._estimates().get(source, 0)))
-        yield estimates
-        yield GaugeMetricFamily(
-            "decice_turned_away_pods",
-            "Pods our filter turned away from every node, waiting for metrics to recover.",
-            value=float(turned_away),
-        )
-        yield GaugeMetricFamily(
-            "decice_requeue_pending",
-            "Recovered pods waiting for their requeue patch (rate-limited).",
-            value=float(pending),
-        )
-        up = GaugeMetricFamily(
-            "decice_watch_up",
-            "1 while the watch of the resource is established, else 0.",
-            labels=["resource"],
-        )
-        for resource, watching in watches.items():
-            up.add_metric([resource], 1.0 if watching else 0.0)
-        yield up
-
-
 ConfigFigures = tuple[bool, float, str]
 """(last reload successful, unix time of the last successful load, sha256 of the active file)."""
+ExceedanceCounts = Mapping[tuple[str, str, str], int]
+"""(policy, verdict, outcome) -> placements settled so since the start."""
 
 
-class _ConfigCollector(Collector):
-    """The policy file's reload state, read from the reloader when scraped (names as
-    Prometheus' and Alertmanager's own: alert on `..._successful == 0`)."""
+def _ages(snapshot: Snapshot, now: float) -> Iterator[Metric]:
+    metrics = snapshot.metrics.items()
+    yield _family(
+        "decice_metric_age_seconds",
+        "Seconds since the metric's last successful refresh (+Inf before the first).",
+        ["metric"],
+        (([n], math.inf if s.fetched_at is None else now - s.fetched_at) for n, s in metrics),
+    )
+    yield _family(
+        "decice_metric_nodes",
+        "Nodes with a value in the current snapshot.",
+        ["metric"],
+        (([n], float(len(s.values))) for n, s in metrics),
+    )
 
-    def __init__(self, figures: Callable[[], ConfigFigures]) -> None:
-        self._figures = figures
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        successful, success_at, sha256 = self._figures()
-        yield GaugeMetricFamily(
-            "decice_config_last_reload_successful",
-            "1 if the last reload of the policy file succeeded, 0 if it failed (the previous "
-            "policy is still in force).",
-            value=1.0 if successful else 0.0,
-        )
-        yield GaugeMetricFamily(
-            "decice_config_last_reload_success_timestamp_seconds",
-            "Unix time the policy in force was loaded (at start or by a reload).",
-            value=success_at,
-        )
-        info = GaugeMetricFamily(
-            "decice_config_info",
-            "Always 1; sha256 (first 12 hex digits) of the policy file in force.",
-            labels=["sha256"],
-        )
-        info.add_metric([sha256[:12]], 1.0)
-        yield info
+def _node_figures(figures: NodeFigures) -> Iterator[Metric]:
+    """From the tables the scheduler is answered from: no work per request."""
+    scores, values = figures
+    yield _family(
+        "decice_node_score",
+        "The node's prioritize score (0..10) for our pods of each policy.",
+        ["node", "policy"],
+        (([n, p], float(v)) for p, by_node in scores.items() for n, v in by_node.items()),
+    )
+    yield _family(
+        "decice_node_metric",
+        "The node's value of each policy metric in the current snapshot.",
+        ["node", "metric"],
+        (([n, m], v) for m, by_node in values.items() for n, v in by_node.items()),
+    )
+
+
+def _placement(figures: PlacementFigures, counted: Mapping[str, int]) -> Iterator[Metric]:
+    reservations, turned_away, pending, watches = figures
+    yield _family(
+        "decice_herd_reservations",
+        "Pods the herd guard counts on their node until fresh metrics include them, "
+        "by who told us: bind (ours), watch (any binder), nominated or expected (not "
+        "bound yet).",
+        ["source"],
+        (([s], float(reservations.get(s, 0))) for s in ("bind", "watch", "nominated", "expected")),
+    )
+    yield _family(
+        "decice_herd_estimates",
+        "Placed pods counted by the herd guard, by where their expected use came "
+        "from: workload (its running siblings' measured use), own (its own measured "
+        "use), request (its CPU request: no trusted measurement) or default (no "
+        "request).",
+        ["source"],
+        (([s], float(counted.get(s, 0))) for s in ESTIMATE_SOURCES),
+        kind=CounterMetricFamily,
+    )
+    yield GaugeMetricFamily(
+        "decice_turned_away_pods",
+        "Pods our filter turned away from every node, waiting for metrics to recover.",
+        value=float(turned_away),
+    )
+    yield GaugeMetricFamily(
+        "decice_requeue_pending",
+        "Recovered pods waiting for their requeue patch (rate-limited).",
+        value=float(pending),
+    )
+    yield _family(
+        "decice_watch_up",
+        "1 while the watch of the resource is established, else 0.",
+        ["resource"],
+        (([r], float(up)) for r, up in watches.items()),
+    )
+
+
+def _config(figures: ConfigFigures) -> Iterator[Metric]:
+    """The policy file's reload state (names as Prometheus' and Alertmanager's own:
+    alert on `..._successful == 0`)."""
+    successful, success_at, sha256 = figures
+    yield GaugeMetricFamily(
+        "decice_config_last_reload_successful",
+        "1 if the last reload of the policy file succeeded, 0 if it failed (the "
+        "previous policy is still in force).",
+        value=float(successful),
+    )
+    yield GaugeMetricFamily(
+        "decice_config_last_reload_success_timestamp_seconds",
+        "Unix time the policy in force was loaded (at start or by a reload).",
+        value=success_at,
+    )
+    yield _family(
+        "decice_config_info",
+        "Always 1; sha256 (first 12 hex digits) of the policy file in force.",
+        ["sha256"],
+        [([sha256[:12]], 1.0)],
+    )
+
+
+def _exceedance(counts: ExceedanceCounts) -> Iterator[Metric]:
+    """The shadow's ledger: the summary at /shadow reads the same counts."""
+    yield _family(
+        "decice_shadow_exceedance",
+        "Placements judged, by what the chosen node did within "
+        "shadow.exceedanceWindow after: exceeded (went over the policy's threshold; "
+        "counted when seen), under (stayed at or under it the whole window), "
+        "unobserved (no fresh value of the node in the window), dropped (more than "
+        "shadow.keep watched at once). The exceedance share: exceeded / (exceeded + "
+        "under).",
+        ["policy", "verdict", "outcome"],
+        ((list(key), float(n)) for key, n in sorted(counts.items())),
+        kind=CounterMetricFamily,
+    )
 
 
 class RebalanceTelemetry:
-    """The rebalancer's counters, on the registry of the service it runs in (only the
-    rebalancer exports them: the extender's /metrics stays as it was)."""
+    """The rebalancer's counters, on the registry of the service it runs in."""
 
-    def __init__(
-        self, registry: CollectorRegistry, leading: Callable[[], bool] | None = None
-    ) -> None:
-        if leading is not None:
-            Gauge(
-                "decice_rebalance_leader",
-                "1 while this rebalancer holds the Lease (only the holder evicts).",
-                registry=registry,
-            ).set_function(lambda: float(leading()))
+    def __init__(self, registry: CollectorRegistry, leading: Callable[[], bool]) -> None:
+        Gauge(
+            "decice_rebalance_leader",
+            "1 while this rebalancer holds the Lease (only the holder evicts).",
+            registry=registry,
+        ).set_function(lambda: float(leading()))
         self.decisions = Counter(
             "decice_rebalance_decisions",
             "Rebalancer decisions by mode and outcome: would_move (dry-run), evicted, "
@@ -237,31 +227,57 @@ class OverloadTelemetry:
         self.changes.labels(action, outcome).inc()
 
 
-GIT_COMMIT_ENV = "DECICE_GIT_COMMIT"
-"""Where the image keeps the commit it was built from (the Dockerfile's GIT_COMMIT)."""
+class ShadowTelemetry:
+    """Shadow mode's series: the placements judged and what their nodes did after."""
 
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.assignments = Counter(
+            "decice_shadow_assignments",
+            "Placements another scheduler made, judged against our scores: best (our best "
+            "node), top3, other (a node our filter passes), rejected (one it rejects).",
+            ["policy", "verdict"],
+            registry=registry,
+        )
+        self.gap = Histogram(
+            "decice_shadow_score_gap",
+            "Our best node's score (0..10) less the chosen node's.",
+            ["policy"],
+            buckets=range(11),
+            registry=registry,
+        )
+        self.rejected = Counter(
+            "decice_shadow_rejected",
+            "Placements onto nodes our filter rejects, by its reason.",
+            ["policy", "reason"],
+            registry=registry,
+        )
 
-def build_labels(environ: Mapping[str, str]) -> dict[str, str]:
-    """decice_build_info's labels: our version, Python's, and the git commit the image was
-    built from ("" when unknown, e.g. a pip install from a source tree)."""
-    return {
-        "version": __version__,
-        "python_version": platform.python_version(),
-        "git_commit": environ.get(GIT_COMMIT_ENV, ""),
-    }
+    def judged(self, policy: str, verdict: str, gap: int, reason: str | None) -> None:
+        self.assignments.labels(policy, verdict).inc()
+        self.gap.labels(policy).observe(gap)
+        if reason is not None:
+            self.rejected.labels(policy, reason).inc()
+
+    def watch_exceedance(self, counts: Callable[[], ExceedanceCounts]) -> None:
+        self.registry.register(_Scraped(lambda: _exceedance(counts())))
 
 
 class Telemetry:
-    def __init__(
-        self, registry: CollectorRegistry | None = None, environ: Mapping[str, str] = os.environ
-    ) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
+        self.registry = r = CollectorRegistry()
         Info(
             "decice_build",
             "The running build: decice-extender's version, Python's, and the git commit.",
             registry=r,
-        ).info(build_labels(environ))
+        ).info(
+            {
+                "version": __version__,
+                "python_version": platform.python_version(),
+                # The commit the image was built from (the Dockerfile's GIT_COMMIT).
+                "git_commit": environ.get("DECICE_GIT_COMMIT", ""),
+            }
+        )
         self.requests = Counter(
             "decice_requests",
             "Extender requests by verb and HTTP status.",
@@ -318,20 +334,20 @@ class Telemetry:
     def watch(
         self, snapshot: Callable[[], Snapshot], clock: Callable[[], float] = time.time
     ) -> None:
-        self.registry.register(_CacheAgeCollector(snapshot, clock))
+        self.registry.register(_Scraped(lambda: _ages(snapshot(), clock())))
 
     def watch_nodes(self, figures: Callable[[], NodeFigures]) -> None:
-        self.registry.register(_NodeCollector(figures))
+        self.registry.register(_Scraped(lambda: _node_figures(figures())))
 
     def watch_placement(
         self,
         figures: Callable[[], PlacementFigures],
         estimates: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
-        self.registry.register(_PlacementCollector(figures, estimates))
+        self.registry.register(_Scraped(lambda: _placement(figures(), estimates())))
 
     def watch_config(self, figures: Callable[[], ConfigFigures]) -> None:
-        self.registry.register(_ConfigCollector(figures))
+        self.registry.register(_Scraped(lambda: _config(figures())))
 
     def watch_restart(self, resource: str, reason: str) -> None:
         self.watch_restarts.labels(resource, reason).inc()

@@ -1,14 +1,6 @@
-"""The verbs on raw ASGI: a POST to a verb's path skips Starlette's router, middleware,
-Request and Response, which a profile of a 1,000-pod burst put at about 15 % of our CPU
-(tests/benchmarks/verbasgi.py times both ways in process); everything else is
-Starlette's, unchanged.
-
-Protocol only, no rule of ours: the content type, the body limit, the statuses and their
-messages are extender.service.verbs' (`Verbs.answer`). The messages are the ASGI spec's
-HTTP ones (https://asgi.readthedocs.io/en/latest/specs/www.html): header names are
-lower-case bytes, the body comes in `http.request` messages until `more_body` is false,
-`http.disconnect` when the client went away, and the answer is one `http.response.start`
-and one `http.response.body`.
+"""The verbs on raw ASGI (https://asgi.readthedocs.io/en/latest/specs/www.html): a POST to
+a verb's path skips Starlette's router, middleware, Request and Response (BENCHMARKS.md,
+"The verbs on raw ASGI"). Protocol only: the rules are extender.service.verbs'.
 """
 
 from __future__ import annotations
@@ -69,13 +61,8 @@ async def respond(send: Send, status: int, body: bytes, headers: list[tuple[byte
 
 
 class VerbFront:
-    """In front of `app` (the Starlette app): a POST to one of `endpoints`' paths goes
-    straight to its endpoint; every other request (another path, another method: a GET on
-    a verb's path is the verb route's 405), the lifespan and websockets go to `app`.
-
-    The match is on the exact path, as the scheduler sends it (<urlPrefix>/<verb>); what
-    Starlette would make of any other path (a trailing slash's redirect, a root_path) it
-    still does, and its verb routes call the same endpoints."""
+    """In front of `app` (the Starlette app): a POST to exactly one of `endpoints`' paths
+    goes straight to its endpoint; everything else goes to `app` (a GET there is a 405)."""
 
     __slots__ = ("_endpoints", "app")
 

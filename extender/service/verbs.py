@@ -1,11 +1,5 @@
-"""The extender verbs: filter, prioritize, preempt and bind, over HTTP.
-
-Routes only: parsing lives in decisions.wire, decisions in decisions.engine, binding in
-cluster.binder. Every verb response carries `Server-Timing: app;dur=<ms>` measured from the
-start of the body read to the response built, so the scheduler-side cost can be told apart.
-A verb is served on raw ASGI (extender.service.verb_asgi), not through Starlette's Request
-and Response.
-"""
+"""The extender verbs over raw ASGI (service.verb_asgi); every answer carries
+`Server-Timing: app;dur=<ms>` (body read to answer built) to tell our cost apart."""
 
 from __future__ import annotations
 
@@ -69,14 +63,9 @@ def error_response(status: int, message: str) -> Response:
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """No cyclic GC while one request is decoded, decided and dropped (no await inside).
-
-    A full v1.NodeList of 5,000 nodes decodes into ~10^6 dicts and lists; the collector,
-    triggered by their allocation, walked them (and the tables) again and again, which
-    made decoding several times slower (BENCHMARKS.md, "In-process costs the code cites").
-    JSON values hold no cycles, refcounting frees them all before the collector is
-    switched back on, so nothing is left for it to find.
-    """
+    """No cyclic GC while one request is decoded, decided and dropped (no await inside):
+    a big NodeList's allocations would trigger collections that walk it and the tables
+    again and again (BENCHMARKS.md). JSON holds no cycles; refcounting frees it all."""
     if not gc.isenabled():
         yield
         return
@@ -88,8 +77,7 @@ def gc_paused() -> Iterator[None]:
 
 
 def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb, Handler]:
-    """What each verb does with its body: wire parses, the engine (or binder) decides, wire
-    encodes."""
+    """What each verb does with its body."""
 
     async def do_filter(body: bytes, now: float) -> bytes:
         with gc_paused():
@@ -98,10 +86,7 @@ def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb,
             answer = encode_filter(args, decision)
             failed = len(decision.failed)
             passed = len(args.names) - failed
-            # Dropped while the collector is off: a 5,000-node v1.NodeList still alive when it
-            # comes back on is walked by the collection its allocations triggered
-            # (BENCHMARKS.md, "Before and after the hygiene and explanation work").
-            del args, decision
+            del args, decision  # while the collector is off, or it walks them (BENCHMARKS.md)
         telemetry.filtered(passed, failed)
         return answer
 
@@ -128,10 +113,8 @@ def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb,
 
 
 class Verbs:
-    """Every verb behind one wrapper: the content type, the body limit, a body we cannot
-    read as a 4xx naming the problem, an unexpected error as a 500, `Server-Timing` and the
-    latency histogram. The handlers only turn a body into an answer; `answer` serves every
-    verb, whether it came through `front` (the served path) or Starlette's `routes`."""
+    """Every verb behind one wrapper: content type, body limit, a 4xx naming a bad body, a
+    500 on a bug, `Server-Timing` and the latency histogram, through `front` or `routes`."""
 
     def __init__(
         self,
@@ -149,17 +132,14 @@ class Verbs:
         }
 
     def routes(self) -> list[Route]:
-        """POST <urlPrefix>/<verb> for every verb, to the same endpoints as `front`: what
-        `front` hands on to Starlette on a verb's path (another method: 405 with Allow) is
-        answered as it was."""
+        """POST <urlPrefix>/<verb>, the endpoints of `front` (another method: 405)."""
         return [
             Route(path, endpoint, methods=["POST"], name=verb)
             for path, (verb, endpoint) in self._endpoints.items()
         ]
 
     def front(self, app: ASGIApp) -> VerbFront:
-        """`app` (the Starlette app with `routes`) behind a front that answers a POST to a
-        verb's path itself."""
+        """`app` (Starlette with `routes`) behind a front that answers verb POSTs itself."""
         return VerbFront({path: endpoint for path, (_, endpoint) in self._endpoints.items()}, app)
 
     async def answer(
@@ -178,7 +158,6 @@ class Verbs:
     async def _outcome(
         self, verb: Verb, handler: Handler, scope: Scope, receive: Receive
     ) -> tuple[int, bytes]:
-        """(status, body) of the answer to this request."""
         ctype, declared = request_headers(scope)
         if ctype is not None:
             sent = ctype.decode("latin-1")  # as starlette's Headers

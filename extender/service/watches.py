@@ -1,10 +1,5 @@
-"""The service's watches of the cluster: nodes (addresses and sizes, for `instance` labels
-and the herd guard) and pods (assignments whoever bound them, for the herd guard and
-requeue), and their first lists before serving.
-
-A list after the first (the watch's history was compacted: `410 Gone`) replaces what the
-service knew, as client-go's reflector does: a node or a pod that the new list lacks was
-removed while the watch was down, and is dropped (cluster.nodewatch, cluster.podwatch)."""
+"""The service's watches of nodes and pods. A list after the first (`410 Gone`) replaces
+what the service knew, as client-go's reflector does."""
 
 from __future__ import annotations
 
@@ -45,8 +40,8 @@ ASSIGNED = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """The pods that hold a node: what the pod watch's first list reads."""
 LIST_PAGE = 500
 MAX_LIST_PAGES = 400
-"""The first list reads at most this many pages (200,000 pods), then watches from there
-(a pod it missed is read once, at its next update: cluster.watch_filter drops the ones after)."""
+"""The first list reads at most this many pages, then watches from there (a pod it missed
+is read at its next update)."""
 
 
 def pod_informer(
@@ -57,15 +52,12 @@ def pod_informer(
     clock: Callable[[], float] = time.time,
 ) -> Informer:
     async def start() -> str:
-        # List, then watch from the list's resourceVersion (client-go's reflector): every
-        # pod holding a node goes through the handler as ADDED, so a restarted service
-        # counts again in the herd guard the pods placed in its settle window (a restart
-        # mid-burst), and forgets nothing the watch will not tell it. Page by page. Then
-        # the pods it held that the list lacks (deleted or finished while the watch was
-        # down) are released.
+        # Every pod holding a node goes through the handler as ADDED, so a restarted
+        # service counts again the pods placed in its settle window; then the pods it held
+        # that the list lacks are released.
         began = clock()
         listed: set[str] = set()
-        version, token, whole = "", None, False
+        version, token = "", None
         for _ in range(MAX_LIST_PAGES):
             page = await kube.list_page(
                 "/api/v1/pods", limit=LIST_PAGE, continue_token=token, field_selector=ASSIGNED
@@ -79,11 +71,10 @@ def pod_informer(
                     listed.add(uid)
             token = metadata.get("continue") or None
             if token is None:
-                whole = True
                 break
         if not version:
             raise ValueError("pod list has no metadata.resourceVersion")
-        if whole:  # a list cut short at MAX_LIST_PAGES: absence from it proves nothing
+        if token is None:  # a list cut short at MAX_LIST_PAGES: absence proves nothing
             handler.relisted(listed, began)
         return version
 
@@ -101,8 +92,8 @@ def pod_informer(
 
 async def prepare(informers: tuple[Informer, ...], reloader: PolicyReloader | None = None) -> None:
     """Each watch's first list, bounded in time (nodes map `instance` labels in the first
-    refresh); a failure is logged and the watch loop retries it. SIGHUP reloads the policy
-    from now on (uvicorn handles SIGINT and SIGTERM only)."""
+    refresh; a failure is retried by the watch loop); SIGHUP reloads the policy from now
+    on (uvicorn handles SIGINT and SIGTERM only)."""
     if reloader is not None:
         reloader.triggers.install_sighup()
     for informer in informers:
@@ -110,5 +101,4 @@ async def prepare(informers: tuple[Informer, ...], reloader: PolicyReloader | No
 
 
 def ignore_pod(uid: str) -> None:
-    """A pod callback that does nothing, for the hooks a mode leaves out (no Events, no
-    requeue)."""
+    """A pod callback for the hooks a mode leaves out (no Events, no requeue)."""

@@ -1,19 +1,18 @@
-"""Scenarios x seeds x schedulers: the whole comparison.
-
-Every scheduler of one (scenario, seed) gets the same scenario object, so they all see the
-same nodes, background and pods; each has its own tie-breaking RNG (`select-host:<seed>`),
-so none borrows another's luck. Fresh schedulers (and a fresh engine) per run: no state
-leaks between runs.
+"""Scenarios x seeds x schedulers: the whole comparison. Each scheduler of one scenario and
+seed gets its own tie-breaking RNG and a fresh engine: no luck or state leaks between runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import multiprocessing
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from extender.policy.scheduler_config import DEFAULT_WEIGHT
 from extender.policy.settings import Settings
-from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS, build
+from extender.simulation.profiles import SCHEDULERS, build
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import RunResult, simulate
 from extender.simulation.scenarios import SCENARIOS, Size
@@ -25,12 +24,9 @@ class Plan:
     seeds: tuple[int, ...] = (1,)
     size: Size = field(default_factory=Size)
     pipeline: Pipeline = field(default_factory=Pipeline)
-    max_hosts: int | None = None
-    """prioritize.maxHosts for our extender; None keeps the policy's."""
+    max_hosts: int | None = None  # prioritize.maxHosts for our extender; None keeps the policy's
     weight: int = DEFAULT_WEIGHT
-    """The extender's `weight` in the scheduler config (the shipped one by default)."""
     cpu_metric: str = "cpu"
-    """The policy's metric that gets node CPU utilisation."""
     schedulers: tuple[str, ...] = SCHEDULERS
 
     def __post_init__(self) -> None:
@@ -59,18 +55,9 @@ class Runs:
     def __iter__(self) -> Iterator[str]:
         return iter(self.results)
 
-    @property
-    def baseline(self) -> RunResult:
-        return self.results[KUBE_SCHEDULER]
-
-    @property
-    def ours(self) -> RunResult:
-        return self.results[DECICE]
-
 
 def with_max_hosts(settings: Settings, max_hosts: int | None) -> Settings:
-    """The policy with `prioritize.maxHosts` set (0: every host, as if unset); None: as
-    the policy has it. Its other prioritize settings (the shortlist) are kept."""
+    """The policy with `prioritize.maxHosts` set (0: every host); None: as the policy has it."""
     if max_hosts is None:
         return settings
     value = settings.prioritize.model_copy(update={"max_hosts": max_hosts or None})
@@ -88,22 +75,57 @@ def run_scenario(settings: Settings, plan: Plan, scenario_name: str, seed: int) 
     return Runs(seed, results)
 
 
+def _task(key: tuple[str, int], job: tuple[Settings, Plan]) -> Runs:
+    return run_scenario(*job, *key)
+
+
 def run_plan(
     settings: Settings,
     plan: Plan,
-    progress: Callable[[str, int], None] | None = None,
+    jobs: int = 1,
+    finished: Callable[[tuple[str, int], Runs], None] = lambda key, runs: None,
 ) -> dict[str, list[Runs]]:
-    """scenario -> one Runs per seed, in the plan's order."""
-    out: dict[str, list[Runs]] = {}
-    for name in plan.scenarios:
-        runs: list[Runs] = []
-        for seed in plan.seeds:
-            if progress is not None:
-                progress(name, seed)
-            runs.append(run_scenario(settings, plan, name, seed))
-        out[name] = runs
-    return out
+    """scenario -> one Runs per seed, in the plan's order; the same whatever `jobs` is."""
+    keys = [(name, seed) for name in plan.scenarios for seed in plan.seeds]
+    runs = fork_map(_task, (settings, plan), keys, jobs, finished)
+    return {name: [runs[name, seed] for seed in plan.seeds] for name in plan.scenarios}
 
 
-def seeds_from(first: int, count: int) -> Sequence[int]:
-    return tuple(range(first, first + count))
+K = TypeVar("K", bound=Hashable)
+P = TypeVar("P")
+R = TypeVar("R")
+
+_inherited: Any = None  # fork_map's payload, set before the pool forks
+
+
+def _call(task: Callable[[K, Any], R], key: K) -> R:
+    return task(key, _inherited)
+
+
+def fork_map(
+    task: Callable[[K, P], R],
+    payload: P,
+    keys: Sequence[K],
+    jobs: int,
+    finished: Callable[[K, R], None] = lambda key, result: None,
+) -> dict[K, R]:
+    """key -> task(key, payload); with `jobs` > 1 in forked workers inheriting `payload`."""
+    done: dict[K, R] = {}
+    if jobs <= 1:
+        for key in keys:
+            done[key] = task(key, payload)
+            finished(key, done[key])
+    else:
+        global _inherited
+        _inherited = payload
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+                futures = {pool.submit(_call, task, key): key for key in keys}
+                for future in as_completed(futures):
+                    key = futures[future]
+                    done[key] = future.result()
+                    finished(key, done[key])
+        finally:
+            _inherited = None
+    return {key: done[key] for key in keys}

@@ -1,15 +1,7 @@
 """kube-scheduler's framework in the simulation: plugins, what they are fed, the defaults.
 
-A scheduler here is a profile: kube-scheduler's scheduling cycle (scheduler.py) with a list
-of filter plugins, of score plugins with their weights, and at most one extender. Every
-plugin is told at each tick what the cluster's agents measured so far (`Feeds`) and reads
-what it really reads, on its own clock: our extender Prometheus through our refresher,
-Trimaran load-watcher, Koordinator the koordlet's NodeMetric. A plugin also hears of every
-pod bound and every pod gone, as its informer would.
-
-The default score plugins that differ between simulated nodes are here, computed by
-upstream.py: NodeResourcesFit's LeastAllocated and NodeResourcesBalancedAllocation (from
-requests), and PodTopologySpread (the pod's ReplicaSet siblings per node).
+At each tick every plugin reads what the cluster's agents measured (`Feeds`) on its own
+clock, and hears of every pod bound and gone, as its informer would.
 """
 
 from __future__ import annotations
@@ -32,51 +24,39 @@ from extender.simulation.workload import NodeSpec, PodSpec
 
 @dataclass(frozen=True, slots=True)
 class Feeds:
-    """What the cluster's agents have measured so far; each plugin reads its own."""
-
     prometheus: MetricPipeline
     ledger: NodeLedger
     meter: PodMeter
     nodes: Mapping[str, NodeSpec]
-    """The nodes that have joined, by name."""
     memory: Mapping[str, float]
-    """node -> memory utilisation now (the pods' memory use over its allocatable)."""
 
 
 class Plugin:
     """A framework plugin: a filter, a score, or both; the base does nothing."""
 
-    name = "plugin"
-    filters = False
-
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
-        """A tick boundary at `t` seconds into the run (`now` on the engine's clock)."""
+        """A tick boundary, `t` seconds into the run (`now` on the engine's clock)."""
 
     def take_predictions(self) -> Mapping[str, tuple[float, float]]:
-        """node -> (mean, spread) of a peak predictor, new since asked last (none here)."""
+        """node -> (mean, spread) of a peak predictor, new since asked last."""
         return {}
 
     def filter(self, pod: PodSpec, nodes: list[NodeRequests], now: float) -> list[NodeRequests]:
         return nodes
 
     def score(self, pod: PodSpec, nodes: Sequence[NodeRequests], now: float) -> list[int] | None:
-        """0..100 per node, aligned with `nodes`; None when it gives every node the same
-        score (upstream's Skip), which moves no decision."""
+        """0..100 per node; None when every node scores the same (upstream's Skip)."""
         return None
 
     def bound(self, pod: PodSpec, node: str, now: float) -> None:
-        """The pod was bound to `node` (Reserve, or the informer seeing it assigned)."""
+        """Reserve, or the informer seeing it bound."""
 
     def released(self, pod: PodSpec, node: str, now: float) -> None:
         """The pod is gone from `node`."""
 
 
 class RequestScores(Plugin):
-    """NodeResourcesFit's score (LeastAllocated) and NodeResourcesBalancedAllocation, with
-    their weights, in one plugin: both read only requests, so a node's sum is cached per pod
-    shape until the node changes."""
-
-    name = "NodeResourcesFit+NodeResourcesBalancedAllocation"
+    """LeastAllocated and BalancedAllocation: from requests only, so cached per pod shape."""
 
     def __init__(self, fit: int = FIT_WEIGHT, balanced: int = BALANCED_WEIGHT) -> None:
         self.fit = fit
@@ -98,8 +78,6 @@ class RequestScores(Plugin):
 
 class PodTopologySpread(Plugin):
     """The system default spreading of a ReplicaSet's pods across hosts."""
-
-    name = "PodTopologySpread"
 
     def score(self, pod: PodSpec, nodes: Sequence[NodeRequests], now: float) -> list[int] | None:
         owner = pod.replicaset

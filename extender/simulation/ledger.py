@@ -1,17 +1,6 @@
-"""What ran where, tick by tick: the record every measuring agent reads from.
-
-Agents measure the same nodes and pods on their own clocks and windows: Prometheus scrapes
-cAdvisor's per-pod CPU counters (a pod's series starts when the pod starts: its `irate`
-is its real use as soon as it has two samples, its 5-minute `rate` is diluted until the
-series covers the window), and koordlet samples the node and its pods itself and averages
-over its aggregation window (peers.koordlet). Both read the same record here, so they
-differ only in their windows and lags, as in a cluster.
-
-A node short of CPU (its demand above its cores) serves every consumer on it in
-proportion: a pod's counter then grows by its use times the node's served share, which is
-what a real pod's CPU series shows of a hog's neighbours. Per node the record keeps, from
-the tick the node joined, running sums of its capped utilisation, served share and memory
-utilisation, so any window's mean is two lookups.
+"""What ran where, tick by tick: the record every measuring agent (Prometheus' per-pod
+rules, koordlet) reads, so they differ only in windows and lags. A node short of CPU
+serves everyone on it in proportion; running sums make any window's mean two lookups.
 """
 
 from __future__ import annotations
@@ -23,23 +12,18 @@ from dataclasses import dataclass
 from extender.simulation.prometheus import extrapolated_share
 from extender.simulation.workload import PodSpec
 
-POD_WINDOW = 300
-"""The range of the stock per-pod CPU rules (kubernetes-mixin: `[5m]`)."""
+POD_WINDOW = 300  # the stock per-pod CPU rules' `[5m]` (kubernetes-mixin)
 
 
 class NodeLedger:
-    """Per node, running sums over ticks of utilisation (capped), served share, memory."""
-
     def __init__(self, tick: float) -> None:
         self.tick = tick
         self._first: dict[str, int] = {}
-        """node -> the index of its first recorded tick."""
         self._cpu: dict[str, array[float]] = {}
         self._served: dict[str, array[float]] = {}
         self._memory: dict[str, array[float]] = {}
 
     def record(self, index: int, node: str, demand: float, memory: float) -> None:
-        """Tick `index` (covering [index * tick, (index + 1) * tick)) of `node`."""
         cpu = self._cpu.get(node)
         if cpu is None:
             self._first[node] = index
@@ -52,31 +36,22 @@ class NodeLedger:
         mem = self._memory[node]
         mem.append(mem[-1] + memory)
 
-    def _span(self, node: str, start: int, end: int) -> tuple[int, int] | None:
-        """Offsets into the node's sums for ticks [start, end), clipped to what it has."""
+    def _mean(self, sums: dict[str, array[float]], node: str, start: int, end: int) -> float | None:
+        """The mean over ticks [start, end) (None: none recorded)."""
         first = self._first.get(node)
         if first is None:
             return None
-        a = max(start - first, 0)
-        b = min(end - first, len(self._cpu[node]) - 1)
-        return (a, b) if b > a else None
-
-    def _mean(self, sums: array[float], span: tuple[int, int]) -> float:
-        a, b = span
-        return (sums[b] - sums[a]) / (b - a)
+        a, b = max(start - first, 0), min(end - first, len(sums[node]) - 1)
+        return (sums[node][b] - sums[node][a]) / (b - a) if b > a else None
 
     def cpu(self, node: str, start: int, end: int) -> float | None:
-        """Mean capped utilisation over ticks [start, end) (None: no tick of it recorded)."""
-        span = self._span(node, start, end)
-        return None if span is None else self._mean(self._cpu[node], span)
+        return self._mean(self._cpu, node, start, end)
 
     def served(self, node: str, start: int, end: int) -> float | None:
-        span = self._span(node, start, end)
-        return None if span is None else self._mean(self._served[node], span)
+        return self._mean(self._served, node, start, end)
 
     def memory(self, node: str, start: int, end: int) -> float | None:
-        span = self._span(node, start, end)
-        return None if span is None else self._mean(self._memory[node], span)
+        return self._mean(self._memory, node, start, end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +62,11 @@ class Running:
 
 
 class PodMeter:
-    """The pods running now and what each one's CPU series shows."""
-
     def __init__(self, ledger: NodeLedger, scrape_interval: int, window: int = POD_WINDOW) -> None:
         self.ledger = ledger
         self.scrape = scrape_interval
         self.window = window
-        """The range of the per-pod rules (the stock ones: 5 minutes)."""
         self.running: dict[str, Running] = {}
-        """uid -> the pod, in the order they started."""
         self.on_node: dict[str, dict[str, Running]] = {}
 
     def started(self, pod: PodSpec, node: str, t: float) -> None:
@@ -109,14 +80,12 @@ class PodMeter:
             del self.on_node[entry.node][pod.uid]
 
     def _use(self, entry: Running, start: float, end: float) -> float | None:
-        """Its use over [start, end), in cores: its own times its node's served share."""
         tick = self.ledger.tick
         served = self.ledger.served(entry.node, math.floor(start / tick), math.ceil(end / tick))
         return None if served is None else entry.pod.usage * served
 
     def _samples(self, entry: Running, t: float) -> tuple[float, float, int] | None:
-        """(first, last, count) of its series' samples inside (t - window, t]: cAdvisor's
-        series of a container begins at the first scrape after it started."""
+        """(first, last, count) of its cAdvisor samples in (t - window, t]."""
         scrape = self.scrape
         first = max(
             math.floor(entry.start / scrape) + 1, math.floor((t - self.window) / scrape) + 1
@@ -127,12 +96,7 @@ class PodMeter:
         return first * scrape, last * scrape, last - first + 1
 
     def rate(self, entry: Running, t: float) -> float | None:
-        """What the stock rule
-        `node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m` says of
-        the pod at `t` (its one container): PromQL's rate() over 5 minutes, so a pod younger
-        than that shows only the share of the window its series covers
-        (prometheus.extrapolated_share; the counter starts from 0 when it starts). None
-        before it has two samples."""
+        """The stock `...:sum_rate5m` at `t`: a young pod shows the share its series covers."""
         samples = self._samples(entry, t)
         if samples is None:
             return None
@@ -143,8 +107,7 @@ class PodMeter:
         return use * extrapolated_share(first, last, t, self.window, count, entry.start)
 
     def irate(self, entry: Running, t: float) -> float | None:
-        """What the stock rule `...:sum_irate` says of the pod at `t`: the rate between its
-        last two samples, its real use as soon as it has two."""
+        """The stock `...:sum_irate` at `t`: its real use from two samples on."""
         samples = self._samples(entry, t)
         if samples is None:
             return None
@@ -152,8 +115,7 @@ class PodMeter:
         return self._use(entry, last - self.scrape, last)
 
     def average(self, entry: Running, t: float, window: float) -> float | None:
-        """Its mean use over the samples of [t - window, t] taken every tick or more often
-        (koordlet: every second); None when it started at `t`."""
+        """Its mean use over [t - window, t] (koordlet samples every second)."""
         start = max(entry.start, t - window)
         if t - start < 1.0:
             return None

@@ -1,19 +1,6 @@
-"""Our extender as kube-scheduler reaches it: the real engine, through the wire format.
-
-The simulation must judge the code that serves, not a model of it. So every call goes the
-way the service's verbs go: the request body kube-scheduler sends (`Pod` plus
-`NodeNames`, nodeCacheCapable) is parsed by `decisions.wire.parse_extender_args`, decided
-by `decisions.engine.Engine`, encoded by `encode_filter` / `encode_priorities`, and read
-back the way the scheduler reads it (the filter's `NodeNames`; prioritize's hosts into a
-map, a host missing from it scoring 0). The pod is sent as its ReplicaSet made it
-(`ownerReferences` to `<deployment>-<hash>`, the `pod-template-hash` label), so the engine
-names its workload. What differs from production is only where values come from: in place
-of the Prometheus provider and refresher, every `prometheus.interval` the simulation
-installs what the refresher would fetch: node CPU (prometheus.MetricPipeline.metric, the
-larger of the rule and the raw fast rate) and, on its own interval
-(`herdGuard.usageInterval`), the pods' measured use (usagefeed), with the nodes' cores as
-the node informer would give them. Our bind reserves on the herd
-guard, and the pod watch releases when a pod leaves, as in production.
+"""Our extender as kube-scheduler reaches it: the body it sends is parsed by decisions.wire,
+decided by the real Engine, encoded and read back. Only the values' source differs: the
+simulation installs what the refresher would fetch (MetricPipeline.metric, usagefeed).
 """
 
 from __future__ import annotations
@@ -42,7 +29,6 @@ if TYPE_CHECKING:
     from extender.simulation.framework import Feeds
 
 DEFAULT_QUANTILE = 0.9
-"""The workload quantile when the policy has no herdGuard.quantile."""
 
 
 class OurExtender:
@@ -59,8 +45,7 @@ class OurExtender:
         self.metrics = tuple(m.name for m in settings.fetched_metrics)
         self.cpu_metric = cpu_metric
         self.engine = Engine(settings, Snapshot.empty(self.metrics), now)
-        self.filters = settings.filters_anything
-        """The scheduler config has a filterVerb only when the policy can reject a node."""
+        self.filters = settings.filters_anything  # a filterVerb only if it can reject
         self.scheduler_name = sorted(settings.scheduler_names)[0]
         self._source = "bind" if settings.bind.enabled else "watch"
         self._generation = 0
@@ -79,15 +64,12 @@ class OurExtender:
         now: float,
         usage: UsageTable = EMPTY,
     ) -> None:
-        """A refresh: node CPU (0..1) for the CPU metric and the pods' measured use; any
-        other metric of the policy answers no nodes, so its `onMissing` decides (the
-        simulation measures CPU only)."""
+        """A refresh: node CPU and the pods' use; other metrics' `onMissing` decides."""
         self._predict(cpu, now)
         self.engine.set_node_cores(dict(cores))
         self.engine.install(self.snapshot_of(cpu, now, usage), None, now)
 
     def snapshot_of(self, cpu: Mapping[str, float], now: float, usage: UsageTable) -> Snapshot:
-        """The snapshot a refresh of `cpu` at `now` installs."""
         self._generation += 1
         series = {
             m: MetricSeries(values=dict(cpu) if m == self.cpu_metric else {}, fetched_at=now)
@@ -96,14 +78,11 @@ class OurExtender:
         return Snapshot(series, now, self._generation, usage=usage)
 
     def ready(self) -> None:
-        """Before the engine's tables are read outside a verb (the rebalancer): nothing to
-        do here (a replay's deferred installs are made)."""
+        """Before the tables are read (a decision, the rebalancer); a replay defers installs."""
 
     def _predict(self, cpu: Mapping[str, float], now: float) -> None:
-        """The predicted peak's mean and spread per node (peaks.py, on the policy's window),
-        followed here whether or not the policy filters by it, for PeakCalibration: the new
-        values with the herd guard's load as it stands when they arrive (and as the guard's
-        own do, the spreads of nodes with pods in flight wait)."""
+        """Each node's predicted peak and spread (peaks.py), for PeakCalibration; as the
+        guard's own, nodes with pods in flight keep theirs."""
         ledger = self.engine.guard.ledger
         load, margins = ledger.load, ledger.margins
         pods = {n: x - margins.get(n, 0.0) for n, x in load.items()}
@@ -115,14 +94,11 @@ class OurExtender:
         }
 
     def take_predictions(self) -> Mapping[str, tuple[float, float]]:
-        """node -> (predicted value, its spread), new since asked last."""
         out, self._predictions = self._predictions, {}
         return out
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
-        """Our refresher's two loops: node CPU every `prometheus.interval`, the pods'
-        measured use every `herdGuard.usageInterval` (each answer as Prometheus gives it
-        then; the rule's latest evaluation for the pods' series)."""
+        """The refresher's two loops: node CPU, then the pods' use, each on its interval."""
         if t % self.refresh_interval == 0:
             self.install(
                 feeds.prometheus.metric(t), self._cores(feeds), now, self.engine.snapshot.usage
@@ -136,7 +112,6 @@ class OurExtender:
         return {name: float(n.cores) for name, n in feeds.nodes.items()}
 
     def _pod(self, pod: PodSpec) -> bytes:
-        """The v1.Pod kube-scheduler sends, serialised once per pod."""
         doc = self._pods.get(pod.uid)
         if doc is None:
             doc = orjson.dumps(pod_document(pod, self.scheduler_name))
@@ -147,7 +122,6 @@ class OurExtender:
         return b'{"Pod":' + self._pod(pod) + b',"NodeNames":' + orjson.dumps(list(names)) + b"}"
 
     def filter(self, pod: PodSpec, names: Sequence[str], now: float) -> list[str]:
-        """The nodes our filter passes, as the scheduler reads our answer."""
         args = parse_extender_args(self._body(pod, names), self.engine.answered_nodes(now))
         answer = orjson.loads(encode_filter(args, self.engine.filter(args, now)))
         passed: list[str] = answer["NodeNames"] or []
@@ -160,7 +134,6 @@ class OurExtender:
         return {h["Host"]: h["Score"] for h in answer}
 
     def bound(self, pod: PodSpec, node: str, now: float) -> None:
-        """Our bind went through: remember where, and count the pod on the herd guard."""
         self.engine.pods.placed(pod.uid, node)
         load = self.engine.guard.ledger.load
         before = load.get(node, 0.0)
@@ -168,8 +141,7 @@ class OurExtender:
         self._peaks.shift(node, load.get(node, 0.0) - before)  # as the guard's own spreads
 
     def released(self, pod: PodSpec, node: str, now: float) -> None:
-        """The pod watch saw the pod go: what it reserved is free again, and its node is
-        credited what the metric still shows of it."""
+        """The pod watch saw it go: its reservation is freed."""
         meta = orjson.loads(self._pod(pod))["metadata"]
         facts = PodFacts(
             pod.uid,
@@ -186,13 +158,11 @@ class OurExtender:
 
 
 def _timestamp(arrival: float) -> str:
-    """The pod's creationTimestamp: its arrival on the engine's clock (EPOCH + t)."""
     stamp = datetime.datetime.fromtimestamp(EPOCH + arrival, tz=datetime.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
-    """The pod as its ReplicaSet created it (a bare pod without a workload)."""
     resources: dict[str, Any] = {
         "requests": {"cpu": f"{pod.cpu_milli}m", "memory": str(pod.memory)}
     }

@@ -1,18 +1,16 @@
-"""Runs into a report: per scenario and metric, every scheduler side by side, over seeds.
-
-The figures are summary.py's (mean and spread over seeds); the table prints each
-scheduler's mean ± sd and its change against kube-scheduler alone; the JSON keeps every
-seed's value; targets.py's verdicts close it.
+"""Runs into a report: per scenario and metric, every scheduler side by side, over seeds,
+then the targets' verdicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from extender.simulation.experiment import Plan, Runs
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SHORT
+from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import DRAIN_SECONDS
 from extender.simulation.scenarios import SCENARIOS, Size
 from extender.simulation.summary import ScenarioReport, Spread, scenario_report
@@ -53,7 +51,7 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 )
 """(Metrics field, label, format) for the table, in order."""
 NO_CHANGE = frozenset({"peak_1sd", "peak_2sd", "peak_3sd"})
-"""Rows shown without a change against kube-scheduler (it predicts no peak)."""
+"""Rows shown without a change (kube-scheduler predicts no peak)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +65,6 @@ class Report:
 def build_report(
     plan: Plan, policy: str, results: Mapping[str, Sequence[Runs]], descriptions: Mapping[str, str]
 ) -> Report:
-    """`descriptions`: scenario -> its text (a scenario's description names its seed's
-    draws, e.g. which node turns hot, so the caller picks the first seed's)."""
     scenarios = tuple(
         scenario_report(name, descriptions.get(name, ""), runs) for name, runs in results.items()
     )
@@ -76,7 +72,6 @@ def build_report(
 
 
 def describe(results: Mapping[str, Sequence[Runs]], size: Size) -> dict[str, str]:
-    """scenario -> the description of its first seed's draw."""
     return {
         name: SCENARIOS[name](runs[0].seed, size).description
         for name, runs in results.items()
@@ -88,58 +83,76 @@ def _cell(s: Spread, fmt: Callable[[float], str], seeds: int) -> str:
     return fmt(s.mean) if seeds == 1 else f"{fmt(s.mean)} ± {fmt(s.sd)}"
 
 
-def change(base: Spread, other: Spread) -> str:
-    if base.mean == 0:
-        return "=" if other.mean == 0 else "new"
-    return f"{100 * (other.mean - base.mean) / base.mean:+.0f}%"
+def change(base: float, value: float) -> str:
+    if base == 0:
+        return "=" if value == 0 else "new"
+    return f"{100 * (value - base) / base:+.0f}%"
 
 
-def _header(report: Report) -> list[str]:
-    plan, size, p = report.plan, report.plan.size, report.plan.pipeline
-    seeds = plan.seeds
-    seed_text = (
-        f"seed {seeds[0]}"
-        if len(seeds) == 1
-        else f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), mean ± sd"
-    )
-    hosts = (
-        "policy's" if plan.max_hosts is None else (str(plan.max_hosts) if plan.max_hosts else "all")
-    )
-    fast = f"raw rate window {p.fast_window}s" if p.fast_window else "no raw rate"
-    return [
-        f"decice-extender simulate: {size.nodes} nodes, {seed_text}; policy {report.policy}, "
-        f"maxHosts {hosts}, extender weight {plan.weight}",
-        f"metrics: scrape {p.scrape_interval}s, rate window {p.rate_window}s, rule eval "
-        f"{p.rule_interval}s, {fast}, refresh {p.refresh_interval}s; warm-up "
-        f"{size.warmup / 60:g} min, measured {size.duration / 60:g} min, then "
-        f"{DRAIN_SECONDS / 60:g} min for the waiting pods (unplaced: still waiting then); "
-        "node CPU capped at 100% (demand uncapped); change: against kube-scheduler alone",
-    ]
+def compared(key: str, text: str, value: float, base: float | None) -> str:
+    """A cell with its change against kube-scheduler's `base` (None: none shown)."""
+    if base is None or key in NO_CHANGE:
+        return text
+    return f"{text} {change(base, value):>5}"
 
 
-def _block(sc: ScenarioReport, seeds: int) -> list[str]:
-    names = list(sc.schedulers)
-    base = sc.baseline
-    width = max(len(label) for _, label, _ in ROWS)
-    rows: list[list[str]] = [[SHORT.get(n, n) for n in names]]
-    for key, _, fmt in ROWS:
-        row = []
-        for n in names:
-            text = _cell(sc.schedulers[n][key], fmt, seeds)
-            if base is not None and n != KUBE_SCHEDULER and key not in NO_CHANGE:
-                text += f" {change(base[key], sc.schedulers[n][key]):>5}"
-            row.append(text)
-        rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(names))]
+def table(columns: Mapping[str, Sequence[str]]) -> list[str]:
+    rows = [[SHORT.get(n, n) for n in columns], *map(list, zip(*columns.values(), strict=True))]
     labels = ["", *(label for _, label, _ in ROWS)]
+    width = max(map(len, labels))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
     return [
         f"  {label:<{width}}" + "".join(f"  {c:>{w}}" for c, w in zip(row, widths, strict=True))
         for label, row in zip(labels, rows, strict=True)
     ]
 
 
+def hosts_text(max_hosts: int | None) -> str:
+    return "policy's" if max_hosts is None else (str(max_hosts) if max_hosts else "all")
+
+
+def pipeline_text(p: Pipeline) -> str:
+    fast = f"raw rate window {p.fast_window}s" if p.fast_window else "no raw rate"
+    return (
+        f"metrics: scrape {p.scrape_interval}s, rate window {p.rate_window}s, rule eval "
+        f"{p.rule_interval}s, {fast}, refresh {p.refresh_interval}s"
+    )
+
+
+def _header(report: Report) -> list[str]:
+    plan, size = report.plan, report.plan.size
+    seeds = plan.seeds
+    seed_text = f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), mean ± sd"
+    seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else seed_text
+    return [
+        f"decice-extender simulate: {size.nodes} nodes, {seed_text}; policy {report.policy}, "
+        f"maxHosts {hosts_text(plan.max_hosts)}, extender weight {plan.weight}",
+        f"{pipeline_text(plan.pipeline)}; warm-up {size.warmup / 60:g} min, measured "
+        f"{size.duration / 60:g} min, then {DRAIN_SECONDS / 60:g} min for the waiting pods "
+        "(unplaced: still waiting then); node CPU capped at 100% (demand uncapped); change: "
+        "against kube-scheduler alone",
+    ]
+
+
+def block(sc: ScenarioReport, seeds: int, plain: Collection[str] = (KUBE_SCHEDULER,)) -> list[str]:
+    """The scenario's table; a column of `plain` shows no change against kube-scheduler."""
+    base = sc.baseline
+    columns = {
+        n: [
+            compared(
+                key,
+                _cell(figures[key], fmt, seeds),
+                figures[key].mean,
+                base[key].mean if base is not None and n not in plain else None,
+            )
+            for key, _, fmt in ROWS
+        ]
+        for n, figures in sc.schedulers.items()
+    }
+    return table(columns)
+
+
 def render(report: Report) -> str:
-    """The text table: a block per scenario, then the targets."""
     seeds = len(report.plan.seeds)
     lines = _header(report)
     for sc in report.scenarios:
@@ -147,7 +160,7 @@ def render(report: Report) -> str:
         mean = first["pods"].mean
         pods = f"{mean:.0f} pods" + (" a run on average" if mean != int(mean) else "")
         drawn = f"; as drawn for seed {sc.seeds[0]}" if seeds > 1 else ""
-        lines += ["", f"{sc.name}: {sc.description} ({pods}{drawn})", *_block(sc, seeds)]
+        lines += ["", f"{sc.name}: {sc.description} ({pods}{drawn})", *block(sc, seeds)]
         left = {n: k for n, k in sc.unplaced_only.items() if k}
         if left:
             listed = ", ".join(f"{SHORT.get(n, n)} {k}" for n, k in left.items())
@@ -161,27 +174,31 @@ def render(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _figures(spreads: Mapping[str, Spread]) -> dict[str, Any]:
+def figures(spreads: Mapping[str, Spread]) -> dict[str, Any]:
     return {k: asdict(s) for k, s in spreads.items()}
 
 
+def plan_json(p: Pipeline, max_hosts: int | None, weight: int, cpu: str) -> dict[str, Any]:
+    pipeline = {**asdict(p), "tick": p.tick}
+    return {"pipeline": pipeline, "maxHosts": max_hosts, "extenderWeight": weight, "cpuMetric": cpu}
+
+
 def to_json(report: Report) -> dict[str, Any]:
-    """The report as a JSON-able document (`--json FILE`). `baseline` and `ours` repeat
-    kube-scheduler's and decice's figures under their old names, for one release."""
+    """`--json FILE`'s document; `baseline` and `ours` are old names, kept for one release."""
     plan = report.plan
     scenarios: dict[str, Any] = {}
     for sc in report.scenarios:
         doc: dict[str, Any] = {
             "description": sc.description,
             "seeds": list(sc.seeds),
-            "schedulers": {n: _figures(s) for n, s in sc.schedulers.items()},
+            "schedulers": {n: figures(s) for n, s in sc.schedulers.items()},
             "unplacedOnly": dict(sc.unplaced_only),
             "overcommitted": sc.overcommitted,
         }
         if sc.baseline is not None:
-            doc["baseline"] = _figures(sc.baseline)
+            doc["baseline"] = figures(sc.baseline)
         if sc.ours is not None:
-            doc["ours"] = _figures(sc.ours)
+            doc["ours"] = figures(sc.ours)
             doc["unplacedOnlyOurs"] = sc.unplaced_only.get(DECICE, 0)
         scenarios[sc.name] = doc
     return {
@@ -190,10 +207,7 @@ def to_json(report: Report) -> dict[str, Any]:
             "seeds": list(plan.seeds),
             "schedulers": list(plan.schedulers),
             "size": asdict(plan.size),
-            "pipeline": {**asdict(plan.pipeline), "tick": plan.pipeline.tick},
-            "maxHosts": plan.max_hosts,
-            "extenderWeight": plan.weight,
-            "cpuMetric": plan.cpu_metric,
+            **plan_json(plan.pipeline, plan.max_hosts, plan.weight, plan.cpu_metric),
             "policy": report.policy,
         },
         "distribution": distribution_text(),

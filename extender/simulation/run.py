@@ -1,21 +1,10 @@
 """One scenario under one scheduler: time steps, arrivals, retries, departures, metrics.
 
-Time moves in ticks (prometheus.Pipeline.tick, 15 s by default). At each tick boundary T,
-in this order: nodes due join; the tick just ended is observed by the metric pipeline;
-Prometheus scrapes and evaluates its rule (each when T falls on its interval); the
-scheduler's plugins and extender read what they read (our refresher, load-watcher, the
-koordlets, each on its own interval); pods waiting for a node are retried (kube-scheduler
-retries them on a pod deletion or a plugin's event, our requeue after a refresh: at least
-this often here); the tick's arrivals are scheduled one at a time, in arrival order, at
-their arrival time, with the pods that ended before each of them gone. A tick's
-utilisation is what runs at its end, with its background; the ledger (ledger.py) keeps it
-per node for the agents that average it themselves.
-
-After the measured time, the run drains (`DRAIN_SECONDS`): no pod arrives, nothing is
-measured, and the pods still waiting are retried as before. A pod counts as left unplaced
-only if it is still waiting then: a pod that arrived in the run's last minute and waits for
-room (our herdGuard.waitForRoom, koordinator's pods waiting for a node under its threshold)
-is not yet unplaced when the clock stops.
+At each tick boundary, in order: nodes due join; the tick just ended is observed by the
+metric pipeline; Prometheus scrapes and evaluates (each on its interval); the plugins and
+extender read what they read; waiting pods are retried; the tick's arrivals are scheduled
+one at a time at their arrival time. After the measured time the run drains
+(`DRAIN_SECONDS`): a pod counts as unplaced only if it still waits then.
 """
 
 from __future__ import annotations
@@ -24,18 +13,82 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from extender.decisions.pods import PodFacts
+from extender.rebalancing.plan import plan
+from extender.rebalancing.pods import RunningPod
 from extender.simulation.framework import Feeds
-from extender.simulation.ledger import NodeLedger, PodMeter
+from extender.simulation.ledger import POD_WINDOW, NodeLedger, PodMeter
+from extender.simulation.ours import OurExtender, pod_document
 from extender.simulation.prometheus import MetricPipeline, Pipeline
-from extender.simulation.rebalance import Placed, Rebalancer, successor
 from extender.simulation.scenarios import Scenario
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Band, Metrics, PeakCalibration, Recorder
 from extender.simulation.workload import EPOCH, NodeSpec, PodSpec
 
-DRAIN_SECONDS = 2100.0
-"""After the measured time: how long the pods still waiting keep being retried (past our
-waitForRoom, 1800 s, and a few of the metric's refreshes) before they count as unplaced."""
+DRAIN_SECONDS = 2100.0  # past our waitForRoom (1800 s) and a few of the metric's refreshes
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    pod: PodSpec
+    node: str
+    since: float  # on the engine's clock
+
+
+class Rebalancer:
+    """Our rebalancer's real plan over the real tables (no PodDisruptionBudgets here)."""
+
+    def __init__(self, ours: OurExtender) -> None:
+        self.ours = ours
+        self.interval = max(1, round(ours.settings.rebalance.interval))
+        self._streaks: dict[str, int] = {}
+
+    @staticmethod
+    def active(ours: OurExtender) -> bool:
+        return ours.settings.rebalance.mode == "evict"
+
+    def check(self, running: Mapping[str, Placed], now: float) -> list[str]:
+        self.ours.ready()
+        engine = self.ours.engine
+        settings = engine.settings
+        pods = [_running(p, self.ours.scheduler_name) for p in running.values()]
+        tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
+        cores = engine.guard.ledger.node_cores
+        result = plan(settings, pods, tables, engine.snapshot, self._streaks, cores, now)
+        self._streaks = result.streaks
+        return [d.pod.facts.uid for d in result.moves]
+
+
+def successor(pod: PodSpec, left: float, now: float, generation: int) -> PodSpec:
+    """The pod its ReplicaSet creates once `pod` is evicted with `left` seconds to run."""
+    return PodSpec(
+        uid=f"{pod.uid.split('~')[0]}~{generation}",
+        cpu_milli=pod.cpu_milli,
+        memory=pod.memory,
+        usage=pod.usage,
+        arrival=now,
+        duration=max(1.0, left),
+        workload=pod.workload,
+        template_hash=pod.template_hash,
+        cpu_limit_milli=pod.cpu_limit_milli,
+    )
+
+
+def _running(p: Placed, scheduler_name: str) -> RunningPod:
+    doc = pod_document(p.pod, scheduler_name)
+    meta = doc["metadata"]
+    facts = PodFacts(
+        uid=p.pod.uid,
+        name=meta["name"],
+        namespace=meta["namespace"],
+        scheduler_name=scheduler_name,
+        cpu_request=p.pod.cores,
+        node_name=p.node,
+        owners=meta.get("ownerReferences"),
+        labels=meta.get("labels"),
+    )
+    owner = "ReplicaSet" if p.pod.workload else None
+    return RunningPod(facts=facts, owner_kind=owner, created=p.since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,50 +99,137 @@ class RunResult:
     metrics: Metrics
     bands: tuple[Band, ...]
     placements: Mapping[str, str]
-    """uid -> the node the pod ran on."""
-    unplaced: frozenset[str]
-    """Pods still waiting when the run ended, after its drain."""
-    overcommitted: int
-    """Bindings that left a node's requests above its allocatable, or more pods on it than
-    it allows: a pod placed where it does not fit by requests (must be 0)."""
+    unplaced: frozenset[str]  # pods still waiting when the run ended, after its drain
+    overcommitted: int  # bindings past a node's allocatable or pod count (must be 0)
 
 
-class Run:
-    """The mutable state of one run; `simulate` drives it."""
+class Cluster:
+    """What a simulated and a replayed run share; `t` is seconds from the run's start."""
 
-    def __init__(self, scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> None:
-        self.scenario = scenario
+    def __init__(
+        self,
+        scheduler: KubeScheduler | None,
+        pipeline: Pipeline,
+        start: float,
+        step: float,
+        pod_window: int = POD_WINDOW,
+    ) -> None:
         self.scheduler = scheduler
         self.pipeline = pipeline
         self.metrics = MetricPipeline(pipeline)
-        self.recorder = Recorder(scenario.size.warmup, pipeline.tick)
+        self.recorder = Recorder(start, step)
         self.calibration = PeakCalibration()
-        self.ledger = NodeLedger(pipeline.tick)
-        self.meter = PodMeter(self.ledger, pipeline.scrape_interval)
-        self.nodes: list[NodeSpec] = []
+        self.ledger = NodeLedger(step)
+        self.meter = PodMeter(self.ledger, pipeline.scrape_interval, pod_window)
         self.joined: dict[str, NodeSpec] = {}
-        self.usage: dict[str, float] = {}
-        """node -> cores its pods really use."""
         self.memory: dict[str, float] = {}
         """node -> memory utilisation of its pods (they use what they request)."""
-        self.cores: dict[str, float] = {}
         self.feeds = Feeds(self.metrics, self.ledger, self.meter, self.joined, self.memory)
-        self.running: list[tuple[float, str, PodSpec, str]] = []
-        """(end, uid, pod, node), a heap."""
         self.waiting: list[PodSpec] = []
         self.placements: dict[str, str] = {}
         self.live: dict[str, Placed] = {}
-        """uid -> the pods running now, for the rebalancer."""
-        self.evicted: set[str] = set()
-        """Pods the rebalancer evicted, still in `running` (skipped when they come due)."""
-        ours = scheduler.extender
+        self.overcommitted = self.moved = 0
+        ours = scheduler.extender if scheduler is not None else None
         self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
-        self.overcommitted = 0
-        self.moved = 0
-        self.last: dict[str, float] = {}
-        """node -> capped utilisation of the tick just recorded."""
-        self.measuring = True
-        """False while draining: placements and ticks are no longer measured."""
+
+    def look(self, t: float) -> None:
+        """Prometheus scrapes and evaluates on its intervals; the scheduler reads."""
+        p, scheduler = self.pipeline, self.scheduler
+        assert scheduler is not None
+        if t % p.scrape_interval == 0:
+            self.metrics.scrape(list(self.joined), self.memory, at=t)
+        if t % p.rule_interval == 0:
+            self.metrics.evaluate(t)
+        scheduler.observe(t, EPOCH + t, self.feeds)
+        if t >= self.recorder.start:
+            self.calibration.predicted(t, scheduler.predicted_peaks())
+
+    def requested(self, pod: PodSpec, node: str, sign: int) -> None:
+        spec = self.joined.get(node)
+        if spec is not None and spec.memory > 0:
+            self.memory[node] += sign * pod.memory / spec.memory
+
+    def decide(self, pod: PodSpec, t: float) -> str | None:
+        """The scheduler's node for the pod (None: it waits), binding past room counted."""
+        assert self.scheduler is not None
+        node = self.scheduler.schedule(pod, EPOCH + t)
+        if node is not None:
+            n = self.scheduler.nodes[node]
+            if n.cpu_requested > n.cpu or n.memory_requested > n.memory > 0 or n.pods > n.max_pods:
+                self.overcommitted += 1
+        return node
+
+    def started(self, pod: PodSpec, node: str, t: float) -> None:
+        self.placements[pod.uid] = node
+        self.live[pod.uid] = Placed(pod, node, EPOCH + t)
+        self.requested(pod, node, 1)
+        self.meter.started(pod, node, t)
+
+    def stopped(self, pod: PodSpec, node: str, t: float) -> None:
+        self.live.pop(pod.uid, None)
+        self.requested(pod, node, -1)
+        self.meter.stopped(pod)
+        if self.scheduler is not None:
+            self.scheduler.unbind(pod, node, EPOCH + t)
+
+    def place(self, pod: PodSpec, t: float) -> bool:
+        raise NotImplementedError
+
+    def evict(self, uid: str, t: float) -> PodSpec:
+        """Stops the pod; returns the successor its ReplicaSet creates."""
+        raise NotImplementedError
+
+    def offer(self, pod: PodSpec, t: float) -> None:
+        if not self.place(pod, t):
+            self.waiting.append(pod)
+
+    def retry(self, t: float) -> None:
+        still = []
+        for pod in self.waiting:
+            if self.place(pod, t):
+                self.recorder.waited(pod.arrival, t)
+            else:
+                still.append(pod)
+        self.waiting = still
+
+    def rebalance(self, t: float) -> None:
+        """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
+        if self.rebalancer is None or t % self.rebalancer.interval:
+            return
+        for uid in self.rebalancer.check(self.live, EPOCH + t):
+            self.moved += 1
+            self.offer(self.evict(uid, t), t)
+
+    def result(self, scenario: str, seed: int, name: str, offered: int, end: float) -> RunResult:
+        for pod in self.waiting:
+            self.recorder.waited(pod.arrival, end, placed=False)
+        shares = self.calibration.shares()
+        metrics = self.recorder.metrics(len(self.waiting), offered, self.moved, shares)
+        return RunResult(
+            scenario=scenario,
+            seed=seed,
+            scheduler=name,
+            metrics=metrics,
+            bands=tuple(self.recorder.bands),
+            placements=self.placements,
+            unplaced=frozenset(p.uid for p in self.waiting),
+            overcommitted=self.overcommitted,
+        )
+
+
+class Run(Cluster):
+    def __init__(self, scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> None:
+        super().__init__(scheduler, pipeline, scenario.size.warmup, pipeline.tick)
+        self.scheduler: KubeScheduler = scheduler
+        self.scenario = scenario
+        self.nodes: list[NodeSpec] = []
+        self.usage: dict[str, float] = {}  # node -> cores its pods really use
+        self.cores: dict[str, float] = {}
+        self.running: list[tuple[float, str, PodSpec, str]] = []  # (end, uid, pod, node), a heap
+        self.evicted: set[str] = set()
+        """Evicted pods still in `running` (skipped when they come due)."""
+        self.last: dict[str, float] = {}  # node -> capped utilisation of the tick just recorded
+        self.measuring = True  # False while draining
 
     def utilisation(self, node: str, t: float) -> float:
         """Demand: (background + its pods' real use) / cores, uncapped."""
@@ -108,18 +248,9 @@ class Run:
                 self.scheduler.add_node(node)
 
     def observe(self, t: float) -> None:
-        """Step 1-3 of a tick boundary: the tick just ended, then the pipeline's events,
-        then whoever reads them."""
-        p = self.pipeline
         for node, utilisation in self.last.items():
-            self.metrics.observe(node, utilisation, p.tick)
-        if t % p.scrape_interval == 0:
-            self.metrics.scrape([n.name for n in self.nodes], self.memory, at=t)
-        if t % p.rule_interval == 0:
-            self.metrics.evaluate(t)
-        self.scheduler.observe(t, EPOCH + t, self.feeds)
-        if t >= self.scenario.size.warmup:
-            self.calibration.predicted(t, self.scheduler.predicted_peaks())
+            self.metrics.observe(node, utilisation, self.pipeline.tick)
+        self.look(t)
 
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
@@ -131,50 +262,25 @@ class Run:
 
     def stop(self, pod: PodSpec, node: str, t: float) -> None:
         self.usage[node] -= pod.usage
-        self.memory[node] -= pod.memory / self.joined[node].memory
-        self.meter.stopped(pod)
-        self.live.pop(pod.uid, None)
-        self.scheduler.unbind(pod, node, EPOCH + t)
+        self.stopped(pod, node, t)
 
-    def rebalance(self, t: float) -> None:
-        """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
-        if self.rebalancer is None or t % self.rebalancer.interval:
-            return
-        ends = {uid: end for end, uid, _, _ in self.running}
-        for uid in self.rebalancer.check(self.live, EPOCH + t):
-            placed = self.live[uid]
-            self.stop(placed.pod, placed.node, t)
-            self.evicted.add(uid)
-            self.moved += 1
-            pod = successor(placed.pod, ends[uid] - t, t, self.moved)
-            if not self.place(pod, t):
-                self.waiting.append(pod)
+    def evict(self, uid: str, t: float) -> PodSpec:
+        placed = self.live[uid]
+        end = next(e for e, u, _, _ in self.running if u == uid)
+        self.stop(placed.pod, placed.node, t)
+        self.evicted.add(uid)
+        return successor(placed.pod, end - t, t, self.moved)
 
     def place(self, pod: PodSpec, t: float) -> bool:
-        node = self.scheduler.schedule(pod, EPOCH + t)
+        node = self.decide(pod, t)
         if node is None:
             return False
         if self.measuring:
             self.recorder.placed(t, min(1.0, self.utilisation(node, t)), node)
-        n = self.scheduler.nodes[node]
-        if n.cpu_requested > n.cpu or n.memory_requested > n.memory or n.pods > n.max_pods:
-            self.overcommitted += 1
         self.usage[node] += pod.usage
-        self.memory[node] += pod.memory / self.joined[node].memory
-        self.meter.started(pod, node, t)
-        self.placements[pod.uid] = node
-        self.live[pod.uid] = Placed(pod, node, EPOCH + t)
+        self.started(pod, node, t)
         heapq.heappush(self.running, (t + pod.duration, pod.uid, pod, node))
         return True
-
-    def retry(self, t: float) -> None:
-        still = []
-        for pod in self.waiting:
-            if self.place(pod, t):
-                self.recorder.waited(pod.arrival, t)
-            else:
-                still.append(pod)
-        self.waiting = still
 
     def record(self, t: float) -> None:
         demand = [self.utilisation(n.name, t) for n in self.nodes]
@@ -190,47 +296,22 @@ class Run:
 
 
 def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -> RunResult:
-    """Run `scenario` under `scheduler`; deterministic for the scenario's seed and the
-    scheduler's RNG."""
     run = Run(scenario, scheduler, pipeline)
-    tick = pipeline.tick
-    end = scenario.size.end
-    pods = scenario.pods
+    tick, end, pods = pipeline.tick, scenario.size.end, scenario.pods
     next_pod = 0
     t = 0
-    while t < end:
+    while t < end or (run.waiting and t < end + DRAIN_SECONDS):
+        run.measuring = t < end
         run.join(t)
         run.observe(t)
         run.retry(t)
         run.rebalance(t)
-        while next_pod < len(pods) and pods[next_pod].arrival < t + tick:
+        while run.measuring and next_pod < len(pods) and pods[next_pod].arrival < t + tick:
             pod = pods[next_pod]
             next_pod += 1
             run.leave(pod.arrival)
-            if not run.place(pod, pod.arrival):
-                run.waiting.append(pod)
+            run.offer(pod, pod.arrival)
         run.leave(t + tick)
         run.record(t)
         t += tick
-    run.measuring = False
-    while run.waiting and t < end + DRAIN_SECONDS:
-        run.join(t)
-        run.observe(t)
-        run.retry(t)
-        run.rebalance(t)
-        run.leave(t + tick)
-        run.record(t)
-        t += tick
-    for pod in run.waiting:
-        run.recorder.waited(pod.arrival, t, placed=False)
-    metrics = run.recorder.metrics(len(run.waiting), next_pod, run.moved, run.calibration.shares())
-    return RunResult(
-        scenario=scenario.name,
-        seed=scenario.seed,
-        scheduler=scheduler.name,
-        metrics=metrics,
-        bands=tuple(run.recorder.bands),
-        placements=run.placements,
-        unplaced=frozenset(p.uid for p in run.waiting),
-        overcommitted=run.overcommitted,
-    )
+    return run.result(scenario.name, scenario.seed, scheduler.name, next_pod, t)

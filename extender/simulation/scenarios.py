@@ -1,12 +1,6 @@
-"""The scenarios: each a pure function of a seed (and a size), so a run can be repeated.
-
-For one seed every scenario draws the same nodes, workloads and pod stream (random streams
-named `workload:<seed>`); each draws its own background levels (streams named
-`<scenario>:<seed>`) and adds what it is about: busy nodes, a burst, a node turning hot,
-a node joining, busy nodes that move, mis-requested workloads, a daily swing. Background
-load is work the scheduler cannot see: system daemons, pods of other schedulers, a noisy
-neighbour on the host. Each scenario's description states what it is about and what it
-asks of a scheduler.
+"""The scenarios: each a pure function of a seed and a size. For one seed every scenario
+draws the same nodes, workloads and pods (`workload:<seed>`), its own background
+(`<scenario>:<seed>`: work no scheduler sees), and adds what it is about.
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from extender.simulation.workload import (
     GIB,
+    WORKLOADS_PER_NODE,
     NodeSpec,
     PodSpec,
     Workload,
@@ -28,23 +23,17 @@ from extender.simulation.workload import (
     make_workloads,
     mix_request,
     stream_rate,
-    workload_count,
 )
 
 BACKGROUND_STEP = 15.0
-"""Seconds between background samples (the background is constant in between)."""
-PHI, NOISE = 0.98, 0.01
-"""AR(1) noise on a node's background level: x' = PHI x + N(0, NOISE); sd ~0.05."""
+PHI, NOISE = 0.98, 0.01  # AR(1) noise on a background level: x' = PHI x + N(0, NOISE)
 CALM = (0.2, 0.5)
 BUSY = (0.75, 0.85)
 OVER_FACTOR = (3.0, 10.0)
-"""misrequested: what the over-users use, as a multiple of their requests (per workload)."""
 UNDER_FACTOR = 0.1
 OVER_REQUESTS = (100, 250, 500)
 UNDER_REQUESTS = (500, 1000, 2000)
-MISREQUESTED_LOAD = 0.04
-"""misrequested: the mis-requested workloads' requests, as a share of the cluster's CPU in
-steady state (half each way), beside the stream's --load."""
+MISREQUESTED_LOAD = 0.04  # misrequested's workloads' requests, of the cluster's CPU
 DIURNAL_BASE = (0.25, 0.45)
 DIURNAL_SWING = 0.2
 
@@ -52,15 +41,11 @@ DIURNAL_SWING = 0.2
 @dataclass(frozen=True, slots=True)
 class Size:
     nodes: int = 100
-    load: float = 0.25
-    """Requests of the pod stream, as a share of the cluster's CPU, in steady state."""
+    load: float = 0.25  # requests of the pod stream, as a share of the cluster's CPU
     warmup: float = 3600.0
-    """Seconds run before measuring: the cluster starts empty of pods."""
     duration: float = 7200.0
-    """Seconds measured."""
     burst: int = 500
-    pods: int | None = None
-    """Pods in the stream over the whole run; None: as many as `load` asks."""
+    pods: int | None = None  # pods in the stream; None: as many as `load` asks
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -77,7 +62,7 @@ class Size:
 
 @dataclass(frozen=True, slots=True)
 class Background:
-    """node -> share of its cores busy with unseen work, one value per BACKGROUND_STEP."""
+    """node -> share of its cores busy with unseen work, per BACKGROUND_STEP."""
 
     levels: Mapping[str, Sequence[float]]
 
@@ -93,14 +78,12 @@ class Scenario:
     nodes: tuple[NodeSpec, ...]
     background: Background
     pods: tuple[PodSpec, ...]
-    """Sorted by arrival."""
     size: Size
     seed: int
     workloads: tuple[Workload, ...] = ()
 
 
 def _series(rng: random.Random, levels: Sequence[float]) -> tuple[float, ...]:
-    """A background series around `levels` (one per step), AR(1) noise, within [0, 1]."""
     x = rng.gauss(0.0, NOISE / math.sqrt(1 - PHI**2))
     out = []
     for level in levels:
@@ -113,6 +96,13 @@ def _steps(size: Size) -> int:
     return math.ceil(size.end / BACKGROUND_STEP) + 1
 
 
+def _switching(
+    rng: random.Random, size: Size, at: float, before: float, after: float
+) -> tuple[float, ...]:
+    switch = int(at // BACKGROUND_STEP)
+    return _series(rng, [before] * switch + [after] * (_steps(size) - switch))
+
+
 def _calm(rng: random.Random, nodes: Sequence[NodeSpec], size: Size) -> dict[str, Sequence[float]]:
     steps = _steps(size)
     return {n.name: _series(rng, [rng.uniform(*CALM)] * steps) for n in nodes}
@@ -120,8 +110,6 @@ def _calm(rng: random.Random, nodes: Sequence[NodeSpec], size: Size) -> dict[str
 
 @dataclass(frozen=True, slots=True)
 class Base:
-    """What every scenario of one seed shares: nodes, workloads, the pod stream."""
-
     nodes: list[NodeSpec]
     workloads: list[Workload]
     pods: list[PodSpec]
@@ -130,7 +118,7 @@ class Base:
 def _workload(seed: int, size: Size) -> Base:
     rng = random.Random(f"workload:{seed}")
     nodes = make_nodes(rng, size.nodes)
-    workloads = make_workloads(rng, workload_count(size.nodes))
+    workloads = make_workloads(rng, max(4, round(size.nodes * WORKLOADS_PER_NODE)))
     if size.pods is not None:
         times = sorted(rng.uniform(0.0, size.end) for _ in range(size.pods))
     else:
@@ -139,24 +127,30 @@ def _workload(seed: int, size: Size) -> Base:
     return Base(nodes, workloads, make_pods(rng, times, workloads))
 
 
+def _calm_start(
+    name: str, seed: int, size: Size
+) -> tuple[Base, random.Random, dict[str, Sequence[float]]]:
+    """The seed's workload, the scenario's RNG, and every node's calm background from it."""
+    base, rng = _workload(seed, size), random.Random(f"{name}:{seed}")
+    return base, rng, _calm(rng, base.nodes, size)
+
+
 def _scenario(
     name: str,
-    description: str,
+    text: str,
     seed: int,
     size: Size,
-    nodes: Sequence[NodeSpec],
+    base: Base,
     levels: Mapping[str, Sequence[float]],
-    pods: Sequence[PodSpec],
-    workloads: Sequence[Workload] = (),
+    more: Base | None = None,
 ) -> Scenario:
-    ordered = tuple(sorted(pods, key=lambda p: (p.arrival, p.uid)))
-    return Scenario(
-        name, description, tuple(nodes), Background(levels), ordered, size, seed, tuple(workloads)
-    )
+    more = more or Base([], [], [])
+    pods = sorted([*base.pods, *more.pods], key=lambda p: (p.arrival, p.uid))
+    nodes, workloads = (*base.nodes, *more.nodes), (*base.workloads, *more.workloads)
+    return Scenario(name, text, nodes, Background(levels), tuple(pods), size, seed, workloads)
 
 
 def _measured_at(size: Size, share: float) -> float:
-    """The instant `share` of the measured time has passed, on the background's steps."""
     return math.ceil((size.warmup + size.duration * share) / BACKGROUND_STEP) * BACKGROUND_STEP
 
 
@@ -165,19 +159,16 @@ def _minutes_in(size: Size, at: float) -> str:
 
 
 def uniform(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    levels = _calm(random.Random(f"uniform:{seed}"), base.nodes, size)
+    base, _, levels = _calm_start("uniform", seed, size)
     text = (
         f"every node's background {CALM[0]:.0%}-{CALM[1]:.0%} of its cores; the control: "
         "measured load has little to add, so it must not do worse than requests"
     )
-    return _scenario("uniform", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("uniform", text, seed, size, base, levels)
 
 
 def skewed(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"skewed:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("skewed", seed, size)
     busy = rng.sample(base.nodes, max(1, round(len(base.nodes) / 10)))
     for n in busy:
         levels[n.name] = _series(rng, [rng.uniform(*BUSY)] * _steps(size))
@@ -186,12 +177,11 @@ def skewed(seed: int, size: Size) -> Scenario:
         f"the scheduler does not see; the rest {CALM[0]:.0%}-{CALM[1]:.0%}: requests cannot "
         "see the busy nodes, a measured metric can"
     )
-    return _scenario("skewed", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("skewed", text, seed, size, base, levels)
 
 
 def burst(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    levels = _calm(random.Random(f"burst:{seed}"), base.nodes, size)
+    base, _, levels = _calm_start("burst", seed, size)
     at = size.warmup + min(600.0, size.duration / 4)
     rng = random.Random(f"burst-pods:{seed}")
     extra = make_pods(rng, [at] * size.burst, base.workloads, "burst")
@@ -200,31 +190,24 @@ def burst(seed: int, size: Size) -> Scenario:
         "faster than any metric shows them, so only what a scheduler reserves for the pods "
         "it just placed spreads them"
     )
-    pods = [*base.pods, *extra]
-    return _scenario("burst", text, seed, size, base.nodes, levels, pods, base.workloads)
+    return _scenario("burst", text, seed, size, base, levels, Base([], [], extra))
 
 
 def hot_node(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"hot-node:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("hot-node", seed, size)
     hot = rng.choice(base.nodes)
     at = size.warmup + size.duration / 3
     calm, busy = rng.uniform(*CALM), rng.uniform(*BUSY)
-    steps = _steps(size)
-    switch = int(at // BACKGROUND_STEP)
-    levels[hot.name] = _series(rng, [calm] * switch + [busy] * (steps - switch))
+    levels[hot.name] = _switching(rng, size, at, calm, busy)
     text = (
         f"{hot.name} ({hot.cores} cores) turns hot, {calm:.0%} -> {busy:.0%} of unseen work, "
         f"{_minutes_in(size, at)}: how soon a scheduler stops placing there"
     )
-    return _scenario("hot-node", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("hot-node", text, seed, size, base, levels)
 
 
 def new_node(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"new-node:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("new-node", seed, size)
     at = _measured_at(size, 1 / 3)
     new = replace(NodeSpec("node-new", 8, 32 * GIB), added_at=at)
     levels[new.name] = _series(rng, [0.05] * _steps(size))
@@ -232,37 +215,29 @@ def new_node(seed: int, size: Size) -> Scenario:
         f"an empty node (8 cores) joins {_minutes_in(size, at)}: a node without metrics yet "
         "must neither be shunned nor flooded"
     )
-    nodes = [*base.nodes, new]
-    return _scenario("new-node", text, seed, size, nodes, levels, base.pods, base.workloads)
+    return _scenario("new-node", text, seed, size, base, levels, Base([new], [], []))
 
 
 def moving_load(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"moving-load:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("moving-load", seed, size)
     tenth = max(1, round(len(base.nodes) / 10))
     chosen = rng.sample(base.nodes, min(len(base.nodes), 2 * tenth))
     first, second = chosen[:tenth], chosen[tenth:]
     at = _measured_at(size, 1 / 3)
-    steps, switch = _steps(size), int(at // BACKGROUND_STEP)
     for n in first:
-        busy, calm = rng.uniform(*BUSY), rng.uniform(*CALM)
-        levels[n.name] = _series(rng, [busy] * switch + [calm] * (steps - switch))
+        levels[n.name] = _switching(rng, size, at, rng.uniform(*BUSY), rng.uniform(*CALM))
     for n in second:
-        calm, busy = rng.uniform(*CALM), rng.uniform(*BUSY)
-        levels[n.name] = _series(rng, [calm] * switch + [busy] * (steps - switch))
+        levels[n.name] = _switching(rng, size, at, rng.uniform(*CALM), rng.uniform(*BUSY))
     text = (
         f"unseen work at {BUSY[0]:.0%}-{BUSY[1]:.0%} moves from {len(first)} nodes to "
         f"{len(second)} others {_minutes_in(size, at)}: a metric that follows slowly keeps "
         "placing on the nodes that just turned busy"
     )
-    return _scenario("moving-load", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("moving-load", text, seed, size, base, levels)
 
 
 def misrequested(seed: int, size: Size) -> Scenario:
-    base = _workload(seed, size)
-    rng = random.Random(f"misrequested:{seed}")
-    levels = _calm(rng, base.nodes, size)
+    base, rng, levels = _calm_start("misrequested", seed, size)
     count = max(2, round(len(base.nodes) / 50))
     over = [
         make_workload(rng, f"over-{i:02d}", rng.uniform(*OVER_FACTOR), rng.choice(OVER_REQUESTS))
@@ -288,16 +263,8 @@ def misrequested(seed: int, size: Size) -> Scenario:
         f"{_minutes_in(size, at)}: requests misjudge them both ways, their running "
         "siblings' measured use does not"
     )
-    return _scenario(
-        "misrequested",
-        text,
-        seed,
-        size,
-        base.nodes,
-        levels,
-        [*base.pods, *pods],
-        [*base.workloads, *odd],
-    )
+    more = Base([], odd, pods)
+    return _scenario("misrequested", text, seed, size, base, levels, more)
 
 
 def diurnal(seed: int, size: Size) -> Scenario:
@@ -319,7 +286,7 @@ def diurnal(seed: int, size: Size) -> Scenario:
         f"{_minutes_in(size, peak)}: no node can be dodged at the peak; a scheduler must not "
         "pile pods on while the load rises"
     )
-    return _scenario("diurnal", text, seed, size, base.nodes, levels, base.pods, base.workloads)
+    return _scenario("diurnal", text, seed, size, base, levels)
 
 
 SCENARIOS: Mapping[str, Callable[[int, Size], Scenario]] = {

@@ -1,12 +1,6 @@
-"""One kube-scheduler scheduling cycle, for any profile of plugins and our extender.
-
-The order is upstream's (schedule_one.go): the NodeResourcesFit filter over every node,
-then the profile's other filter plugins; the extenders' filter over the nodes that passed;
-with one node left it is taken; else each node's score is the sum of each score plugin's
-score x its weight plus each extender's prioritize score x its weight x 10; selectHost
-takes the best, ties at random. Binding updates the scheduler's cache of requests at once
-(the scheduler "assumes" the pod), so the next pod's cycle sees it, and every plugin hears
-of the pod (Reserve, or its informer).
+"""One kube-scheduler scheduling cycle, for any profile of plugins and our extender, in
+upstream's order (pkg/scheduler/schedule_one.go): filters, the extender's filter, scores
+plus the extender's x weight x 10, selectHost; the bound pod is assumed at once.
 """
 
 from __future__ import annotations
@@ -39,13 +33,10 @@ class Weighted:
 
 
 def default_scores() -> list[Weighted]:
-    """kube-scheduler's default score plugins that differ between simulated nodes."""
     return [Weighted(RequestScores(), 1), Weighted(PodTopologySpread(), SPREAD_WEIGHT)]
 
 
 class KubeScheduler:
-    """A kube-scheduler profile: filter plugins, weighted score plugins, an extender."""
-
     def __init__(
         self,
         rng: random.Random,
@@ -59,12 +50,10 @@ class KubeScheduler:
         self.rng = rng
         self.extender = extender
         self.weight = weight
-        """The extender's weight in the scheduler config."""
         self.scores = list(default_scores() if scores is None else scores)
         self.filters = list(filters)
         self.name = name or ("kube-scheduler" if extender is None else "decice")
         self.nodes: dict[str, NodeRequests] = {}
-        """The scheduler's node cache, in the order nodes joined."""
         plugins: dict[int, Plugin] = {id(p): p for p in self.filters}
         plugins.update((id(w.plugin), w.plugin) for w in self.scores)
         self._plugins = list(plugins.values())
@@ -73,15 +62,13 @@ class KubeScheduler:
         self.nodes[node.name] = NodeRequests(node.name, node.cores * 1000, node.memory)
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
-        """A tick boundary: each plugin and the extender read what they read."""
         for plugin in self._plugins:
             plugin.observe(t, now, feeds)
         if self.extender is not None:
             self.extender.observe(t, now, feeds)
 
     def predicted_peaks(self) -> Mapping[str, tuple[float, float]]:
-        """node -> (mean, spread) of the peak predictor it scores or filters by, when one
-        predicted anew this tick (ours, LoadVariationRiskBalancing), else empty."""
+        """node -> (mean, spread) of the peaks it predicts, when new this tick."""
         if self.extender is not None:
             return self.extender.take_predictions()
         for plugin in self._plugins:
@@ -91,7 +78,7 @@ class KubeScheduler:
         return {}
 
     def schedule(self, pod: PodSpec, now: float) -> str | None:
-        """The node the pod is bound to, or None (unschedulable: it waits and is retried)."""
+        """The node the pod is bound to, or None (it waits and is retried)."""
         cpu, memory = pod.cpu_milli, pod.memory
         feasible = fitting_nodes(self.nodes.values(), cpu, memory)
         for plugin in self.filters:
@@ -101,6 +88,8 @@ class KubeScheduler:
         if not feasible:
             return None
         extender = self.extender
+        if extender is not None:
+            extender.ready()
         if extender is not None and extender.filters:
             passed = set(extender.filter(pod, [n.name for n in feasible], now))
             feasible = [n for n in feasible if n.name in passed]
@@ -140,7 +129,6 @@ class KubeScheduler:
         return list(zip(names, totals, strict=True))
 
     def unbind(self, pod: PodSpec, node: str, now: float) -> None:
-        """The pod finished: its requests leave the node."""
         self.nodes[node].remove(pod.cpu_milli, pod.memory, pod.replicaset)
         for plugin in self._plugins:
             plugin.released(pod, node, now)

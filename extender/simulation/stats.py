@@ -1,8 +1,5 @@
-"""What a run is judged by, measured tick by tick over the measured window.
-
-Node CPU utilisation = (background + the real use of its pods) / cores. A node cannot run
-more than its cores, so utilisation is capped at 100 %; the uncapped figure is the demand
-(how far over its cores the node was asked to run), reported beside it.
+"""What a run is judged by, over the measured window: node CPU = (background + its pods'
+real use) / cores, capped at 100 %; the uncapped figure is the demand.
 """
 
 from __future__ import annotations
@@ -13,12 +10,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-HOT = 0.9
-"""A node above this utilisation is hot (5 points over the shipped policy's filter
-threshold, 0.85: the margin it keeps for noise and the metric's lag)."""
-EXCEEDANCE_WINDOW = 300.0
-"""Seconds after a placement within which its node going hot counts as an exceedance: the
-rule's 5-minute rate window, by when every metric shows the pod whole."""
+HOT = 0.9  # hot: 5 points over the shipped filter threshold (0.85), its margin for noise and lag
+EXCEEDANCE_WINDOW = 300.0  # the rule's 5-minute window: a placed pod shows whole by then
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -42,53 +35,33 @@ def pstdev(values: Sequence[float]) -> float:
 @dataclass(frozen=True, slots=True)
 class Metrics:
     node_minutes_hot: float
-    """Node-minutes above 90 % CPU."""
     cpu_p95: float
-    """Over nodes x ticks, capped utilisation."""
     cpu_max: float
     demand_p95: float
-    """Over nodes x ticks, uncapped."""
     demand_max: float
-    cpu_std: float
-    """The standard deviation of utilisation across nodes, averaged over ticks."""
+    cpu_std: float  # across nodes, averaged over ticks
     placed_on_hot: int
-    """Pods placed, in the measured window, on a node above 90 % at that moment."""
     unplaced: int
-    """Pods still waiting for a node when the run ends."""
     pods: int
-    """Pods that arrived during the run."""
     waited: int
-    """Pods placed only after waiting (a retry found them a node)."""
     wait_p95: float = 0.0
-    """Minutes the pods that waited waited, their p95 (0 when none waited)."""
     wait_max: float = 0.0
-    """The longest of those waits, minutes."""
     wait_minutes: float = 0.0
-    """Pod-wait minutes: the minutes every pod spent waiting for a node from the measured
-    window's start until the run ended (the pods still waiting then included): waiting
-    counted as a cost beside hot node-minutes."""
+    """Every pod's wait in the measured time, the unplaced included: a cost beside heat."""
     moved: int = 0
-    """Pods the rebalancer evicted (each replaced by a successor that was scheduled anew)."""
     exceedance: float = 0.0
-    """The share of the measured window's placements after which the chosen node went
-    above 90 % within EXCEEDANCE_WINDOW (0 when nothing was placed)."""
+    """The share of placements whose node went above 90 % within EXCEEDANCE_WINDOW."""
     peak_1sd: float = -1.0
-    """The share of its predicted peaks at 1 spread the scheduler saw exceeded
-    EXCEEDANCE_WINDOW later (PeakCalibration); -1: it predicts none."""
+    """The share of predicted peaks (mean + k sd) exceeded later; -1: none predicted."""
     peak_2sd: float = -1.0
     peak_3sd: float = -1.0
 
 
 SIGMAS = (1.0, 2.0, 3.0)
-GAUSSIAN = (0.1587, 0.0228, 0.0013)
-"""P(X > mean + k sd) of a Gaussian, k in SIGMAS: what a mean-plus-spread predictor such as
-LoadVariationRiskBalancing's assumes it exceeds."""
 
 
 class PeakCalibration:
-    """How often a predicted peak (a node's mean, or latest value, plus k spreads) is
-    exceeded EXCEEDANCE_WINDOW later, for k in SIGMAS: a predictor measured as "Take it to
-    the limit" (EuroSys 2021) measures peak predictors, by the violations they cause."""
+    """How often a predicted peak is exceeded later ("Take it to the limit", EuroSys 2021)."""
 
     def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
         self.horizon = horizon
@@ -97,7 +70,6 @@ class PeakCalibration:
         self._over = [0] * len(SIGMAS)
 
     def predicted(self, t: float, peaks: Mapping[str, tuple[float, float]]) -> None:
-        """node -> (mean, sd) predicted at `t`, judged `horizon` later."""
         if peaks:
             self._due.append((t + self.horizon, peaks))
 
@@ -116,7 +88,6 @@ class PeakCalibration:
                     self._over[i] += u > mean + k * sd
 
     def shares(self) -> tuple[float, ...]:
-        """The share of predictions exceeded, per k; -1 each when nothing was predicted."""
         if not self._seen:
             return (-1.0,) * len(SIGMAS)
         return tuple(o / self._seen for o in self._over)
@@ -124,19 +95,14 @@ class PeakCalibration:
 
 @dataclass(frozen=True, slots=True)
 class Band:
-    """Node CPU across nodes at one tick: for the plots."""
-
     t: float
     p50: float
     p95: float
     max: float
     demand_max: float
-    """The highest uncapped demand: how far past its cores the worst node was asked to run."""
 
 
 class Recorder:
-    """Accumulates the measured window's ticks."""
-
     def __init__(self, start: float, tick: float) -> None:
         self.start = start
         self.tick = tick
@@ -148,7 +114,6 @@ class Recorder:
         self.bands: list[Band] = []
         self.placed_on_hot = 0
         self._pending: dict[str, list[float]] = {}
-        """node -> when the measured placements onto it not yet judged were made."""
         self._placements = 0
         self._exceeded = 0
         self._waits: list[float] = []
@@ -161,8 +126,6 @@ class Recorder:
         demand: Sequence[float],
         names: Sequence[str] = (),
     ) -> None:
-        """One tick: every present node's capped utilisation and demand (`names`: the
-        nodes, in the same order, for the exceedance of recent placements)."""
         if self._pending:
             self._judge(t, cpu, names)
         top = max(cpu, default=0.0)
@@ -178,7 +141,6 @@ class Recorder:
         self._ticks += 1
 
     def placed(self, t: float, utilisation: float, node: str = "") -> None:
-        """A pod went to `node`, running at `utilisation` just before it."""
         if t < self.start:
             return
         self._placements += 1
@@ -189,7 +151,7 @@ class Recorder:
             self._pending.setdefault(node, []).append(t)
 
     def _judge(self, t: float, cpu: Sequence[float], names: Sequence[str]) -> None:
-        """Placements whose node is hot at `t` exceeded; those older than the window did not."""
+        """Placements whose node is hot at `t` exceeded; older than the window, not."""
         for name, u in zip(names, cpu, strict=True):
             times = self._pending.get(name)
             if times is None:
@@ -204,7 +166,6 @@ class Recorder:
                 del self._pending[name]
 
     def waited(self, arrival: float, until: float, placed: bool = True) -> None:
-        """A pod waited from `arrival` until `until` (placed then, or the run ended)."""
         if placed:
             self._waits.append(until - arrival)
         self._wait_seconds += max(0.0, until - max(arrival, self.start))
@@ -216,7 +177,6 @@ class Recorder:
         moved: int = 0,
         peaks: Sequence[float] = (-1.0, -1.0, -1.0),
     ) -> Metrics:
-        """The run's figures, once it has ended (the pods still waiting told `waited`)."""
         waits = self._waits
         return Metrics(
             node_minutes_hot=self._hot_ticks * self.tick / 60,

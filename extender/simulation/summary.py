@@ -1,9 +1,4 @@
-"""Runs into figures over seeds: per scenario, per scheduler, per metric, a mean and spread.
-
-One seed is one sample of a noisy system, so every figure is a mean with its spread (the
-sample standard deviation and the range over seeds), and each seed's value is kept for
-anyone who wants another statistic. report.py prints these, targets.py judges them.
-"""
+"""Runs into figures over seeds: per scenario, scheduler and metric, a mean and spread."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ from extender.simulation.stats import Metrics
 @dataclass(frozen=True, slots=True)
 class Spread:
     mean: float
-    sd: float
-    """Sample standard deviation over seeds (0 with one seed)."""
+    sd: float  # sample standard deviation over seeds
     low: float
     high: float
     values: tuple[float, ...]
@@ -34,7 +28,6 @@ def spread(values: Sequence[float]) -> Spread:
 
 
 def side_spreads(metrics: Sequence[Metrics]) -> dict[str, Spread]:
-    """Metrics field -> its spread over seeds."""
     rows = [asdict(m) for m in metrics]
     return {key: spread([float(r[key]) for r in rows]) for key in rows[0]}
 
@@ -45,12 +38,10 @@ class ScenarioReport:
     description: str
     seeds: tuple[int, ...]
     schedulers: Mapping[str, Mapping[str, Spread]]
-    """scheduler -> Metrics field -> its spread over seeds, in the plan's order."""
+    """scheduler -> Metrics field -> its spread, in the plan's order."""
     unplaced_only: Mapping[str, int]
-    """scheduler -> pods kube-scheduler placed and it left unplaced, summed over seeds
-    (empty when kube-scheduler was not run)."""
+    """scheduler -> pods kube-scheduler placed and it left unplaced, over seeds."""
     overcommitted: int
-    """Bindings past a node's allocatable, every scheduler, all seeds (must be 0)."""
 
     @property
     def baseline(self) -> Mapping[str, Spread] | None:
@@ -64,11 +55,8 @@ class ScenarioReport:
 def scenario_report(name: str, description: str, runs: Sequence[Runs]) -> ScenarioReport:
     names = list(runs[0])
     schedulers = {s: side_spreads([r[s].metrics for r in runs]) for s in names}
-    only: dict[str, int] = {}
-    if KUBE_SCHEDULER in names:
-        for s in names:
-            if s != KUBE_SCHEDULER:
-                only[s] = sum(len(r[s].unplaced - r[KUBE_SCHEDULER].unplaced) for r in runs)
+    others = [s for s in names if s != KUBE_SCHEDULER] if KUBE_SCHEDULER in names else []
+    only = {s: sum(len(r[s].unplaced - r[KUBE_SCHEDULER].unplaced) for r in runs) for s in others}
     return ScenarioReport(
         name=name,
         description=description,

@@ -1,20 +1,11 @@
 """The targets the simulation is run against, judged from the report, never tuned for.
 
-On hot node-minutes (node-minutes above 90 % CPU), means over seeds:
-
-- every scenario: ours (decice) has no more than any of the three peers;
-- every scenario but uniform: ours has at least 50 % fewer than kube-scheduler alone;
-- uniform: no worse than kube-scheduler alone within noise: for node-minutes above 90 %
-  and p95 node CPU, the mean paired difference (ours - kube-scheduler, seed by seed) is at
-  most two standard errors of that difference (with one seed there is no noise estimate,
-  so the difference must be <= 0);
-- no scenario leaves a pod unplaced that kube-scheduler alone placed (pod by pod);
-- every scenario: ours has no more pod-wait minutes than any peer that waits for load
-  (WAITING_PEERS: a peer whose filter turns pods away for load; the others wait only for
-  requested room, as kube-scheduler does): fewer hot node-minutes bought with longer
-  waits does not count.
-
-A target whose scenario or schedulers were not run is "n/a", not met.
+On hot node-minutes (above 90 % CPU), means over seeds, ours (decice): no more than any
+peer; in every scenario but uniform at least 50 % fewer than kube-scheduler alone; in
+uniform no worse than it within noise (the mean paired difference at most two standard
+errors; with one seed, <= 0). No pod left unplaced that kube-scheduler placed; no more
+pod-wait minutes than a peer that waits for load (WAITING_PEERS), so fewer hot minutes
+bought with waiting does not count. A target whose runs are missing is "n/a".
 """
 
 from __future__ import annotations
@@ -24,13 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.simulation.profiles import DECICE, KOORDINATOR, PEERS, SHORT
-from extender.simulation.summary import ScenarioReport, Spread
+from extender.simulation.summary import ScenarioReport, Spread, spread
 
 HOT = "node_minutes_hot"
 WAIT = "wait_minutes"
 WAITING_PEERS = (KOORDINATOR,)
-"""The peers whose filter turns a pod away for load (LoadAware's usage thresholds); the
-Trimaran plugins only score."""
+"""The peers whose filter turns a pod away for load; the Trimaran plugins only score."""
 NO_WORSE = "uniform"
 NO_WORSE_METRICS = {
     "node_minutes_hot": ("node-minutes above 90%", 1),
@@ -42,8 +32,7 @@ NO_WORSE_METRICS = {
 @dataclass(frozen=True, slots=True)
 class Verdict:
     target: str
-    met: bool | None
-    """None: the scenario or a scheduler it is about was not run."""
+    met: bool | None  # None: the scenario or a scheduler it is about was not run
     detail: str
 
 
@@ -72,7 +61,6 @@ def waits_no_longer(sc: ScenarioReport) -> Verdict:
 def _no_more_than(
     sc: ScenarioReport, target: str, candidates: Sequence[str], key: str, who: str
 ) -> Verdict:
-    """Ours has no more of `key` (mean over seeds) than any of `candidates` that ran."""
     peers = [p for p in candidates if p in sc.schedulers]
     if sc.ours is None or not peers:
         return Verdict(target, None, f"decice or {who} not run")
@@ -86,14 +74,10 @@ def _no_more_than(
 
 
 def _paired(base: Spread, ours: Spread) -> tuple[float, float | None]:
-    """(mean of ours - baseline seed by seed, its standard error or None with one seed)."""
-    diffs = [o - b for b, o in zip(base.values, ours.values, strict=True)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    if n < 2:
-        return mean, None
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    return mean, sd / math.sqrt(n)
+    """(mean of ours - baseline seed by seed, its standard error; None with one seed)."""
+    diffs = spread([o - b for b, o in zip(base.values, ours.values, strict=True)])
+    n = len(diffs.values)
+    return diffs.mean, diffs.sd / math.sqrt(n) if n > 1 else None
 
 
 def no_worse(sc: ScenarioReport) -> Verdict:

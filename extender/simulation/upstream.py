@@ -1,45 +1,14 @@
 """kube-scheduler's default filter and scores from requests, computed as upstream does.
 
-Read, not copied, from kubernetes/kubernetes at the v1.35 line (the e2e tests run
-kube-scheduler v1.35.4; the files read carry the v1.35 `fwk.SignPlugin` and DRA
-extended-resource code):
-
-- pkg/scheduler/framework/plugins/noderesources/fit.go: the NodeResourcesFit filter
-  (the pod count stays within the node's allowed pods; each requested resource fits
-  allocatable minus what the node's pods request; a pod requesting nothing fits) and
-  its score, the LeastAllocated strategy with cpu and memory weight 1 (the default
-  NodeResourcesFitArgs);
-- .../least_allocated.go: per resource (allocatable - requested) * MaxNodeScore /
-  allocatable in integer arithmetic, 0 when requested exceeds allocatable; the node's
-  score is the weighted sum divided by the weight sum (integer division);
-- .../balanced_allocation.go: per resource the fraction requested / allocatable (capped
-  at 1); with two resources std = |cpu - memory| / 2; score int((1 - std) * MaxNodeScore);
-  a best-effort pod skips the plugin (PreScore answers Skip);
-- .../resource_allocation.go: "requested" includes the pod being placed; Fit's score
-  counts the node's pods by their non-zero requests (100m / 200 MB for a container
-  without one), BalancedAllocation by their requests. Every simulated pod requests cpu and
-  memory, so the two are the same number here;
-- pkg/scheduler/apis/config/v1/default_plugins.go: score weights NodeResourcesFit 1,
-  NodeResourcesBalancedAllocation 1, TaintToleration 3, NodeAffinity 2,
-  PodTopologySpread 2, InterPodAffinity 2, ImageLocality 1;
-- pkg/scheduler/schedule_one.go: prioritizeNodes sums plugin score x weight and adds each
-  extender's score x its weight x (MaxNodeScore / MaxExtenderPriority = 100 / 10);
-  selectHost takes the highest total, ties by reservoir sampling (each tied node equally
-  likely); with one feasible node it is taken without scoring.
-
-- pkg/scheduler/framework/plugins/podtopologyspread/{plugin,scoring}.go: with no
-  constraints of its own a pod of a ReplicaSet gets the system defaults (hostname, maxSkew
-  3; zone, maxSkew 5; both ScheduleAnyway). The simulated nodes have no zone label, so only
-  the hostname constraint scores: a node's raw score is round(its pods of the same
-  ReplicaSet x log(feasible nodes + 2) + maxSkew - 1), normalised to
-  100 x (max + min - raw) / max over the feasible nodes (100 for all when max is 0); a
-  pod of no ReplicaSet skips the plugin.
-
-Left out because they give every node the same score in these scenarios, so they move no
-decision: TaintToleration (no node has taints: each scores 100 x 3), NodeAffinity and
-InterPodAffinity (no affinity: skipped), ImageLocality (no node holds the image). Every
-node is scored (`percentageOfNodesToScore: 100`, as measured in §7;
-upstream's adaptive default also scores all of them up to 100 nodes).
+Read, not copied, from kubernetes/kubernetes v1.35, pkg/scheduler/:
+- framework/plugins/noderesources/fit.go: the NodeResourcesFit filter, LeastAllocated score;
+- framework/plugins/noderesources/least_allocated.go: (allocatable - requested) x 100 / it;
+- framework/plugins/noderesources/balanced_allocation.go: (1 - |cpu - memory| / 2) x 100;
+- framework/plugins/noderesources/resource_allocation.go: the pod placed counts as requested;
+- apis/config/v1/default_plugins.go: weights Fit 1, BalancedAllocation 1, PodTopologySpread 2;
+- schedule_one.go: prioritizeNodes (an extender's score x weight x 10) and selectHost;
+- framework/plugins/podtopologyspread/scoring.go: by hostname only, maxSkew 3.
+Every node is scored (`percentageOfNodesToScore: 100`, as DESIGN §7 measured).
 """
 
 from __future__ import annotations
@@ -57,27 +26,22 @@ FIT_WEIGHT = 1
 BALANCED_WEIGHT = 1
 SPREAD_WEIGHT = 2
 HOSTNAME_MAX_SKEW = 3
-RESOURCE_WEIGHTS = (1, 1)
-"""LeastAllocated's weights for (cpu, memory)."""
+RESOURCE_WEIGHTS = (1, 1)  # LeastAllocated's weights for (cpu, memory)
 
 
 @dataclass(slots=True)
 class NodeRequests:
-    """What the scheduler's cache knows of a node: allocatable and the sum of requests."""
+    """The scheduler's cache of a node: allocatable (millicores, bytes), requests summed."""
 
     name: str
     cpu: int
-    """Allocatable millicores."""
     memory: int
-    """Allocatable bytes."""
     max_pods: int = MAX_PODS
     cpu_requested: int = 0
     memory_requested: int = 0
     pods: int = 0
     owners: dict[str, int] = field(default_factory=dict)
     """ReplicaSet -> its pods on the node (what PodTopologySpread counts)."""
-    version: int = 0
-    """Bumped on every change."""
     memo: dict[tuple[int, ...], int] = field(default_factory=dict)
     """What plugins computed from this node's requests, emptied on every change."""
 
@@ -85,7 +49,6 @@ class NodeRequests:
         self.cpu_requested += cpu
         self.memory_requested += memory
         self.pods += 1
-        self.version += 1
         self.memo.clear()
         if owner:
             self.owners[owner] = self.owners.get(owner, 0) + 1
@@ -94,7 +57,6 @@ class NodeRequests:
         self.cpu_requested -= cpu
         self.memory_requested -= memory
         self.pods -= 1
-        self.version += 1
         self.memo.clear()
         if owner:
             left = self.owners[owner] - 1
@@ -104,18 +66,8 @@ class NodeRequests:
                 del self.owners[owner]
 
 
-def fits(node: NodeRequests, cpu: int, memory: int) -> bool:
-    """NodeResourcesFit's filter for a pod requesting `cpu` millicores and `memory` bytes."""
-    if node.pods + 1 > node.max_pods:
-        return False
-    if cpu == 0 and memory == 0:
-        return True
-    return node.cpu >= cpu + node.cpu_requested and node.memory >= memory + node.memory_requested
-
-
 def fitting_nodes(nodes: Iterable[NodeRequests], cpu: int, memory: int) -> list[NodeRequests]:
-    """The nodes `fits` passes, in order (the same test, inlined: it runs on every node
-    for every pod)."""
+    """The nodes NodeResourcesFit's filter passes, in order."""
     if cpu == 0 and memory == 0:
         return [n for n in nodes if n.pods < n.max_pods]
     return [
@@ -146,8 +98,7 @@ def least_allocated(node: NodeRequests, cpu: int, memory: int) -> int:
 
 
 def balanced_allocation(node: NodeRequests, cpu: int, memory: int) -> int:
-    """NodeResourcesBalancedAllocation's score, 0..100, the pod included (0 for a pod
-    that requests nothing: upstream skips the plugin for it, on every node)."""
+    """BalancedAllocation's score, the pod included (0 if it requests nothing: skipped)."""
     if cpu == 0 and memory == 0:
         return 0
     fractions = [
@@ -162,17 +113,8 @@ def balanced_allocation(node: NodeRequests, cpu: int, memory: int) -> int:
     return int((1 - std) * MAX_NODE_SCORE)
 
 
-def default_score(node: NodeRequests, cpu: int, memory: int) -> int:
-    """The default plugins' total that differs between nodes: Fit + BalancedAllocation."""
-    return (
-        least_allocated(node, cpu, memory) * FIT_WEIGHT
-        + balanced_allocation(node, cpu, memory) * BALANCED_WEIGHT
-    )
-
-
 def spread_scores(counts: Sequence[int], max_skew: int = HOSTNAME_MAX_SKEW) -> list[int]:
-    """PodTopologySpread's normalised scores of the feasible nodes, from each one's count
-    of pods of the pod's ReplicaSet (one hostname constraint; see the docstring)."""
+    """PodTopologySpread's normalised scores from each node's count of the ReplicaSet's pods."""
     weight = math.log(len(counts) + 2)
     skew = max_skew - 1
     raw = [math.floor(c * weight + skew + 0.5) if c else skew for c in counts]
@@ -193,8 +135,7 @@ def extender_points(score: int, weight: int) -> int:
 
 
 def select_host(scored: Sequence[tuple[str, int]], rng: random.Random) -> str:
-    """selectHost: the highest total; among ties each node equally likely (reservoir
-    sampling, with the simulation's seeded RNG in place of Go's math/rand)."""
+    """selectHost: the highest total, ties by reservoir sampling on the seeded RNG."""
     if not scored:
         raise ValueError("empty priority list")
     selected, best = scored[0]

@@ -1,11 +1,6 @@
-"""Nodes, workloads, and pods whose real CPU use differs from what they request.
-
-The whole point of a metrics-aware scheduler is that requests lie: some pods idle, a few
-use several times what they asked for. Pods come from workloads (Deployments): the pods of
-one workload share its request and its usage distribution, so a workload's running pods
-tell what its next pod will use. The distribution below is the simulation's claim about a
-cluster; it is printed in every report (DISTRIBUTION) so a reader can judge it. Everything
-is drawn from a `random.Random` the caller seeds.
+"""Nodes, workloads, and pods whose real CPU use differs from what they request: a
+workload's pods share its request and usage distribution, so its running pods tell what
+its next pod will use. DISTRIBUTION, printed in every report, is the claim about a cluster.
 """
 
 from __future__ import annotations
@@ -19,15 +14,12 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-EPOCH = 1_000_000.0
-"""Simulated time 0 as the engine's clock reads it (any fixed value would do)."""
+EPOCH = 1_000_000.0  # simulated time 0 on the engine's clock
 MIB = 1024**2
 GIB = 1024**3
-MAX_PODS = 110
-"""The kubelet's default `maxPods`: NodeResourcesFit also filters on the pod count."""
+MAX_PODS = 110  # the kubelet's default `maxPods`
 
 NODE_SIZES: tuple[tuple[int, int, float], ...] = ((8, 32, 0.6), (16, 64, 0.3), (4, 16, 0.1))
-"""(cores, GiB of memory, share of the nodes)."""
 CPU_REQUESTS: tuple[tuple[int, float], ...] = (
     (100, 0.25),
     (250, 0.30),
@@ -35,25 +27,20 @@ CPU_REQUESTS: tuple[tuple[int, float], ...] = (
     (1000, 0.15),
     (2000, 0.05),
 )
-"""(millicores requested, share of the workloads that are not hogs)."""
 HOG_REQUESTS: tuple[tuple[int, float], ...] = ((100, 0.3), (250, 0.4), (500, 0.3))
-"""(millicores requested, share of the hogs): a hog asks for little. A pod asking for 2
-cores and using 10 is not mis-requested but mis-sized: no node would hold it."""
+"""A hog asks for little: a pod asking 2 cores and using 10 is mis-sized, not mis-requested."""
 GIB_PER_CORE = (1, 2, 4)
 IDLE_SHARE = 0.15
 IDLE_FACTOR = (0.02, 0.1)
 HOG_SHARE = 0.10
 HOG_FACTOR = (3.0, 5.0)
 NORMAL_MEDIAN, NORMAL_SIGMA = 0.8, 0.5
-POD_SIGMA = 0.25
-"""A pod's use around its workload's: lognormal with this sigma (replicas differ a little)."""
+POD_SIGMA = 0.25  # a pod's use around its workload's
 WORKLOADS_PER_NODE = 0.5
 POPULARITY_SIGMA = 0.5
-"""A workload's share of the arrivals: lognormal weights with this sigma."""
 DURATION_MEDIAN, DURATION_SIGMA = 20 * 60.0, 0.8
 DURATION_CLIP = (60.0, 3 * 3600.0)
-HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-"""The alphabet of a `pod-template-hash` (apimachinery's rand.SafeEncodeString)."""
+HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.SafeEncodeString
 
 DISTRIBUTION = f"""\
 nodes: 60% 8 cores / 32 GiB, 30% 16 cores / 64 GiB, 10% 4 cores / 16 GiB; {MAX_PODS} pods at most.
@@ -87,24 +74,17 @@ class NodeSpec:
     name: str
     cores: int
     memory: int
-    """Allocatable bytes."""
     added_at: float = 0.0
-    """Seconds after the start when the node joins (0: there from the start)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """A Deployment: its pods share its requests and its usage distribution."""
-
     name: str
     template_hash: str
-    """Its ReplicaSet's `pod-template-hash`: the ReplicaSet is `<name>-<hash>`."""
     cpu_milli: int
     memory: int
-    factor: float
-    """What its pods use, as a multiple of their CPU request (before each pod's own spread)."""
+    factor: float  # what its pods use, as a multiple of their CPU request
     popularity: float = 1.0
-    """Its relative share of the stream's arrivals."""
 
     @property
     def replicaset(self) -> str:
@@ -116,13 +96,10 @@ class PodSpec:
     uid: str
     cpu_milli: int
     memory: int
-    usage: float
-    """Cores the pod really uses while it runs."""
+    usage: float  # cores the pod really uses while it runs
     arrival: float
     duration: float
-    """Seconds it runs once placed (waiting does not count)."""
-    workload: str = ""
-    """Its Deployment ("" for a bare pod)."""
+    workload: str = ""  # its Deployment ("" for a bare pod)
     template_hash: str = ""
     cpu_limit_milli: int | None = None
 
@@ -132,13 +109,10 @@ class PodSpec:
 
     @property
     def replicaset(self) -> str:
-        """The ReplicaSet that owns it ("" for a bare pod): what PodTopologySpread's
-        default constraints select on."""
         return f"{self.workload}-{self.template_hash}" if self.workload else ""
 
 
 def _pick(rng: random.Random, table: Sequence[tuple[T, float]]) -> T:
-    """One value of a (value, share) table."""
     x = rng.random()
     for value, share in table:
         x -= share
@@ -156,12 +130,8 @@ def make_nodes(rng: random.Random, count: int, prefix: str = "node") -> list[Nod
     return out
 
 
-def usage_factor(rng: random.Random, kind: str | None = None) -> float:
-    """A workload's real use / request: idle, hog or normal (see DISTRIBUTION); `kind`
-    None draws the kind too."""
-    if kind is None:
-        x = rng.random()
-        kind = "idle" if x < IDLE_SHARE else "hog" if x < IDLE_SHARE + HOG_SHARE else "normal"
+def usage_factor(rng: random.Random, kind: str | None) -> float:
+    """A workload's real use / request of `kind`."""
     if kind == "idle":
         return rng.uniform(*IDLE_FACTOR)
     if kind == "hog":
@@ -170,8 +140,7 @@ def usage_factor(rng: random.Random, kind: str | None = None) -> float:
 
 
 def kinds(rng: random.Random, count: int) -> list[str]:
-    """The kinds of `count` workloads: the shares of DISTRIBUTION exactly (rounded), in a
-    random order, so a seed's cluster is not by chance twice as hoggish as the claim."""
+    """`count` workloads' kinds in DISTRIBUTION's exact shares, shuffled."""
     idle, hog = round(count * IDLE_SHARE), round(count * HOG_SHARE)
     out = ["idle"] * idle + ["hog"] * hog + ["normal"] * (count - idle - hog)
     rng.shuffle(out)
@@ -189,8 +158,7 @@ def make_workload(
     cpu_milli: int | None = None,
     kind: str | None = None,
 ) -> Workload:
-    """A workload drawn from DISTRIBUTION; `factor` or `cpu_milli` pin those draws, `kind`
-    the factor's kind."""
+    """A workload drawn from DISTRIBUTION; `factor`, `cpu_milli` or `kind` pin a draw."""
     if cpu_milli is None:
         cpu = _pick(rng, HOG_REQUESTS if kind == "hog" else CPU_REQUESTS)
     else:
@@ -206,10 +174,6 @@ def make_workloads(rng: random.Random, count: int, prefix: str = "app") -> list[
         make_workload(rng, f"{prefix}-{i:03d}", kind=kind)
         for i, kind in enumerate(kinds(rng, count))
     ]
-
-
-def workload_count(nodes: int) -> int:
-    return max(4, round(nodes * WORKLOADS_PER_NODE))
 
 
 def make_pod(rng: random.Random, uid: str, arrival: float, workload: Workload) -> PodSpec:
@@ -235,7 +199,6 @@ def make_pods(
     prefix: str = "pod",
     first: int = 0,
 ) -> list[PodSpec]:
-    """A pod per arrival time, each of a workload picked by popularity."""
     weights = list(accumulate(w.popularity for w in workloads))
     picked = rng.choices(workloads, cum_weights=weights, k=len(times))
     return [
@@ -244,37 +207,33 @@ def make_pods(
     ]
 
 
-def mean_request() -> float:
-    """Cores a workload requests on average."""
+def _means() -> tuple[float, float, float, float, float]:
+    """Mean cores requested by a workload not a hog and a hog; mean factor of each kind."""
     most = sum(m / 1000 * share for m, share in CPU_REQUESTS)
     hogs = sum(m / 1000 * share for m, share in HOG_REQUESTS)
+    normal = NORMAL_MEDIAN * math.exp(NORMAL_SIGMA**2 / 2)
+    return most, hogs, sum(IDLE_FACTOR) / 2, sum(HOG_FACTOR) / 2, normal
+
+
+def mean_request() -> float:
+    most, hogs, *_ = _means()
     return (1 - HOG_SHARE) * most + HOG_SHARE * hogs
 
 
 def mix_request(workloads: Sequence[Workload]) -> float:
-    """Cores a pod of this mix requests on average (weighted by popularity)."""
     total = sum(w.popularity for w in workloads)
     return sum(w.cpu_milli / 1000 * w.popularity for w in workloads) / total
 
 
 def mean_factor() -> float:
-    """Real use / request of a pod on average: the workloads' kinds weighted, times the
-    mean of a pod's own spread."""
-    normal = NORMAL_MEDIAN * math.exp(NORMAL_SIGMA**2 / 2)
-    idle = sum(IDLE_FACTOR) / 2
-    hog = sum(HOG_FACTOR) / 2
+    _, _, idle, hog, normal = _means()
     kinds = IDLE_SHARE * idle + HOG_SHARE * hog + (1 - IDLE_SHARE - HOG_SHARE) * normal
     return kinds * math.exp(POD_SIGMA**2 / 2)
 
 
 def use_per_request() -> float:
-    """Cores used per core requested, over the whole distribution: hogs ask for little, so
-    this is less than the mean factor of a pod."""
-    normal = NORMAL_MEDIAN * math.exp(NORMAL_SIGMA**2 / 2)
-    idle = sum(IDLE_FACTOR) / 2
-    hog = sum(HOG_FACTOR) / 2
-    most = sum(m / 1000 * share for m, share in CPU_REQUESTS)
-    hogs = sum(m / 1000 * share for m, share in HOG_REQUESTS)
+    """Cores used per core requested (hogs ask for little)."""
+    most, hogs, idle, hog, normal = _means()
     rest = 1 - IDLE_SHARE - HOG_SHARE
     not_hog = (IDLE_SHARE * idle + rest * normal) / (IDLE_SHARE + rest)
     used = (1 - HOG_SHARE) * most * not_hog + HOG_SHARE * hogs * hog
@@ -282,7 +241,6 @@ def use_per_request() -> float:
 
 
 def mean_duration() -> float:
-    """Seconds a pod runs on average (the lognormal's mean; clipping moves it little)."""
     return DURATION_MEDIAN * math.exp(DURATION_SIGMA**2 / 2)
 
 
@@ -296,8 +254,7 @@ def distribution_text() -> str:
 
 
 def stream_rate(nodes: Sequence[NodeSpec], load: float, request: float | None = None) -> float:
-    """Pods a second that keep requests at `load` of the nodes' CPU (Little's law), for
-    pods requesting `request` cores on average (the distribution's mean by default)."""
+    """Pods a second that keep requests at `load` of the nodes' CPU (Little's law)."""
     cores = sum(n.cores for n in nodes)
     return load * cores / ((request or mean_request()) * mean_duration())
 

@@ -1,6 +1,6 @@
 """The do-nothing extender: the floor a real kube-scheduler pays for any HTTP extender.
 
-Served exactly like ours (`extender.cli.servers`): uvicorn, one worker, uvloop,
+Served exactly like ours (`extender.cli.serve`): uvicorn, one worker, uvloop,
 httptools, no access log. `python tests/benchmarks/donothing.py PORT`.
 
 - `POST /filter`: every node it was asked passes (`NodeNames` in, the same `NodeNames`

@@ -11,7 +11,7 @@ the shipped two-metric shape of policy and every pod selected. Pods carry a node
 a tenth of the time, so the ranking walk skips nodes. Prints assignments per second
 (medians of `--runs`), asserts nothing.
 
-Then the exceedance watch (decisions.exceedance) as the refresher's install hook calls it:
+Then the exceedance watch (decisions.shadow) as the refresher's install hook calls it:
 `--waiting` placements (shadow.keep's default) waiting on random nodes of
 `--install-nodes`, and `--installs` snapshots, each with fresh values: all under the
 threshold (the steady case: every node with a placement waiting looked up, none settled),
@@ -30,9 +30,9 @@ from typing import Any
 
 from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.engine import Engine
-from extender.decisions.exceedance import Exceedances, Threshold
 from extender.decisions.model import MetricSeries, Snapshot
 from extender.decisions.nodes import NodeCache, node_info
+from extender.decisions.shadow import Exceedances, Threshold
 from extender.policy.loading import parse_settings
 from extender.service.shadow_mode import ShadowObserver
 

@@ -74,7 +74,7 @@ def test_the_note_reads_at_a_glance() -> None:
     decided(engine)
     memo = engine.pods.get(UID)
     assert memo is not None
-    event = placement_event(settings, memo, NOW + 1, "extender-0")
+    event = placement_event(memo, NOW + 1, "extender-0")
     assert (event.reason, event.action, event.type) == ("Placed", "Binding", "Normal")
     assert event.note == (
         "placed on node-3: score 9/10 (cpu 0.10); 3 candidates, 1 filtered (cpu above 0.9); "

@@ -1,4 +1,4 @@
-"""extender.decisions.exceedance: whether the node a placement went to went over its
+"""extender.decisions.shadow, exceedance: whether the node a placement went to went over its
 policy's threshold within the window, as the snapshots after it show (pure)."""
 
 from __future__ import annotations
@@ -10,17 +10,18 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
-from extender.decisions.exceedance import (
+from extender.decisions.model import MetricSeries, Snapshot
+from extender.decisions.shadow import (
     OUTCOMES,
+    VERDICTS,
     Exceedances,
     Outcome,
     Threshold,
+    Verdict,
     Watch,
     every_count,
     threshold_of,
 )
-from extender.decisions.model import MetricSeries, Snapshot
-from extender.decisions.shadow import VERDICTS, Verdict
 from tests.harness.fixtures import NOW, make_settings
 
 CPU = Threshold("cpu", 0.9)

@@ -103,18 +103,21 @@ def test_the_preemptor_passes_where_its_victims_are_leaving_before_the_watch_see
     assert set(e.reservations) == {"fill-1", "fill-2", "fill-3"}  # nothing released
     assert not e.table(NOW).passes("n1")  # every other pod still sees the reservations
     # Remembered for a while (the snapshot is too old by then to judge by), then forgotten.
-    assert set(e.preemptions.of("u-urgent", NOW + 300)) == {"n1", "n2"}
-    assert e.preemptions.of("u-urgent", NOW + 301) == {}
+    remembered = e.preemptions.get("u-urgent", NOW + 300)
+    assert remembered is not None and set(remembered.victims) == {"n1", "n2"}
+    assert e.preemptions.get("u-urgent", NOW + 301) is None
 
 
 def test_preemptions_are_bounded() -> None:
     memory = Preemptions(seconds=10, pods=2)
     for uid in ("a", "b", "c"):
         memory.remember(uid, {"n": {}}, NOW)
-    assert len(memory) == 2 and memory.of("a", NOW) == {} and memory.of("c", NOW) == {"n": {}}
+    kept = memory.get("c", NOW)
+    assert len(memory) == 2 and memory.get("a", NOW) is None
+    assert kept is not None and kept.victims == {"n": {}}
     memory.remember("c", {}, NOW)  # nothing accepted: nothing to remember
-    assert memory.of("c", NOW) == {} and len(memory) == 1
-    assert memory.of("b", NOW + 11) == {} and len(memory) == 0
+    assert memory.get("c", NOW) is None and len(memory) == 1
+    assert memory.get("b", NOW + 11) is None and len(memory) == 0
 
 
 def test_only_the_named_victims_leave() -> None:

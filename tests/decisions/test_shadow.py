@@ -10,9 +10,8 @@ import pytest
 from hypothesis import strategies as st
 
 from extender.decisions import table as table_module
-from extender.decisions.eligibility import ANYWHERE, read_eligibility
 from extender.decisions.model import NodeInfo, Taint
-from extender.decisions.nodes import node_info
+from extender.decisions.nodes import ANYWHERE, node_info, read_eligibility
 from extender.decisions.shadow import Assignment, Judgement, ShadowLog, covers, judge
 from extender.decisions.table import build_table, patch_table
 from extender.policy.sections import ShadowSettings

@@ -10,7 +10,7 @@ import pytest
 
 from extender.decisions.engine import Engine
 from extender.decisions.explain import explain_pod
-from extender.decisions.preferences import prefers_nodes
+from extender.decisions.pods import prefers_nodes
 from extender.decisions.scoring import tie_start
 from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.wire import encode_filter, parse_extender_args

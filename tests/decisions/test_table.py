@@ -6,7 +6,9 @@ from __future__ import annotations
 import random
 
 import orjson
+import pytest
 
+from extender.decisions.headroom import Sizes
 from extender.decisions.table import build_table, patch_table
 from tests.harness.fixtures import NOW, make_settings, make_snapshot
 
@@ -49,26 +51,55 @@ def test_patch_rescored_only_the_nodes_whose_load_changed() -> None:
     assert cool.passes_all and cool.scores == base.scores
 
 
-def test_patches_one_node_at_a_time_end_where_a_fresh_build_does() -> None:
+@pytest.mark.parametrize("seed", [7, 11, 23, 101])
+def test_patches_one_node_at_a_time_end_where_a_fresh_build_does(seed: int) -> None:
     # Most patches move a node within its score's step and copy nothing but the values;
-    # the others re-score. Either way the table must be the one built from scratch.
-    rng = random.Random(7)
-    s = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.8}}]).default
-    snap = make_snapshot({"cpu": {f"n{i}": rng.uniform(0.0, 0.8) for i in range(40)}})
-    table = build_table(s, snap, frozenset(), {}, NOW)
+    # the others re-score, and some cross the filter's threshold and back. Whatever the
+    # path, the patched table must be the one built from scratch: the same verdicts, scores,
+    # ranking, headroom and, byte for byte, the same answers.
+    rng = random.Random(seed)
+    n = rng.choice((40, 150, 300))  # several chunks of the whole answer at 150 and 300
+    settings = make_settings(
+        metrics=[
+            {"name": "cpu", "weight": 2, "filter": {"above": 0.8}},
+            {"name": "memory", "onMissing": "fail-open"},
+        ],
+        herdGuard={"enabled": True, "metric": "cpu"},
+    )
+    s = settings.default
+    names = [f"n{i:03}" for i in range(n)]
+    snap = make_snapshot(
+        {
+            "cpu": {x: rng.uniform(0.0, 0.85) for x in names},
+            "memory": {x: rng.uniform(0.0, 1.0) for x in names if rng.random() < 0.9},
+        }
+    )
+    sizes = Sizes({x: rng.choice((2.0, 4.0, 16.0)) for x in names}, None)
+    table = build_table(s, snap, frozenset(), {}, NOW, sizes)
     herd: dict[str, float] = {}
-    untouched = 0
+    untouched = kept_nodes = 0
     for _ in range(300):
-        node = f"n{rng.randrange(40)}"
-        herd[node] = herd.get(node, 0.0) + rng.choice((0.01, 0.025, -0.02))
+        node = rng.choice(names)
+        herd[node] = max(0.0, herd.get(node, 0.0) + rng.choice((0.01, 0.025, -0.02, 0.3, -0.3)))
+        if herd[node] == 0.0 and rng.random() < 0.5:
+            del herd[node]
         before = table
-        table = patch_table(table, s, snap, dict(herd), NOW, changed=(node,))
+        table = patch_table(table, s, snap, dict(herd), NOW, changed=(node,), sizes=sizes)
         untouched += table.whole is before.whole
-        fresh = build_table(s, snap, frozenset(), dict(herd), NOW)
+        kept_nodes += table.whole.nodes is before.whole.nodes
+        fresh = build_table(s, snap, frozenset(), dict(herd), NOW, sizes)
+        assert table.evals == fresh.evals and list(table.evals) == list(fresh.evals)
         assert table.scores == fresh.scores and table.reasons == fresh.reasons
-        assert table.ok == fresh.ok and list(table.ranking) == list(fresh.ranking)
+        assert dict(table.fragments) == dict(fresh.fragments)
+        assert table.ok == fresh.ok and table.passes_all == fresh.passes_all
+        assert list(table.ranking) == list(fresh.ranking)
         assert table.whole.nodes == fresh.whole.nodes
-        answer, built = orjson.loads(table.whole.encoded()), orjson.loads(fresh.whole.encoded())
-        assert sorted(answer, key=str) == sorted(built, key=str)  # the scheduler reads a map
-        assert table.evals == fresh.evals and table.passes_all == fresh.passes_all
-    assert untouched > 100  # most patches left the answers as they were
+        assert table.whole.encoded() == fresh.whole.encoded()  # byte for byte
+        assert table.headroom is not None and fresh.headroom is not None
+        assert {x: table.headroom.for_node(x) for x in names} == {
+            x: fresh.headroom.for_node(x) for x in names
+        }
+        for cores in (0.1, 0.5, 2.0):
+            assert table.headroom.too_small(cores) == fresh.headroom.too_small(cores)
+    assert untouched > 30  # some patches left the answers as they were
+    assert kept_nodes > 150  # most kept the passing set, and its identity

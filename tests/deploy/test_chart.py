@@ -942,10 +942,10 @@ def test_the_lease_role_grants_exactly_what_client_go_leader_election_uses() -> 
 
 
 def test_the_lease_role_is_what_decice_extender_scheduler_config_rbac_prints() -> None:
-    from extender.policy.scheduler_config import Subject, rbac_documents
+    from extender.policy.scheduler_config import rbac_documents, service_account
 
     objs = objects("default")
-    cli_role, cli_binding = rbac_documents(LEASE, NAMESPACE, Subject("ServiceAccount", RELEASE))
+    cli_role, cli_binding = rbac_documents(LEASE, NAMESPACE, service_account(RELEASE))
     assert find(objs, "Role", f"{RELEASE}-leader-election")["rules"] == cli_role["rules"]
     binding = find(objs, "RoleBinding", f"{RELEASE}-leader-election")
     assert binding["subjects"] == cli_binding["subjects"]

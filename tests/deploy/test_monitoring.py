@@ -4,9 +4,8 @@
   and `test rules` on tests/deploy/alerts_test.yaml, whose cases cover every alert firing
   and not firing; skipped only when promtool is not installed (CI installs it).
 - the dashboard JSON, offline: unique panel ids, gridPos, datasource and targets, defined
-  variables, and only series extender/service/telemetry.py (and shadow_telemetry.py)
-  exports (counters only under rate),
-  the shadow mode's included; the "Shadow mode" row shows those and only those; the
+  variables, and only series extender/service/telemetry.py exports (counters only under
+  rate), the shadow mode's included; the "Shadow mode" row shows those and only those; the
   "kube-scheduler" row only series the real kube-scheduler v1.35.4 exports
   (tests/fixtures/kube-scheduler/metrics.txt), joined to the chosen job on the pod (their
   values on a real scheduler: tests/e2e/test_scheduler_metrics.py).
@@ -47,8 +46,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.decisions.model import Snapshot
-from extender.service.shadow_telemetry import ShadowTelemetry
-from extender.service.telemetry import OverloadTelemetry, Telemetry
+from extender.service.telemetry import OverloadTelemetry, ShadowTelemetry, Telemetry
 from tests.deploy.chart import KUBE_VERSION, render_mod
 from tests.deploy.test_chart import (
     CHART,

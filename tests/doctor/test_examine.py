@@ -27,7 +27,6 @@ from extender.doctor.prometheus import (
     query_row,
     range_row,
     reachable_row,
-    timestamp_query,
 )
 from extender.doctor.rows import Row, exit_code, render
 from extender.metrics.stock import CONTAINER_CPU, POD_OWNER
@@ -192,7 +191,6 @@ def test_sample_age_against_max_age() -> None:
     some = age_row(metric, by_node({"node-1": 999.0, "node-2": 880.0}), now)
     assert some.status == "warn" and "1 of 2" in some.detail
     assert age_row(metric, [], now).status == "warn"
-    assert timestamp_query("max by (node) (x)") == "timestamp(max by (node) (x))"
 
 
 def test_values_against_the_range() -> None:

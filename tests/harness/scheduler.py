@@ -41,8 +41,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from extender.decisions.eligibility import read_eligibility
-from extender.decisions.nodes import node_info
+from extender.decisions.nodes import node_info, read_eligibility
 from extender.simulation.upstream import select_host as upstream_select_host
 from tests.harness.kubeapi import FakeKubeAPI
 

@@ -18,8 +18,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from extender.errors.backoff import Backoff
 from extender.policy import filewatch
-from extender.policy.reload import PolicyReloader, read_policy, restart_sections
+from extender.policy.loading import read_policy
+from extender.policy.reload import PolicyReloader, restart_sections
 from extender.policy.settings import Settings
 from extender.service.telemetry import Telemetry
 
@@ -404,7 +406,7 @@ async def test_watch_survives_a_missing_directory(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.WARNING, logger="decice.reload")
-    monkeypatch.setattr(filewatch, "_RETRY_FIRST", 0.05)
+    monkeypatch.setattr(filewatch, "_RETRY", Backoff(base=0.05, cap=30.0))
     path = configmap(tmp_path / "policy", text(V1))
     rig = Rig(path)
     r = rig.reloader
@@ -428,7 +430,7 @@ async def test_watch_follows_a_removed_and_recreated_directory(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.WARNING, logger="decice.reload")
-    monkeypatch.setattr(filewatch, "_RETRY_FIRST", 0.05)
+    monkeypatch.setattr(filewatch, "_RETRY", Backoff(base=0.05, cap=30.0))
     path = configmap(tmp_path / "policy", text(V1))
     rig = Rig(path)
     r = rig.reloader

@@ -181,3 +181,11 @@ def test_bind_is_never_exposed_beyond_the_pod_without_mutual_tls(host: str) -> N
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
 def test_loopback_hosts_keep_bind(host: str) -> None:
     assert make_settings(server={"host": host}, bind={"enabled": True}).server.host == host
+
+
+def test_prometheus_url_without_a_scheme_is_named() -> None:
+    from extender.policy.fields import ConfigError
+    from extender.policy.loading import parse_text
+
+    with pytest.raises(ConfigError, match=r"prometheus\.url.*must start with http:// or https://"):
+        parse_text("prometheus:\n  url: prometheus:9090\n")

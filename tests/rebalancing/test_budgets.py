@@ -1,4 +1,4 @@
-"""extender.rebalancing.budgets and .backoff: which pods the Eviction API would refuse now,
+"""extender.rebalancing.budgets: which pods the Eviction API would refuse now,
 known before asking, and how long a refused pod waits (pure)."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import pytest
 
 from extender.decisions.labels import selects
 from extender.decisions.pods import PodFacts
-from extender.rebalancing.backoff import RefusalBackoff
-from extender.rebalancing.budgets import Budgets, read_budget
+from extender.rebalancing.budgets import Budgets, RefusalBackoff, read_budget
 from extender.rebalancing.pods import RunningPod
 from tests.harness.fixtures import APISERVER, NOW
 

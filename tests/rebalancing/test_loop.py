@@ -23,8 +23,7 @@ from extender.decisions.engine import Engine
 from extender.decisions.model import PodEvent
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
-from extender.rebalancing.evictor import eviction_outcome, refusal_reason
-from extender.rebalancing.loop import Rebalancer
+from extender.rebalancing.loop import Rebalancer, eviction_outcome, refusal_reason
 from extender.service.compose import build_rebalancer
 from extender.service.telemetry import RebalanceTelemetry
 from tests.harness.fixtures import NOW, make_snapshot

@@ -14,7 +14,7 @@ from extender.decisions.state import build_tables
 from extender.decisions.usage import TEMPLATE_HASH, UsageTable, WorkloadKey, WorkloadUse
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
-from extender.rebalancing.plan import Plan, decide, plan, relief
+from extender.rebalancing.plan import Plan, plan, relief
 from extender.rebalancing.pods import RunningPod, protection, read_running_pod
 from tests.harness.fixtures import NOW, make_snapshot
 
@@ -344,7 +344,8 @@ def test_a_refused_move_leaves_its_nodes_slot_to_the_next_pod() -> None:
     snapshot = make_snapshot({"cpu": {"cool": 0.1, "hot": 0.95}})
     tables = build_tables(s, snapshot, {}, NOW)
 
-    result, moves = decide(s, [first, second], tables, snapshot, {}, {}, NOW)
+    result = plan(s, [first, second], tables, snapshot, {}, {}, NOW, admit=False)
+    moves = result.limits
     assert [d.pod.facts.name for d in result.due] == ["first", "second"]
     # The API refuses the first: nothing was made, the node's one slot is free.
     assert moves.admit(result.due[0]).outcome == "move"

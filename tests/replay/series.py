@@ -45,11 +45,12 @@ class Cluster:
     ) -> None:
         """`cpu(k)`: utilisation at step k (None: no value)."""
         last = windows(self.grid)[-1]
-        self.facts.fold_allocatable(
+        self.facts.fold(
+            "allocatable",
             [
                 matrix({"node": name, "resource": "cpu"}, [(last, cores)]),
                 matrix({"node": name, "resource": "memory"}, [(last, memory)]),
-            ]
+            ],
         )
         points = [(at(k), v) for k in range(self.grid.steps) if (v := cpu(k)) is not None]
         self.facts.fold_node_cpu(
@@ -82,18 +83,19 @@ class Cluster:
         gone = end if end is not None else g.end + 3600
         seen = [w for w in windows(g) if w - WINDOW < gone and w > created]
         info = {**labels, "node": node or "", "created_by_kind": created_by}
-        facts.fold_pod_info([matrix(info, [(w, 1) for w in seen])])
+        facts.fold("pod_info", [matrix(info, [(w, 1) for w in seen])])
         last = seen[-1] if seen else g.end
-        facts.fold_time("created", [matrix(labels, [(last, created)])])
+        facts.fold("created", [matrix(labels, [(last, created)])])
         if node is not None:
-            facts.fold_time("started", [matrix(labels, [(last, start)])])
+            facts.fold("started", [matrix(labels, [(last, start)])])
             if end is not None:
                 what = "completed" if completed else "deleted"
-                facts.fold_time(what, [matrix(labels, [(last, end)])])
-        facts.fold_requests([matrix({**labels, "resource": "cpu"}, [(last, cpu)])])
+                facts.fold(what, [matrix(labels, [(last, end)])])
+        facts.fold("requests", [matrix({**labels, "resource": "cpu"}, [(last, cpu)])])
         if owner is not None:
             kind, workload = owner
-            facts.fold_owners(
+            facts.fold(
+                "owners",
                 [
                     matrix(
                         {
@@ -104,16 +106,17 @@ class Cluster:
                         },
                         [(last, 1)],
                     )
-                ]
+                ],
             )
         if scheduler is not None:
-            facts.fold_scheduler([matrix({**labels, "name": scheduler}, [(last, 1)])])
+            facts.fold("scheduler", [matrix({**labels, "name": scheduler}, [(last, 1)])])
         if selectors is not None:
             keys = {f"nodeselector_{k}": v for k, v in selectors.items()}
-            facts.fold_selectors([matrix({**labels, **keys}, [(last, 1)])])
+            facts.fold("selectors", [matrix({**labels, **keys}, [(last, 1)])])
         if tolerations:
-            facts.fold_tolerations(
-                [matrix({**labels, "key": k, "effect": e}, [(last, 1)]) for k, e in tolerations]
+            facts.fold(
+                "tolerations",
+                [matrix({**labels, "key": k, "effect": e}, [(last, 1)]) for k, e in tolerations],
             )
         if use is not None:
             points = [(at(k), v) for k in range(g.steps) if (v := use(k)) is not None]

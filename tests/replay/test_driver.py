@@ -191,7 +191,7 @@ def test_deferring_our_installs_to_the_next_decision_changes_no_placement() -> N
 
 
 def test_rows_on_two_cores_are_the_rows_on_one() -> None:
-    from extender.replay.runs import Work, run_all
+    from extender.replay.driver import Work, run_all
 
     history = History(
         GRID,

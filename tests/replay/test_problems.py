@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from extender.replay.collect import BASE, Size, check
 from extender.replay.problems import beyond_retention, missing, retention_seconds, when
-from extender.replay.sizing import BASE, Size, check
 
 DAY = 86400.0
 
@@ -65,13 +65,13 @@ def test_retention_seconds(text: str | None, seconds: float | None) -> None:
 
 def test_beyond_retention() -> None:
     now = 1_800_000_000.0
-    assert beyond_retention(now - 2 * DAY, None, "15d", now) is None
-    assert beyond_retention(now - 20 * DAY, None, None, now) is None  # retention unknown
-    problem = beyond_retention(now - 20 * DAY, now - 14 * DAY, "15d", now)
+    assert beyond_retention(now - 2 * DAY, "15d", now) is None
+    assert beyond_retention(now - 20 * DAY, None, now) is None  # retention unknown
+    problem = beyond_retention(now - 20 * DAY, "15d", now)
     assert problem is not None
     assert str(problem) == (
         f"the range starts {when(now - 20 * DAY)}, but the server keeps 15d (data from "
-        f"{when(now - 14 * DAY)} on): use --from {when(now - 14 * DAY)} or later"
+        f"{when(now - 15 * DAY)} on): use --from {when(now - 15 * DAY)} or later"
     )
 
 

@@ -214,9 +214,9 @@ def test_a_deletion_no_scrape_caught_ends_where_its_samples_do(
 ) -> None:
     facts = Facts(grid(), WINDOW, scrape=STEP)
     labels = {"namespace": "shop", "pod": "web-1", "uid": "u1"}
-    facts.fold_pod_info([matrix({**labels, "node": "node-a"}, windows)])
+    facts.fold("pod_info", [matrix({**labels, "node": "node-a"}, windows)])
     for what in ("created", "started"):
-        facts.fold_time(what, [matrix(labels, [(at(30), created)])])
+        facts.fold(what, [matrix(labels, [(at(30), created)])])
     (pod,) = reconstruct(facts, Selection()).pods
     assert (pod.arrival, pod.end) == (created, end)
 
@@ -224,12 +224,22 @@ def test_a_deletion_no_scrape_caught_ends_where_its_samples_do(
 def test_a_pod_gone_in_the_window_that_reaches_past_the_range_is_not_still_there() -> None:
     facts = Facts(grid(steps=35), WINDOW, scrape=STEP)  # the window (30, 40] holds its end
     labels = {"namespace": "shop", "pod": "web-1", "uid": "u1"}
-    facts.fold_pod_info([matrix({**labels, "node": "node-a"}, [(at(30), 10), (at(40), 2)])])
+    facts.fold("pod_info", [matrix({**labels, "node": "node-a"}, [(at(30), 10), (at(40), 2)])])
     for what in ("created", "started"):
-        facts.fold_time(what, [matrix(labels, [(at(40), at(12))])])
-    facts.fold_pod_info([matrix({**labels, "pod": "web-2", "uid": "u2", "node": "node-a"},
+        facts.fold(what, [matrix(labels, [(at(40), at(12))])])
+    facts.fold("pod_info", [matrix({**labels, "pod": "web-2", "uid": "u2", "node": "node-a"},
                                 [(at(30), 10), (at(40), 4)])])  # fmt: skip
     for what in ("created", "started"):
-        facts.fold_time(what, [matrix({**labels, "pod": "web-2", "uid": "u2"}, [(at(40), at(12))])])
+        facts.fold(what, [matrix({**labels, "pod": "web-2", "uid": "u2"}, [(at(40), at(12))])])
     ends = {p.name: p.end for p in reconstruct(facts, Selection()).pods}
     assert ends == {"web-1": at(32), "web-2": at(35)}  # web-2 ran to the range's end
+
+
+def test_node_addresses_count_as_seen() -> None:
+    """kube_node_info answering is what the collector's presence check asks of it (with
+    prometheus.nodeLabel: instance it is required)."""
+    facts = Facts(grid(), WINDOW, scrape=STEP)
+    facts.fold("node_info", [matrix({"node": "node-a"}, [(at(1), 1)])])
+    assert "node_info" not in facts.seen
+    facts.fold("node_info", [matrix({"node": "node-a", "internal_ip": "10.0.0.1"}, [(at(1), 1)])])
+    assert "node_info" in facts.seen and facts.ips == {"10.0.0.1": "node-a"}

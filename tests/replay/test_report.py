@@ -9,10 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from unittest.mock import MagicMock
 
-from extender.replay.fidelity import FAR, fidelity
 from extender.replay.model import History, ReplayNode, Role
-from extender.replay.models import KUBE_SCHEDULER, REAL, SCHEDULERS
-from extender.replay.report import ReplayReport, Setup, render, to_json
+from extender.replay.models import KUBE_SCHEDULER, REAL, SCHEDULERS, Options
+from extender.replay.report import FAR, ReplayReport, Setup, fidelity, render, to_json
 from extender.simulation.prometheus import Pipeline
 from extender.simulation.run import RunResult
 from extender.simulation.stats import Metrics
@@ -51,10 +50,7 @@ def report(runs: dict[str, RunResult]) -> ReplayReport:
         pipeline=Pipeline(),
         namespaces=("shop",),
         schedulers=("default-scheduler",),
-        max_hosts=None,
-        weight=1,
-        cpu_metric="cpu",
-        seed=1,
+        options=Options(weight=1),
     )
     return ReplayReport(setup, h, runs, fidelity(runs[REAL], runs[KUBE_SCHEDULER], h), ("n1",))
 
@@ -130,7 +126,7 @@ def test_the_plot_draws_a_panel_per_row(tmp_path: Path) -> None:
     plt = MagicMock()
     axes = [MagicMock() for _ in r.runs]
     figure = MagicMock()
-    plt.subplots.return_value = (figure, axes)
+    plt.subplots.return_value = (figure, [axes])
     plot(r, tmp_path / "plots", plt)
     assert plt.subplots.call_args.args == (1, len(r.runs))
     assert [ax.set_title.call_args.args[0] for ax in axes] == list(r.runs)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from extender.replay.fidelity import FAR
 from extender.replay.models import REAL, SCHEDULERS
+from extender.replay.report import FAR
 from tests.benchmarks import replayshapes
 
 pytestmark = pytest.mark.integration

@@ -161,20 +161,21 @@ def test_startup_line_names_version_policy_provider_verbs_and_address() -> None:
         ],
     )
     sha = hashlib.sha256(POLICY).hexdigest()[:12]
-    line = logs.startup_line(settings, "/etc/decice/policy.yaml", POLICY, "127.0.0.1", 9999)
+    line = logs.startup_line(
+        logs.startup_fields(settings, "/etc/decice/policy.yaml", POLICY, "127.0.0.1", 9999)
+    )
     assert line == (
-        f"decice-extender {logs.version()} starting: policy /etc/decice/policy.yaml "
+        f"decice-extender {__version__} starting: policy /etc/decice/policy.yaml "
         f"(sha256 {sha}); provider prometheus at https://prom.example:9090/sub; "
         "metrics cpu, mem; verbs filter, prioritize, preempt, bind; "
         "listening on http://127.0.0.1:9999"
     )
     assert "pa55" not in line and "t0k" not in line
-    assert logs.version() == __version__
 
 
 def test_startup_line_of_a_static_policy_that_filters_nothing_and_binds_nothing() -> None:
     settings = make_settings(bind={"enabled": False}, server={"urlPrefix": "/scheduler"})
-    line = logs.startup_line(settings, "p.yaml", b"")
+    line = logs.startup_line(logs.startup_fields(settings, "p.yaml", b""))
     assert "provider static (1 nodes); metrics cpu; verbs prioritize under /scheduler/;" in line
     assert line.endswith("listening on http://127.0.0.1:8888")
 
@@ -182,7 +183,7 @@ def test_startup_line_of_a_static_policy_that_filters_nothing_and_binds_nothing(
 def test_startup_line_names_the_metrics_listener() -> None:
     settings = make_settings(server={"host": "::1", "metricsPort": 9100})
     assert logs.listening(settings) == ["http://[::1]:8888", "http://0.0.0.0:9100"]
-    assert logs.startup_line(settings, "p.yaml", b"").endswith(
+    assert logs.startup_line(logs.startup_fields(settings, "p.yaml", b"")).endswith(
         "listening on http://[::1]:8888 (verbs) and http://0.0.0.0:9100 "
         "(/metrics, /healthz, /readyz)"
     )
@@ -194,7 +195,9 @@ def test_log_startup_is_one_info_record_with_its_facts(caplog: pytest.LogCapture
         logs.log_startup(settings, "p.yaml", POLICY, None, 7000)
     (record,) = caplog.records
     assert record.levelno == logging.INFO and record.name == "decice"
-    assert record.getMessage() == logs.startup_line(settings, "p.yaml", POLICY, None, 7000)
+    assert record.getMessage() == logs.startup_line(
+        logs.startup_fields(settings, "p.yaml", POLICY, None, 7000)
+    )
     facts = record.__dict__
     assert facts["policySha256"] == hashlib.sha256(POLICY).hexdigest()[:12]
     assert facts["verbs"] == ["prioritize", "bind"] and facts["listen"] == ["http://127.0.0.1:7000"]

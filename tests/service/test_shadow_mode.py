@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from extender.cli.shadow_report import report_text
+from extender.cli.report import report_text
 from extender.cluster.client import KubeClient
 from extender.cluster.podwatch import PodEventHandler
 from extender.decisions.engine import Engine
@@ -216,7 +216,7 @@ def test_memory_stays_bounded_over_100000_assignments() -> None:
         clock[0] = now + i / 200  # 200 placements a second: 500 s in all
         if i % 3000 == 0:  # a refresh every 15 s
             engine.install(snapshot(clock[0]), None, clock[0])
-            observer.installed(engine.snapshot)
+            observer.exceedances.installed(engine.snapshot)
         handler("MODIFIED", pod_doc(i, names[i % 100], clock[0]))
         # Pods come and go: some 2,000 hold a node at a time (the pod watch's filter keeps
         # the UIDs of the pods holding a node, cluster.watch_filter: bounded by those).

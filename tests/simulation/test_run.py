@@ -16,8 +16,7 @@ from extender.simulation.experiment import Plan, run_scenario
 from extender.simulation.ours import OurExtender
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER, SCHEDULERS
 from extender.simulation.prometheus import Pipeline
-from extender.simulation.rebalance import successor
-from extender.simulation.run import DRAIN_SECONDS, RunResult, simulate
+from extender.simulation.run import DRAIN_SECONDS, RunResult, simulate, successor
 from extender.simulation.scenarios import SCENARIOS, Background, Size
 from extender.simulation.scheduler import KubeScheduler
 from extender.simulation.stats import Metrics
@@ -58,7 +57,7 @@ def test_a_tiny_run_keeps_its_invariants(shipped: Settings, name: str) -> None:
         result = runs[scheduler]
         assert result.scenario == name and result.seed == 1 and result.scheduler == scheduler
         check_invariants(result, pods)
-    assert set(asdict(runs.ours.metrics)) == {
+    assert set(asdict(runs[DECICE].metrics)) == {
         "node_minutes_hot",
         "cpu_p95",
         "cpu_max",
@@ -89,7 +88,7 @@ def test_the_same_seed_gives_the_same_numbers(shipped: Settings) -> None:
         assert a.placements == b.placements
         assert a.bands == b.bands
     other = run_scenario(shipped, plan, "burst", 3)
-    assert other.baseline.placements != first.baseline.placements
+    assert other[KUBE_SCHEDULER].placements != first[KUBE_SCHEDULER].placements
 
 
 def test_a_full_cluster_makes_pods_wait_never_overcommits(shipped: Settings) -> None:
@@ -114,9 +113,9 @@ def test_the_drain_places_the_last_waiters_and_measures_nothing(
 
     size = Size(nodes=2, warmup=60.0, duration=1800.0, pods=300)
     plan = Plan(scenarios=("uniform",), size=size, schedulers=(KUBE_SCHEDULER,))
-    drained = run_scenario(shipped, plan, "uniform", 1).baseline
+    drained = run_scenario(shipped, plan, "uniform", 1)[KUBE_SCHEDULER]
     monkeypatch.setattr(run_module, "DRAIN_SECONDS", 0.0)
-    cut = run_scenario(shipped, plan, "uniform", 1).baseline
+    cut = run_scenario(shipped, plan, "uniform", 1)[KUBE_SCHEDULER]
     assert cut.metrics.unplaced > drained.metrics.unplaced
     assert drained.metrics.waited - cut.metrics.waited == (
         cut.metrics.unplaced - drained.metrics.unplaced
@@ -151,9 +150,9 @@ def test_metrics_are_measured_after_the_warmup_only(shipped: Settings) -> None:
     plan = Plan(scenarios=("skewed",), size=size, schedulers=(KUBE_SCHEDULER,))
     runs = run_scenario(shipped, plan, "skewed", 1)
     assert list(runs) == [KUBE_SCHEDULER]
-    m: Metrics = runs.baseline.metrics
+    m: Metrics = runs[KUBE_SCHEDULER].metrics
     assert m.pods == 0 and m.placed_on_hot == 0
-    assert len(runs.baseline.bands) == (600 + 300) // 15  # bands cover the warm-up too
+    assert len(runs[KUBE_SCHEDULER].bands) == (600 + 300) // 15  # bands cover the warm-up too
     assert m.node_minutes_hot <= 3 * 300 / 60
 
 
@@ -176,7 +175,7 @@ def test_the_rebalancer_moves_pods_only_when_the_policy_evicts(shipped: Settings
     of ours, it moves some, each replaced by a successor that is scheduled anew; in
     dry-run nothing moves (the same placements as no rebalancer at all)."""
     plan = Plan(scenarios=("moving-load",), size=TINY, schedulers=(DECICE,))
-    evicting = run_scenario(shipped, plan, "moving-load", 1).ours
+    evicting = run_scenario(shipped, plan, "moving-load", 1)[DECICE]
     assert shipped.rebalance.mode == "evict" and evicting.metrics.moved > 0
     successors = [uid for uid in evicting.placements if "~" in uid]
     assert (
@@ -184,7 +183,7 @@ def test_the_rebalancer_moves_pods_only_when_the_policy_evicts(shipped: Settings
     )
     rules = shipped.rebalance.model_copy(update={"mode": "dry-run"})
     dry = shipped.model_copy(update={"rebalance": rules})
-    still = run_scenario(dry, plan, "moving-load", 1).ours
+    still = run_scenario(dry, plan, "moving-load", 1)[DECICE]
     assert still.metrics.moved == 0 and not [u for u in still.placements if "~" in u]
 
 

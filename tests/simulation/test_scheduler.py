@@ -11,8 +11,9 @@ from extender.policy.loading import load_settings
 from extender.simulation.framework import Plugin, PodTopologySpread, RequestScores
 from extender.simulation.ours import OurExtender
 from extender.simulation.scheduler import KubeScheduler, Weighted
-from extender.simulation.upstream import NodeRequests, default_score
+from extender.simulation.upstream import NodeRequests
 from extender.simulation.workload import GIB, NodeSpec, PodSpec
+from tests.simulation.test_upstream import default_score
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "extender.yaml"
 NOW = 1_000_000.0
@@ -35,8 +36,6 @@ class Counting(OurExtender):
 
 class Refuses(Plugin):
     """A filter plugin that turns a named node away, and remembers what it heard."""
-
-    filters = True
 
     def __init__(self, refused: str) -> None:
         self.refused = refused

@@ -82,7 +82,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(
     def missing(name: str) -> ModuleType:
         raise ImportError(f"No module named {name!r}")
 
-    assert pyplot_or_say_why(missing) is None
+    assert pyplot_or_say_why("simulate", missing) is None
     err = capsys.readouterr().err
     assert "--plot needs matplotlib" in err and "decice-extender[plot]" in err
     if importlib.util.find_spec("matplotlib") is None:  # the real thing, before simulating
@@ -93,7 +93,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(
 
 def test_plot_draws_a_png_per_scenario(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    pyplot = pyplot_or_say_why()
+    pyplot = pyplot_or_say_why("simulate")
     plan = Plan(scenarios=("hot-node",), size=Size(nodes=4, warmup=120.0, duration=300.0))
     results = run_plan(load_settings(SHIPPED), plan)
     plot(results, tmp_path, plan.size.warmup, pyplot)

@@ -1,10 +1,5 @@
-"""The client's transport: one aiohttp session per event loop (its own pool of kept-alive
-connections, and the proxy when one is configured), the one `request()` every call goes
-through, and the `stream()` a watch reads; timeouts, bounded retries and auth headers.
-
-Every call and watch takes this one path, with or without a proxy. The call families
-(binding, evicting, events, fetching, patching, reviewing, watching) are module functions
-over it, as kopf's `_cogs/clients` keeps them.
+"""The client's transport: one aiohttp session per event loop, the one `request()` every
+call goes through, and the `stream()` a watch reads.
 """
 
 from __future__ import annotations
@@ -32,29 +27,18 @@ from extender.errors.backoff import Backoff
 
 JSON = "application/json"
 _USER_AGENT = "decice-extender"
-MAX_RETRY_WAIT = 5.0
-"""The longest wait before one retry of a call, whatever `backoff` and the attempt."""
+Config = kubernetes.client.Configuration | kubernetes.client.ApiClient  # auth.py loads it
+MAX_RETRY_WAIT = 5.0  # the longest wait before one retry of a call
 
 
 class Transport:
-    """Async Kubernetes requests with timeouts, bounded retries and mapped errors.
-
-    `retries` extra attempts follow a 429, 5xx, timeout or connection error, each after a
-    wait drawn (errors.backoff, full jitter) under a ceiling of `backoff`, then twice that,
-    and so on up to MAX_RETRY_WAIT: the clients of a recovering API server do not all
-    come back at the same moment. Each attempt is limited to `timeout` seconds.
-
-    Requests go through one aiohttp session (at most `max_connections` kept-alive
-    connections), opened on the first call in the running event loop. `close()` closes
-    it, and a later call opens a new one, in whatever loop runs then; a session left open
-    closes when its loop shuts down (tests and the CLI run several loops in one process).
-    The proxy is the configuration's (kubeconfig `proxy-url`, else $HTTPS_PROXY /
-    $HTTP_PROXY and $NO_PROXY, read by the `kubernetes` package as client-go reads them).
-    """
+    """Async Kubernetes requests with timeouts, mapped errors and `retries` after a 429,
+    5xx, timeout or connection error, each after a jittered wait doubling from `backoff`
+    to MAX_RETRY_WAIT (a recovering API server's clients do not come back at once)."""
 
     def __init__(
         self,
-        configuration: kubernetes.client.Configuration | kubernetes.client.ApiClient,
+        configuration: Config,
         *,
         timeout: float = 10.0,
         retries: int = 2,
@@ -62,7 +46,6 @@ class Transport:
         max_connections: int = 16,
         rng: random.Random | None = None,
     ) -> None:
-        """`rng`: the retries' random source (seeded in tests)."""
         if timeout <= 0:
             raise ValueError("timeout must be > 0")
         if retries < 0:
@@ -94,37 +77,23 @@ class Transport:
             )
         )
 
-    def _session(self) -> aiohttp.ClientSession:
-        """The running loop's session, opened on first use."""
-        return self._sessions.get()
-
     async def close(self) -> None:
         """Close the session (its connections); the next call opens a new one."""
         await self._sessions.close()
 
-    # --- requests ---
-
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        """Per-request headers: auth from the configuration's refresh hooks (in-cluster
-        token rotation, exec plugins), reused for seconds (auth.AuthHeaders)."""
         headers = self._auth.get()
         if content_type is not None:
             headers["Content-Type"] = content_type
         return headers
 
     def _status_error(self, status: int, body: bytes, reason: str, what: str) -> KubeError:
-        """The error an answer with `status` >= 300 raises, its message after `what`."""
         if status == 401:  # a rotated token: the next request asks the hooks again
             self._auth.expire()
-        err = error_from_status(status, body, reason)
-        err.message = f"{what}: {err.message}" if what else err.message
-        return err
+        return _named(error_from_status(status, body, reason), what)
 
     def _transport_error(self, exc: BaseException, what: str = "") -> KubeError:
-        """The error a request that got no answer raises."""
-        err = error_from_transport(exc, self.endpoint.where, self.timeout)
-        err.message = f"{what}: {err.message}" if what else err.message
-        return err
+        return _named(error_from_transport(exc, self.endpoint.where, self.timeout), what)
 
     async def request(
         self,
@@ -137,8 +106,7 @@ class Transport:
         retries: int | None = None,
         final: Collection[int] = (),
     ) -> Any:
-        """Send, retrying transient failures (but answers whose status is in `final`);
-        the decoded JSON answer ({} for an empty one)."""
+        """The decoded JSON answer ({} if empty); transient failures retried, not `final`."""
         retries = self._retries if retries is None else retries
         attempt = 0
         while True:
@@ -167,7 +135,7 @@ class Transport:
     ) -> Any:
         headers = self._headers(content_type if body is not None else None)
         try:
-            async with self._session().request(
+            async with self._sessions.get().request(
                 method,
                 self.endpoint.base + path,
                 data=body,
@@ -194,12 +162,10 @@ class Transport:
     async def stream(
         self, path: str, params: Mapping[str, str], *, total: float, what: str
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """GET `path` as a stream, not retried: the response once the server answered 2xx,
-        bounded by `total` seconds from the request; a KubeError (its message after `what`)
-        when it did not. Reading its body raises aiohttp's errors."""
+        """GET `path` as a stream, not retried, bounded by `total` seconds (else KubeError)."""
         timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.timeout)
         try:
-            response = await self._session().get(
+            response = await self._sessions.get().get(
                 self.endpoint.base + path,
                 params=params,
                 headers=self._headers(),
@@ -218,11 +184,14 @@ class Transport:
             yield response
 
 
+def _named(err: KubeError, what: str) -> KubeError:
+    err.message = f"{what}: {err.message}" if what else err.message
+    return err
+
+
 class LoopSession:
-    """The aiohttp session of the running event loop: a call in another loop opens a new
-    one, and the old one is closed in its own loop; one left open closes when its loop
-    shuts down (a guard the loop's shutdown finalizes), so connections never outlive the
-    loop whose transports they are."""
+    """The running event loop's aiohttp session; another loop's is closed in that loop, and
+    one left open closes at its loop's shutdown (tests and the CLI run several loops)."""
 
     def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:
         self._make = make
@@ -251,8 +220,7 @@ class LoopSession:
             await guard.aclose()  # closes the session
 
     def _let_go(self) -> None:
-        """Drop the session of another loop: closed there if that loop still runs (one
-        that ended closed it as it shut down: the guard)."""
+        """Drop the session of another loop: closed there if that loop still runs."""
         assert self._open is not None
         session, owner = self._open
         self._open, self._guard = None, None
@@ -261,10 +229,8 @@ class LoopSession:
 
 
 def closed_with_the_loop(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
-    """An async generator, started and left suspended, that awaits `close()` when it is
-    finalized: the event loop's shutdown (`asyncio.run`, `asyncio.Runner`, uvicorn) closes
-    every async generator still open, so a session whose owner forgot `close()` still
-    closes in its own loop, before the loop is gone."""
+    """An async generator left suspended, that awaits `close()` when the loop's shutdown
+    finalizes it (as it does every open async generator)."""
 
     async def guard() -> AsyncGenerator[None, None]:
         try:

@@ -26,9 +26,6 @@ _new_client_from_config: Callable[..., kubernetes.client.ApiClient] = (
 _load_incluster_config: Callable[..., None] = kubernetes.config.load_incluster_config
 
 
-# --- client setup ---------------------------------------------------------------------
-
-
 def _fresh_configuration() -> kubernetes.client.Configuration:
     configuration = kubernetes.client.Configuration()
     # KubeClient retries itself (bounded, and aware that a bind is not idempotent).
@@ -36,32 +33,27 @@ def _fresh_configuration() -> kubernetes.client.Configuration:
     return configuration
 
 
-def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
-    """A `kubernetes.client.ApiClient` for `kubeconfig`, or in-cluster, or the default file.
+def _from_file(path: str) -> kubernetes.client.ApiClient:
+    configuration = _fresh_configuration()
+    return _new_client_from_config(
+        config_file=path, client_configuration=configuration, persist_config=False
+    )
 
-    With a path, that kubeconfig is loaded. Without one, the pod's service account is
-    tried first, then `$KUBECONFIG` / `~/.kube/config`. The process-wide default
-    configuration of the `kubernetes` package is never touched. `KubeClient` takes its
-    `configuration`.
-    """
+
+def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
+    """A `kubernetes.client.ApiClient` for `kubeconfig`; without one, the pod's service
+    account, else `$KUBECONFIG` / `~/.kube/config`. The package's process-wide default
+    configuration is never touched."""
     try:
         if kubeconfig is not None:
-            return _new_client_from_config(
-                config_file=kubeconfig,
-                client_configuration=_fresh_configuration(),
-                persist_config=False,
-            )
+            return _from_file(kubeconfig)
         configuration = _fresh_configuration()
         try:
             _load_incluster_config(client_configuration=configuration)
         except ConfigException as in_cluster:
             default = os.environ.get("KUBECONFIG") or "~/.kube/config"
             try:
-                return _new_client_from_config(
-                    config_file=default,
-                    client_configuration=_fresh_configuration(),
-                    persist_config=False,
-                )
+                return _from_file(default)
             except ConfigException as from_file:
                 raise KubeError(
                     f"not in a cluster ({in_cluster}) and no usable kubeconfig at "
@@ -78,20 +70,13 @@ def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where the API server is and how to reach it, as a `kubernetes.client.Configuration`
-    says (kubeconfig or in-cluster): what the client passes aiohttp with each request."""
+    """Where the API server is and how to reach it, from a `kubernetes.client.Configuration`."""
 
-    base: str
-    """The server's URL without a trailing slash (a path prefix included)."""
-    where: str
-    """host:port, for messages."""
+    base: str  # the URL without a trailing slash (a path prefix included)
+    where: str  # host:port, for messages
     tls: ssl.SSLContext | None
-    """None for plain HTTP."""
-    options: dict[str, Any]
-    """aiohttp's per-request options: no redirects; the proxy and its headers; the TLS
-    server name when the configuration names one."""
-    static: dict[str, str]
-    """Headers sent with every request: basic auth, a plain-HTTP proxy's headers."""
+    options: dict[str, Any]  # aiohttp's per-request options: redirects, proxy, server name
+    static: dict[str, str]  # headers of every request: basic auth, a plain proxy's headers
 
 
 def endpoint_of(config: Any) -> Endpoint:
@@ -152,9 +137,8 @@ def ssl_context(configuration: Any) -> ssl.SSLContext:
 
 
 def proxy_for(configuration: Any, host: str) -> str | None:
-    """The proxy for `host`, as the `kubernetes` package resolves it: the kubeconfig's
-    `proxy-url`, else $HTTPS_PROXY / $HTTP_PROXY, unless `no_proxy` ($NO_PROXY) names the
-    host."""
+    """The proxy for `host` as the `kubernetes` package resolves it (`proxy-url`, else
+    $HTTPS_PROXY / $HTTP_PROXY, unless `no_proxy` names the host)."""
     proxy = getattr(configuration, "proxy", None) or None
     if proxy is None:
         return None
@@ -171,21 +155,14 @@ def proxy_for(configuration: Any, host: str) -> str | None:
     return str(proxy)
 
 
-# --- auth headers ----------------------------------------------------------------------
-
-#: Seconds the auth headers are reused before the configuration's refresh hooks are asked
-#: again. The kubeconfig loader's hook re-reads the whole user entry and re-sets the host,
-#: which parses the proxy environment (half of a bind's CPU, measured against a real API
-#: server: BENCHMARKS.md, "Cost to the scheduler"). Tokens rotate in minutes to hours (the
-#: in-cluster loader re-reads its file once a minute), so seconds of reuse change nothing;
-#: a 401 asks again at once.
 AUTH_TTL = 10.0
+"""Seconds the auth headers are reused: the kubeconfig loader's refresh hook re-reads the
+whole user entry, and tokens rotate in minutes; a 401 asks again at once."""
 
 
 class AuthHeaders:
-    """The headers a request authenticates with: `static` ones (basic auth, proxy) and
-    what the configuration's `auth_settings()` (and so its refresh hooks) give, asked at
-    most every `ttl` seconds, and again after `expire()` (a 401)."""
+    """The headers a request authenticates with: `static` ones and the configuration's
+    `auth_settings()` (its refresh hooks), asked at most every `ttl` seconds."""
 
     def __init__(
         self,

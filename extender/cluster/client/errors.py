@@ -22,9 +22,6 @@ _ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
 _MAX_MESSAGE = 500
 
 
-# --- errors -------------------------------------------------------------------------
-
-
 class KubeError(Exception):
     """A Kubernetes API call failed; `str()` is a one-line message for the operator."""
 
@@ -50,13 +47,8 @@ class KubeError(Exception):
         return f"Kubernetes API {self.status} {reason}: {self.message}"
 
 
-# Only the kinds production code tells apart get a class; the rest is KubeError with its
-# HTTP `status` and API `reason` (401, 403, 404, a UID conflict...).
-
-
 class KubeAlreadyBound(KubeError):
-    """409: the pod is already assigned to `node` (a retried bind to the same node is a
-    success, since the API is not idempotent)."""
+    """409: the pod is already assigned to `node` (the same node: a retry's success)."""
 
     def __init__(
         self, message: str, *, node: str, status: int | None = 409, reason: str = "Conflict"
@@ -70,47 +62,27 @@ class KubeUnavailable(KubeError):
 
 
 class KubeEvictionRefused(KubeError):
-    """429 to an eviction: a PodDisruptionBudget allows no disruption now (or the API
-    server throttles). Not retried by `evict`: the caller tries again in a later cycle,
-    not before `retry_after` seconds when the server named them
-    (`details.retryAfterSeconds`, e.g. a budget still being processed). `causes` holds the
-    messages of the answer's causes ("The disruption budget pdb-g needs 1 healthy pods
-    and has 1 currently"), also appended to `message`."""
+    """429 to an eviction (a PodDisruptionBudget, or throttling); `retry_after`: the
+    server's `details.retryAfterSeconds`; `causes`: messages, appended to `message`."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        causes: tuple[str, ...] = (),
-        status: int | None = 429,
-        reason: str = "TooManyRequests",
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        if causes:
-            message = f"{message} ({'; '.join(causes)})"
-        super().__init__(message, status=status, reason=reason, details=details)
-        self.retry_after = retry_after
-        self.causes = causes
+    retry_after: float | None
+    causes: tuple[str, ...]
 
     @classmethod
     def from_error(cls, err: KubeError) -> KubeEvictionRefused:
         details = err.details
-        raw = details.get("retryAfterSeconds")
-        retry_after = float(raw) if isinstance(raw, int | float) and raw > 0 else None
         causes = tuple(
             clean_message(str(cause.get("message")))
             for cause in details.get("causes") or ()
             if isinstance(cause, dict) and cause.get("message")
         )
-        return cls(
-            err.message,
-            retry_after=retry_after,
-            causes=causes,
-            status=err.status,
-            reason=err.reason or "TooManyRequests",
-            details=details,
-        )
+        message = f"{err.message} ({'; '.join(causes)})" if causes else err.message
+        reason = err.reason or "TooManyRequests"
+        refused = cls(message, status=err.status, reason=reason, details=details)
+        raw = details.get("retryAfterSeconds")
+        refused.retry_after = float(raw) if isinstance(raw, int | float) and raw > 0 else None
+        refused.causes = causes
+        return refused
 
 
 def clean_message(message: str) -> str:
@@ -177,29 +149,20 @@ def error_from_transport(exc: BaseException, where: str, timeout: float | None) 
         within = f" within {timeout:g} s" if timeout is not None else ""
         return KubeUnavailable(f"no answer from {where}{within}", reason="Timeout")
     if isinstance(exc, aiohttp.ClientConnectorError):
-        where = f"{exc.host}:{exc.port}"
         cause = exc.os_error
         if isinstance(cause, socket.gaierror) or isinstance(exc, _DNS_ERRORS):
-            return KubeUnavailable(
-                f"cannot resolve {exc.host}: {cause.strerror or cause}", reason="Unreachable"
-            )
-        if isinstance(cause, ConnectionRefusedError) or cause.errno == errno.ECONNREFUSED:
-            return KubeUnavailable(
-                f"cannot connect to {where}: connection refused", reason="Unreachable"
-            )
-        return KubeUnavailable(
-            f"cannot connect to {where}: {cause.strerror or cause}", reason="Unreachable"
-        )
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return KubeUnavailable(
-            f"{where} closed the connection before answering", reason="Unreachable"
-        )
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return KubeUnavailable(
-            f"{where} closed the connection before the end of its answer", reason="Unreachable"
-        )
-    detail = str(exc) or type(exc).__name__
-    return KubeUnavailable(f"{where}: {detail}", reason="Unreachable")
+            text = f"cannot resolve {exc.host}: {cause.strerror or cause}"
+        elif isinstance(cause, ConnectionRefusedError) or cause.errno == errno.ECONNREFUSED:
+            text = f"cannot connect to {exc.host}:{exc.port}: connection refused"
+        else:
+            text = f"cannot connect to {exc.host}:{exc.port}: {cause.strerror or cause}"
+    elif isinstance(exc, aiohttp.ServerDisconnectedError):
+        text = f"{where} closed the connection before answering"
+    elif isinstance(exc, aiohttp.ClientPayloadError):
+        text = f"{where} closed the connection before the end of its answer"
+    else:
+        text = f"{where}: {str(exc) or type(exc).__name__}"
+    return KubeUnavailable(text, reason="Unreachable")
 
 
 def retryable(err: KubeError) -> bool:

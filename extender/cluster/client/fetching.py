@@ -1,5 +1,4 @@
-"""Reading objects: one pod, a page of a list, every pod of a field selector, every node,
-every PodDisruptionBudget."""
+"""Reading objects: one pod or node, pages of lists (pods, nodes, PodDisruptionBudgets)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from extender.decisions.nodes import node_info
 from extender.decisions.pods import PodError, PodFacts, read_pod
 
 _LIST_PAGE = 500
-#: list_pods gives up after this many pages by default (500 pods each: 50 000 pods).
-MAX_LIST_PAGES = 100
+MAX_LIST_PAGES = 100  # list_pods gives up after this many pages by default
 
 
 async def get_pod(api: Transport, namespace: str, name: str) -> PodFacts:
@@ -48,11 +46,7 @@ async def list_page(
     continue_token: str | None = None,
     field_selector: str = "",
 ) -> dict[str, Any]:
-    """One page of a list (`GET path?limit=N&continue=T&fieldSelector=S`), decoded as
-    it came.
-
-    `list_page("/api/v1/pods", limit=1)["metadata"]["resourceVersion"]` starts a watch
-    from now without listing every pod."""
+    """One page of a list, decoded as it came."""
     if limit < 1:
         raise ValueError("list_page: limit must be >= 1")
     params = {"limit": str(limit)}
@@ -74,15 +68,7 @@ async def list_pods(
     limit: int = _LIST_PAGE,
     max_pages: int = MAX_LIST_PAGES,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The pods matching `field_selector` (e.g. "spec.schedulerName=decice_sched,
-    status.phase=Running"), of every namespace or of `namespace`, as the API lists
-    them (items without kind / apiVersion), read `limit` at a time following
-    `continue` tokens: one page in memory at a time.
-
-    Raises `KubeError` (reason "TooManyPages") when a `max_pages`-th page still
-    announces more, and the API's error for a failed page (a 410 `Expired` when a
-    `continue` token went stale: list again). Pages are retried like any read.
-    """
+    """The pods matching `field_selector` (of `namespace`), a page at a time (list_items)."""
     path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
     async for item in list_items(
         api, path, "pods", field_selector=field_selector, limit=limit, max_pages=max_pages
@@ -93,8 +79,7 @@ async def list_pods(
 async def list_pdbs(
     api: Transport, *, limit: int = _LIST_PAGE, max_pages: int = MAX_LIST_PAGES
 ) -> list[dict[str, Any]]:
-    """Every PodDisruptionBudget of every namespace (policy/v1, list-pdbs.json), as the
-    API lists them: `status.disruptionsAllowed` says whether an eviction passes now."""
+    """Every PodDisruptionBudget of every namespace (policy/v1, list-pdbs.json)."""
     path = "/apis/policy/v1/poddisruptionbudgets"
     return [
         item async for item in list_items(api, path, "budgets", limit=limit, max_pages=max_pages)
@@ -110,9 +95,8 @@ async def list_items(
     limit: int = _LIST_PAGE,
     max_pages: int = MAX_LIST_PAGES,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The items of the list at `path`, `limit` a page, following `continue` tokens:
-    one page in memory at a time, at most `max_pages` pages (`KubeError` "TooManyPages"
-    beyond; `what` names the items in its message)."""
+    """The items at `path`, a page of `limit` in memory at a time, at most `max_pages`
+    (else `KubeError` "TooManyPages"); a stale `continue` is a 410 `Expired`."""
     if max_pages < 1:
         raise ValueError("list_items: max_pages must be >= 1")
     token: str | None = None
@@ -137,8 +121,7 @@ async def list_items(
 
 
 async def list_nodes(api: Transport) -> tuple[list[NodeInfo], str]:
-    """Every node (name, InternalIP addresses, allocatable CPU cores), and the list's
-    resourceVersion, to watch from."""
+    """Every node, and the list's resourceVersion to watch from."""
     nodes: list[NodeInfo] = []
     version = ""
     token: str | None = None

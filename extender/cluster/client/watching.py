@@ -1,5 +1,6 @@
-"""Watch streams: the events of a watch, read line by line from aiohttp's stream reader (as
-kopf reads its watches), the lines a watch filter drops never decoded, each bounded in size."""
+"""Watch streams, read line by line from aiohttp's stream reader (as kopf reads its
+watches); lines a watch filter drops are never decoded, each is bounded in size.
+"""
 
 from __future__ import annotations
 
@@ -13,17 +14,11 @@ import orjson
 from extender.cluster.client.api import Transport
 from extender.cluster.client.errors import TRANSPORT_ERRORS, KubeError, KubeUnavailable
 
-MAX_WATCH_LINE = 16 * 1024 * 1024
-"""The longest watch event line accepted (a hostile server cannot exhaust memory)."""
-_WATCH_GRACE = 10.0
-"""A watch stream may be silent for its whole `timeoutSeconds`; the bound is longer."""
+MAX_WATCH_LINE = 16 * 1024 * 1024  # a hostile server cannot exhaust memory
+_WATCH_GRACE = 10.0  # beyond `timeoutSeconds`, which a watch may be silent for
 BATCH = 0.1
-"""Seconds the connection is left unread after a small read, so the events of a busy
-cluster are taken a batch at a time (one wake-up of the watch, one pass of the TLS layer
-and of aiohttp's parser for several events); a watch event is late by that much at most."""
-BATCH_BYTES = 64 * 1024
-"""A read this big is never followed by a pause: the stream is busier than batches can
-hold, and the API server drops a watcher that falls behind."""
+"""Seconds left unread after a small read: a busy cluster's events come a batch a wake-up."""
+BATCH_BYTES = 64 * 1024  # never paused after a read this big: the server drops slow watchers
 
 
 def _watch_event(line: bytearray, what: str) -> dict[str, Any]:
@@ -46,17 +41,9 @@ async def watch(
     opened: Callable[[], None] | None = None,
     sieve: Callable[[bytearray], bool] | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
-    """The events of a watch from `resource_version` (`{"type": ..., "object": ...}`),
-    `ERROR` events included, until the server ends the stream (at `timeout_seconds`).
-
-    `opened()` is called once the server answered the request with a stream (a real API
-    server may then send nothing for minutes on a quiet cluster). `sieve(line)`: False
-    for an event line to drop undecoded (cluster.watch_filter).
-
-    Not retried: an error answer raises its `KubeError`, a stream that breaks raises
-    `KubeUnavailable`. Iterate under `contextlib.aclosing` to free the connection when
-    leaving early.
-    """
+    """The events of a watch from `resource_version`, `ERROR` events included, until the
+    server ends it. `opened()`: once the server answered; `sieve(line)`: False to drop a
+    line undecoded. Not retried: `KubeError`, or `KubeUnavailable` for a broken stream."""
     if timeout_seconds < 1:
         raise ValueError("watch: timeout_seconds must be >= 1")
     params = {
@@ -66,8 +53,7 @@ async def watch(
     }
     if bookmarks:
         params["allowWatchBookmarks"] = "true"
-    # The server ends the stream at `timeout_seconds`; a stream still open `silence`
-    # after the request is dead. A bound on the whole stream, not on each read.
+    # A bound on the whole stream: one still open `silence` after the request is dead.
     silence = timeout_seconds + max(_WATCH_GRACE, api.timeout)
     what = f"watch {path}"
     async with api.stream(path, params, total=silence, what=what) as response:
@@ -109,9 +95,7 @@ async def watch(
 
 
 async def unread(response: aiohttp.ClientResponse, seconds: float) -> None:
-    """Leave the response's connection unread for `seconds` (its transport paused: what
-    arrives meanwhile waits in the socket, and is then decrypted and parsed in one go).
-    Called when the reader is empty, so aiohttp's own flow control has not paused it."""
+    """Leave the connection unread for `seconds` (its transport paused)."""
     connection = response.connection
     transport = connection.transport if connection is not None else None
     if transport is None or transport.is_closing():

@@ -1,6 +1,5 @@
-"""Leader election on a coordination.k8s.io/v1 Lease (elector, lock, state), and
-`Leadership`: what the overload tainter, the rebalancer and the service ask of it.
-Importing this package imports no Kubernetes client."""
+"""Leader election on a Lease (elector), and `Leadership`, what the tainter, the
+rebalancer and the service ask of it (importing this package imports no client)."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ from typing import Protocol
 
 
 class Leadership(Protocol):
-    """One replica's part in a Lease election (elector.LeaderElector): work only one
-    replica may do runs while `is_leader`."""
+    """One replica's part in the election (elector.LeaderElector)."""
 
     @property
     def is_leader(self) -> bool: ...

@@ -1,45 +1,26 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, for work only one replica may do
-(the rebalancer's evictions).
-
-It drives the `kubernetes` package's own `kubernetes.leaderelection` (synchronous:
-threads and `time.sleep`) in one daemon thread per elector, and bridges its reports to
-asyncio. The library is wrapped where it falls short of a long-running service: its lock
-(extender.cluster.leader.lock), and here:
-
-* `LeaderElection.run()` returns once leadership is lost: we campaign again after a loss,
-  and a stop flag ends the campaign at its next Lease call;
-* `electionconfig.Config` calls `sys.exit` on bad settings: ours are checked first
-  (`ValueError`).
-"""
+"""Leader election on a coordination.k8s.io/v1 Lease: client-go's algorithm
+(k8s.io/client-go/tools/leaderelection/leaderelection.go) over the client's transport."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
-import threading
-from collections.abc import Callable
+import random
+import time
 from typing import Any
 
-import kubernetes.client
-from kubernetes.leaderelection import electionconfig, leaderelection
+import orjson
 
-from extender.cluster.leader.lock import Lock, Stopped
-from extender.cluster.leader.state import ElectionState
+from extender.cluster.client.api import Config, Transport
+from extender.cluster.client.errors import KubeError
 
 __all__ = ["LeaderElector"]
 
 log = logging.getLogger("decice.leader")
 
-#: The library's own logger says "lease held by X and has not expired" at INFO on every
-#: retry of every follower; this module reports what matters (transitions, errors).
-_LIBRARY_LOGGER = "leaderelection"
-#: The library checks renew_deadline > jitter * retry_period.
-_JITTER = 1.2
-
-# The `kubernetes` package leaves these unannotated.
-_Config: Callable[..., Any] = electionconfig.Config
-_LeaderElection: Callable[..., Any] = leaderelection.LeaderElection
+_JITTER = 1.2  # client-go's JitterFactor: a follower retries after retry_period * [1, 2.2)
 
 
 def _whole_seconds(name: str, value: float) -> int:
@@ -50,30 +31,20 @@ def _whole_seconds(name: str, value: float) -> int:
     return int(value)
 
 
+def _micro_time() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class LeaderElector:
-    """Campaign for the Lease `namespace/name` as `identity`, for as long as `run()` runs.
-
-    Semantics of `is_leader` (client-go's): it is True only while this replica holds the
-    Lease *and* renewed it within the last `renew_deadline` seconds. The library reports
-    "stopped leading" when it could not renew within `renew_deadline` (after its last
-    successful renew and a `retry_period` pause); `is_leader` turns False at that report at
-    the latest, and earlier when `renew_deadline` passed since the last successful renew,
-    whatever the library's thread is doing. Since `renew_deadline < lease_duration`, a
-    replica stops acting before the Lease can expire for another one: check `is_leader`
-    right before each eviction.
-
-    `leading` (an asyncio.Event) and `on_change(bool)` follow the library's reports
-    (acquired, stopped leading, stopped campaigning); both are updated in the event loop
-    that runs `run()`. Leadership lost on a failed renew is campaigned for again at once.
-
-    Errors talking to the API are the library's business (it retries every
-    `retry_period`); each streak of them is logged once at WARNING, and its end at INFO.
-    Every Lease call is bounded by `renew_deadline / 2` seconds (at least 1).
-    """
+    """Campaign for the Lease `namespace/name` as `identity` while `run()` runs.
+    `is_leader` (client-go's) holds only while renewed within `renew_deadline` <
+    `lease_duration`, so a replica stops acting before another may take over: check it
+    before each write. A streak of failed calls is logged once; each call is bounded by
+    `renew_deadline / 2` seconds."""
 
     def __init__(
         self,
-        api_client: kubernetes.client.ApiClient,
+        configuration: Config,
         *,
         name: str,
         namespace: str,
@@ -81,7 +52,7 @@ class LeaderElector:
         lease_duration: float = 15,
         renew_deadline: float = 10,
         retry_period: float = 2,
-        on_change: Callable[[bool], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         for arg, value in (("name", name), ("namespace", namespace), ("identity", identity)):
             if not isinstance(value, str) or not value:
@@ -93,138 +64,150 @@ class LeaderElector:
             raise ValueError("lease_duration must be greater than renew_deadline")
         if self.renew_deadline <= _JITTER * self.retry_period:
             raise ValueError(f"renew_deadline must be greater than {_JITTER} * retry_period")
-        self.name = name
-        self.namespace = namespace
-        self.identity = identity
-        self.on_change = on_change
-        #: Set while leading, as the library reports it (see the class docstring).
+        self.name, self.namespace, self.identity = name, namespace, identity
         self.leading = asyncio.Event()
-        self._api = kubernetes.client.CoordinationV1Api(api_client)
-        self._request_timeout = max(1.0, self.renew_deadline / 2)
-        self._state = ElectionState(name, namespace, identity, self.retry_period)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        library = logging.getLogger(_LIBRARY_LOGGER)
-        if library.level == logging.NOTSET:
-            library.setLevel(logging.WARNING)
-
-    # --- state, read from any thread ---
+        self._api = Transport(configuration, timeout=max(1.0, self.renew_deadline / 2), retries=0)
+        self._rng = rng or random.Random()
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._leader = False
+        self._last_renew = -float("inf")  # time.monotonic() of our last successful write
+        self._observed: tuple[Any, float] = (None, 0.0)  # the Lease's spec, when it changed
+        self._holder: str | None = None
+        self._lease_transitions: int | None = None
+        self._transitions = 0
+        self._last_error: str | None = None
+        self._failures = 0  # of the current streak
+        self._campaigning = False
 
     @property
     def is_leader(self) -> bool:
-        """Whether to act as the leader now (thread-safe; see the class docstring)."""
-        return self._state.leads_within(self.renew_deadline)
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        """The campaign thread of the current or last `run()`."""
-        return self._thread
+        return self._leader and time.monotonic() - self._last_renew < self.renew_deadline
 
     def detail(self) -> dict[str, object]:
         """For /readyz and logs: who we are, whether we lead, the Lease as last seen."""
-        campaigning = self._thread is not None and self._thread.is_alive()
-        return self._state.detail(self.is_leader, campaigning)
-
-    # --- running ---
+        return {
+            "identity": self.identity,
+            "leading": self.is_leader,
+            "lease_name": self.name,
+            "lease_namespace": self.namespace,
+            "holder": self._holder,
+            "transitions": self._transitions,
+            "lease_transitions": self._lease_transitions,
+            "last_error": self._last_error,
+            "campaigning": self._campaigning,
+        }
 
     async def run(self) -> None:
-        """Campaign until cancelled (or `stop()`): leadership is sought, held, and sought
-        again once lost. Cancelling stops the thread at its next Lease call (within
-        `retry_period` plus one call), releases the Lease if we hold it, and waits for the
-        thread, bounded."""
-        if self._thread is not None and self._thread.is_alive():
-            raise RuntimeError("LeaderElector.run() is already running")
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._stop.clear()
-        done = asyncio.Event()
-
-        def finished() -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is gone already
-                loop.call_soon_threadsafe(done.set)
-
-        thread = threading.Thread(
-            target=self._campaign,
-            args=(finished,),
-            name=f"leader-election-{self.namespace}/{self.name}",
-            daemon=True,
-        )
-        self._thread = thread
-        thread.start()
+        """Campaign until cancelled; on the way out release the Lease if held (client-go's
+        ReleaseOnCancel: another replica takes over at its next retry)."""
+        self._campaigning = True
         try:
-            await done.wait()
+            while True:
+                while not await self._attempt():
+                    await asyncio.sleep(self.retry_period * (1 + self._rng.random() * _JITTER))
+                self._set_leader(True)
+                while time.monotonic() - self._last_renew < self.renew_deadline:
+                    await asyncio.sleep(self.retry_period)
+                    await self._attempt()
+                self._set_leader(False)
         finally:
-            self._stop.set()
-            bound = self.retry_period + 3 * self._request_timeout + 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), bound)
-            if thread.is_alive():
-                log.warning("leader election thread still busy %gs after the stop", bound)
-            self._set_leader(False, None)
+            self._campaigning = False
+            self._set_leader(False)
+            if time.monotonic() - self._last_renew < self.lease_duration:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._release(), self.renew_deadline)
+            await self._api.close()
 
-    def stop(self) -> None:
-        """Ask the campaign to end (thread-safe); `run()` returns once it has."""
-        self._stop.set()
-
-    def _campaign(self, finished: Callable[[], None]) -> None:
-        lock: Lock | None = None
-        try:
-            while not self._stop.is_set():
-                lock = Lock(self._api, self._state, self._stop, self._request_timeout)
-                ended = threading.Event()  # this round's leadership is over
-                config = _Config(
-                    lock,
-                    lease_duration=self.lease_duration,
-                    renew_deadline=self.renew_deadline,
-                    retry_period=self.retry_period,
-                    onstarted_leading=lambda ended=ended: self._set_leader(True, ended),
-                    onstopped_leading=lambda ended=ended: self._set_leader(False, ended),
-                )
-                try:
-                    _LeaderElection(config).run()
-                except Stopped:
-                    break
-                except Exception as exc:  # a library failure: note it, back off, retry
-                    self._state.call_failed("campaign", exc)
-                finally:
-                    ended.set()
-                    self._set_leader(False, None)
-                self._stop.wait(self.retry_period)
-        finally:
-            self._set_leader(False, None)
-            # client-go's ReleaseOnCancel: another replica takes over at its next retry
-            # rather than after lease_duration.
-            if lock is not None and self._state.renewed_within(self.lease_duration):
-                lock.release()
-            finished()
-
-    # --- reports from the campaign thread ---
-
-    def _set_leader(self, leading: bool, ended: threading.Event | None) -> None:
-        if leading and (ended is None or ended.is_set() or self._stop.is_set()):
-            return  # a late "started" of a round that is already over
-        if not self._state.set_leader(leading):
+    def _set_leader(self, leading: bool) -> None:
+        if leading == self._leader:
             return
-        if leading:
-            log.info("leading: %s holds the lease %s/%s", self.identity, self.namespace, self.name)
-        else:
-            log.info("stopped leading: the lease %s/%s", self.namespace, self.name)
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed
-                loop.call_soon_threadsafe(self._announce, leading)
-
-    def _announce(self, leading: bool) -> None:
-        """In the event loop: `leading` and `on_change` follow the latest state."""
-        if leading != self._state.leader:
-            return  # superseded by a later report
+        self._leader = leading
+        self._transitions += 1
         if leading:
             self.leading.set()
+            log.info("leading: %s holds the lease %s/%s", self.identity, self.namespace, self.name)
         else:
             self.leading.clear()
-        if self.on_change is not None:
-            try:
-                self.on_change(leading)
-            except Exception:
-                log.exception("leader election on_change callback failed")
+            log.info("stopped leading: the lease %s/%s", self.namespace, self.name)
+
+    async def _attempt(self) -> bool:
+        """One try to acquire or renew; False when another holds the Lease or a call failed."""
+        try:
+            acquired = await self._try_acquire_or_renew()
+        except KubeError as exc:
+            self._failures += 1
+            self._last_error = f"lease {self.namespace}/{self.name}: {exc}"
+            if self._failures == 1:
+                log.warning(
+                    "leader election: %s (retrying every %ss)", self._last_error, self.retry_period
+                )
+            return False
+        if self._failures:
+            log.info("leader election: lease calls work again after %d failures", self._failures)
+        self._failures = 0
+        if acquired:
+            self._last_renew = time.monotonic()
+            self._holder = self.identity
+        return acquired
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now = _micro_time()
+        mine = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease_duration,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0,
+        }
+        try:
+            lease = await self._api.request("GET", f"{self._path}/{self.name}")
+            if not isinstance(lease, dict):
+                raise KubeError("GET lease: answer is not an object", reason="BadResponse")
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": mine}
+            return await self._write("POST", self._path, body, 0)
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or None
+        self._holder, self._lease_transitions = holder, spec.get("leaseTransitions")
+        if spec != self._observed[0]:
+            self._observed = (spec, time.monotonic())
+        duration = spec.get("leaseDurationSeconds") or 0
+        if holder not in (None, self.identity) and time.monotonic() < self._observed[1] + duration:
+            return False  # held by another replica, and not expired
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            mine["acquireTime"] = spec.get("acquireTime") or now
+        else:
+            transitions += 1
+        lease["spec"] = {**mine, "leaseTransitions": transitions}
+        return await self._write("PUT", f"{self._path}/{self.name}", lease, transitions)
+
+    async def _write(self, method: str, path: str, lease: dict[str, Any], transitions: int) -> bool:
+        """Create or replace the Lease; False when another replica wrote it first (409)."""
+        lease.update(apiVersion="coordination.k8s.io/v1", kind="Lease")
+        try:
+            await self._api.request(method, path, body=orjson.dumps(lease))
+        except KubeError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        self._lease_transitions = transitions
+        return True
+
+    async def _release(self) -> None:
+        """Give the Lease up if we hold it: no holder, a 1 s duration."""
+        try:
+            lease = await self._api.request("GET", f"{self._path}/{self.name}")
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return
+            now = _micro_time()
+            spec.update(holderIdentity=None, leaseDurationSeconds=1, acquireTime=now, renewTime=now)
+            await self._api.request("PUT", f"{self._path}/{self.name}", body=orjson.dumps(lease))
+        except KubeError as exc:  # it runs out by itself
+            log.info("could not release the lease %s/%s: %s", self.namespace, self.name, exc)
+            return
+        self._last_renew = -float("inf")
+        log.info("released the lease %s/%s", self.namespace, self.name)

@@ -1,34 +1,11 @@
 """Koordinator's LoadAwareScheduling, as koord-scheduler computes it.
 
-Read, not copied, from koordinator-sh/koordinator (master, 2026-07):
-
-- pkg/scheduler/plugins/loadaware/estimator/default_estimator.go: a pod's estimated use
-  per resource is max(request, limit) x its scaling factor / 100, rounded, at most the
-  limit; a pod requesting nothing counts DefaultMilliCPURequest 250m and
-  DefaultMemoryRequest 200 MiB.
-- pkg/scheduler/plugins/loadaware/pod_assign_cache.go: the pods assigned to a node
-  (from Reserve and the pod informer, stamped with the assignment time) and its NodeMetric.
-  A node's estimated use is the NodeMetric's NodeUsage plus, for every assigned pod the
-  metric may not show yet, max(0, its estimate - its own reported use): a pod is counted
-  so while the NodeMetric has no usage of it, or it was assigned after UpdateTime minus
-  the report interval (helper.go: getNodeMetricReportInterval, 60 s by default).
-- pkg/scheduler/plugins/loadaware/load_aware.go: Filter rejects a node whose estimated use
-  with the incoming pod, round(used / allocatable x 100), is above a threshold; a node
-  without a NodeMetric passes; with FilterExpiredNodeMetrics and
-  !EnableScheduleWhenNodeMetricsExpired a node whose NodeMetric is older than
-  NodeMetricExpirationSeconds (or never reported) is rejected. Score: per resource
-  leastUsedScore = (allocatable - used) x 100 / allocatable (0 when used is more), the
-  weighted mean over resources (integer arithmetic); 0 without a NodeMetric or when
-  expired.
-- pkg/scheduler/apis/config/v1/defaults.go: the default LoadAwareSchedulingArgs:
-  FilterExpiredNodeMetrics true, EnableScheduleWhenNodeMetricsExpired false,
-  NodeMetricExpirationSeconds 180, ResourceWeights cpu 1 / memory 1, UsageThresholds
-  cpu 65 % / memory 95 %, EstimatedScalingFactors cpu 85 % / memory 70 %.
-
-The profile modelled is koord-scheduler's (config/manager/scheduler-config.yaml): the
-default plugins kept, LoadAwareScheduling a filter and a score at weight 1. That file
-sets usageThresholds to 0 (filter off); the model takes the plugin's defaults (65 % /
-95 %), which is what enabling the plugin without thresholds gives.
+Read, not copied, from koordinator-sh/koordinator (master, 2026-07), pkg/scheduler/:
+- plugins/loadaware/estimator/default_estimator.go: max(request, limit) x factor, 250m/200Mi;
+- plugins/loadaware/pod_assign_cache.go, helper.go: NodeUsage plus pods it may not show yet;
+- plugins/loadaware/load_aware.go: Filter by usage thresholds, Score by least used;
+- apis/config/v1/defaults.go: expiry 180 s, thresholds cpu 65 %/memory 95 %, factors 85/70 %;
+- config/manager/scheduler-config.yaml (repository root): the profile, at the plugin's defaults.
 """
 
 from __future__ import annotations
@@ -38,7 +15,7 @@ from dataclasses import dataclass
 
 from extender.simulation.framework import Feeds, Plugin
 from extender.simulation.peers.koordlet import Koordlets, NodeMetric
-from extender.simulation.upstream import MAX_NODE_SCORE, NodeRequests, round_half_away
+from extender.simulation.upstream import NodeRequests, least_requested_score, round_half_away
 from extender.simulation.workload import MIB, PodSpec
 
 DEFAULT_MILLI_CPU = 250
@@ -50,7 +27,6 @@ EXPIRATION = 180
 
 
 def estimate(request: int, limit: int | None, factor: int, default: int) -> int:
-    """estimatedUsedByResource for one resource (millicores or bytes)."""
     quantity = max(request, limit or 0)
     if quantity == 0:
         return default
@@ -61,20 +37,14 @@ def estimate(request: int, limit: int | None, factor: int, default: int) -> int:
 
 
 def estimate_pod(pod: PodSpec) -> tuple[int, int]:
-    """(millicores, bytes) the default estimator counts for a pod."""
     cpu = estimate(pod.cpu_milli, pod.cpu_limit_milli, CPU_SCALING, DEFAULT_MILLI_CPU)
     return cpu, estimate(pod.memory, None, MEMORY_SCALING, DEFAULT_MEMORY)
 
 
-def least_used_score(used: int, capacity: int) -> int:
-    if capacity == 0 or used > capacity:
-        return 0
-    return (capacity - used) * MAX_NODE_SCORE // capacity
-
-
 def load_aware_score(used: tuple[int, int], allocatable: tuple[int, int]) -> int:
-    cpu = least_used_score(used[0], allocatable[0]) * CPU_WEIGHT
-    memory = least_used_score(used[1], allocatable[1]) * MEMORY_WEIGHT
+    """leastUsedScore per resource: LeastAllocated's formula over use."""
+    cpu = least_requested_score(used[0], allocatable[0]) * CPU_WEIGHT
+    memory = least_requested_score(used[1], allocatable[1]) * MEMORY_WEIGHT
     return (cpu + memory) // (CPU_WEIGHT + MEMORY_WEIGHT)
 
 
@@ -95,17 +65,10 @@ class Assigned:
 
 
 class LoadAware(Plugin):
-    """LoadAwareScheduling: the assign cache, the filter and the score."""
-
-    name = "LoadAwareScheduling"
-    filters = True
-
     def __init__(self) -> None:
         self.koordlets = Koordlets()
         self.assigned: dict[str, dict[str, Assigned]] = {}
-        """node -> uid -> the pod as the assign cache holds it."""
         self._existing: dict[str, tuple[int, int]] = {}
-        """node -> its estimated use without the incoming pod (cleared on any change)."""
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         if self.koordlets.observe(t, now, feeds.nodes, feeds.ledger, feeds.meter):
@@ -120,7 +83,6 @@ class LoadAware(Plugin):
         self._existing.pop(node, None)
 
     def existing(self, node: str, metric: NodeMetric) -> tuple[int, int]:
-        """NodeUsage plus what the metric does not show yet of the assigned pods."""
         cached = self._existing.get(node)
         if cached is not None:
             return cached
@@ -150,11 +112,9 @@ class LoadAware(Plugin):
             if expired(metric, now):
                 continue
             cpu, memory = self._used(incoming, n.name, metric)
-            if over_threshold(cpu, n.cpu, CPU_THRESHOLD):
-                continue
-            if over_threshold(memory, n.memory, MEMORY_THRESHOLD):
-                continue
-            out.append(n)
+            hot = over_threshold(cpu, n.cpu, CPU_THRESHOLD)
+            if not hot and not over_threshold(memory, n.memory, MEMORY_THRESHOLD):
+                out.append(n)
         return out
 
     def score(self, pod: PodSpec, nodes: Sequence[NodeRequests], now: float) -> list[int] | None:

@@ -1,21 +1,8 @@
 """The koordlet's NodeMetric: what Koordinator's scheduler knows of a node's load.
 
-Read, not copied, from koordinator-sh/koordinator (master, 2026-07):
-
-- pkg/koordlet/statesinformer/impl/states_nodemetric.go: every report interval the
-  koordlet writes the node's NodeMetric status: NodeUsage is the AVG of its own CPU and
-  memory samples over the last aggregate duration, each pod's PodUsage the AVG of that
-  pod's samples over the same span (a pod that started inside it is averaged over the
-  samples it has), UpdateTime the report's time. Defaults: defaultReportIntervalSeconds 60,
-  defaultAggregateDurationSeconds 300 (also pkg/util/sloconfig/colocation_config.go's
-  MetricReportIntervalSeconds and MetricAggregateDurationSeconds).
-- The koordlet samples the node and the pods' cgroups itself (every CollectResUsedInterval,
-  1 s): it does not go through Prometheus, so its input here is the ledger of what ran,
-  sampled every tick (ledger.NodeLedger, ledger.PodMeter.average).
-- Before the first report a node's NodeMetric has no UpdateTime (the slo-controller creates
-  it when the node joins).
-
-The reports of every node are aligned at 0 like the rest of the simulation's clocks.
+From koordinator-sh/koordinator pkg/koordlet/statesinformer/impl/states_nodemetric.go (and
+pkg/util/sloconfig/colocation_config.go): every 60 s, the node's and each pod's mean use
+over 300 s of its own samples (here the ledger's), stamped UpdateTime.
 """
 
 from __future__ import annotations
@@ -34,11 +21,9 @@ AGGREGATE_DURATION = 300
 @dataclass(frozen=True, slots=True)
 class NodeMetric:
     update_time: float | None
-    """None until the koordlet's first report."""
     cpu_milli: int = 0
     memory: int = 0
     pods: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """uid -> (millicores, bytes) of each pod the report covers."""
     report_interval: float = REPORT_INTERVAL
 
 
@@ -46,7 +31,6 @@ EMPTY = NodeMetric(None)
 
 
 def report(node: NodeSpec, t: float, now: float, ledger: NodeLedger, meter: PodMeter) -> NodeMetric:
-    """The node's NodeMetric status written at `t` (`now` on the engine's clock)."""
     tick = ledger.tick
     end = round(t / tick)
     start = end - math.ceil(AGGREGATE_DURATION / tick)
@@ -57,21 +41,13 @@ def report(node: NodeSpec, t: float, now: float, ledger: NodeLedger, meter: PodM
         use = meter.average(entry, t, AGGREGATE_DURATION)
         if use is not None:
             pods[uid] = (int(use * 1000), entry.pod.memory)
-    return NodeMetric(
-        now,
-        int((cpu or 0.0) * node.cores * 1000),
-        int((memory or 0.0) * node.memory),
-        pods,
-    )
+    used = int((cpu or 0.0) * node.cores * 1000), int((memory or 0.0) * node.memory)
+    return NodeMetric(now, *used, pods)
 
 
 class Koordlets:
-    """Every node's koordlet: the NodeMetrics the scheduler's informer holds."""
-
     def __init__(self) -> None:
         self.metrics: dict[str, NodeMetric] = {}
-        self.generation = 0
-        """Bumped at every report round: the scheduler's caches recompute."""
 
     def observe(
         self,
@@ -92,6 +68,4 @@ class Koordlets:
                 if ledger.cpu(name, 0, round(t / ledger.tick)) is not None:
                     self.metrics[name] = report(node, t, now, ledger, meter)
             changed = True
-        if changed:
-            self.generation += 1
         return changed

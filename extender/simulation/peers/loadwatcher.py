@@ -1,23 +1,8 @@
 """load-watcher's Prometheus provider and Trimaran's collector, as their sources compute.
 
-Read, not copied, from paypal/load-watcher (master, 2024-12):
-
-- pkg/watcher/internal/metricsprovider/prometheus.go: for every host, instant queries
-  `avg_over_time(instance:node_cpu:ratio[15m])` and `stddev_over_time(...)` (and the same
-  for `instance:node_memory_utilisation:ratio`), each value x 100, keyed by the series'
-  `instance` label. `instance:node_cpu:ratio` is kube-prometheus' node recording rule, a
-  5-minute rate of node_cpu_seconds_total, so the scheduler sees a 15-minute average of a
-  5-minute rate. (Its `instance` is node-exporter's address unless relabelled to the node
-  name; the model assumes it is, else Trimaran would see no node at all.)
-- pkg/watcher/watcher.go: the 15-minute window is fetched once at start and then every
-  minute (`time.Sleep(time.Minute)`); Window.End is the fetch time.
-
-and from kubernetes-sigs/scheduler-plugins (master, 2026-08): pkg/trimaran/collector.go
-(library mode: the plugin copies the watcher's latest fetch every
-metricsUpdateIntervalSeconds = 30 s).
-
-All clocks are aligned at 0 like the rest of the simulation: the fewest seconds of lag a
-real cluster could show.
+- paypal/load-watcher pkg/watcher/internal/metricsprovider/prometheus.go: avg and stddev
+  of `instance:node_cpu:ratio` over 15m, x 100; pkg/watcher/watcher.go: every minute;
+- kubernetes-sigs/scheduler-plugins pkg/trimaran/collector.go: the latest, every 30 s.
 """
 
 from __future__ import annotations
@@ -27,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from extender.simulation.prometheus import Evaluation, MetricPipeline
+from extender.simulation.stats import pstdev
 
 FETCH_EVERY = 60
 WINDOW = 900
@@ -35,8 +21,6 @@ COLLECT_EVERY = 30
 
 @dataclass(frozen=True, slots=True)
 class NodeLoad:
-    """One host's figures of a fetch, in percent (0..100) as load-watcher reports them."""
-
     cpu_avg: float
     cpu_std: float
     memory_avg: float
@@ -46,7 +30,6 @@ class NodeLoad:
 @dataclass(frozen=True, slots=True)
 class WatcherMetrics:
     window_end: int
-    """Unix seconds of the fetch."""
     hosts: Mapping[str, NodeLoad] = field(default_factory=dict)
 
 
@@ -57,25 +40,14 @@ def window_stats(evaluations: Sequence[Evaluation], end: float) -> NodeLoad | No
         return None
     cpu = [e[1] for e in inside]
     memory = [e[2] for e in inside]
-    return NodeLoad(100 * _mean(cpu), 100 * _std(cpu), 100 * _mean(memory), 100 * _std(memory))
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs)
-
-
-def _std(xs: Sequence[float]) -> float:
-    m = _mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
+    cpu_mean, memory_mean = sum(cpu) / len(cpu), sum(memory) / len(memory)
+    return NodeLoad(100 * cpu_mean, 100 * pstdev(cpu), 100 * memory_mean, 100 * pstdev(memory))
 
 
 class LoadWatcher:
-    """The watcher's latest 15-minute fetch, and the collector's copy the plugin reads."""
-
     def __init__(self) -> None:
         self.latest: WatcherMetrics | None = None
         self.collected: WatcherMetrics | None = None
-        """What the plugin sees (None before the collector's first copy)."""
 
     def observe(
         self, t: float, now: float, prometheus: MetricPipeline, nodes: Sequence[str]

@@ -1,36 +1,12 @@
 """Trimaran's TargetLoadPacking and LoadVariationRiskBalancing, as scheduler-plugins computes.
 
 Read, not copied, from kubernetes-sigs/scheduler-plugins (master, 2026-08):
-
-- pkg/trimaran/targetloadpacking/targetloadpacking.go, Score: a node without metrics scores
-  0 (MinNodeScore). Else predicted % = 100 x (the node's CPU average x its capacity + the
-  pod's predicted use + the predicted use of every pod bound to it that the metrics may not
-  show yet) / capacity. At or below the target the score is
-  round((100 - target) x predicted / target + target); above it
-  round(target x (100 - predicted) / (100 - target)), and 0 above 100 %. PredictUtilisation:
-  a container's CPU limit, else its request x DefaultRequestsMultiplier, else
-  DefaultRequests. No filter: it only scores.
-- pkg/trimaran/handler.go: the pods bound, per node, stamped when the informer sees them
-  assigned; a pod counts as "missing" while it was bound after the metrics' window end, or
-  less than metricsAgentReportingIntervalSeconds = 60 s before it. A deleted pod leaves.
-- pkg/trimaran/loadvariationriskbalancing/{loadvariationriskbalancing,analysis}.go and
-  pkg/trimaran/resourcestats.go: per resource mu = (average used + the pod's request) /
-  allocatable and sigma = std / allocatable (each within [0, 1]); sigma^(1/sensitivity) x
-  margin within [0, 1]; risk = (mu + sigma) / 2; score (1 - risk) x 100; the node's score
-  is round(min(CPU score, memory score)) when both have data (the larger when only one
-  has), 0 without metrics. It registers the pod handler but its score never reads it.
-- apis/config/v1/defaults.go: DefaultRequestsMilliCores 1000, DefaultRequestsMultiplier
-  "1.5", DefaultTargetUtilizationPercent 40; DefaultSafeVarianceMargin 1,
-  DefaultSafeVarianceSensitivity 1.
-
-The profiles modelled are the ones the repository recommends. TargetLoadPacking:
-manifests/trimaran/scheduler-config.yaml (targetUtilization 40, defaultRequestsMultiplier
-"1", Prometheus provider; NodeResourcesBalancedAllocation and the request-based
-LeastAllocated score disabled, TargetLoadPacking enabled at weight 1; the manifest names
-LeastAllocated by its pre-v1beta2 plugin name, whose v1 form is NodeResourcesFit's score).
-LoadVariationRiskBalancing: its README's example (safeVarianceMargin 1,
-safeVarianceSensitivity 2, the README's recommended values) enables it at weight 1 beside
-the default plugins.
+- pkg/trimaran/targetloadpacking/targetloadpacking.go: the score and PredictUtilisation;
+- pkg/trimaran/handler.go: bound pods the metrics may not show yet ("missing");
+- pkg/trimaran/loadvariationriskbalancing/analysis.go, pkg/trimaran/resourcestats.go: mu, sigma;
+- apis/config/v1/defaults.go: 1000m default requests, target 40 %, margin 1, sensitivity 1;
+- manifests/trimaran/scheduler-config.yaml: TargetLoadPacking's profile (Fit's scores off);
+- pkg/trimaran/loadvariationriskbalancing/README.md: its example (sensitivity 2, weight 1).
 """
 
 from __future__ import annotations
@@ -44,11 +20,9 @@ from extender.simulation.upstream import MAX_NODE_SCORE, NodeRequests, round_hal
 from extender.simulation.workload import PodSpec
 
 DEFAULT_REQUESTS_MILLI = 1000
-REPORTING_INTERVAL = 60
-"""metricsAgentReportingIntervalSeconds (handler.go, targetloadpacking.go)."""
+REPORTING_INTERVAL = 60  # metricsAgentReportingIntervalSeconds
 TARGET_UTILIZATION = 40
-REQUESTS_MULTIPLIER = 1.0
-"""manifests/trimaran/scheduler-config.yaml's defaultRequestsMultiplier (the default is 1.5)."""
+REQUESTS_MULTIPLIER = 1.0  # the manifest's defaultRequestsMultiplier (the default is 1.5)
 SAFE_VARIANCE_MARGIN = 1.0
 SAFE_VARIANCE_SENSITIVITY = 2.0
 
@@ -59,7 +33,6 @@ def predict_utilisation(
     multiplier: float = REQUESTS_MULTIPLIER,
     default_milli: int = DEFAULT_REQUESTS_MILLI,
 ) -> int:
-    """PredictUtilisation of one container, in millicores."""
     if limit_milli is not None:
         return limit_milli
     if request_milli is not None:
@@ -72,7 +45,6 @@ def pod_prediction(pod: PodSpec, multiplier: float = REQUESTS_MULTIPLIER) -> int
 
 
 def target_load_score(predicted: float, target: int = TARGET_UTILIZATION) -> int:
-    """TargetLoadPacking's score for a node predicted at `predicted` % CPU."""
     if predicted > target:
         if predicted > 100:
             return 0
@@ -81,7 +53,6 @@ def target_load_score(predicted: float, target: int = TARGET_UTILIZATION) -> int
 
 
 def still_missing(bound_at: int, window_end: int) -> bool:
-    """A bound pod the metrics may not show yet (handler.go's rule, Unix seconds)."""
     return bound_at > window_end or window_end - bound_at < REPORTING_INTERVAL
 
 
@@ -93,7 +64,7 @@ def risk_score(
     margin: float = SAFE_VARIANCE_MARGIN,
     sensitivity: float = SAFE_VARIANCE_SENSITIVITY,
 ) -> float:
-    """computeScore for one resource (capacity and request in the same unit)."""
+    """computeScore for one resource: (1 - (mu + sigma) / 2) x 100."""
     if capacity <= 0:
         return 0.0
     used_avg = max(min(avg_percent * capacity / 100, capacity), 0.0)
@@ -109,7 +80,7 @@ def risk_score(
 
 
 def risk_balancing_score(load: NodeLoad | None, node: NodeRequests, pod: PodSpec) -> int:
-    """LoadVariationRiskBalancing's score of a node (CPU in millicores, memory in MiB)."""
+    """A node's score: the lower of CPU's (millicores) and memory's (MiB)."""
     if load is None:
         return 0
     mib = 1024 * 1024
@@ -119,16 +90,13 @@ def risk_balancing_score(load: NodeLoad | None, node: NodeRequests, pod: PodSpec
 
 
 class TargetLoadPacking(Plugin):
-    name = "TargetLoadPacking"
-
     def __init__(self, target: int = TARGET_UTILIZATION, multiplier: float = REQUESTS_MULTIPLIER):
         self.target = target
         self.multiplier = multiplier
         self.watcher = LoadWatcher()
         self.bound_pods: dict[str, dict[str, tuple[int, int]]] = {}
-        """ScheduledPodsCache: node -> uid -> (Unix seconds seen assigned, predicted milli)."""
+        """ScheduledPodsCache: node -> uid -> (seen assigned, predicted millicores)."""
         self._missing: dict[str, tuple[int, int]] = {}
-        """node -> (window end, the predicted use of its pods still missing then)."""
 
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         self.watcher.observe(t, now, feeds.prometheus, list(feeds.nodes))
@@ -143,7 +111,6 @@ class TargetLoadPacking(Plugin):
         self._missing.pop(node, None)
 
     def missing(self, node: str, end: int) -> int:
-        """Millicores predicted for the node's pods the metrics of `end` may not show."""
         hit = self._missing.get(node)
         if hit is not None and hit[0] == end:
             return hit[1]
@@ -171,12 +138,9 @@ class TargetLoadPacking(Plugin):
 
 
 class LoadVariationRiskBalancing(Plugin):
-    name = "LoadVariationRiskBalancing"
-
     def __init__(self) -> None:
         self.watcher = LoadWatcher()
         self._cache: dict[tuple[int, int], dict[str, int]] = {}
-        """(cpu, memory) requested -> node -> score, for the metrics collected last."""
         self._cached_for: WatcherMetrics | None = None
         self._predicted: WatcherMetrics | None = None
 
@@ -184,8 +148,6 @@ class LoadVariationRiskBalancing(Plugin):
         self.watcher.observe(t, now, feeds.prometheus, list(feeds.nodes))
 
     def take_predictions(self) -> Mapping[str, tuple[float, float]]:
-        """Its mu and sigma of node CPU (load-watcher's 15-minute mean and deviation), when
-        the collector copied new ones."""
         metrics = self.watcher.collected
         if metrics is None or metrics is self._predicted:
             return {}

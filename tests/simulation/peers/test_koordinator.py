@@ -8,12 +8,12 @@ from extender.simulation.peers.koordinator import (
     LoadAware,
     estimate,
     estimate_pod,
-    least_used_score,
     load_aware_score,
     over_threshold,
 )
 from extender.simulation.peers.koordlet import NodeMetric
 from extender.simulation.upstream import NodeRequests
+from extender.simulation.upstream import least_requested_score as least_used_score
 from extender.simulation.workload import GIB, PodSpec
 
 NOW = 1_000_000.0
