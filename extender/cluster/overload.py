@@ -48,7 +48,6 @@ class TaintWriter:
         self._counter = counter
         self._clock = clock
         self._instance = instance or socket.gethostname()
-        self._sleep = sleep
         self._pace = Pace(sleep)
 
     async def apply(self, change: Change, rules: OverloadSettings) -> bool:
@@ -157,9 +156,7 @@ class Tainter:
         self._engine = engine
         self._rng = rng or random.Random()
         self._nodes = nodes
-        self._kube = kube
         self._leader = leader
-        self._counter = counter
         self._clock = clock
         self._sleep = sleep
         self.state = OverloadState()

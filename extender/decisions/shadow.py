@@ -297,10 +297,7 @@ class Exceedances:
         self._settle(watch, outcome, at, None)
         nodes = self._nodes[watch.threshold]
         node = nodes[watch.node]
-        if node.waiting[0] is watch:
-            node.waiting.popleft()
-        else:  # placements out of time order (the clock stepped back): rare
-            node.waiting.remove(watch)
+        node.waiting.remove(watch)  # the first but when the clock stepped back (by identity)
         if not node.waiting:
             del nodes[watch.node]
             if not nodes:

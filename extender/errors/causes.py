@@ -66,7 +66,8 @@ def cause(exc: BaseException) -> str:
         found = reduce(chain)
         if found is not None:
             return found
-    return _fallback(exc)
+    text = _first_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def walk(exc: BaseException) -> Iterator[BaseException]:
@@ -80,9 +81,8 @@ def walk(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         behind: list[object] = [current.__cause__, current.__context__]
-        behind.append(_attribute(current, "reason"))  # urllib3 MaxRetryError
-        behind.append(_attribute(current, "os_error"))  # aiohttp ClientConnectorError
-        behind.extend(current.args)
+        # urllib3's MaxRetryError.reason, aiohttp's ClientConnectorError.os_error
+        behind += [_attribute(current, "reason"), _attribute(current, "os_error"), *current.args]
         if isinstance(current, BaseExceptionGroup):
             behind.extend(current.exceptions)
         queue.extend(e for e in behind if isinstance(e, BaseException))
@@ -189,11 +189,6 @@ def _os_error(chain: list[BaseException]) -> str | None:
 
 
 _REDUCERS = (_told, _name_resolution, _tls, _refused, _timeout, _closed, _not_json, _os_error)
-
-
-def _fallback(exc: BaseException) -> str:
-    text = _first_line(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _named(exc: BaseException, *names: str) -> bool:

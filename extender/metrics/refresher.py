@@ -66,16 +66,11 @@ class _Streak:
 
 class FailureLog:
     """A failure streak's first error at WARNING, then when its cause changes or every
-    `repeat` refreshes; INFO when the source answers again; metrics alike share a line."""
+    REPEAT_EVERY refreshes; INFO when the source answers again; metrics alike share a line."""
 
-    def __init__(self, source: str, repeat: int = REPEAT_EVERY) -> None:
+    def __init__(self, source: str) -> None:
         self._source = source
-        self._repeat = repeat
         self._streaks: dict[str, _Streak] = {}
-
-    def failing(self, metric: str) -> int:
-        streak = self._streaks.get(metric)
-        return 0 if streak is None else streak.failures
 
     def refreshed(self, metrics: list[str], errors: Mapping[str, str], now: float) -> None:
         lines: dict[tuple[int, str], list[str]] = {}  # (level, text) -> metrics
@@ -97,7 +92,7 @@ class FailureLog:
                 streak.failures += 1
                 if error != streak.cause:
                     text = f"refresh still failing ({_refreshes(streak.failures)}), now: {error}"
-                elif streak.failures - streak.logged >= self._repeat:
+                elif streak.failures - streak.logged >= REPEAT_EVERY:
                     text = (
                         f"refresh still failing ({_refreshes(streak.failures)} in "
                         f"{_duration(now - streak.since)}): {error}"
@@ -223,10 +218,9 @@ class Refresher:
         guard = settings.herd_guard
         if not isinstance(self._provider, Querier) or not wanted(guard, settings.herd_guarded):
             return None
-        querier = self._provider
         try:
             fetched: UsageTable | Exception = await asyncio.to_thread(
-                fetch_usage, querier, guard, self._clock()
+                fetch_usage, self._provider, guard, self._clock()
             )
         except Exception as exc:
             fetched = exc
@@ -289,9 +283,7 @@ class Refresher:
         """One refresh that never raises: a bug in one round must not stop the next."""
         try:
             await self.refresh_once()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
+        except Exception:  # not CancelledError, a BaseException
             self.failures += 1
             log.exception("refresh failed unexpectedly")
 
@@ -313,8 +305,6 @@ class Refresher:
         while True:
             try:
                 await self.refresh_usage_once()
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 self._usage_failures += 1
                 log.exception("usage fetch failed unexpectedly")

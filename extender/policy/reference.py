@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -34,8 +34,7 @@ NAME = "NAME"
 """The placeholder of a map key in key paths: policies.NAME.metrics[]."""
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One key of the reference."""
 
     path: str
@@ -44,8 +43,7 @@ class Row:
     description: str
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(NamedTuple):
     """The keys of one object: `path` ("" for the top level) and its description."""
 
     path: str
@@ -76,9 +74,9 @@ def sections(node: Schema | None = None, path: str = "", about: str = "") -> Ite
             yield from sections(child, child_path, str(sub.get("description", "")))
 
 
-def key_paths(schema: Schema | None = None) -> list[str]:
+def key_paths() -> list[str]:
     """Every key path of the reference, e.g. `policies.NAME.metrics[].filter.above`."""
-    return [row.path for section in sections(schema) for row in section.rows]
+    return [row.path for section in sections() for row in section.rows]
 
 
 def _objects(path: str, node: Schema) -> Iterator[tuple[str, Schema]]:
@@ -117,8 +115,6 @@ def _readable(node: Schema, kind: Any) -> str:
         if "maxLength" in node:
             text += f", at most {node['maxLength']} characters"
         return text
-    if kind == "boolean":
-        return "boolean"
     if kind == "array":
         what = _plural(readable_type(node.get("items", {})))
         unique = "unique " if node.get("uniqueItems") else ""
@@ -164,21 +160,12 @@ def _default(node: Schema) -> str:
 
 def yaml_value(value: Any) -> str:
     """A default as it would be written in the policy file (flow style, one line)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return _number(value)
-    if isinstance(value, str):
-        if value and yaml.safe_load(value) == value and value.strip() == value:
-            return value
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(yaml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {yaml_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if value == "":
+        return '""'
+    text = yaml.safe_dump(value, default_flow_style=True, width=math.inf, sort_keys=False)
+    return text.removesuffix("\n...\n").strip()
 
 
 def markdown_reference() -> str:

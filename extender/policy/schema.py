@@ -25,16 +25,15 @@ SERVER_DESCRIPTION = (
     "extender.port, extender.metricsPort, extender.tls)"
 )
 
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
 _SUBSCHEMA_ONE = ("items", "additionalProperties", "propertyNames", "not")
 
 
 def settings_schema() -> Schema:
-    """The whole policy file's schema: $refs inlined, simplified (see `_simplified`)."""
+    """The whole policy file's schema, simplified (see `_simplified`)."""
     raw = Settings.model_json_schema(by_alias=True, mode="validation")
-    defs: dict[str, Schema] = raw.pop("$defs", {})
-    return _simplified(_inlined(raw, defs))
+    return _simplified(raw, raw.pop("$defs", {}))
 
 
 def policy_schema() -> Schema:
@@ -53,37 +52,25 @@ def policy_schema() -> Schema:
     return schema
 
 
-def _inlined(node: Any, defs: dict[str, Schema]) -> Any:
-    """`node` with every `{"$ref": "#/$defs/X", ...}` replaced by X merged with the siblings
-    (a field's own description and default win over the model's)."""
-    if isinstance(node, list):
-        return [_inlined(item, defs) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out: Schema = {}
+def _simplified(node: Schema, defs: dict[str, Schema]) -> Schema:
+    """One schema node cleaned for Helm and readers, recursively: each `$ref` inlined (pydantic
+    cannot: pydantic/pydantic#12023) under the field's own description and default, no titles,
+    no object defaults (each key has its own), `anyOf: [X, null]` as `type: [X, "null"]`, and
+    `patternProperties` as `propertyNames` (so a key that breaks the pattern is rejected)."""
     ref = node.get("$ref")
     if isinstance(ref, str):
-        out.update(_inlined(defs[ref.removeprefix("#/$defs/")], defs))
-    for key, value in node.items():
-        if key != "$ref":
-            out[key] = _inlined(value, defs)
-    return out
-
-
-def _simplified(node: Schema) -> Schema:
-    """One schema node cleaned for Helm and readers, recursively: no titles, no object
-    defaults (each key has its own), `anyOf: [X, null]` as `type: [X, "null"]`, and
-    `patternProperties` as `propertyNames` (so a key that breaks the pattern is rejected)."""
+        node = {**defs[ref.removeprefix("#/$defs/")], **node}
+        del node["$ref"]
     out: Schema = {}
     for key, value in node.items():
         if key == "title":
             continue
         if key in _SUBSCHEMA_MAPS:
-            out[key] = {k: _simplified(v) for k, v in value.items()}
+            out[key] = {k: _simplified(v, defs) for k, v in value.items()}
         elif key in _SUBSCHEMA_LISTS:
-            out[key] = [_simplified(v) for v in value]
+            out[key] = [_simplified(v, defs) for v in value]
         elif key in _SUBSCHEMA_ONE and isinstance(value, dict):
-            out[key] = _simplified(value)
+            out[key] = _simplified(value, defs)
         elif key == "description":
             out[key] = " ".join(str(value).split())
         elif key == "default" and _structured(value):

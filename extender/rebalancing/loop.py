@@ -12,6 +12,7 @@ import logging
 import random
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Literal, Protocol
@@ -110,9 +111,8 @@ class Evictor:
     def _failed(self, decision: Decision, exc: Exception, mode: str) -> Made:
         pod = decision.pod.facts
         who, why = f"{pod.namespace}/{pod.name}", describe(exc)
-        outcome = eviction_outcome(exc)
+        outcome, reason = eviction_outcome(exc), refusal_reason(exc)
         self._counter.rebalanced(mode, outcome)
-        reason = refusal_reason(exc)
         if reason is not None:
             self._counter.refused(reason)
             wait = self._backoff.refused(pod.uid, reason, self._clock())
@@ -210,9 +210,7 @@ class Rebalancer:
             return None
         self._failures = 0
         budgets = await self._budgets()
-        engine = self._engine
-        settings = engine.settings
-        now = self._clock()
+        engine, settings, now = self._engine, self._engine.settings, self._clock()
         self.backoff.first = settings.rebalance.interval
         self.backoff.prune({p.facts.uid for p in pods})
         held = {
@@ -235,10 +233,10 @@ class Rebalancer:
         )
         await self._move_due(result, budgets)
         self._streaks = result.streaks
+        counts = Counter(d.outcome for d in result.decisions)
         for outcome in ("waiting", "held", "stay"):
-            count = sum(1 for d in result.decisions if d.outcome == outcome)
-            if count:
-                self._counter.rebalanced(self.mode, outcome, count)
+            if counts[outcome]:
+                self._counter.rebalanced(self.mode, outcome, counts[outcome])
         for decision in result.decisions:
             if decision.outcome in ("waiting", "held"):
                 log.info("rebalance: %s %s", decision.outcome, decision.text)
