@@ -189,6 +189,7 @@ class Replay(Cluster):
             k = grid.index(grid.start + r)
             use = (where.background[k] + self.load[node][k]) / where.cores
             self.recorder.placed(r, min(1.0, use), node)
+            self.calibration.placed(node, r)
             load = self.load[node]
             for i in range(max(0, -first), min(len(pod.usage), grid.steps - first)):
                 load[first + i] += pod.usage[i]

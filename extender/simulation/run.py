@@ -277,6 +277,7 @@ class Run(Cluster):
             return False
         if self.measuring:
             self.recorder.placed(t, min(1.0, self.utilisation(node, t)), node)
+        self.calibration.placed(node, t)
         self.usage[node] += pod.usage
         self.started(pod, node, t)
         heapq.heappush(self.running, (t + pod.duration, pod.uid, pod, node))

@@ -61,11 +61,14 @@ SIGMAS = (1.0, 2.0, 3.0)
 
 
 class PeakCalibration:
-    """How often a predicted peak is exceeded later ("Take it to the limit", EuroSys 2021)."""
+    """How often a predicted peak is exceeded later ("Take it to the limit", EuroSys 2021).
+    A node given a pod within the horizon is not judged: a prediction is of the load on
+    the node, not of pods placed after it (the herd guard counts those)."""
 
     def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
         self.horizon = horizon
         self._due: deque[tuple[float, Mapping[str, tuple[float, float]]]] = deque()
+        self._last_placed: dict[str, float] = {}
         self._seen = 0
         self._over = [0] * len(SIGMAS)
 
@@ -73,15 +76,19 @@ class PeakCalibration:
         if peaks:
             self._due.append((t + self.horizon, peaks))
 
+    def placed(self, node: str, t: float) -> None:
+        self._last_placed[node] = t
+
     def observe(self, t: float, names: Sequence[str], cpu: Sequence[float]) -> None:
         if not self._due or self._due[0][0] > t:
             return
         now = dict(zip(names, cpu, strict=True))
         while self._due and self._due[0][0] <= t:
-            _, peaks = self._due.popleft()
+            due, peaks = self._due.popleft()
+            since = due - self.horizon
             for node, (mean, sd) in peaks.items():
                 u = now.get(node)
-                if u is None or sd <= 0:
+                if u is None or sd <= 0 or self._last_placed.get(node, -math.inf) > since:
                     continue
                 self._seen += 1
                 for i, k in enumerate(SIGMAS):

@@ -207,3 +207,15 @@ def test_a_peak_predictor_is_judged_by_how_often_it_is_exceeded_later() -> None:
     calibration.observe(285.0, ["a", "b", "c"], [0.99, 0.99, 0.99])  # not due yet
     calibration.observe(300.0, ["a", "b", "c"], [0.65, 0.95, 0.99])
     assert calibration.shares() == pytest.approx((1.0, 0.5, 0.5))
+
+
+def test_a_node_given_a_pod_after_its_prediction_is_not_judged() -> None:
+    """The prediction is of the node's load, not of pods placed on it later (the herd guard
+    counts those): b took a pod 60 s after the prediction, so only a is judged; a pod
+    placed before the prediction does not exempt a node."""
+    calibration = PeakCalibration()
+    calibration.placed("a", 0.0)
+    calibration.predicted(0.0, {"a": (0.5, 0.1), "b": (0.5, 0.1)})
+    calibration.placed("b", 60.0)
+    calibration.observe(300.0, ["a", "b"], [0.65, 0.95])
+    assert calibration.shares() == pytest.approx((1.0, 0.0, 0.0))
