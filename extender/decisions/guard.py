@@ -189,7 +189,7 @@ class HerdGuard:
         self.ledger.install(snapshot, self._metrics)
         at = data_time(snapshot, self._metrics)
         if self.peaks.enabled and at is not None:
-            load = self.ledger.load  # no margins until set_margins
+            load = self.ledger.in_flight()
             predicted = _predicted(snapshot, self._metrics, load)
             self.ledger.set_margins(self.peaks.observe(predicted, at, load.keys()))
 

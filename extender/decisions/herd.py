@@ -143,6 +143,16 @@ class HerdLedger:
         else:
             self.load.pop(node, None)
 
+    def in_flight(self) -> dict[NodeName, float]:
+        """node -> the load of our pods counted and not yet shown (`load` without the margins):
+        the nodes whose spread waits (peaks.py)."""
+        out = {}
+        for node, load in self.load.items():
+            pods = load - self.margins.get(node, 0.0)
+            if abs(pods) > 1e-9:
+                out[node] = pods
+        return out
+
     def load_after(self, node: NodeName, leaving: Iterable[str], arriving: float) -> float:
         """The load on `node` with the `leaving` UIDs gone and `arriving` cores come
         (a preemption's view)."""

@@ -83,12 +83,9 @@ class OurExtender:
     def _predict(self, cpu: Mapping[str, float], now: float) -> None:
         """Each node's predicted peak and spread (peaks.py), for PeakCalibration; as the
         guard's own, nodes with pods in flight keep theirs."""
-        ledger = self.engine.guard.ledger
-        load, margins = ledger.load, ledger.margins
-        pods = {n: x - margins.get(n, 0.0) for n, x in load.items()}
-        held = {n for n, x in pods.items() if abs(x) > 1e-9}
+        pods = self.engine.guard.ledger.in_flight()
         predicted = {n: v + pods.get(n, 0.0) for n, v in cpu.items()}
-        self._peaks.observe(predicted, now, held)
+        self._peaks.observe(predicted, now, pods.keys())
         self._predictions = {
             n: (x, s) for n, x in predicted.items() if (s := self._peaks.spread(n)) is not None
         }
