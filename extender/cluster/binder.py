@@ -68,10 +68,6 @@ class Binder:
         self._bound: OrderedDict[str, str] = OrderedDict()  # uid -> node, bounded
         self._bound_capacity = 10_000
 
-    @property
-    def inflight(self) -> int:
-        return len(self._inflight)
-
     def binding(self, uid: str) -> bool:
         """True while our bind of this pod runs (its watch event may arrive first)."""
         return uid in self._inflight

@@ -9,7 +9,6 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.explain import explain_nodes, placement_note
@@ -19,10 +18,6 @@ from extender.errors.rounds import Pace
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.events")
-
-
-class EventCounter(Protocol):
-    def event(self, outcome: str) -> None: ...
 
 
 def placement_event(memo: PodMemo, now: float, instance: str) -> PodEvent:
@@ -58,14 +53,14 @@ class EventPoster:
         settings: Settings,
         pods: PodMemory,
         sink: KubeAPI,
-        counter: EventCounter,
+        count: Callable[[str], None],
         clock: Callable[[], float] = time.time,
         instance: str | None = None,
     ) -> None:
         explain = settings.explain
         self._pods = pods
         self._sink = sink
-        self._counter = counter
+        self._count = count
         self._clock = clock
         self._instance = instance or socket.gethostname()
         self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize=explain.event_queue)
@@ -76,7 +71,7 @@ class EventPoster:
         try:
             self._queue.put_nowait(uid)
         except asyncio.QueueFull:
-            self._counter.event("dropped")
+            self._count("dropped")
 
     async def run(self) -> None:
         """Post the queued Events forever, one per `1 / eventsPerSecond` at most."""
@@ -89,18 +84,18 @@ class EventPoster:
     async def _post(self, uid: str) -> None:
         memo = self._pods.get(uid)
         if memo is None or not memo.node:
-            self._counter.event("dropped")  # forgotten meanwhile (memory is bounded)
+            self._count("dropped")  # forgotten meanwhile (memory is bounded)
             return
         facts = memo.facts
         if name_problem(facts.namespace, namespace=True) or name_problem(facts.name):
-            self._counter.event("dropped")
+            self._count("dropped")
             return
         try:
             # Re-scoring the candidates: off the event loop.
             event = await asyncio.to_thread(placement_event, memo, self._clock(), self._instance)
             await self._sink.create_event(event)
         except Exception as exc:
-            self._counter.event("failed")
+            self._count("failed")
             log.warning("event for pod %s/%s not posted: %s", facts.namespace, facts.name, exc)
             return
-        self._counter.event("posted")
+        self._count("posted")

@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.watch_filter import PodWatchFilter
@@ -37,10 +37,6 @@ EventHandler = Callable[[str, Any], object]  # (event type, object) for ADDED / 
 
 class WatchExpired(Exception):
     """The server no longer holds our resourceVersion (410): list again."""
-
-
-class WatchCounter(Protocol):
-    def watch_restart(self, resource: str, reason: str) -> None: ...
 
 
 @dataclass
@@ -84,7 +80,7 @@ class Informer:
         handle: EventHandler,
         *,
         timeout_seconds: int = 300,
-        counter: WatchCounter | None = None,
+        restarted: Callable[[str, str], object] = lambda resource, reason: None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         watch_filter: PodWatchFilter | None = None,
@@ -101,7 +97,7 @@ class Informer:
         self._start = start
         self._handle = handle
         self._timeout = timeout_seconds
-        self._counter = counter
+        self._restarted = restarted
         self._sleep = sleep
         self._failures = 0
         self._version: str | None = None
@@ -121,8 +117,7 @@ class Informer:
     def _restart(self, reason: str) -> None:
         restarts = self.status.restarts
         restarts[reason] = restarts.get(reason, 0) + 1
-        if self._counter is not None:
-            self._counter.watch_restart(self.status.resource, reason)
+        self._restarted(self.status.resource, reason)
 
     async def run(self) -> None:
         version, self._version = self._version, None

@@ -13,7 +13,7 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
@@ -31,24 +31,19 @@ log = logging.getLogger("decice.overload")
 ATTEMPTS = 3  # reads and patches of one node before a change is given up
 
 
-class OverloadCounter(Protocol):
-    def overload_changed(self, action: str, outcome: str) -> None: ...
-
-
 class TaintWriter:
     def __init__(
         self,
         kube: KubeAPI,
-        counter: OverloadCounter,
+        count: Callable[[str, str], object],
         clock: Callable[[], float] = time.time,
         instance: str | None = None,
-        sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
         self._kube = kube
-        self._counter = counter
+        self._count = count
         self._clock = clock
         self._instance = instance or socket.gethostname()
-        self._pace = Pace(sleep)
+        self._pace = Pace()
 
     async def apply(self, change: Change, rules: OverloadSettings) -> bool:
         """Write one change (dry-run: log it); False when it failed."""
@@ -56,7 +51,7 @@ class TaintWriter:
             log.info(
                 "overload (dry-run): would %s %s: %s", change.action, change.node, change.reason
             )
-            self._counter.overload_changed(change.action, "dry-run")
+            self._count(change.action, "dry-run")
             return True
         await self._pace.turn(rules.patches_per_second)
         for _ in range(ATTEMPTS):
@@ -71,7 +66,7 @@ class TaintWriter:
                     else []
                 )
                 if wanted == current:
-                    self._counter.overload_changed(change.action, "unchanged")
+                    self._count(change.action, "unchanged")
                     return True
                 await self._kube.set_node_taints(
                     change.node, str(meta.get("resourceVersion") or ""), wanted
@@ -81,16 +76,16 @@ class TaintWriter:
                     log.info("overload: %s changed meanwhile; reading it again", change.node)
                     continue
                 log.warning("overload: %s %s failed: %s", change.action, change.node, describe(exc))
-                self._counter.overload_changed(change.action, "failed")
+                self._count(change.action, "failed")
                 return False
-            self._counter.overload_changed(change.action, "done")
+            self._count(change.action, "done")
             log.info("overload: %sed %s: %s", change.action, change.node, change.reason)
             await self._event(change, node, rules.effect)
             return True
         log.warning(
             "overload: %s %s: the node kept changing; next check", change.action, change.node
         )
-        self._counter.overload_changed(change.action, "conflict")
+        self._count(change.action, "conflict")
         return False
 
     async def _event(self, change: Change, node: Mapping[str, Any], effect: str) -> None:
@@ -147,7 +142,7 @@ class Tainter:
         nodes: NodeCache,
         kube: KubeAPI,
         leader: Leadership,
-        counter: OverloadCounter,
+        count: Callable[[str, str], object],
         clock: Callable[[], float] = time.time,
         instance: str | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
@@ -162,7 +157,7 @@ class Tainter:
         self.state = OverloadState()
         self._reconciled = False
         self._failures = 0
-        self._writer = TaintWriter(kube, counter, clock, instance)
+        self._writer = TaintWriter(kube, count, clock, instance)
         self.last: list[Change] = []  # the last check's changes (/readyz)
 
     @property

@@ -9,7 +9,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Protocol
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.turnedaway import TurnedAway
@@ -19,10 +18,6 @@ from extender.policy.settings import Settings
 log = logging.getLogger("decice.requeue")
 
 ANNOTATION = "decice.io/metrics-recovered"
-
-
-class RequeueCounter(Protocol):
-    def requeued(self, outcome: str) -> None: ...
 
 
 def _stamp(seconds: float) -> str:
@@ -45,11 +40,11 @@ class Requeuer:
         self,
         settings: Settings,
         kube: KubeAPI,
-        counter: RequeueCounter,
+        count: Callable[[str], None],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._kube = kube
-        self._counter = counter
+        self._count = count
         self._clock = clock
         self._capacity = settings.requeue.max_pods
         self._per_second = settings.requeue.patches_per_second
@@ -66,14 +61,14 @@ class Requeuer:
             self._pending[pod.uid] = (pod, snapshot_time)
             if len(self._pending) > self._capacity:
                 self._pending.popitem(last=False)
-                self._counter.requeued("dropped")
+                self._count("dropped")
         if self._pending:
             self._wake.set()
 
     def forget(self, uid: str) -> None:
         """The watch saw the pod bound or deleted: it needs no nudge."""
         if self._pending.pop(uid, None) is not None:
-            self._counter.requeued("skipped")
+            self._count("skipped")
 
     async def run(self) -> None:
         """Patch the queued pods forever, the oldest first, `patchesPerSecond` at most."""
@@ -97,9 +92,9 @@ class Requeuer:
             raise
         except Exception as exc:
             outcome = outcome_of(exc)
-            self._counter.requeued(outcome)
+            self._count(outcome)
             log.warning("requeue of pod %s not patched (%s): %s", who, outcome, exc)
             return
-        self._counter.requeued("patched")
+        self._count("patched")
         waited = self._clock() - pod.at
         log.info("requeue: pod %s patched, %.0f s after it was turned away", who, waited)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import orjson
 import requests
@@ -33,13 +32,6 @@ class MetricsProvider(Protocol):
         ...
 
 
-@runtime_checkable
-class Closing(Protocol):
-    """A provider holding something to stop at shutdown (a subprocess)."""
-
-    def close(self) -> None: ...
-
-
 class StaticProvider:
     """Values written in the policy file (demos, tests); like Krake's static provider."""
 
@@ -48,12 +40,6 @@ class StaticProvider:
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
         return {n: v[metric.name] for n, v in self._nodes.items() if metric.name in v}
-
-
-@dataclass(frozen=True, slots=True)
-class MappedSeries:
-    values: dict[NodeName, float]
-    dropped: list[str]  # why series were left out, for logs
 
 
 def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> NodeName | None:
@@ -72,9 +58,10 @@ def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> 
     return inventory.by_ip.get(host, host)
 
 
-def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> MappedSeries:
-    """Prometheus instant-vector result -> node -> value. Duplicates keep the highest value
-    (the conservative reading of load); NaN, +-Inf and non-numbers are dropped."""
+def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> Fetched:
+    """Prometheus instant-vector result -> node -> value, and why series were dropped.
+    Duplicates keep the highest value (the conservative reading of load); NaN, +-Inf and
+    non-numbers are dropped."""
     values: dict[NodeName, float] = {}
     dropped: list[str] = []
     for item in result:
@@ -94,7 +81,7 @@ def map_series(result: Sequence[Any], label: str, inventory: NodeInventory) -> M
             dropped.append(f"{node}: duplicate series, keeping the highest value")
             value = max(value, values[node])
         values[node] = value
-    return MappedSeries(values, dropped)
+    return Fetched(values, dropped, len(result))
 
 
 class PrometheusProvider:
@@ -129,20 +116,13 @@ class PrometheusProvider:
         sub = self.fetch_subprocess
         if sub is not None and in_subprocess(last, self._settings.child_process_above):
             fetched = sub.fetch(metric.query, inventory)
-            values, dropped, series = fetched.values, fetched.dropped, fetched.series
         else:
-            result = self.query(metric.query)
-            mapped = map_series(result, self._settings.node_label, inventory)
-            values, dropped, series = mapped.values, mapped.dropped, len(result)
-        self._series[metric.name] = series
-        if dropped:
-            log.warning(
-                "metric %s: %d series dropped, e.g. %s",
-                metric.name,
-                len(dropped),
-                "; ".join(dropped[:3]),
-            )
-        return values
+            fetched = map_series(self.query(metric.query), self._settings.node_label, inventory)
+        self._series[metric.name] = fetched.series
+        if dropped := fetched.dropped:
+            shown = "; ".join(dropped[:3])
+            log.warning("metric %s: %d series dropped, e.g. %s", metric.name, len(dropped), shown)
+        return fetched.values
 
     def close(self) -> None:
         if self.fetch_subprocess is not None:
@@ -271,8 +251,7 @@ def fetch_in_subprocess(
         result = _in_subprocess[1].query(query)
     except Exception as exc:
         return Fetched(error=describe(exc), partial=isinstance(exc, PartialAnswer))
-    mapped = map_series(result, settings.node_label, inventory)
-    return Fetched(mapped.values, mapped.dropped, len(result))
+    return map_series(result, settings.node_label, inventory)
 
 
 def provider_for(settings: Settings) -> MetricsProvider:

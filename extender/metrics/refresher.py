@@ -11,7 +11,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, NodeInventory, NodeName, Snapshot
@@ -21,7 +20,7 @@ from extender.errors.backoff import Backoff
 from extender.errors.causes import PartialAnswer, describe
 from extender.errors.rounds import FIRST_BACKOFF_FACTOR
 from extender.metrics.heap import FrozenHeap
-from extender.metrics.providers import Closing, MetricsProvider
+from extender.metrics.providers import MetricsProvider, PrometheusProvider
 from extender.metrics.usage import Querier, fetch_usage, next_usage, wanted
 from extender.policy.settings import Settings
 
@@ -151,10 +150,6 @@ class _SwitchInterval:
 SWITCH_INTERVAL = _SwitchInterval()
 
 
-class RefreshListener(Protocol):
-    def refreshed(self, snapshot: Snapshot, errors: Mapping[str, str], seconds: float) -> None: ...
-
-
 class Refresher:
     """Runs the queries on an interval and installs each new snapshot into the engine."""
 
@@ -164,7 +159,7 @@ class Refresher:
         engine: Engine,
         provider: MetricsProvider,
         inventory: Callable[[], NodeInventory] | None = None,
-        listener: RefreshListener | None = None,
+        refreshed: Callable[[Snapshot, Mapping[str, str], float], object] | None = None,
         clock: Callable[[], float] = time.time,
         installed: Callable[[Snapshot], None] | None = None,
         heap: FrozenHeap | None = None,
@@ -173,7 +168,7 @@ class Refresher:
         self._engine = engine
         self._provider = provider
         self._inventory = inventory or NodeInventory
-        self._listener = listener
+        self._refreshed = refreshed
         self._clock = clock
         self._installed = installed
         self._heap = heap
@@ -275,8 +270,8 @@ class Refresher:
         )
         self.failures = self.failures + 1 if struggling else 0
         self.failure_log.refreshed(list(results), errors, now)
-        if self._listener is not None:
-            self._listener.refreshed(snapshot, errors, time.perf_counter() - started)
+        if self._refreshed is not None:
+            self._refreshed(snapshot, errors, time.perf_counter() - started)
         return errors
 
     async def refresh_guarded(self) -> None:
@@ -298,7 +293,7 @@ class Refresher:
             usage.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await usage
-            if isinstance(self._provider, Closing):  # its fetch subprocess, at shutdown
+            if isinstance(self._provider, PrometheusProvider):  # its fetch subprocess
                 self._provider.close()
 
     async def _run_usage(self) -> None:

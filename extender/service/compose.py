@@ -97,7 +97,9 @@ class Service:
         telemetry.watch(lambda: engine.snapshot, clock)
         if settings.explain.node_metrics:
             telemetry.watch_nodes(lambda: node_figures(engine, clock()))
-        self.requeuer = Requeuer(settings, kube, telemetry, clock) if requeue_on and kube else None
+        self.requeuer = (
+            Requeuer(settings, kube, telemetry.requeued, clock) if requeue_on and kube else None
+        )
         self.nodes = NodeCache()
         self.tasks: dict[str, Task] = {}
         self.details: dict[str, Callable[[], object]] = {}
@@ -123,11 +125,11 @@ class Service:
         inventory = self.nodes.inventory if kube is not None else None
         provider = provider if provider is not None else provider_for(settings)
         self.refresher = Refresher(
-            settings, engine, provider, inventory, self.telemetry, clock, installed, HEAP
+            settings, engine, provider, inventory, self.telemetry.refreshed, clock, installed, HEAP
         )
         placed: Callable[[str], None] = ignore_pod
         if settings.explain.events and kube is not None:
-            poster = EventPoster(settings, engine.pods, kube, self.telemetry, clock)
+            poster = EventPoster(settings, engine.pods, kube, self.telemetry.event, clock)
             placed, self.tasks["events"] = poster.placed, poster.run
         outcome = self.telemetry.bound
         self.binder = Binder(
@@ -165,7 +167,8 @@ class Service:
                     requeuer.recovered(engine.recovered(now), now)
 
             nodes = NodeEventHandler(self.nodes, engine, changed=changed, clock=self.clock)
-            informers.append(node_informer(settings, kube, nodes, self.telemetry))
+            restarted = self.telemetry.watch_restart
+            informers.append(node_informer(settings, kube, nodes, restarted))
             if settings.kubernetes.watch_pods or seen is not None:
                 handler = PodEventHandler(
                     engine,
@@ -175,7 +178,7 @@ class Service:
                     seen=seen,
                     clock=self.clock,
                 )
-                informers.append(pod_informer(settings, kube, handler, self.telemetry, self.clock))
+                informers.append(pod_informer(settings, kube, handler, restarted, self.clock))
         self.tasks.update((f"watch-{i.status.resource}", i.run) for i in informers)
         if requeuer is not None:
             self.tasks["requeue"] = requeuer.run
@@ -239,7 +242,8 @@ def build_service(
     elif settings.overload.enabled and kube is not None and overload_leader is not None:
         nodes = service.nodes
         counter = OverloadTelemetry(service.telemetry.registry, lambda: len(tainted_nodes(nodes)))
-        tainter = Tainter(service.engine, nodes, kube, overload_leader, counter, clock)
+        count = counter.overload_changed
+        tainter = Tainter(service.engine, nodes, kube, overload_leader, count, clock)
         service.tasks.update({"overload-leader": overload_leader.run, "overload": tainter.run})
         service.details["overload"] = tainter.detail
     if kube is None:
@@ -313,7 +317,7 @@ def build_shadow(
         log.info("shadow mode writes nothing: overload.enabled is ignored here")
     service = Service(for_shadowing(settings), kube, clock)
     counters = ShadowTelemetry(service.telemetry.registry)
-    observer = ShadowObserver(service.engine, service.nodes, counters)
+    observer = ShadowObserver(service.engine, service.nodes, counters.judged)
     counters.watch_exceedance(observer.exceedance_counts)
     service.wire(provider, policy_file, settings, observer)
     routes = health_routes(service) + info_routes(service, shadowed=observer.explain)

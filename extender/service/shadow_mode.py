@@ -6,8 +6,8 @@ watched for exceedance within `shadow.exceedanceWindow`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from extender.decisions import shadow
 from extender.decisions.assignments import Assigned
@@ -16,10 +16,6 @@ from extender.decisions.nodes import NodeCache, read_eligibility
 from extender.decisions.pods import PodMemo, read_pod
 from extender.decisions.resources import PodError
 from extender.policy.settings import Settings
-
-
-class Judged(Protocol):
-    def judged(self, policy: str, verdict: str, gap: int, reason: str | None) -> None: ...
 
 
 def for_shadowing(settings: Settings) -> Settings:
@@ -36,10 +32,15 @@ def for_shadowing(settings: Settings) -> Settings:
 class ShadowObserver:
     """The pod watch's `seen` hook in shadow mode."""
 
-    def __init__(self, engine: Engine, nodes: NodeCache, counter: Judged) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        nodes: NodeCache,
+        judged: Callable[[str, str, int, str | None], object],
+    ) -> None:
         self._engine = engine
         self._nodes = nodes
-        self._counter = counter
+        self._judged = judged
         self.log = shadow.ShadowLog(engine.settings.shadow.keep)
         self.exceedances = shadow.Exceedances(engine.settings.shadow.keep)
         self._latest: dict[str, tuple[shadow.Assignment, shadow.Watch | None]] = {}
@@ -85,7 +86,7 @@ class ShadowObserver:
         self._latest[facts.uid] = (record, watch)
         while len(self._latest) > engine.settings.explain.keep_pods:
             del self._latest[next(iter(self._latest))]
-        self._counter.judged(policy.name, verdict.verdict, verdict.gap, verdict.reason)
+        self._judged(policy.name, verdict.verdict, verdict.gap, verdict.reason)
         engine.pods.remember(
             PodMemo(
                 facts=facts,

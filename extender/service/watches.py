@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from extender.cluster.informer import Informer, WatchCounter
+from extender.cluster.informer import Informer
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.nodewatch import NodeEventHandler
 from extender.cluster.podwatch import PodEventHandler
@@ -15,10 +15,11 @@ from extender.policy.settings import Settings
 
 PREPARE_TIMEOUT = 10.0
 """Seconds each watch's first list may take before the service serves without it."""
+Restarted = Callable[[str, str], object]  # (resource, reason): Telemetry.watch_restart
 
 
 def node_informer(
-    settings: Settings, kube: KubeAPI, nodes: NodeEventHandler, counter: WatchCounter
+    settings: Settings, kube: KubeAPI, nodes: NodeEventHandler, restarted: Restarted
 ) -> Informer:
     async def start() -> str:
         found, version = await kube.list_nodes()
@@ -32,7 +33,7 @@ def node_informer(
         start,
         nodes,
         timeout_seconds=settings.kubernetes.watch_timeout,
-        counter=counter,
+        restarted=restarted,
     )
 
 
@@ -48,7 +49,7 @@ def pod_informer(
     settings: Settings,
     kube: KubeAPI,
     handler: PodEventHandler,
-    counter: WatchCounter,
+    restarted: Restarted,
     clock: Callable[[], float] = time.time,
 ) -> Informer:
     async def start() -> str:
@@ -85,7 +86,7 @@ def pod_informer(
         start,
         handler,
         timeout_seconds=settings.kubernetes.watch_timeout,
-        counter=counter,
+        restarted=restarted,
         watch_filter=handler.watch_filter,
     )
 

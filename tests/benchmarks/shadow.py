@@ -39,11 +39,6 @@ from extender.service.shadow_mode import ShadowObserver
 SEED = 7
 
 
-class _Quiet:
-    def judged(self, policy: str, verdict: str, gap: int, reason: str | None) -> None:
-        pass
-
-
 def _stamp(at: float) -> str:
     return datetime.datetime.fromtimestamp(at, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -78,7 +73,7 @@ def run(nodes: int, assignments: int, rng: random.Random) -> float:
         )
         for i, n in enumerate(names)
     )
-    observer = ShadowObserver(engine, cache, _Quiet())
+    observer = ShadowObserver(engine, cache, lambda policy, verdict, gap, reason: None)
     clock = [now]
     handler = PodEventHandler(engine, seen=observer, clock=lambda: clock[0])
     docs: list[dict[str, Any]] = []

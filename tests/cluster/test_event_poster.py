@@ -58,11 +58,6 @@ class Sink(KubeCalls):
         self.events.append(event)
 
 
-class Outcomes(Counter[str]):
-    def event(self, outcome: str) -> None:
-        self[outcome] += 1
-
-
 def decided(engine: Engine, uid: str = UID, node: str = "node-3") -> None:
     engine.filter(parse_extender_args(filter_body(uid=uid, name=f"p-{uid[:4]}")), NOW)
     engine.pods.placed(uid, node)
@@ -87,8 +82,8 @@ async def test_posted_once_dropped_when_full_failed_never_retried() -> None:
     engine = Engine(settings, make_snapshot({"cpu": CPU}), NOW)
     for i in range(4):
         decided(engine, uid=f"{i}000-u")
-    sink, outcomes = Sink(), Outcomes()
-    poster = EventPoster(settings, engine.pods, sink, outcomes, lambda: NOW)
+    sink, outcomes = Sink(), Counter[str]()
+    poster = EventPoster(settings, engine.pods, sink, lambda o: outcomes.update([o]), lambda: NOW)
     for i in range(4):
         poster.placed(f"{i}000-u")  # the queue holds 2: two are dropped at once
     assert outcomes == {"dropped": 2}
@@ -201,8 +196,8 @@ async def test_a_hostile_pod_name_is_never_posted() -> None:
     )
     engine.filter(parse_extender_args(body), NOW)
     engine.pods.placed("u-bad", "node-3")
-    sink, outcomes = Sink(), Outcomes()
-    poster = EventPoster(settings, engine.pods, sink, outcomes, lambda: NOW)
+    sink, outcomes = Sink(), Counter[str]()
+    poster = EventPoster(settings, engine.pods, sink, lambda o: outcomes.update([o]), lambda: NOW)
     poster.placed("u-bad")
     task = asyncio.create_task(poster.run())
     await wait_until_async(lambda: outcomes["dropped"] == 1, 30, "the hostile pod dropped")

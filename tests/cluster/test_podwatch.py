@@ -208,13 +208,8 @@ async def test_a_patch_for_a_recreated_pod_is_refused_by_its_uid(api: FakeKubeAP
     deleted and re-created under the same name before its patch is never touched."""
     api.add_pod(NS, "w5", "uid-w5")
     outcomes: list[str] = []
-
-    class Counter:
-        def requeued(self, outcome: str) -> None:
-            outcomes.append(outcome)
-
     kube = KubeClient(client_for(api), timeout=2, retries=0)
-    requeuer = Requeuer(make_settings(), kube, Counter())
+    requeuer = Requeuer(make_settings(), kube, outcomes.append)
     api.delete_pod(NS, "w5")
     api.add_pod(NS, "w5", "uid-w5-new")
     away = TurnedAway("uid-w5", NS, "w5", ("node-a",), 0.0)

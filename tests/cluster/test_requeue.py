@@ -34,14 +34,6 @@ class Annotator(KubeCalls):
             raise ApiError(self.answers[name])
 
 
-class Counter:
-    def __init__(self) -> None:
-        self.outcomes: list[str] = []
-
-    def requeued(self, outcome: str) -> None:
-        self.outcomes.append(outcome)
-
-
 def away(name: str) -> TurnedAway:
     return TurnedAway(f"uid-{name}", "ns", name, ("n1",), NOW)
 
@@ -57,11 +49,11 @@ async def run(requeuer: Requeuer, until: Callable[[], object]) -> None:
 
 
 async def test_each_recovered_pod_is_patched_once_with_its_uid() -> None:
-    kube, counter = Annotator({"gone": 404, "new": 422, "nope": 403, "busy": 503}), Counter()
-    requeuer = Requeuer(make_settings(requeue={"patchesPerSecond": 1000}), kube, counter)
+    kube, outcomes = Annotator({"gone": 404, "new": 422, "nope": 403, "busy": 503}), list[str]()
+    requeuer = Requeuer(make_settings(requeue={"patchesPerSecond": 1000}), kube, outcomes.append)
     requeuer.recovered([away(n) for n in ("ok", "gone", "new", "nope", "busy")], NOW)
-    await run(requeuer, lambda: len(counter.outcomes) == 5)
-    assert counter.outcomes == ["patched", "gone", "recreated", "forbidden", "error"]
+    await run(requeuer, lambda: len(outcomes) == 5)
+    assert outcomes == ["patched", "gone", "recreated", "forbidden", "error"]
     namespace, name, uid, annotations = kube.patches[0]
     assert (namespace, name, uid) == ("ns", "ok", "uid-ok")
     assert annotations == {ANNOTATION: "2027-01-15T08:00:00Z"}  # the snapshot's time
@@ -69,21 +61,21 @@ async def test_each_recovered_pod_is_patched_once_with_its_uid() -> None:
 
 
 async def test_a_pod_seen_bound_meanwhile_is_skipped() -> None:
-    kube, counter = Annotator(), Counter()
-    requeuer = Requeuer(make_settings(), kube, counter)
+    kube, outcomes = Annotator(), list[str]()
+    requeuer = Requeuer(make_settings(), kube, outcomes.append)
     requeuer.recovered([away("a"), away("b")], NOW)
     requeuer.forget("uid-a")
-    await run(requeuer, lambda: "patched" in counter.outcomes)
+    await run(requeuer, lambda: "patched" in outcomes)
     assert [p[1] for p in kube.patches] == ["b"]
-    assert counter.outcomes == ["skipped", "patched"]
+    assert outcomes == ["skipped", "patched"]
 
 
 async def test_patches_are_rate_limited_and_the_queue_is_bounded() -> None:
-    kube, counter = Annotator(), Counter()
+    kube, outcomes = Annotator(), list[str]()
     settings = make_settings(requeue={"patchesPerSecond": 20, "maxPods": 3})
-    requeuer = Requeuer(settings, kube, counter)
+    requeuer = Requeuer(settings, kube, outcomes.append)
     requeuer.recovered([away(f"p{i}") for i in range(5)], NOW)
-    assert counter.outcomes == ["dropped", "dropped"] and requeuer.pending == 3
+    assert outcomes == ["dropped", "dropped"] and requeuer.pending == 3
     loop = asyncio.get_running_loop()
     started = loop.time()
     await run(requeuer, lambda: len(kube.patches) == 3)

@@ -16,7 +16,7 @@ nothing listens).
 Tests wait on a condition, bounded by a deadline, never on a fixed sleep:
 
     wait_until(lambda: api.requests_to("POST", path), 30, "the bind reached the API")
-    await wait_until_async(lambda: binder.inflight == 1, 30, "the first bind started")
+    await wait_until_async(lambda: binder.binding(uid), 30, "the first bind started")
 
 The timeout is a ceiling for a stuck test, not a measurement: pick it generously (a
 loaded 2-core CI machine can be many times slower than a laptop), since a condition

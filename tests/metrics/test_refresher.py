@@ -104,11 +104,10 @@ async def test_an_unexpected_failure_counts_and_never_escapes() -> None:
     settings = make_settings(prometheus={"interval": 2, "maxBackoff": 10})
     engine = Engine(settings, Snapshot.empty(["cpu"]), 0.0)
 
-    class Exploding:
-        def refreshed(self, snapshot: Snapshot, errors: object, seconds: float) -> None:
-            raise RuntimeError("a bug in a listener")
+    def exploding(snapshot: Snapshot, errors: object, seconds: float) -> None:
+        raise RuntimeError("a bug in a listener")
 
-    refresher = Refresher(settings, engine, StaticProvider({"a": {"cpu": 0.1}}), None, Exploding())
+    refresher = Refresher(settings, engine, StaticProvider({"a": {"cpu": 0.1}}), None, exploding)
     with pytest.raises(RuntimeError):
         await refresher.refresh_once()
     await refresher.refresh_guarded()  # logged, counted, not raised

@@ -204,11 +204,7 @@ def test_memory_stays_bounded_over_100000_assignments() -> None:
         node_info({"metadata": {"name": n}, "status": {"allocatable": {"cpu": "8"}}}) for n in names
     )
 
-    class Counter:
-        def judged(self, policy: str, verdict: str, gap: int, reason: str | None) -> None:
-            pass
-
-    observer = ShadowObserver(engine, nodes, Counter())
+    observer = ShadowObserver(engine, nodes, lambda policy, verdict, gap, reason: None)
     clock = [now]
     handler = PodEventHandler(engine, seen=observer, clock=lambda: clock[0])
     sizes = []

@@ -62,10 +62,9 @@ class KubeUnavailable(KubeError):
 
 
 class KubeEvictionRefused(KubeError):
-    """429 to an eviction (a PodDisruptionBudget, or throttling); `retry_after`: the
-    server's `details.retryAfterSeconds`; `causes`: messages, appended to `message`."""
+    """429 to an eviction (a PodDisruptionBudget, or throttling); `causes`: messages,
+    appended to `message`."""
 
-    retry_after: float | None
     causes: tuple[str, ...]
 
     @classmethod
@@ -79,8 +78,6 @@ class KubeEvictionRefused(KubeError):
         message = f"{err.message} ({'; '.join(causes)})" if causes else err.message
         reason = err.reason or "TooManyRequests"
         refused = cls(message, status=err.status, reason=reason, details=details)
-        raw = details.get("retryAfterSeconds")
-        refused.retry_after = float(raw) if isinstance(raw, int | float) and raw > 0 else None
         refused.causes = causes
         return refused
 
