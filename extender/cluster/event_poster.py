@@ -55,14 +55,13 @@ class EventPoster:
         sink: KubeAPI,
         count: Callable[[str], None],
         clock: Callable[[], float] = time.time,
-        instance: str | None = None,
     ) -> None:
         explain = settings.explain
         self._pods = pods
         self._sink = sink
         self._count = count
         self._clock = clock
-        self._instance = instance or socket.gethostname()
+        self._instance = socket.gethostname()
         self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize=explain.event_queue)
         self._per_second = explain.events_per_second
 

@@ -6,7 +6,6 @@ resourceVersion (retried on a conflict) and posts a Warning Event on the Node.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import random
@@ -37,12 +36,11 @@ class TaintWriter:
         kube: KubeAPI,
         count: Callable[[str, str], object],
         clock: Callable[[], float] = time.time,
-        instance: str | None = None,
     ) -> None:
         self._kube = kube
         self._count = count
         self._clock = clock
-        self._instance = instance or socket.gethostname()
+        self._instance = socket.gethostname()
         self._pace = Pace()
 
     async def apply(self, change: Change, rules: OverloadSettings) -> bool:
@@ -144,20 +142,16 @@ class Tainter:
         leader: Leadership,
         count: Callable[[str, str], object],
         clock: Callable[[], float] = time.time,
-        instance: str | None = None,
-        sleep: Callable[[float], Any] = asyncio.sleep,
-        rng: random.Random | None = None,
     ) -> None:
         self._engine = engine
-        self._rng = rng or random.Random()
+        self._rng = random.Random()
         self._nodes = nodes
         self._leader = leader
         self._clock = clock
-        self._sleep = sleep
         self.state = OverloadState()
         self._reconciled = False
         self._failures = 0
-        self._writer = TaintWriter(kube, count, clock, instance)
+        self._writer = TaintWriter(kube, count, clock)
         self.last: list[Change] = []  # the last check's changes (/readyz)
 
     @property
@@ -169,7 +163,7 @@ class Tainter:
 
     async def run(self) -> None:
         """Check after every refresh interval, forever; a failure backs off."""
-        await check_forever(self.delay, self.check, self._failed, log, "overload", self._sleep)
+        await check_forever(self.delay, self.check, self._failed, log, "overload")
 
     def _failed(self) -> None:
         self._failures += 1

@@ -33,11 +33,7 @@ GRACE_SECONDS = 10.0  # waited beyond the query's timeout before it is taken for
 def in_subprocess(last_series: int | None, above: int | None) -> bool:
     """The next fetch goes to the subprocess: its last answer held more than `above`
     series (prometheus.childProcessAbove; None: never, 0: always)."""
-    if above is None:
-        return False
-    if above == 0:
-        return True
-    return last_series is not None and last_series > above
+    return above == 0 or (above is not None and last_series is not None and last_series > above)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,6 @@ def resident_bytes() -> int | None:
 class FrozenHeap:
     """One per process (`HEAP`): the collector's generations are the process's."""
 
-    regrow: float = REGROW
     every: int = EVERY
     baseline: int | None = None  # resident bytes right after the last full collection
     since: int = 0  # installs since then
@@ -35,7 +34,7 @@ class FrozenHeap:
         """After an install: freeze what survived it, after a full collection when due."""
         self.since += 1
         now = resident_bytes()
-        grown = now is not None and self.baseline is not None and now > self.regrow * self.baseline
+        grown = now is not None and self.baseline is not None and now > REGROW * self.baseline
         if self.collections == 0 or grown or self.since >= self.every:
             gc.unfreeze()
             gc.collect()

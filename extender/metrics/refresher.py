@@ -18,7 +18,7 @@ from extender.decisions.state import build_tables
 from extender.decisions.usage import UsageTable
 from extender.errors.backoff import Backoff
 from extender.errors.causes import PartialAnswer, describe
-from extender.errors.rounds import FIRST_BACKOFF_FACTOR
+from extender.errors.rounds import FIRST_BACKOFF_FACTOR, backoff
 from extender.metrics.heap import FrozenHeap
 from extender.metrics.providers import MetricsProvider, PrometheusProvider
 from extender.metrics.usage import Querier, fetch_usage, next_usage, wanted
@@ -231,12 +231,9 @@ class Refresher:
         return error
 
     def usage_delay(self) -> float:
-        """herdGuard.usageInterval, drawn longer after failures, up to ten intervals."""
+        """herdGuard.usageInterval, drawn longer after failures (errors.rounds.backoff)."""
         interval = self._engine.settings.herd_guard.usage_interval
-        if self._usage_failures == 0:
-            return interval
-        policy = Backoff(base=2 * interval, cap=10 * interval, floor=interval, rng=self.rng)
-        return policy.wait(self._usage_failures)
+        return backoff(interval, self._usage_failures, self.rng)
 
     async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
         """One refresh; metric -> error. `settings`: a reloaded policy, in force with its

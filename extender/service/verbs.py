@@ -44,6 +44,7 @@ INTERNAL_ERROR = "internal error: see the extender's log"
 
 Handler = Callable[[bytes, float], Awaitable[bytes]]
 """A verb: the request body and `now` in, the answer's bytes out."""
+Clock = Callable[[], float]
 
 
 def verb_paths(settings: Settings) -> dict[Verb, str]:
@@ -112,52 +113,32 @@ def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb,
     }
 
 
-class Verbs:
-    """Every verb behind one wrapper: content type, body limit, a 4xx naming a bad body, a
-    500 on a bug, `Server-Timing` and the latency histogram, through `front` or `routes`."""
+class VerbEndpoint:
+    """One verb as an ASGI app: content type, body limit, a 4xx naming a bad body, a 500 on
+    a bug, `Server-Timing` and the latency histogram. An instance, not a function:
+    Starlette's Route serves it as ASGI, without a Request or Response
+    (starlette/routing.py, `Route.__init__`)."""
+
+    __slots__ = ("_clock", "_limit", "_telemetry", "handler", "verb")
 
     def __init__(
-        self,
-        settings: Settings,
-        handlers: Mapping[Verb, Handler],
-        telemetry: Telemetry,
-        clock: Callable[[], float],
+        self, verb: Verb, handler: Handler, limit: int, telemetry: Telemetry, clock: Clock
     ) -> None:
-        self._limit = settings.server.max_body_bytes
-        self._telemetry = telemetry
-        self._clock = clock
-        self._endpoints = {
-            path: (verb, VerbEndpoint(self.answer, verb, handlers[verb]))
-            for verb, path in verb_paths(settings).items()
-        }
+        self.verb, self.handler, self._limit = verb, handler, limit
+        self._telemetry, self._clock = telemetry, clock
 
-    def routes(self) -> list[Route]:
-        """POST <urlPrefix>/<verb>, the endpoints of `front` (another method: 405)."""
-        return [
-            Route(path, endpoint, methods=["POST"], name=verb)
-            for path, (verb, endpoint) in self._endpoints.items()
-        ]
-
-    def front(self, app: ASGIApp) -> VerbFront:
-        """`app` (Starlette with `routes`) behind a front that answers verb POSTs itself."""
-        return VerbFront({path: endpoint for path, (_, endpoint) in self._endpoints.items()}, app)
-
-    async def answer(
-        self, verb: Verb, handler: Handler, scope: Scope, receive: Receive, send: Send
-    ) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         try:
-            status, body = await self._outcome(verb, handler, scope, receive)
+            status, body = await self._outcome(scope, receive)
         except Exception:
             # As starlette's ServerErrorMiddleware (starlette/middleware/errors.py): a 500,
             # then the exception goes on to the server, which logs it.
-            await self._respond(send, verb, started, 500, error_body(INTERNAL_ERROR))
+            await self._respond(send, started, 500, error_body(INTERNAL_ERROR))
             raise
-        await self._respond(send, verb, started, status, body)
+        await self._respond(send, started, status, body)
 
-    async def _outcome(
-        self, verb: Verb, handler: Handler, scope: Scope, receive: Receive
-    ) -> tuple[int, bytes]:
+    async def _outcome(self, scope: Scope, receive: Receive) -> tuple[int, bytes]:
         ctype, declared = request_headers(scope)
         if ctype is not None:
             sent = ctype.decode("latin-1")  # as starlette's Headers
@@ -165,38 +146,44 @@ class Verbs:
                 return 415, error_body(f"Content-Type must be {JSON_TYPE}, got {sent!r:.80}")
         try:
             body = await read_body(receive, declared, self._limit)
-            return 200, await handler(body, self._clock())
+            return 200, await self.handler(body, self._clock())
         except WireError as exc:
-            return 400, error_body(f"bad {verb} request: {exc}")
+            return 400, error_body(f"bad {self.verb} request: {exc}")
         except BodyTooLarge:
             return 413, error_body(f"request body exceeds server.maxBodyBytes ({self._limit})")
         except ClientDisconnected:
             return 400, error_body("client disconnected before sending the whole body")
 
-    async def _respond(
-        self, send: Send, verb: Verb, started: float, status: int, body: bytes
-    ) -> None:
+    async def _respond(self, send: Send, started: float, status: int, body: bytes) -> None:
         elapsed = time.perf_counter() - started
-        self._telemetry.observe(verb, status, elapsed)
+        self._telemetry.observe(self.verb, status, elapsed)
         timing = b"app;dur=%.3f" % (elapsed * 1000)
         await respond(send, status, body, [_JSON_HEADER, (b"server-timing", timing)])
 
 
-class VerbEndpoint:
-    """One verb as an ASGI app. An instance, not a function: Starlette's Route serves it as
-    ASGI, without a Request or Response (starlette/routing.py, `Route.__init__`)."""
-
-    __slots__ = ("_answer", "handler", "verb")
+class Verbs:
+    """Every verb's endpoint, served through `front` or `routes`."""
 
     def __init__(
         self,
-        answer: Callable[[Verb, Handler, Scope, Receive, Send], Awaitable[None]],
-        verb: Verb,
-        handler: Handler,
+        settings: Settings,
+        handlers: Mapping[Verb, Handler],
+        telemetry: Telemetry,
+        clock: Clock,
     ) -> None:
-        self._answer = answer
-        self.verb = verb
-        self.handler = handler
+        limit = settings.server.max_body_bytes
+        self._endpoints = {
+            path: VerbEndpoint(verb, handlers[verb], limit, telemetry, clock)
+            for verb, path in verb_paths(settings).items()
+        }
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._answer(self.verb, self.handler, scope, receive, send)
+    def routes(self) -> list[Route]:
+        """POST <urlPrefix>/<verb>, the endpoints of `front` (another method: 405)."""
+        return [
+            Route(path, endpoint, methods=["POST"], name=endpoint.verb)
+            for path, endpoint in self._endpoints.items()
+        ]
+
+    def front(self, app: ASGIApp) -> VerbFront:
+        """`app` (Starlette with `routes`) behind a front that answers verb POSTs itself."""
+        return VerbFront(self._endpoints, app)

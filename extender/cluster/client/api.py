@@ -81,12 +81,6 @@ class Transport:
         """Close the session (its connections); the next call opens a new one."""
         await self._sessions.close()
 
-    def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        headers = self._auth.get()
-        if content_type is not None:
-            headers["Content-Type"] = content_type
-        return headers
-
     def _status_error(self, status: int, body: bytes, reason: str, what: str) -> KubeError:
         if status == 401:  # a rotated token: the next request asks the hooks again
             self._auth.expire()
@@ -133,7 +127,9 @@ class Transport:
         content_type: str,
         params: Mapping[str, str] | None,
     ) -> Any:
-        headers = self._headers(content_type if body is not None else None)
+        headers = self._auth.get()
+        if body is not None:
+            headers["Content-Type"] = content_type
         try:
             async with self._sessions.get().request(
                 method,
@@ -168,7 +164,7 @@ class Transport:
             response = await self._sessions.get().get(
                 self.endpoint.base + path,
                 params=params,
-                headers=self._headers(),
+                headers=self._auth.get(),
                 timeout=timeout,
                 **self.endpoint.options,
             )

@@ -50,10 +50,8 @@ class KubeError(Exception):
 class KubeAlreadyBound(KubeError):
     """409: the pod is already assigned to `node` (the same node: a retry's success)."""
 
-    def __init__(
-        self, message: str, *, node: str, status: int | None = 409, reason: str = "Conflict"
-    ) -> None:
-        super().__init__(message, status=status, reason=reason)
+    def __init__(self, message: str, *, node: str, reason: str = "Conflict") -> None:
+        super().__init__(message, status=409, reason=reason)
         self.node = node
 
 
@@ -121,7 +119,7 @@ def error_from_status(status: int, body: bytes | str | None, http_reason: str | 
     if status == 409:
         assigned = _ALREADY_ASSIGNED.search(message)
         if assigned:
-            return KubeAlreadyBound(message, node=assigned.group(1), status=status, reason=reason)
+            return KubeAlreadyBound(message, node=assigned.group(1), reason=reason)
     if status in _RETRYABLE_STATUS or status >= 500:
         return KubeUnavailable(message, status=status, reason=reason, details=details)
     return KubeError(message, status=status, reason=reason, details=details)
