@@ -186,42 +186,25 @@ def _named(err: KubeError, what: str) -> KubeError:
 
 
 class LoopSession:
-    """The running event loop's aiohttp session; another loop's is closed in that loop, and
-    one left open closes at its loop's shutdown (tests and the CLI run several loops)."""
+    """The running event loop's aiohttp session, closed in its own loop: by `close()`, by
+    that loop's shutdown, or once dropped for another loop's (tests and the CLI run several
+    loops): its guard's finalizer closes it there (PEP 525's asyncgen hooks)."""
 
     def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:
         self._make = make
-        self._open: tuple[aiohttp.ClientSession, asyncio.AbstractEventLoop] | None = None
-        self._guard: AsyncGenerator[None, None] | None = None
+        self._open: tuple[aiohttp.ClientSession, object, AsyncGenerator[None, None]] | None = None
 
     def get(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        if self._open is not None:
-            session, owner = self._open
-            if owner is loop and not session.closed:
-                return session
-            self._let_go()
-        session = self._make()
-        self._open, self._guard = (session, loop), closed_with_the_loop(session.close)
-        return session
+        if self._open is None or self._open[1] is not loop or self._open[0].closed:
+            session = self._make()
+            self._open = (session, loop, closed_with_the_loop(session.close))
+        return self._open[0]
 
     async def close(self) -> None:
-        if self._open is None:
-            return
-        if self._open[1] is not asyncio.get_running_loop():
-            self._let_go()
-            return
-        guard, self._open, self._guard = self._guard, None, None
-        if guard is not None:
-            await guard.aclose()  # closes the session
-
-    def _let_go(self) -> None:
-        """Drop the session of another loop: closed there if that loop still runs."""
-        assert self._open is not None
-        session, owner = self._open
-        self._open, self._guard = None, None
-        if not session.closed and owner.is_running() and not owner.is_closed():
-            asyncio.run_coroutine_threadsafe(session.close(), owner)
+        opened, self._open = self._open, None
+        if opened is not None and opened[1] is asyncio.get_running_loop():
+            await opened[2].aclose()  # closes the session
 
 
 def closed_with_the_loop(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
