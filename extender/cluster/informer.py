@@ -101,7 +101,6 @@ class Informer:
         self._sleep = sleep
         self._failures = 0
         self._version: str | None = None
-        self._watch_filter = watch_filter
 
     async def prime(self, timeout: float) -> None:
         """The first list, before the service answers (bounded); `run` starts from it."""
@@ -174,7 +173,7 @@ class Informer:
 
     async def _watch(self, version: str) -> str:
         """Watch from `version` until the server ends the stream; the last version seen."""
-        watch_filter = self._watch_filter
+        watch_filter = self.status.watch_filter
         if watch_filter is not None:
             watch_filter.version = ""
         stream = self._kube.watch(

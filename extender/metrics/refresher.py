@@ -195,9 +195,7 @@ class Refresher:
         policy = Backoff(base=first, cap=cap, floor=self.interval, rng=self.rng)
         return policy.wait(self.failures)
 
-    def _fetch_all(
-        self, settings: Settings, inventory: NodeInventory
-    ) -> dict[str, dict[NodeName, float] | BaseException]:
+    def _fetch_all(self, settings: Settings, inventory: NodeInventory) -> Results:
         results: dict[str, dict[NodeName, float] | BaseException] = {}
         for m in settings.fetched_metrics:
             try:

@@ -26,15 +26,8 @@ _new_client_from_config: Callable[..., kubernetes.client.ApiClient] = (
 _load_incluster_config: Callable[..., None] = kubernetes.config.load_incluster_config
 
 
-def _fresh_configuration() -> kubernetes.client.Configuration:
-    configuration = kubernetes.client.Configuration()
-    # KubeClient retries itself (bounded, and aware that a bind is not idempotent).
-    configuration.retries = False
-    return configuration
-
-
 def _from_file(path: str) -> kubernetes.client.ApiClient:
-    configuration = _fresh_configuration()
+    configuration = kubernetes.client.Configuration()  # not the package's default
     return _new_client_from_config(
         config_file=path, client_configuration=configuration, persist_config=False
     )
@@ -47,7 +40,7 @@ def load_api_client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
     try:
         if kubeconfig is not None:
             return _from_file(kubeconfig)
-        configuration = _fresh_configuration()
+        configuration = kubernetes.client.Configuration()
         try:
             _load_incluster_config(client_configuration=configuration)
         except ConfigException as in_cluster:
