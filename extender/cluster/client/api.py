@@ -31,6 +31,13 @@ Config = kubernetes.client.Configuration | kubernetes.client.ApiClient  # auth.p
 MAX_RETRY_WAIT = 5.0  # the longest wait before one retry of a call
 
 
+def non_empty(call: str, **values: str) -> None:
+    """ValueError unless each of `values` is a non-empty string (they go into URLs)."""
+    for arg, value in values.items():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{call}: {arg} must be a non-empty string, got {value!r}")
+
+
 class Transport:
     """Async Kubernetes requests with timeouts, mapped errors and `retries` after a 429,
     5xx, timeout or connection error, each after a jittered wait doubling from `backoff`

@@ -96,7 +96,7 @@ def _phrase(status: int | None) -> str:
         return ""
 
 
-def error_from_status(status: int, body: bytes | str | None, http_reason: str | None) -> KubeError:
+def error_from_status(status: int, body: bytes | None, http_reason: str | None) -> KubeError:
     """Map an HTTP error answer (a `Status` object, usually) to our hierarchy."""
     message, reason = "", ""
     details: dict[str, Any] = {}
@@ -110,10 +110,8 @@ def error_from_status(status: int, body: bytes | str | None, http_reason: str | 
             reason = str(doc.get("reason") or "")
             if isinstance(doc.get("details"), dict):
                 details = doc["details"]
-        elif isinstance(body, bytes):
-            message = body.decode("utf-8", "replace")
         else:
-            message = body
+            message = body.decode("utf-8", "replace")
     reason = reason or _phrase(status) or (http_reason or "")
     message = message or http_reason or "no message"
     if status == 409:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from extender.cluster.client.api import Transport
+from extender.cluster.client.api import Transport, non_empty
 from extender.cluster.client.errors import KubeError
 from extender.decisions.model import NodeInfo
 from extender.decisions.nodes import node_info
@@ -17,8 +17,7 @@ MAX_LIST_PAGES = 100  # list_pods gives up after this many pages by default
 
 async def get_pod(api: Transport, namespace: str, name: str) -> PodFacts:
     """The pod, read as the filter path reads it; `KubeError` 404 when it is gone."""
-    if not namespace or not name:
-        raise ValueError("get_pod: namespace and name must be non-empty")
+    non_empty("get_pod", namespace=namespace, name=name)
     doc = await api.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
     try:
         return read_pod(doc)
@@ -30,8 +29,7 @@ async def get_pod(api: Transport, namespace: str, name: str) -> PodFacts:
 
 async def get_node(api: Transport, name: str) -> dict[str, Any]:
     """The node as the API holds it (spec.taints, metadata.resourceVersion...)."""
-    if not name:
-        raise ValueError("get_node: name must be non-empty")
+    non_empty("get_node", name=name)
     doc = await api.request("GET", f"/api/v1/nodes/{name}")
     if not isinstance(doc, dict):
         raise KubeError(f"GET node {name}: answer is not an object", reason="BadResponse")

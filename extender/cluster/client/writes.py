@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from extender.cluster.client.api import Transport
+from extender.cluster.client.api import Transport, non_empty
 from extender.cluster.client.errors import (
     KubeAlreadyBound,
     KubeError,
@@ -21,16 +21,10 @@ from extender.decisions.model import PodEvent
 REPORTING_CONTROLLER = "decice.io/extender"
 
 
-def _non_empty(call: str, **values: str) -> None:
-    for arg, value in values.items():
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{call}: {arg} must be a non-empty string, got {value!r}")
-
-
 async def bind(api: Transport, namespace: str, name: str, uid: str, node: str) -> str:
     """Bind pod `namespace/name` to `node` (v1 `Binding`, `uid` the precondition): "bound",
     or "already-bound". `KubeAlreadyBound` when on another node; 409 for another UID."""
-    _non_empty("bind", namespace=namespace, name=name, node=node)
+    non_empty("bind", namespace=namespace, name=name, node=node)
     metadata = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
     body = {
         "apiVersion": "v1",
@@ -55,7 +49,7 @@ async def evict(
     """Evict pod `namespace/name` (policy/v1 `Eviction`, `uid` the precondition; `dry_run`:
     checked, nothing changed). A 429 raises `KubeEvictionRefused`, not retried; 5xx and
     timeouts are (a repeated eviction of a terminating pod is accepted again)."""
-    _non_empty("evict", namespace=namespace, name=name)
+    non_empty("evict", namespace=namespace, name=name)
     options: dict[str, Any] = {}
     if dry_run:
         options["dryRun"] = ["All"]
@@ -80,8 +74,7 @@ async def annotate_pod(
     api: Transport, namespace: str, name: str, uid: str, annotations: Mapping[str, str | None]
 ) -> None:
     """Set (None: remove) a pod's annotations by merge patch, `uid` the precondition (422)."""
-    if not namespace or not name:
-        raise ValueError("annotate_pod: namespace and name must be non-empty")
+    non_empty("annotate_pod", namespace=namespace, name=name)
     metadata: dict[str, Any] = {**({"uid": uid} if uid else {}), "annotations": dict(annotations)}
     await api.request(
         "PATCH",
@@ -96,8 +89,7 @@ async def set_node_taints(
 ) -> dict[str, Any]:
     """Replace the node's spec.taints if still at `resource_version` (a JSON patch `test`;
     else 422 `Invalid`, patch-node-taint-stale.json): the node as the API answers it."""
-    if not name or not resource_version:
-        raise ValueError("set_node_taints: name and resource_version must be non-empty")
+    non_empty("set_node_taints", name=name, resource_version=resource_version)
     patch = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
         {"op": "add", "path": "/spec/taints", "value": [dict(t) for t in taints]},
@@ -150,8 +142,7 @@ async def access_review(
 ) -> tuple[bool, str]:
     """May we `verb` `resource` (SelfSubjectAccessReview)? (allowed, the authorizer's reason
     or evaluationError); an empty `namespace` asks about the cluster scope."""
-    if not verb or not resource:
-        raise ValueError("access_review: verb and resource must be non-empty")
+    non_empty("access_review", verb=verb, resource=resource)
     attributes = {
         **({"namespace": namespace} if namespace else {}),
         "verb": verb,
