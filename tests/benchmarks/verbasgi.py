@@ -7,7 +7,7 @@ of `--nodes` cloud-style names in `NodeNames` form, called as an ASGI app with a
 `receive` (the whole body in one message, as uvicorn gives the scheduler's) and `send`:
 
 - handler: the filter handler alone (wire, engine, wire), the floor of every row;
-- starlette route (before): the endpoint the verbs had until extender.service.verb_asgi,
+- starlette route (before): the endpoint the verbs had before their raw ASGI front,
   copied here (`Request`, `read_body` over `request.stream()`, a `Response`), as a
   Starlette route over the same handler;
 - starlette route, raw endpoint: the Starlette app the service keeps behind its front,
@@ -38,8 +38,14 @@ from extender.decisions.wire import WireError
 from extender.policy.loading import parse_settings
 from extender.service.compose import Service, build_service
 from extender.service.telemetry import Telemetry
-from extender.service.verb_asgi import BodyTooLarge, VerbFront
-from extender.service.verbs import JSON_TYPE, Handler, error_response, handlers
+from extender.service.verbs import (
+    JSON_TYPE,
+    BodyTooLarge,
+    Handler,
+    VerbFront,
+    error_response,
+    handlers,
+)
 from tests.benchmarks.bench import node_names, policy, request_body
 from tests.harness.asgi import http_scope
 
@@ -47,7 +53,7 @@ SECONDS = 2.0
 
 
 def before_route(path: str, handler: Handler, telemetry: Telemetry, limit: int) -> Route:
-    """The filter's route as it was: `Verbs.answer` over starlette's Request and Response
+    """The filter's route as it was: `VerbEndpoint` over starlette's Request and Response
     (extender/service/verbs.py before the raw ASGI path; its rules, copied)."""
 
     async def read_body(request: Request) -> bytes:

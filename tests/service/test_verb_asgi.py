@@ -1,4 +1,4 @@
-"""The verbs on raw ASGI (extender.service.verb_asgi, `Verbs.front`), called in process
+"""The verbs on raw ASGI (extender.service.verbs, `Verbs.front`), called in process
 with hand-made ASGI messages (tests.harness.asgi): every failure the lean path answers
 itself, and what it leaves to Starlette. tests/service/test_app.py covers the same
 service through starlette's TestClient."""
@@ -16,8 +16,7 @@ from extender.decisions.wire import VERBS, Verb, WireError
 from extender.policy.settings import Settings
 from extender.service.compose import build_service
 from extender.service.telemetry import Telemetry
-from extender.service.verb_asgi import VerbFront
-from extender.service.verbs import INTERNAL_ERROR, Handler, Verbs
+from extender.service.verbs import INTERNAL_ERROR, Handler, VerbFront, Verbs
 from tests.harness.asgi import JSON, Answer, call, call_raising, http_scope, lifespan
 from tests.harness.fixtures import fixture_bytes, make_settings
 
