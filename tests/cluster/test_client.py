@@ -1276,9 +1276,8 @@ async def test_list_pods_with_a_field_selector_follows_continue(
         {"limit": ["3"], "continue": ["3"], "fieldSelector": [selector]},
         {"limit": ["3"], "continue": ["6"], "fieldSelector": [selector]},
     ]
-    pending = [p async for p in client.list_pods("status.phase=Pending", namespace=NS)]
+    pending = [p async for p in client.list_pods("status.phase=Pending")]
     assert [p["metadata"]["name"] for p in pending] == ["p1", "p2", "p3"]
-    assert api.requests[-1].path == f"/api/v1/namespaces/{NS}/pods"
     everything = [p async for p in client.list_pods()]
     assert len(everything) == 11
 
@@ -1296,7 +1295,7 @@ async def test_list_pods_is_bounded_and_maps_errors(api: FakeKubeAPI, kube: Make
     assert (caught.value.status, caught.value.reason) == (400, "BadRequest")
     api.fail_next(403)
     with pytest.raises(KubeError, match=r"^Kubernetes API 403 "):
-        async for _ in client.list_pods(namespace=NS):
+        async for _ in client.list_pods():
             pass
     with pytest.raises(ValueError):
         async for _ in client.list_pods(max_pages=0):

@@ -98,13 +98,10 @@ class Hooked(KubeCalls):
         self,
         field_selector: str = "",
         *,
-        namespace: str | None = None,
         limit: int = 500,
         max_pages: int = 100,
     ) -> AsyncIterator[dict[str, Any]]:
-        pods = self.kube.list_pods(
-            field_selector, namespace=namespace, limit=limit, max_pages=max_pages
-        )
+        pods = self.kube.list_pods(field_selector, limit=limit, max_pages=max_pages)
         async for doc in pods:
             yield doc
         self.after_list()

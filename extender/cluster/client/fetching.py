@@ -58,20 +58,17 @@ async def list_page(
     return doc
 
 
-async def list_pods(
+def list_pods(
     api: Transport,
     field_selector: str = "",
     *,
-    namespace: str | None = None,
     limit: int = _LIST_PAGE,
     max_pages: int = MAX_LIST_PAGES,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The pods matching `field_selector` (of `namespace`), a page at a time (list_items)."""
-    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
-    async for item in list_items(
-        api, path, "pods", field_selector=field_selector, limit=limit, max_pages=max_pages
-    ):
-        yield item
+    """The pods matching `field_selector`, a page at a time (list_items)."""
+    return list_items(
+        api, "/api/v1/pods", "pods", field_selector=field_selector, limit=limit, max_pages=max_pages
+    )
 
 
 async def list_pdbs(
