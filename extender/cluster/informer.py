@@ -157,18 +157,16 @@ class Informer:
 
     def _warn(self, delay: float) -> None:
         """One warning per failure; before the first list, a repeat every QUIET_LOG only."""
-        error = self.status.error or ""
-        now = time.monotonic()
+        error, resource, now = self.status.error or "", self.status.resource, time.monotonic()
         if not self.status.synced and self._warned is not None:
             last, at = self._warned
             if last == error and now - at < QUIET_LOG:
-                log.debug("%s: still no first list (%s)", self.status.resource, error)
+                log.debug("%s: still no first list (%s)", resource, error)
                 return
         self._warned = (error, now)
-        if self.status.synced:
-            what = f"{self.status.resource} watch failed"
-        else:
-            what = f"{self.status.resource}: no first list yet"
+        what = (
+            f"{resource} watch failed" if self.status.synced else f"{resource}: no first list yet"
+        )
         log.warning("%s (%s); retrying in %.1f s", what, error, delay)
 
     async def _watch(self, version: str) -> str:

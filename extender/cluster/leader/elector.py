@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from extender.cluster.client.api import Config, Transport
+from extender.cluster.client.api import Config, Transport, non_empty
 from extender.cluster.client.errors import KubeError
 
 __all__ = ["LeaderElector"]
@@ -54,9 +54,7 @@ class LeaderElector:
         retry_period: float = 2,
         rng: random.Random | None = None,
     ) -> None:
-        for arg, value in (("name", name), ("namespace", namespace), ("identity", identity)):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"LeaderElector: {arg} must be a non-empty string")
+        non_empty("LeaderElector", name=name, namespace=namespace, identity=identity)
         self.lease_duration = _whole_seconds("lease_duration", lease_duration)
         self.renew_deadline = _whole_seconds("renew_deadline", renew_deadline)
         self.retry_period = _whole_seconds("retry_period", retry_period)
