@@ -36,14 +36,9 @@ Results = Mapping[str, dict[NodeName, float] | BaseException]
 """One refresh: metric -> node values, or the exception its query raised."""
 
 
-def next_snapshot(
-    previous: Snapshot,
-    results: Results,
-    now: float,
-    usage: UsageTable | BaseException | None = None,
-) -> Snapshot:
+def next_snapshot(previous: Snapshot, results: Results, now: float) -> Snapshot:
     """Merge one refresh: new values where the query worked, else old ones with the error
-    (the same for the pods' measured use; None: the old table stays)."""
+    (the pods' measured use stays: its own loop installs it)."""
     metrics: dict[str, MetricSeries] = {}
     for name, result in results.items():
         old = previous.metrics.get(name, MetricSeries())
@@ -51,8 +46,8 @@ def next_snapshot(
             metrics[name] = replace(old, error=describe(result))
         else:
             metrics[name] = MetricSeries(values=result, fetched_at=now, error=None)
-    table = previous.usage if usage is None else next_usage(previous.usage, usage)
-    return Snapshot(metrics=metrics, taken_at=now, generation=previous.generation + 1, usage=table)
+    generation = previous.generation + 1
+    return Snapshot(metrics=metrics, taken_at=now, generation=generation, usage=previous.usage)
 
 
 @dataclass(slots=True)

@@ -52,7 +52,6 @@ class LeaderElector:
         lease_duration: float = 15,
         renew_deadline: float = 10,
         retry_period: float = 2,
-        rng: random.Random | None = None,
     ) -> None:
         non_empty("LeaderElector", name=name, namespace=namespace, identity=identity)
         self.lease_duration = _whole_seconds("lease_duration", lease_duration)
@@ -65,7 +64,7 @@ class LeaderElector:
         self.name, self.namespace, self.identity = name, namespace, identity
         self.leading = asyncio.Event()
         self._api = Transport(configuration, timeout=max(1.0, self.renew_deadline / 2), retries=0)
-        self._rng = rng or random.Random()
+        self._rng = random.Random()
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._leader = False
         self._last_renew = -float("inf")  # time.monotonic() of our last successful write
