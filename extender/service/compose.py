@@ -131,10 +131,7 @@ class Service:
         if settings.explain.events and kube is not None:
             poster = EventPoster(settings, engine.pods, kube, self.telemetry.event, clock)
             placed, self.tasks["events"] = poster.placed, poster.run
-        outcome = self.telemetry.bound
-        self.binder = Binder(
-            settings, engine, kube, clock=clock, on_outcome=outcome, on_placed=placed
-        )
+        self.binder = Binder(settings, engine, kube, clock, self.telemetry.bound, placed)
         self.informers = self._watches(placed, shadow)
         self.reloader = None
         if policy_file is not None:
@@ -195,13 +192,12 @@ class Service:
 
     def _policy_detail(self) -> dict[str, object]:
         settings = self.engine.settings
-        detail: dict[str, object] = {
+        reloaded = self.reloader.detail() if self.reloader is not None else {}
+        return {
             "policies": list(settings.policy_map),
             "defaultPolicy": settings.default.name,
+            **reloaded,
         }
-        if self.reloader is not None:
-            detail.update(self.reloader.detail())
-        return detail
 
     def serving(
         self, routes: list[Route], stopping: Callable[[], Awaitable[object]] | None = None
