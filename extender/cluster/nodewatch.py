@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from extender.decisions.engine import Engine
@@ -23,41 +24,35 @@ def _name_of(doc: Any) -> NodeName | None:
     return name if isinstance(name, str) and name else None
 
 
+@dataclass(eq=False)
 class NodeEventHandler:
     """The node watch's handler (`__call__`) and its list (`replace`); `changed(now)` is
     called after the engine heard of a change (whether pods turned away fit now)."""
 
-    def __init__(
-        self,
-        nodes: NodeCache,
-        engine: Engine,
-        *,
-        changed: Callable[[float], None] = lambda now: None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._nodes = nodes
-        self._engine = engine
-        self._changed = changed
-        self._clock = clock
+    nodes: NodeCache
+    engine: Engine
+    _: KW_ONLY
+    changed: Callable[[float], None] = lambda now: None
+    clock: Callable[[], float] = time.time
 
     def replace(self, found: Iterable[NodeInfo]) -> None:
         """A full list (the first, or after a `410 Gone`): the cache becomes these nodes."""
-        before = {name: _kept(self._nodes.get(name)) for name in self._nodes.names()}
-        self._nodes.replace(found)
-        after = {name: _kept(self._nodes.get(name)) for name in self._nodes.names()}
+        before = {name: _kept(self.nodes.get(name)) for name in self.nodes.names()}
+        self.nodes.replace(found)
+        after = {name: _kept(self.nodes.get(name)) for name in self.nodes.names()}
         if before != after:
             self._tell([name for name in before if name not in after])
 
     def __call__(self, event_type: str, doc: Any) -> None:
         name = _name_of(doc)
-        before = _kept(self._nodes.get(name)) if name is not None else None
-        if not self._nodes.apply(event_type, doc) or name is None:
+        before = _kept(self.nodes.get(name)) if name is not None else None
+        if not self.nodes.apply(event_type, doc) or name is None:
             return
-        after = _kept(self._nodes.get(name))
+        after = _kept(self.nodes.get(name))
         if before != after:
             self._tell([name] if after is None else [])
 
     def _tell(self, removed: list[NodeName]) -> None:
-        now = self._clock()
-        self._engine.nodes_changed(self._nodes.inventory(), removed, now)
-        self._changed(now)
+        now = self.clock()
+        self.engine.nodes_changed(self.nodes.inventory(), removed, now)
+        self.changed(now)

@@ -12,6 +12,7 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.cluster.kubeapi import KubeAPI
@@ -30,18 +31,13 @@ log = logging.getLogger("decice.overload")
 ATTEMPTS = 3  # reads and patches of one node before a change is given up
 
 
+@dataclass(eq=False)
 class TaintWriter:
-    def __init__(
-        self,
-        kube: KubeAPI,
-        count: Callable[[str, str], object],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._kube = kube
-        self._count = count
-        self._clock = clock
-        self._instance = socket.gethostname()
-        self._pace = Pace()
+    kube: KubeAPI
+    count: Callable[[str, str], object]
+    clock: Callable[[], float]
+    instance: str = field(default_factory=socket.gethostname)
+    pace: Pace = field(default_factory=Pace)
 
     async def apply(self, change: Change, rules: OverloadSettings) -> bool:
         """Write one change (dry-run: log it); False when it failed."""
@@ -49,12 +45,12 @@ class TaintWriter:
             log.info(
                 "overload (dry-run): would %s %s: %s", change.action, change.node, change.reason
             )
-            self._count(change.action, "dry-run")
+            self.count(change.action, "dry-run")
             return True
-        await self._pace.turn(rules.patches_per_second)
+        await self.pace.turn(rules.patches_per_second)
         for _ in range(ATTEMPTS):
             try:
-                node = await self._kube.get_node(change.node)
+                node = await self.kube.get_node(change.node)
                 meta, spec = node.get("metadata") or {}, node.get("spec") or {}
                 current = [t for t in spec.get("taints") or () if isinstance(t, dict)]
                 others = [t for t in current if t.get("key") != TAINT_KEY]
@@ -64,9 +60,9 @@ class TaintWriter:
                     else []
                 )
                 if wanted == current:
-                    self._count(change.action, "unchanged")
+                    self.count(change.action, "unchanged")
                     return True
-                await self._kube.set_node_taints(
+                await self.kube.set_node_taints(
                     change.node, str(meta.get("resourceVersion") or ""), wanted
                 )
             except Exception as exc:
@@ -74,16 +70,16 @@ class TaintWriter:
                     log.info("overload: %s changed meanwhile; reading it again", change.node)
                     continue
                 log.warning("overload: %s %s failed: %s", change.action, change.node, describe(exc))
-                self._count(change.action, "failed")
+                self.count(change.action, "failed")
                 return False
-            self._count(change.action, "done")
+            self.count(change.action, "done")
             log.info("overload: %sed %s: %s", change.action, change.node, change.reason)
             await self._event(change, node, rules.effect)
             return True
         log.warning(
             "overload: %s %s: the node kept changing; next check", change.action, change.node
         )
-        self._count(change.action, "conflict")
+        self.count(change.action, "conflict")
         return False
 
     async def _event(self, change: Change, node: Mapping[str, Any], effect: str) -> None:
@@ -102,13 +98,13 @@ class TaintWriter:
             reason=reason,
             action=action,
             note=note,
-            time=self._clock(),
-            instance=self._instance,
+            time=self.clock(),
+            instance=self.instance,
             type="Warning",
             kind="Node",
         )
         try:
-            await self._kube.create_event(event)
+            await self.kube.create_event(event)
         except Exception as exc:
             log.info("overload: event on %s not posted: %s", change.node, describe(exc))
 

@@ -9,7 +9,7 @@ import os
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -153,28 +153,22 @@ AUTH_TTL = 10.0
 whole user entry, and tokens rotate in minutes; a 401 asks again at once."""
 
 
+@dataclass(eq=False)
 class AuthHeaders:
     """The headers a request authenticates with: `static` ones and the configuration's
     `auth_settings()` (its refresh hooks), asked at most every `ttl` seconds."""
 
-    def __init__(
-        self,
-        configuration: Any,
-        static: Mapping[str, str],
-        ttl: float = AUTH_TTL,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._configuration = configuration
-        self._static = dict(static)
-        self._ttl = ttl
-        self._clock = clock
-        self._cached: dict[str, str] | None = None
-        self._asked_at = 0.0
+    configuration: Any
+    static: Mapping[str, str]
+    ttl: float = AUTH_TTL
+    clock: Callable[[], float] = time.monotonic
+    _cached: dict[str, str] | None = field(default=None, init=False)
+    _asked_at: float = field(default=0.0, init=False)
 
     def get(self) -> dict[str, str]:
         """A fresh copy, the caller may add to it."""
-        now = self._clock()
-        if self._cached is None or now - self._asked_at >= self._ttl:
+        now = self.clock()
+        if self._cached is None or now - self._asked_at >= self.ttl:
             self._cached, self._asked_at = self._ask(), now
         return self._cached.copy()
 
@@ -182,8 +176,8 @@ class AuthHeaders:
         self._cached = None
 
     def _ask(self) -> dict[str, str]:
-        headers = dict(self._static)
-        for setting in self._configuration.auth_settings().values():
+        headers = dict(self.static)
+        for setting in self.configuration.auth_settings().values():
             value = setting.get("value")
             if value and setting.get("in") == "header":
                 key = str(setting["key"])
