@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,14 +33,14 @@ class MetricsProvider(Protocol):
         ...
 
 
+@dataclass(frozen=True)
 class StaticProvider:
     """Values written in the policy file (demos, tests); like Krake's static provider."""
 
-    def __init__(self, nodes: Mapping[str, Mapping[str, float]]) -> None:
-        self._nodes = nodes
+    nodes: Mapping[str, Mapping[str, float]]
 
     def fetch(self, metric: MetricSettings, inventory: NodeInventory) -> dict[NodeName, float]:
-        return {n: v[metric.name] for n, v in self._nodes.items() if metric.name in v}
+        return {n: v[metric.name] for n, v in self.nodes.items() if metric.name in v}
 
 
 def node_of(labels: Mapping[str, str], label: str, inventory: NodeInventory) -> NodeName | None:

@@ -9,6 +9,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 import orjson
 from starlette.responses import Response
@@ -87,19 +88,17 @@ async def respond(send: Send, status: int, body: bytes, headers: list[tuple[byte
     await send({"type": "http.response.body", "body": body})
 
 
+@dataclass(slots=True, eq=False)
 class VerbFront:
     """In front of `app` (the Starlette app): a POST to exactly one of `endpoints`' paths
     goes straight to its endpoint; everything else goes to `app` (a GET there is a 405)."""
 
-    __slots__ = ("_endpoints", "app")
-
-    def __init__(self, endpoints: Mapping[str, ASGIApp], app: ASGIApp) -> None:
-        self._endpoints = dict(endpoints)
-        self.app = app
+    endpoints: Mapping[str, ASGIApp]
+    app: ASGIApp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            endpoint = self._endpoints.get(scope["path"])
+            endpoint = self.endpoints.get(scope["path"])
             if endpoint is not None:
                 await endpoint(scope, receive, send)
                 return
@@ -108,7 +107,6 @@ class VerbFront:
 
 Handler = Callable[[bytes, float], Awaitable[bytes]]
 """A verb: the request body and `now` in, the answer's bytes out."""
-Clock = Callable[[], float]
 
 
 def verb_paths(settings: Settings) -> dict[Verb, str]:
@@ -177,19 +175,18 @@ def handlers(engine: Engine, binder: Binder, telemetry: Telemetry) -> dict[Verb,
     }
 
 
+@dataclass(slots=True, eq=False)
 class VerbEndpoint:
     """One verb as an ASGI app: content type, body limit, a 4xx naming a bad body, a 500 on
     a bug, `Server-Timing` and the latency histogram. An instance, not a function:
     Starlette's Route serves it as ASGI, without a Request or Response
     (starlette/routing.py, `Route.__init__`)."""
 
-    __slots__ = ("_clock", "_limit", "_telemetry", "handler", "verb")
-
-    def __init__(
-        self, verb: Verb, handler: Handler, limit: int, telemetry: Telemetry, clock: Clock
-    ) -> None:
-        self.verb, self.handler, self._limit = verb, handler, limit
-        self._telemetry, self._clock = telemetry, clock
+    verb: Verb
+    handler: Handler
+    limit: int
+    telemetry: Telemetry
+    clock: Callable[[], float]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -209,18 +206,18 @@ class VerbEndpoint:
             if sent.split(";", 1)[0].strip().lower() != JSON_TYPE:
                 return 415, error_body(f"Content-Type must be {JSON_TYPE}, got {sent!r:.80}")
         try:
-            body = await read_body(receive, declared, self._limit)
-            return 200, await self.handler(body, self._clock())
+            body = await read_body(receive, declared, self.limit)
+            return 200, await self.handler(body, self.clock())
         except WireError as exc:
             return 400, error_body(f"bad {self.verb} request: {exc}")
         except BodyTooLarge:
-            return 413, error_body(f"request body exceeds server.maxBodyBytes ({self._limit})")
+            return 413, error_body(f"request body exceeds server.maxBodyBytes ({self.limit})")
         except ClientDisconnected:
             return 400, error_body("client disconnected before sending the whole body")
 
     async def _respond(self, send: Send, started: float, status: int, body: bytes) -> None:
         elapsed = time.perf_counter() - started
-        self._telemetry.observe(self.verb, status, elapsed)
+        self.telemetry.observe(self.verb, status, elapsed)
         timing = b"app;dur=%.3f" % (elapsed * 1000)
         await respond(send, status, body, [_JSON_HEADER, (b"server-timing", timing)])
 
@@ -233,7 +230,7 @@ class Verbs:
         settings: Settings,
         handlers: Mapping[Verb, Handler],
         telemetry: Telemetry,
-        clock: Clock,
+        clock: Callable[[], float],
     ) -> None:
         limit = settings.server.max_body_bytes
         self._endpoints = {
