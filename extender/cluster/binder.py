@@ -8,6 +8,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.engine import Engine
@@ -16,6 +17,7 @@ from extender.decisions.wire import BindingArgs
 from extender.policy.settings import Settings
 
 log = logging.getLogger("decice.bind")
+BOUND_CAPACITY = 10_000
 
 
 def _name_problem(args: BindingArgs) -> str | None:
@@ -25,9 +27,9 @@ def _name_problem(args: BindingArgs) -> str | None:
         ("PodName", args.pod_name, False),
         ("Node", args.node, False),
     )
-    for field, value, namespace in checks:
+    for name, value, namespace in checks:
         if (problem := name_problem(value, namespace=namespace)) is not None:
-            return f"{field} {shown(value)} {problem}"
+            return f"{name} {shown(value)} {problem}"
     return None
 
 
@@ -48,25 +50,17 @@ class BindRefused(Exception):
     """Our own guard said no; the message goes to the scheduler as the bind Error."""
 
 
+@dataclass(eq=False)
 class Binder:
-    def __init__(
-        self,
-        settings: Settings,
-        engine: Engine,
-        kube: KubeAPI | None,
-        clock: Callable[[], float] = time.time,
-        on_outcome: Callable[[str], None] | None = None,
-        on_placed: Callable[[str], None] | None = None,
-    ) -> None:
-        self._settings = settings
-        self._engine = engine
-        self._kube = kube
-        self._clock = clock
-        self._on_outcome = on_outcome or (lambda outcome: None)
-        self._on_placed = on_placed or (lambda uid: None)
-        self._inflight: dict[str, tuple[str, asyncio.Future[str]]] = {}  # uid -> (node, result)
-        self._bound: OrderedDict[str, str] = OrderedDict()  # uid -> node, bounded
-        self._bound_capacity = 10_000
+    settings: Settings
+    engine: Engine
+    kube: KubeAPI | None
+    clock: Callable[[], float] = time.time
+    on_outcome: Callable[[str], None] = lambda outcome: None
+    on_placed: Callable[[str], None] = lambda uid: None
+    # uid -> (node, result) of the binds running; uid -> node of the last BOUND_CAPACITY done
+    _inflight: dict[str, tuple[str, asyncio.Future[str]]] = field(default_factory=dict, init=False)
+    _bound: OrderedDict[str, str] = field(default_factory=OrderedDict, init=False)
 
     def binding(self, uid: str) -> bool:
         """True while our bind of this pod runs (its watch event may arrive first)."""
@@ -103,22 +97,22 @@ class Binder:
             outcome = await self._guarded_bind(args)
         except BindRefused as refused:
             log.warning("bind refused: %s: %s", _who(args), refused)
-            self._on_outcome("refused")
+            self.on_outcome("refused")
             return f"decice: {refused}"
         except Exception as exc:
             log.warning("bind failed: %s: %s", _who(args), exc)
-            self._on_outcome("error")
+            self.on_outcome("error")
             return (
                 f"decice: bind of {args.pod_namespace}/{args.pod_name} to {args.node} failed: {exc}"
             )
         # DEBUG, as kube-scheduler logs its binds at V(2) (pkg/scheduler/schedule_one.go).
         if log.isEnabledFor(logging.DEBUG):
             log.debug("bind %s: %s", outcome, _who(args))
-        self._on_outcome(outcome)
+        self.on_outcome(outcome)
         return ""
 
     async def _guarded_bind(self, args: BindingArgs) -> str:
-        if not self._settings.bind.enabled:
+        if not self.settings.bind.enabled:
             raise BindRefused(
                 "binding is disabled in this extender's policy (bind.enabled: false); "
                 "remove bindVerb from the scheduler's extender entry"
@@ -131,15 +125,15 @@ class Binder:
             if done == args.node:
                 return "already-bound"
             raise BindRefused(f"pod {args.pod_name} is already bound to node {done!r}")
-        if self._kube is None:
+        if self.kube is None:
             raise BindRefused(
                 "no Kubernetes client is configured (set KUBECONFIG or run in-cluster)"
             )
-        kube = self._kube
-        memo = self._engine.pods.get(args.pod_uid)
+        kube = self.kube
+        memo = self.engine.pods.get(args.pod_uid)
         cores: float | None
         if memo is not None:
-            ours = self._engine.is_ours(memo.facts)
+            ours = self.engine.is_ours(memo.facts)
             scheduler, cores = memo.facts.scheduler_name, memo.facts.cpu_request
             self._check_node(args, memo)
         else:  # no filter call seen for this UID (restart, or no filterVerb): ask the API
@@ -154,27 +148,27 @@ class Binder:
                     self._remember(args)
                     return "already-bound"
                 raise BindRefused(f"pod {args.pod_name} is already bound to node {pod.node_name!r}")
-            ours = pod.scheduler_name in self._settings.scheduler_names
+            ours = pod.scheduler_name in self.settings.scheduler_names
             scheduler, cores = pod.scheduler_name, pod.cpu_request
-        if not ours and self._settings.bind.foreign_pods == "refuse":
+        if not ours and self.settings.bind.foreign_pods == "refuse":
             raise BindRefused(
                 f"pod {args.pod_namespace}/{args.pod_name} has schedulerName {scheduler!r}, "
-                f"not one of {sorted(self._settings.scheduler_names)}; this extender owns bindVerb "
+                f"not one of {sorted(self.settings.scheduler_names)}; this extender owns bindVerb "
                 "for every profile of its scheduler: run a dedicated scheduler whose only profile "
                 "is ours, drop bindVerb, or set bind.foreignPods: bind"
             )
         # Reserved first: the scheduler scores its next pods while the Binding is in flight.
-        reserved = ours and self._engine.reserve(args.pod_uid, args.node, cores, self._clock())
+        reserved = ours and self.engine.reserve(args.pod_uid, args.node, cores, self.clock())
         try:
             outcome = await kube.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
         except Exception as exc:
             if reserved and _not_bound(exc):
-                self._engine.release(args.pod_uid, self._clock())
+                self.engine.release(args.pod_uid, self.clock())
             raise
         self._remember(args)
-        self._engine.pods.placed(args.pod_uid, args.node)
+        self.engine.pods.placed(args.pod_uid, args.node)
         if ours and outcome == "bound":  # a retried bind (already-bound) had its Event
-            self._on_placed(args.pod_uid)
+            self.on_placed(args.pod_uid)
         return outcome
 
     def _check_node(self, args: BindingArgs, memo: PodMemo) -> None:
@@ -192,7 +186,7 @@ class Binder:
 
     def _remember(self, args: BindingArgs) -> None:
         self._bound[args.pod_uid] = args.node
-        while len(self._bound) > self._bound_capacity:
+        while len(self._bound) > BOUND_CAPACITY:
             self._bound.popitem(last=False)
 
     async def drain(self, timeout: float) -> bool:
