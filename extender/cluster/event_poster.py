@@ -9,6 +9,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.explain import explain_nodes, placement_note
@@ -47,54 +48,48 @@ def placement_event(memo: PodMemo, now: float, instance: str) -> PodEvent:
     )
 
 
+@dataclass(eq=False)
 class EventPoster:
-    def __init__(
-        self,
-        settings: Settings,
-        pods: PodMemory,
-        sink: KubeAPI,
-        count: Callable[[str], None],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        explain = settings.explain
-        self._pods = pods
-        self._sink = sink
-        self._count = count
-        self._clock = clock
-        self._instance = socket.gethostname()
-        self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize=explain.event_queue)
-        self._per_second = explain.events_per_second
+    settings: Settings
+    pods: PodMemory
+    sink: KubeAPI
+    count: Callable[[str], None]
+    clock: Callable[[], float] = time.time
+    instance: str = field(default_factory=socket.gethostname)
+
+    def __post_init__(self) -> None:
+        self._queue: asyncio.Queue[str] = asyncio.Queue(maxsize=self.settings.explain.event_queue)
 
     def placed(self, uid: str) -> None:
         """Queue the Event of a pod we just bound; drop it (counted) when the queue is full."""
         try:
             self._queue.put_nowait(uid)
         except asyncio.QueueFull:
-            self._count("dropped")
+            self.count("dropped")
 
     async def run(self) -> None:
         """Post the queued Events forever, one per `1 / eventsPerSecond` at most."""
         pace = Pace()
         while True:
             uid = await self._queue.get()
-            await pace.turn(self._per_second)
+            await pace.turn(self.settings.explain.events_per_second)
             await self._post(uid)
 
     async def _post(self, uid: str) -> None:
-        memo = self._pods.get(uid)
+        memo = self.pods.get(uid)
         if memo is None or not memo.node:
-            self._count("dropped")  # forgotten meanwhile (memory is bounded)
+            self.count("dropped")  # forgotten meanwhile (memory is bounded)
             return
         facts = memo.facts
         if name_problem(facts.namespace, namespace=True) or name_problem(facts.name):
-            self._count("dropped")
+            self.count("dropped")
             return
         try:
             # Re-scoring the candidates: off the event loop.
-            event = await asyncio.to_thread(placement_event, memo, self._clock(), self._instance)
-            await self._sink.create_event(event)
+            event = await asyncio.to_thread(placement_event, memo, self.clock(), self.instance)
+            await self.sink.create_event(event)
         except Exception as exc:
-            self._count("failed")
+            self.count("failed")
             log.warning("event for pod %s/%s not posted: %s", facts.namespace, facts.name, exc)
             return
-        self._count("posted")
+        self.count("posted")

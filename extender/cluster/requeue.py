@@ -9,6 +9,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.decisions.turnedaway import TurnedAway
@@ -35,21 +36,16 @@ def outcome_of(exc: Exception) -> str:
     return "error"
 
 
+@dataclass(eq=False)
 class Requeuer:
-    def __init__(
-        self,
-        settings: Settings,
-        kube: KubeAPI,
-        count: Callable[[str], None],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._kube = kube
-        self._count = count
-        self._clock = clock
-        self._capacity = settings.requeue.max_pods
-        self._per_second = settings.requeue.patches_per_second
-        self._pending: OrderedDict[str, tuple[TurnedAway, float]] = OrderedDict()
-        self._wake = asyncio.Event()
+    settings: Settings
+    kube: KubeAPI
+    count: Callable[[str], None]
+    clock: Callable[[], float] = time.time
+    _pending: OrderedDict[str, tuple[TurnedAway, float]] = field(
+        default_factory=OrderedDict, init=False
+    )
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     @property
     def pending(self) -> int:
@@ -59,16 +55,16 @@ class Requeuer:
         """Queue these pods for a patch; the oldest wait is dropped when full."""
         for pod in pods:
             self._pending[pod.uid] = (pod, snapshot_time)
-            if len(self._pending) > self._capacity:
+            if len(self._pending) > self.settings.requeue.max_pods:
                 self._pending.popitem(last=False)
-                self._count("dropped")
+                self.count("dropped")
         if self._pending:
             self._wake.set()
 
     def forget(self, uid: str) -> None:
         """The watch saw the pod bound or deleted: it needs no nudge."""
         if self._pending.pop(uid, None) is not None:
-            self._count("skipped")
+            self.count("skipped")
 
     async def run(self) -> None:
         """Patch the queued pods forever, the oldest first, `patchesPerSecond` at most."""
@@ -77,7 +73,7 @@ class Requeuer:
             while not self._pending:
                 self._wake.clear()
                 await self._wake.wait()
-            await pace.turn(self._per_second)
+            await pace.turn(self.settings.requeue.patches_per_second)
             if self._pending:  # a pod the watch saw bound meanwhile was forgotten
                 _, (pod, at) = self._pending.popitem(last=False)
                 await self._patch(pod, at)
@@ -85,16 +81,16 @@ class Requeuer:
     async def _patch(self, pod: TurnedAway, snapshot_time: float) -> None:
         who = f"{pod.namespace}/{pod.name} ({pod.uid})"
         try:
-            await self._kube.annotate_pod(
+            await self.kube.annotate_pod(
                 pod.namespace, pod.name, pod.uid, {ANNOTATION: _stamp(snapshot_time)}
             )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             outcome = outcome_of(exc)
-            self._count(outcome)
+            self.count(outcome)
             log.warning("requeue of pod %s not patched (%s): %s", who, outcome, exc)
             return
-        self._count("patched")
-        waited = self._clock() - pod.at
+        self.count("patched")
+        waited = self.clock() - pod.at
         log.info("requeue: pod %s patched, %.0f s after it was turned away", who, waited)
