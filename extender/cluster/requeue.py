@@ -25,15 +25,9 @@ def _stamp(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def outcome_of(exc: Exception) -> str:
-    status = getattr(exc, "status", None)
-    if status == 404:
-        return "gone"  # deleted since we turned it away
-    if status == 422:
-        return "recreated"  # the UID precondition failed: a new pod under the same name
-    if status in (401, 403):
-        return "forbidden"
-    return "error"
+OUTCOMES: dict[object, str] = {404: "gone", 422: "recreated", 401: "forbidden", 403: "forbidden"}
+"""A failed patch's status -> its outcome (else "error"): 404, deleted since we turned it
+away; 422, the UID precondition failed (a new pod under the same name)."""
 
 
 @dataclass(eq=False)
@@ -87,7 +81,7 @@ class Requeuer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            outcome = outcome_of(exc)
+            outcome = OUTCOMES.get(getattr(exc, "status", None), "error")
             self.count(outcome)
             log.warning("requeue of pod %s not patched (%s): %s", who, outcome, exc)
             return

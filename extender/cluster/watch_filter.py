@@ -55,10 +55,7 @@ class PodWatchFilter:
 
     def nominate(self, uid: str, counted: bool) -> None:
         """The handler counts (or stopped counting) the pod on its nominated node."""
-        if counted:
-            self._nominated.add(uid.encode())
-        else:
-            self._nominated.discard(uid.encode())
+        (self._nominated.add if counted else self._nominated.discard)(uid.encode())
 
     def track(self, uid: str, generation: object) -> None:
         """Keep the settled pod's lines of another `metadata.generation` (None: stop)."""
