@@ -129,30 +129,26 @@ def tainted_nodes(nodes: NodeCache) -> dict[NodeName, str]:
     return out
 
 
+@dataclass(eq=False)
 class Tainter:
-    def __init__(
-        self,
-        engine: Engine,
-        nodes: NodeCache,
-        kube: KubeAPI,
-        leader: Leadership,
-        count: Callable[[str, str], object],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._engine = engine
+    engine: Engine
+    nodes: NodeCache
+    kube: KubeAPI
+    leader: Leadership
+    count: Callable[[str, str], object]
+    clock: Callable[[], float] = time.time
+    state: OverloadState = field(default_factory=OverloadState, init=False)
+    last: list[Change] = field(default_factory=list, init=False)  # the last check's (/readyz)
+
+    def __post_init__(self) -> None:
+        self._writer = TaintWriter(self.kube, self.count, self.clock)
         self._rng = random.Random()
-        self._nodes = nodes
-        self._leader = leader
-        self._clock = clock
-        self.state = OverloadState()
         self._reconciled = False
         self._failures = 0
-        self._writer = TaintWriter(kube, count, clock)
-        self.last: list[Change] = []  # the last check's changes (/readyz)
 
     @property
     def settings(self) -> Settings:
-        return self._engine.settings
+        return self.engine.settings
 
     def delay(self) -> float:
         return backoff(self.settings.prometheus.interval, self._failures, self._rng)
@@ -166,14 +162,14 @@ class Tainter:
 
     async def check(self) -> list[Change]:
         """One pass: the changes decided (and, as the leader in taint mode, written)."""
-        if not self._leader.is_leader:
+        if not self.leader.is_leader:
             self._reconciled = False  # a new leader reconciles again
             return []
-        engine, rules = self._engine, self.settings.overload
-        now = self._clock()
+        engine, rules = self.engine, self.settings.overload
+        now = self.clock()
         watched = watched_metrics(self.settings)
-        names = self._nodes.names()
-        tainted = tainted_nodes(self._nodes)
+        names = self.nodes.names()
+        tainted = tainted_nodes(self.nodes)
         changes = decide(
             self.state,
             watched,
@@ -190,7 +186,7 @@ class Tainter:
         self.last = changes
         failed = False
         for change in changes:
-            if not self._leader.is_leader:
+            if not self.leader.is_leader:
                 break  # lost the lease: stop at once
             failed |= not await self._writer.apply(change, self.settings.overload)
         self._failures = self._failures + 1 if failed else 0
@@ -209,7 +205,7 @@ class Tainter:
         out = [c for c in changes if c.action == "taint"]
         keep: list[tuple[float, NodeName]] = []
         for node, metric in tainted.items():
-            seen = trend_of(node, watched, self._engine.snapshot, now)
+            seen = trend_of(node, watched, self.engine.snapshot, now)
             if seen is not None and seen[0] != "hot":
                 reason = f"not hot now ({seen[1]}={seen[2]:.4g}): left by an earlier writer"
                 out.append(Change(node, "untaint", metric, seen[2], reason))
@@ -225,10 +221,10 @@ class Tainter:
     async def remove_all(self) -> int:
         """A graceful stop of the writer (removeOnShutdown): our taint off every node."""
         rules = self.settings.overload
-        if not rules.remove_on_shutdown or rules.mode != "taint" or not self._leader.is_leader:
+        if not rules.remove_on_shutdown or rules.mode != "taint" or not self.leader.is_leader:
             return 0
         removed = 0
-        for node, metric in tainted_nodes(self._nodes).items():
+        for node, metric in tainted_nodes(self.nodes).items():
             change = Change(node, "untaint", metric, None, "the writer stopped (removeOnShutdown)")
             removed += await self._writer.apply(change, rules)
         return removed
@@ -237,8 +233,8 @@ class Tainter:
         """/readyz: the mode, the taints, the last check's changes."""
         return {
             "mode": self.settings.overload.mode,
-            "leading": self._leader.is_leader,
-            "tainted": sorted(tainted_nodes(self._nodes)),
+            "leading": self.leader.is_leader,
+            "tainted": sorted(tainted_nodes(self.nodes)),
             "lastChanges": [
                 {"node": c.node, "action": c.action, "metric": c.metric, "reason": c.reason}
                 for c in self.last
