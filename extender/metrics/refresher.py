@@ -10,7 +10,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, NodeInventory, NodeName, Snapshot
@@ -145,47 +145,38 @@ class _SwitchInterval:
 SWITCH_INTERVAL = _SwitchInterval()
 
 
+@dataclass(eq=False)
 class Refresher:
     """Runs the queries on an interval and installs each new snapshot into the engine."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        engine: Engine,
-        provider: MetricsProvider,
-        inventory: Callable[[], NodeInventory] | None = None,
-        refreshed: Callable[[Snapshot, Mapping[str, str], float], object] | None = None,
-        clock: Callable[[], float] = time.time,
-        installed: Callable[[Snapshot], None] | None = None,
-        heap: FrozenHeap | None = None,
-    ) -> None:
-        self._settings = settings
-        self._engine = engine
-        self._provider = provider
-        self._inventory = inventory or NodeInventory
-        self._refreshed = refreshed
-        self._clock = clock
-        self._installed = installed
-        self._heap = heap
-        self.failures = 0  # consecutive failed refreshes (a partial answer is none)
+    settings: Settings
+    engine: Engine
+    provider: MetricsProvider
+    inventory: Callable[[], NodeInventory] | None = None
+    refreshed: Callable[[Snapshot, Mapping[str, str], float], object] | None = None
+    clock: Callable[[], float] = time.time
+    installed: Callable[[Snapshot], None] | None = None
+    heap: FrozenHeap | None = None
+    failures: int = field(default=0, init=False)  # in a row (a partial answer is none)
+    rng: random.Random = field(default_factory=random.Random, init=False)  # tests seed it
+
+    def __post_init__(self) -> None:
         self._usage_failures = 0
-        self.rng = random.Random()  # the back-off's (tests seed it)
-        source = (
-            "Prometheus" if settings.provider == "prometheus" else f"{settings.provider} provider"
-        )
+        provider = self.settings.provider
+        source = "Prometheus" if provider == "prometheus" else f"{provider} provider"
         self.failure_log = FailureLog(source)
         self.usage_log = FailureLog(source)
 
     @property
     def interval(self) -> float:
-        return self._settings.prometheus.interval
+        return self.settings.prometheus.interval
 
     def delay(self) -> float:
         """The interval; after failures, drawn (errors.backoff) up to a ceiling doubling from
         two intervals to `maxBackoff`, so replicas do not ask in lockstep."""
         if self.failures == 0:
             return self.interval
-        cap = max(self._settings.prometheus.max_backoff, self.interval)
+        cap = max(self.settings.prometheus.max_backoff, self.interval)
         first = min(FIRST_BACKOFF_FACTOR * self.interval, cap)
         policy = Backoff(base=first, cap=cap, floor=self.interval, rng=self.rng)
         return policy.wait(self.failures)
@@ -194,7 +185,7 @@ class Refresher:
         results: dict[str, dict[NodeName, float] | BaseException] = {}
         for m in settings.fetched_metrics:
             try:
-                results[m.name] = self._provider.fetch(m, inventory)
+                results[m.name] = self.provider.fetch(m, inventory)
             except Exception as exc:
                 results[m.name] = exc
         return results
@@ -202,21 +193,21 @@ class Refresher:
     async def refresh_usage_once(self) -> str | None:
         """One fetch of the pods' measured use, installed at once; its error, or None (its
         own loop: a slow answer must delay no metric refresh)."""
-        settings = self._engine.settings
+        settings = self.engine.settings
         guard = settings.herd_guard
-        if not isinstance(self._provider, Querier) or not wanted(guard, settings.herd_guarded):
+        if not isinstance(self.provider, Querier) or not wanted(guard, settings.herd_guarded):
             return None
         try:
             fetched: UsageTable | Exception = await asyncio.to_thread(
-                fetch_usage, self._provider, guard, self._clock()
+                fetch_usage, self.provider, guard, self.clock()
             )
         except Exception as exc:
             fetched = exc
-        now = self._clock()
-        usage = next_usage(self._engine.snapshot.usage, fetched)
-        self._engine.install_usage(usage, now)
-        if self._heap is not None:
-            self._heap.installed()
+        now = self.clock()
+        usage = next_usage(self.engine.snapshot.usage, fetched)
+        self.engine.install_usage(usage, now)
+        if self.heap is not None:
+            self.heap.installed()
         what = "pods' measured use (herd guard)"
         error = describe(fetched) if isinstance(fetched, Exception) else None
         self.usage_log.refreshed([what], {what: error} if error else {}, now)
@@ -225,33 +216,33 @@ class Refresher:
 
     def usage_delay(self) -> float:
         """herdGuard.usageInterval, drawn longer after failures (errors.rounds.backoff)."""
-        interval = self._engine.settings.herd_guard.usage_interval
+        interval = self.engine.settings.herd_guard.usage_interval
         return backoff(interval, self._usage_failures, self.rng)
 
     async def refresh_once(self, settings: Settings | None = None) -> dict[str, str]:
         """One refresh; metric -> error. `settings`: a reloaded policy, in force with its
         first snapshot; a refresh overtaken by a reload is dropped (no old policies back)."""
         started = time.perf_counter()
-        in_force = self._engine.settings
+        in_force = self.engine.settings
         settings = settings or in_force
         # The node cache (nodes.py) changes on the loop: read it here, not in the thread.
-        inventory = self._inventory()
+        inventory = (self.inventory or NodeInventory)()
         results = await asyncio.to_thread(self._fetch_all, settings, inventory)
-        now = self._clock()
-        snapshot = next_snapshot(self._engine.snapshot, results, now)
-        herd = self._engine.guard.projected(snapshot)
-        sizes = self._engine.sizes
+        now = self.clock()
+        snapshot = next_snapshot(self.engine.snapshot, results, now)
+        herd = self.engine.guard.projected(snapshot)
+        sizes = self.engine.sizes
         with SWITCH_INTERVAL.set_to(BUILD_SWITCH_INTERVAL):
             tables = await asyncio.to_thread(build_tables, settings, snapshot, herd, now, sizes)
-        if self._engine.settings is not in_force:
+        if self.engine.settings is not in_force:
             log.info("refresh dropped: the policies were reloaded while it ran")
             return {}
-        self._engine.set_node_cores(inventory.cpu_cores)
-        self._engine.install(snapshot, tables, self._clock(), settings)
-        if self._heap is not None:
-            self._heap.installed()
-        if self._installed is not None:
-            self._installed(snapshot)
+        self.engine.set_node_cores(inventory.cpu_cores)
+        self.engine.install(snapshot, tables, self.clock(), settings)
+        if self.heap is not None:
+            self.heap.installed()
+        if self.installed is not None:
+            self.installed(snapshot)
         errors = {n: describe(r) for n, r in results.items() if isinstance(r, BaseException)}
         # A partial answer is no sign of a struggling server: no back-off.
         struggling = any(
@@ -260,8 +251,8 @@ class Refresher:
         )
         self.failures = self.failures + 1 if struggling else 0
         self.failure_log.refreshed(list(results), errors, now)
-        if self._refreshed is not None:
-            self._refreshed(snapshot, errors, time.perf_counter() - started)
+        if self.refreshed is not None:
+            self.refreshed(snapshot, errors, time.perf_counter() - started)
         return errors
 
     async def refresh_guarded(self) -> None:
@@ -283,8 +274,8 @@ class Refresher:
             usage.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await usage
-            if isinstance(self._provider, PrometheusProvider):  # its fetch subprocess
-                self._provider.close()
+            if isinstance(self.provider, PrometheusProvider):  # its fetch subprocess
+                self.provider.close()
 
     async def _run_usage(self) -> None:
         while True:
