@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from extender.cluster.kubeapi import KubeAPI
@@ -68,44 +68,36 @@ class WatchStatus:
         }
 
 
+@dataclass(eq=False)
 class Informer:
     """One resource's list-then-watch loop; `run()` forever (cancel to stop)."""
 
-    def __init__(
-        self,
-        resource: str,
-        path: str,
-        kube: KubeAPI,
-        start: Callable[[], Awaitable[str]],
-        handle: EventHandler,
-        *,
-        timeout_seconds: int = 300,
-        restarted: Callable[[str, str], object] = lambda resource, reason: None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
-        watch_filter: PodWatchFilter | None = None,
-    ) -> None:
-        self.status = WatchStatus(resource, watch_filter=watch_filter)
-        rng = rng or random.Random()
-        self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=rng)
+    resource: str
+    path: str
+    kube: KubeAPI
+    start: Callable[[], Awaitable[str]]
+    handle: EventHandler
+    _: KW_ONLY
+    timeout_seconds: int = 300
+    restarted: Callable[[str, str], object] = lambda resource, reason: None
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+    watch_filter: PodWatchFilter | None = None
+
+    def __post_init__(self) -> None:
+        self.status = WatchStatus(self.resource, watch_filter=self.watch_filter)
+        self.backoff = Backoff(base=MIN_BACKOFF, cap=MAX_BACKOFF, rng=self.rng)
         low, high = FIRST_SYNC_BACKOFF
-        self.first_sync_backoff = Backoff(base=high, cap=high, floor=low, rng=rng)
+        self.first_sync_backoff = Backoff(base=high, cap=high, floor=low, rng=self.rng)
         self._answered = 0
         self._warned: tuple[str, float] | None = None
-        self._path = path
-        self._kube = kube
-        self._start = start
-        self._handle = handle
-        self._timeout = timeout_seconds
-        self._restarted = restarted
-        self._sleep = sleep
         self._failures = 0
         self._version: str | None = None
 
     async def prime(self, timeout: float) -> None:
         """The first list, before the service answers (bounded); `run` starts from it."""
         try:
-            self._version = await asyncio.wait_for(self._start(), timeout)
+            self._version = await asyncio.wait_for(self.start(), timeout)
             self.status.synced = True
         except asyncio.CancelledError:
             raise
@@ -116,20 +108,20 @@ class Informer:
     def _restart(self, reason: str) -> None:
         restarts = self.status.restarts
         restarts[reason] = restarts.get(reason, 0) + 1
-        self._restarted(self.status.resource, reason)
+        self.restarted(self.status.resource, reason)
 
     async def run(self) -> None:
         version, self._version = self._version, None
         while True:
             try:
                 if version is None:
-                    version = await self._start()
+                    version = await self.start()
                     self.status.synced = True
                 opened = time.monotonic()
                 version = await self._watch(version)
                 if time.monotonic() - opened < MIN_BACKOFF:
                     # A stream that ends at once (a proxy's idle cut): never spin on it.
-                    await self._sleep(MIN_BACKOFF)
+                    await self.sleep(MIN_BACKOFF)
             except asyncio.CancelledError:
                 self.status.watching = False
                 raise
@@ -145,7 +137,7 @@ class Informer:
                 self.status.error = describe(exc)
                 delay = self._delay(exc)
                 self._warn(delay)
-                await self._sleep(delay)
+                await self.sleep(delay)
 
     def _delay(self, exc: BaseException) -> float:
         answered = getattr(exc, "status", None) is not None
@@ -174,10 +166,10 @@ class Informer:
         watch_filter = self.status.watch_filter
         if watch_filter is not None:
             watch_filter.version = ""
-        stream = self._kube.watch(
-            self._path,
+        stream = self.kube.watch(
+            self.path,
             resource_version=version,
-            timeout_seconds=self._timeout,
+            timeout_seconds=self.timeout_seconds,
             opened=self._up,
             sieve=watch_filter,
         )
@@ -218,7 +210,7 @@ class Informer:
             if kind in ("ADDED", "MODIFIED", "DELETED"):
                 self.status.events += 1
                 try:
-                    self._handle(kind, obj)
+                    self.handle(kind, obj)
                 except Exception:  # one bad object must not stop (or replay) the stream
                     log.exception(
                         "%s watch: handling a %s event failed", self.status.resource, kind
