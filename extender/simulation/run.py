@@ -13,12 +13,11 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from extender.decisions.pods import PodFacts
 from extender.rebalancing.plan import plan
 from extender.rebalancing.pods import RunningPod
 from extender.simulation.framework import Feeds
 from extender.simulation.ledger import POD_WINDOW, NodeLedger, PodMeter
-from extender.simulation.ours import OurExtender, pod_document
+from extender.simulation.ours import OurExtender, pod_facts
 from extender.simulation.prometheus import MetricPipeline, Pipeline
 from extender.simulation.scenarios import Scenario
 from extender.simulation.scheduler import KubeScheduler
@@ -42,10 +41,6 @@ class Rebalancer:
         self.ours = ours
         self.interval = max(1, round(ours.settings.rebalance.interval))
         self._streaks: dict[str, int] = {}
-
-    @staticmethod
-    def active(ours: OurExtender) -> bool:
-        return ours.settings.rebalance.mode == "evict"
 
     def check(self, running: Mapping[str, Placed], now: float) -> list[str]:
         self.ours.ready()
@@ -75,20 +70,8 @@ def successor(pod: PodSpec, left: float, now: float, generation: int) -> PodSpec
 
 
 def _running(p: Placed, scheduler_name: str) -> RunningPod:
-    doc = pod_document(p.pod, scheduler_name)
-    meta = doc["metadata"]
-    facts = PodFacts(
-        uid=p.pod.uid,
-        name=meta["name"],
-        namespace=meta["namespace"],
-        scheduler_name=scheduler_name,
-        cpu_request=p.pod.cores,
-        node_name=p.node,
-        owners=meta.get("ownerReferences"),
-        labels=meta.get("labels"),
-    )
     owner = "ReplicaSet" if p.pod.workload else None
-    return RunningPod(facts=facts, owner_kind=owner, created=p.since)
+    return RunningPod(pod_facts(p.pod, p.node, scheduler_name), owner, p.since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +113,8 @@ class Cluster:
         self.live: dict[str, Placed] = {}
         self.overcommitted = self.moved = 0
         ours = scheduler.extender if scheduler is not None else None
-        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
+        evicts = ours is not None and ours.settings.rebalance.mode == "evict"
+        self.rebalancer = Rebalancer(ours) if ours and evicts else None
 
     def look(self, t: float) -> None:
         """Prometheus scrapes and evaluates on its intervals; the scheduler reads."""
