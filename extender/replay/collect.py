@@ -173,10 +173,6 @@ class Collector:
         return sorted(out)
 
     # --- the steps
-    def reachable(self) -> None:
-        with self.asking():
-            self.source.probe()
-
     def covered(self, now: float) -> None:
         # The stated retention first: a server deletes what it no longer keeps at its next
         # compaction, so data still there past it may vanish in the middle of the replay.
@@ -202,10 +198,7 @@ class Collector:
         ask, grid, facts = self.ask, self.grid, self.facts
         node_ips = ask.node_label == "instance"
         inputs = queries.window_inputs(f"{ask.window:g}s", node_ips)
-        pods = max(
-            (v for _, v in self.counts("count(kube_pod_info)")),
-            default=1.0,
-        )
+        pods = max((v for _, v in self.counts("count(kube_pod_info)")), default=1.0)
         for i, item in enumerate(inputs):
             if item.key in ("allocatable", "taints", "node_info"):
                 hint = max(1, len(facts.nodes))
@@ -305,7 +298,8 @@ def collect(
     source: Source, ask: Ask, now: float, progress: Progress, *, url: str, auth: str, policy: str
 ) -> Collected:
     collector = Collector(source, ask, url, auth, policy)
-    collector.reachable()
+    with collector.asking():
+        source.probe()
     collector.covered(now)
     collector.windows(progress)
     collector.check_present()

@@ -135,7 +135,7 @@ class MetricPipeline:
             samples = min(samples, round((last - first) / scrape) + 1)
         if samples < 2:
             return None
-        used = _last(intervals, samples - 1)
+        used = list(intervals)[1 - samples :]
         mean = sum(used) / len(used)
         if first == -math.inf:
             return mean, 1.0
@@ -176,8 +176,3 @@ class MetricPipeline:
 
     def history(self, node: str) -> Sequence[Evaluation]:
         return self._history.get(node, ())
-
-
-def _last(window: deque[float], k: int) -> list[float]:
-    n = len(window)
-    return list(window) if n <= k else [window[i] for i in range(n - k, n)]

@@ -124,6 +124,6 @@ class KubeScheduler:
         return list(zip(names, totals, strict=True))
 
     def unbind(self, pod: PodSpec, node: str, now: float) -> None:
-        self.nodes[node].remove(pod.cpu_milli, pod.memory, pod.replicaset)
+        self.nodes[node].add(pod.cpu_milli, pod.memory, pod.replicaset, -1)
         for plugin in self._plugins:
             plugin.released(pod, node, now)
