@@ -40,16 +40,6 @@ class Pipeline:
         """The simulation's step: every event of the pipeline falls on a tick."""
         return math.gcd(self.scrape_interval, self.rule_interval, self.refresh_interval)
 
-    @property
-    def intervals_in_window(self) -> int:
-        return math.ceil(self.rate_window / self.scrape_interval) - 1
-
-    @property
-    def fast_intervals(self) -> int:
-        if self.fast_window == 0:
-            return 0
-        return math.ceil(self.fast_window / self.scrape_interval) - 1
-
 
 Evaluation = tuple[float, float, float]
 """One rule evaluation for load-watcher: (time, `instance:node_cpu:ratio`, memory)."""
@@ -87,7 +77,9 @@ class MetricPipeline:
         self.evaluated_at: float | None = None
         self._memory: dict[str, float] = {}
         self._history: dict[str, deque[Evaluation]] = {}
-        self._keep = max(pipeline.intervals_in_window, pipeline.fast_intervals)
+        # The scrape intervals the longer window (the rule's or the raw rate's) holds.
+        widest = max(pipeline.rate_window, pipeline.fast_window)
+        self._keep = math.ceil(widest / pipeline.scrape_interval) - 1
         self._evaluations = pipeline.history_window // pipeline.rule_interval
 
     def observe(self, node: str, utilisation: float, seconds: float) -> None:
