@@ -1,6 +1,9 @@
 """Our extender as kube-scheduler reaches it: the body it sends is parsed by decisions.wire,
 decided by the real Engine, encoded and read back. Only the values' source differs: the
-simulation installs what the refresher would fetch (MetricPipeline.metric, usagefeed).
+simulation installs what the refresher would fetch: node CPU (MetricPipeline.metric) and
+the measured use beside it (the shipped `herdGuard.usageQuery` and `podUsageQuery`): per
+Deployment the quantile and median of its pods' `...:sum_rate5m`; per pod younger than
+YOUNG_POD its own `...:sum_irate` (`usage_table`).
 """
 
 from __future__ import annotations
@@ -15,18 +18,22 @@ from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, Snapshot
 from extender.decisions.peaks import NodePeaks
 from extender.decisions.pods import PodFacts
-from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable
+from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable, WorkloadKey, WorkloadUse
 from extender.decisions.wire import (
     encode_filter,
     encode_priorities,
     parse_extender_args,
 )
 from extender.policy.settings import Settings
-from extender.simulation.usagefeed import NAMESPACE, usage_table
+from extender.simulation.ledger import PodMeter
+from extender.simulation.stats import percentile
 from extender.simulation.workload import EPOCH, PodSpec
 
 if TYPE_CHECKING:
     from extender.simulation.framework import Feeds
+
+NAMESPACE = "sim"
+YOUNG_POD = 900.0  # the shipped podUsageQuery's age limit
 
 
 class OurExtender:
@@ -188,3 +195,24 @@ def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
             "containers": [{"name": "main", "resources": resources}],
         },
     }
+
+
+def usage_table(meter: PodMeter, evaluated_at: float, quantile: float, now: float) -> UsageTable:
+    by_workload: dict[str, list[float]] = {}
+    pods: dict[tuple[str, str], float] = {}
+    for uid, entry in meter.running.items():
+        if entry.pod.workload:
+            rate = meter.rate(entry, evaluated_at)
+            if rate is not None:
+                by_workload.setdefault(entry.pod.workload, []).append(rate)
+        if evaluated_at - entry.pod.arrival < YOUNG_POD:
+            own = meter.irate(entry, evaluated_at)
+            if own is not None:
+                pods[(NAMESPACE, uid)] = own
+    workloads = {
+        WorkloadKey(NAMESPACE, "deployment", name): WorkloadUse(
+            percentile(values, 100 * quantile), len(values), percentile(values, 50)
+        )
+        for name, values in sorted(by_workload.items())
+    }
+    return UsageTable(workloads=workloads, pods=pods, fetched_at=now)
