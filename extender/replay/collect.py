@@ -270,14 +270,10 @@ class Collector:
     def fine(self, alive: int, progress: Progress) -> None:
         ask, grid, facts = self.ask, self.grid, self.facts
         inventory = NodeInventory(by_ip=dict(facts.ips))
-
-        def node(labels: Any) -> str | None:
-            return node_of(labels, ask.node_label, inventory)
-
         last = grid.time(grid.steps - 1)
         nodes = max(1, len(facts.nodes))
         for answer in self.range(ask.cpu_query, grid.start, last, grid.step, nodes):
-            facts.fold_node_cpu(answer.result, node)
+            facts.fold_node_cpu(answer.result, lambda x: node_of(x, ask.node_label, inventory))
             progress("node CPU", answer.done)
         if facts.unnamed is not None and "node_cpu" not in facts.seen:
             raise problems.unnamed_nodes(facts.unnamed, ask.node_label)

@@ -69,7 +69,7 @@ def spec_of(pod: ReplayPod, start: float) -> PodSpec:
         pod.uid,
         pod.cpu_milli,
         pod.memory,
-        pod.mean_use,
+        sum(pod.usage) / len(pod.usage) if pod.usage else 0.0,
         pod.arrival - start,
         pod.runs,
         workload=workload,

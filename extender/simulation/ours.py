@@ -131,8 +131,7 @@ class OurExtender:
     def filter(self, pod: PodSpec, names: Sequence[str], now: float) -> list[str]:
         args = parse_extender_args(self._body(pod, names), self.engine.answered_nodes(now))
         answer = orjson.loads(encode_filter(args, self.engine.filter(args, now)))
-        passed: list[str] = answer["NodeNames"] or []
-        return passed
+        return list(answer["NodeNames"] or [])
 
     def prioritize(self, pod: PodSpec, names: Sequence[str], now: float) -> dict[str, int]:
         """host -> our 0..10 score; a host missing from the answer (maxHosts) scores 0."""

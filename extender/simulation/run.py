@@ -231,11 +231,6 @@ class Run(Cluster):
                 self.memory[node.name] = 0.0
                 self.scheduler.add_node(node)
 
-    def observe(self, t: float) -> None:
-        for node, utilisation in self.last.items():
-            self.metrics.observe(node, utilisation, self.pipeline.tick)
-        self.look(t)
-
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
             end, uid, pod, node = heapq.heappop(self.running)
@@ -288,7 +283,9 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
     while t < end or (run.waiting and t < end + DRAIN_SECONDS):
         run.measuring = t < end
         run.join(t)
-        run.observe(t)
+        for node, utilisation in run.last.items():  # the tick just ended
+            run.metrics.observe(node, utilisation, tick)
+        run.look(t)
         run.retry(t)
         run.rebalance(t)
         while run.measuring and next_pod < len(pods) and pods[next_pod].arrival < t + tick:
