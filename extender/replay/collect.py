@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -176,10 +176,9 @@ class Collector:
     def covered(self, now: float) -> None:
         # The stated retention first: a server deletes what it no longer keeps at its next
         # compaction, so data still there past it may vanish in the middle of the replay.
-        try:
+        retention = None
+        with suppress(Exception):
             retention = self.source.retention()
-        except Exception:
-            retention = None
         start = self.ask.start
         problem = problems.beyond_retention(start, retention, now)
         if problem is not None:

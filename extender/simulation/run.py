@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from extender.rebalancing.plan import plan
 from extender.rebalancing.pods import RunningPod
@@ -56,17 +56,8 @@ class Rebalancer:
 
 def successor(pod: PodSpec, left: float, now: float, generation: int) -> PodSpec:
     """The pod its ReplicaSet creates once `pod` is evicted with `left` seconds to run."""
-    return PodSpec(
-        uid=f"{pod.uid.split('~')[0]}~{generation}",
-        cpu_milli=pod.cpu_milli,
-        memory=pod.memory,
-        usage=pod.usage,
-        arrival=now,
-        duration=max(1.0, left),
-        workload=pod.workload,
-        template_hash=pod.template_hash,
-        cpu_limit_milli=pod.cpu_limit_milli,
-    )
+    uid = f"{pod.uid.split('~')[0]}~{generation}"
+    return replace(pod, uid=uid, arrival=now, duration=max(1.0, left))
 
 
 def _running(p: Placed, scheduler_name: str) -> RunningPod:

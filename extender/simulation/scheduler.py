@@ -104,18 +104,11 @@ class KubeScheduler:
     def _totals(
         self, pod: PodSpec, feasible: list[NodeRequests], now: float
     ) -> list[tuple[str, int]]:
-        totals: list[int] | None = None
+        totals = [0] * len(feasible)
         for w in self.scores:
             scores = w.plugin.score(pod, feasible, now)
-            if scores is None:
-                continue
-            weight = w.weight
-            if totals is None:
-                totals = [s * weight for s in scores] if weight != 1 else scores
-            else:
-                totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
-        if totals is None:
-            totals = [0] * len(feasible)
+            if scores is not None:
+                totals = [t + s * w.weight for t, s in zip(totals, scores, strict=True)]
         names = [n.name for n in feasible]
         if self.extender is not None:
             ours: Mapping[str, int] = self.extender.prioritize(pod, names, now)
