@@ -15,22 +15,24 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
 from extender.decisions.engine import Engine
 from extender.decisions.model import NodeName, PodEvent
+from extender.decisions.pods import PodFacts
 from extender.decisions.resources import PodError
 from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
 from extender.rebalancing.budgets import Budgets, RefusalBackoff
 from extender.rebalancing.plan import Decision, Plan, plan
-from extender.rebalancing.pods import RunningPod, read_running_pod
+from extender.rebalancing.pods import read_running_pod, waits_for_room
 
 log = logging.getLogger("decice.rebalancer")
 
 Made = Literal["made", "refused", "gone", "stop"]
+T = TypeVar("T")
 
 
 class RebalanceCounter(Protocol):
@@ -198,7 +200,8 @@ class Rebalancer:
             log.debug("rebalance check skipped: not the leader")
             return None
         try:
-            pods = await self._running_pods()
+            pods = await self._listed("Running", read_running_pod)
+            waiting = await self._waiting()
         except Exception as exc:
             self._failures += 1
             self._counter.rebalance_cycle("failed")
@@ -230,6 +233,7 @@ class Rebalancer:
             now,
             held,
             admit=False,
+            waiting=waiting,
         )
         await self._move_due(result, budgets)
         self._streaks = result.streaks
@@ -269,16 +273,25 @@ class Rebalancer:
                     result.record(replace(rest, outcome="held", reason="check stopped"))
                 return
 
-    async def _running_pods(self) -> list[RunningPod]:
-        pods: list[RunningPod] = []
+    async def _listed(self, phase: str, read: Callable[[Any], T | None]) -> list[T]:
+        """Our pods in `phase`, read by `read` (None: not wanted)."""
+        pods: list[T] = []
         for name in sorted(self._engine.settings.scheduler_names):
-            selector = f"spec.schedulerName={name},status.phase=Running"
+            selector = f"spec.schedulerName={name},status.phase={phase}"
             async for doc in self._kube.list_pods(selector):
                 try:
-                    pods.append(read_running_pod(doc))
+                    pod = read(doc)
                 except PodError as exc:  # one malformed object never stops the check
                     log.warning("rebalance: pod skipped: %s", exc)
+                    continue
+                if pod is not None:
+                    pods.append(pod)
         return pods
+
+    async def _waiting(self) -> list[PodFacts]:
+        """Our pods waiting for room: their room is not a move's to take."""
+        now, patience = self._clock(), self._engine.settings.herd_guard.wait_for_room
+        return await self._listed("Pending", lambda doc: waits_for_room(doc, now, patience))
 
     async def _budgets(self) -> Budgets:
         """The PodDisruptionBudgets; none when they cannot be listed (logged once a streak:

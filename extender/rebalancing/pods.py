@@ -57,6 +57,29 @@ def read_running_pod(doc: Any) -> RunningPod:
     )
 
 
+def waits_for_room(doc: Any, now: float, patience: float) -> PodFacts | None:
+    """A pending pod the scheduler found no node for (PodScheduled False, Unschedulable),
+    created less than `patience` (herdGuard.waitForRoom) ago, as PodFacts; else None. Past
+    its wait our filter lets it overflow, so a pod stuck for another reason holds no room
+    for long. PodError names a bad field."""
+    status = doc.get("status") if isinstance(doc, dict) else None
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    unschedulable = isinstance(conditions, list) and any(
+        isinstance(c, dict)
+        and c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in conditions
+    )
+    if not unschedulable:
+        return None
+    facts = read_pod(doc)
+    created = api_time(doc["metadata"].get("creationTimestamp"))
+    if facts.node_name or created is None or now - created >= patience:
+        return None
+    return facts
+
+
 def protection(pod: RunningPod, rules: RebalanceSettings, now: float) -> str | None:
     """Why this pod must not be moved now, or None: only pods a controller recreates."""
     if pod.terminating:

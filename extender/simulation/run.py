@@ -10,7 +10,7 @@ one at a time at their arrival time. After the measured time the run drains
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.decisions.pods import PodFacts
@@ -47,14 +47,19 @@ class Rebalancer:
     def active(ours: OurExtender) -> bool:
         return ours.settings.rebalance.mode == "evict"
 
-    def check(self, running: Mapping[str, Placed], now: float) -> list[str]:
+    def check(
+        self, running: Mapping[str, Placed], now: float, waiting: Sequence[PodSpec]
+    ) -> list[str]:
         self.ours.ready()
         engine = self.ours.engine
         settings = engine.settings
         pods = [_running(p, self.ours.scheduler_name) for p in running.values()]
         tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
         cores = engine.guard.ledger.node_cores
-        result = plan(settings, pods, tables, engine.snapshot, self._streaks, cores, now)
+        queued = [_facts(p, self.ours.scheduler_name) for p in waiting]
+        result = plan(
+            settings, pods, tables, engine.snapshot, self._streaks, cores, now, waiting=queued
+        )
         self._streaks = result.streaks
         return [d.pod.facts.uid for d in result.moves]
 
@@ -74,19 +79,22 @@ def successor(pod: PodSpec, left: float, now: float, generation: int) -> PodSpec
     )
 
 
-def _running(p: Placed, scheduler_name: str) -> RunningPod:
-    doc = pod_document(p.pod, scheduler_name)
-    meta = doc["metadata"]
-    facts = PodFacts(
-        uid=p.pod.uid,
+def _facts(pod: PodSpec, scheduler_name: str, node: str = "") -> PodFacts:
+    meta = pod_document(pod, scheduler_name)["metadata"]
+    return PodFacts(
+        uid=pod.uid,
         name=meta["name"],
         namespace=meta["namespace"],
         scheduler_name=scheduler_name,
-        cpu_request=p.pod.cores,
-        node_name=p.node,
+        cpu_request=pod.cores,
+        node_name=node,
         owners=meta.get("ownerReferences"),
         labels=meta.get("labels"),
     )
+
+
+def _running(p: Placed, scheduler_name: str) -> RunningPod:
+    facts = _facts(p.pod, scheduler_name, p.node)
     owner = "ReplicaSet" if p.pod.workload else None
     return RunningPod(facts=facts, owner_kind=owner, created=p.since)
 
@@ -196,7 +204,9 @@ class Cluster:
         """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
         if self.rebalancer is None or t % self.rebalancer.interval:
             return
-        for uid in self.rebalancer.check(self.live, EPOCH + t):
+        patience = self.rebalancer.ours.settings.herd_guard.wait_for_room
+        waiting = [p for p in self.waiting if t - p.arrival < patience]
+        for uid in self.rebalancer.check(self.live, EPOCH + t, waiting):
             self.moved += 1
             self.offer(self.evict(uid, t), t)
 
