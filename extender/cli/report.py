@@ -81,21 +81,6 @@ def _show(args: argparse.Namespace, path: str, text: Any) -> int:
 Row = dict[str, Any]
 
 
-def _value(cell: Row) -> str:
-    value = cell["value"]
-    if value is None:
-        return "-"
-    load = cell.get("herdLoad") or 0.0
-    return f"{value:.4g}" + (f" (+{load:.2f})" if load else "")
-
-
-def _norm(cell: Row) -> str:
-    norm = cell["normalised"]
-    if norm is not None:
-        return f"{norm:.2f}"
-    return "-" if cell["value"] is None else "(cand)"
-
-
 def node_table(rows: Sequence[Row], placed: str | None = None) -> str:
     """NODE, each metric's value (herd load) and normalised value, SCORE, FILTER."""
     if not rows:
@@ -109,7 +94,12 @@ def node_table(rows: Sequence[Row], placed: str | None = None) -> str:
     for r in rows:
         cells = [r["node"]]
         for m in metrics:
-            cells += [_value(r["metrics"][m]), _norm(r["metrics"][m])]
+            value, norm = r["metrics"][m]["value"], r["metrics"][m]["normalised"]
+            load = r["metrics"][m].get("herdLoad") or 0.0
+            cells.append(
+                "-" if value is None else f"{value:.4g}" + (f" (+{load:.2f})" if load else "")
+            )
+            cells.append("-" if value is None else "(cand)" if norm is None else f"{norm:.2f}")
         verdict = "pass" if r["passed"] else f"FAIL {r['reason']}"
         if r.get("detail"):
             verdict += f" ({r['detail']})"
@@ -183,31 +173,26 @@ def _aligned(rows: list[tuple[str, str]]) -> list[str]:
     return [f"  {label.ljust(width)}  {value}" for label, value in rows]
 
 
-def _window(seconds: float) -> str:
-    return f"{seconds / 60:g} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} s"
-
-
-def _thresholds(thresholds: dict[str, str | None]) -> str:
-    """ "cpu above 0.9" when every policy has that one; else each policy's."""
-    if len(set(thresholds.values())) == 1 and None not in thresholds.values():
-        return str(next(iter(thresholds.values())))
-    return "; ".join(f"{p}: {t or 'no filter.above, not watched'}" for p, t in thresholds.items())
-
-
 def exceedance_lines(doc: dict[str, Any] | None) -> list[str]:
     """Per verdict and overall, the share of the judged placements whose node went over."""
     if not doc:
         return []
-    head = (
-        f"exceedance: the chosen node over the threshold "
-        f"({_thresholds(doc.get('thresholds') or {})}) within {_window(doc.get('window', 0))}"
-        " after, since the start"
-    )
+    # "cpu above 0.9" when every policy has that one; else each policy's.
+    thresholds: dict[str, str | None] = doc.get("thresholds") or {}
+    if len(set(thresholds.values())) == 1 and None not in thresholds.values():
+        limit = str(next(iter(thresholds.values())))
+    else:
+        limit = "; ".join(
+            f"{p}: {t or 'no filter.above, not watched'}" for p, t in thresholds.items()
+        )
+    seconds = doc.get("window", 0)
+    window = f"{seconds / 60:g} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} s"
+    head = f"exceedance: the chosen node over the threshold ({limit}) within {window}"
     rows = [(label, doc["byVerdict"][verdict]) for label, verdict in VERDICT_LABELS]
     rows.append(("all placements", doc["overall"]))
     shares = [(k, f"{_share(r['share'])} ({r['exceeded']} of {r['judged']})") for k, r in rows]
     return [
-        head,
+        f"{head} after, since the start",
         *_aligned(shares),
         f"  not counted: {doc.get('waiting', 0)} in their window still, "
         f"{doc.get('unobserved', 0)} with no fresh data in it, "

@@ -4,6 +4,7 @@ maxAge, do their values fall inside min..max?"""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections import Counter
@@ -43,11 +44,9 @@ def parse_series(result: Sequence[Any]) -> list[Series]:
         sample = item.get("value")
         value, stamp = math.nan, None
         if isinstance(sample, (list, tuple)) and len(sample) == 2:
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 stamp = float(sample[0])
                 value = float(sample[1])
-            except (TypeError, ValueError):
-                pass
         out.append(Series(labels, value, stamp))
     return out
 

@@ -10,8 +10,6 @@ from tabulate import tabulate
 
 Status = Literal["ok", "warn", "FAIL"]
 
-_SHOWN = 3
-
 
 @dataclass(frozen=True, slots=True)
 class Row:
@@ -20,7 +18,7 @@ class Row:
     detail: str
 
 
-def few(items: Iterable[str], n: int = _SHOWN) -> str:
+def few(items: Iterable[str], n: int = 3) -> str:
     listed = sorted(set(items))
     more = f" (+{len(listed) - n} more)" if len(listed) > n else ""
     return ", ".join(listed[:n]) + more
