@@ -47,9 +47,8 @@ def shadow_report(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace, path: str, text: Any) -> int:
-    """GET a running service's JSON document (through aiohttp, the project's one HTTP
-    client) and print it for a person, or as JSON with --json; 1 when there is no answer
-    or an error answer (the cause on stderr)."""
+    """GET a running service's JSON document and print it for a person (or as JSON with
+    --json); 1 when there is no answer or an error answer (the cause on stderr)."""
     import aiohttp
 
     async def get() -> tuple[int, str, bytes]:

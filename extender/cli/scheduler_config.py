@@ -76,11 +76,8 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def scheduler_extender(
     settings: Settings, weight: int, timeout: str, host: str | None
 ) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration `extenders:` entry that fits this policy.
-
-    `host` is where the scheduler dials us (checked by scheduler_config.dial_host); None:
-    the policy's server.host, loopback for a wildcard. IPv6 literals are bracketed.
-    """
+    """The KubeSchedulerConfiguration `extenders:` entry that fits this policy; `host` (from
+    dial_host) None: the policy's server.host, loopback for a wildcard."""
     server = settings.server
     scheme = "https" if server.tls.enabled else "http"
     address = sc.url_host(host) if host else sc.scheduler_dials(server.host)

@@ -134,14 +134,8 @@ def rebalance(args: argparse.Namespace) -> int:
 
     def starting(settings: Settings, sha256: str) -> dict[str, Any]:
         rules = settings.rebalance
-        leader = _elector(
-            settings,
-            rules.lease_name,
-            rules.lease_namespace,
-            lease_duration=rules.lease_duration,
-            renew_deadline=rules.renew_deadline,
-            retry_period=rules.retry_period,
-        )
+        timings = rules.model_dump(include={"lease_duration", "renew_deadline", "retry_period"})
+        leader = _elector(settings, rules.lease_name, rules.lease_namespace, **timings)
         log.info(
             "decice-extender rebalancer starting: policy %s (sha256 %s), mode %s, every %gs, "
             "margin %d, sustain %d, lease %s/%s as %s",

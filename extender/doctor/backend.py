@@ -1,10 +1,6 @@
-"""The doctor's backend checks, pure: which server answers the query API, and whether the
-tenant we send suits it.
-
-From GET /api/v1/status/buildinfo: Mimir names itself (`application`), Thanos answers a 0.x
-version, Prometheus 2.x/3.x; VictoriaMetrics marks every answer with X-Server-Hostname;
-Cortex and older servers answer 404.
-"""
+"""The doctor's backend checks, pure: which server answers the query API (its buildinfo:
+Mimir names itself, Thanos answers a 0.x version, Prometheus 2.x/3.x, VictoriaMetrics marks
+every answer with X-Server-Hostname, Cortex answers 404), and whether our tenant suits it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""`decice-extender doctor`: is this policy going to work against this cluster?
-
-`examine` gathers what the pure checks read, through the blocking Prometheus query function
-and the Kubernetes client it is given (this package imports neither client); the herd
-guard's checks are here too.
-"""
+"""`decice-extender doctor`: is this policy going to work against this cluster? `examine`
+gathers what the pure checks read through the query function and Kubernetes client it is
+given (this package imports neither client); the herd guard's checks are here too."""
 
 from __future__ import annotations
 

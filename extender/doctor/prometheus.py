@@ -4,7 +4,6 @@ maxAge, do their values fall inside min..max?"""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from collections import Counter
@@ -16,6 +15,7 @@ from extender.decisions.model import NodeInfo, NodeInventory
 from extender.doctor.rows import Row, Status, few
 from extender.errors.causes import describe
 from extender.metrics.providers import node_of
+from extender.metrics.usage import sample_value
 from extender.policy.backend import PrometheusSettings
 from extender.policy.policies import MetricSettings
 
@@ -26,29 +26,20 @@ _JOIN = re.compile(r"\b(on|ignoring|group_left|group_right)\s*\(|\b(and|unless)\
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    """One series of an instant-vector answer: its labels, value and sample time."""
+    """One series of an instant-vector answer: its labels and value."""
 
     labels: Mapping[str, str]
     value: float
-    timestamp: float | None = None
 
 
 def parse_series(result: Sequence[Any]) -> list[Series]:
     """An instant-vector `data.result` as Series; items that are not series are left out,
     values that are not numbers become NaN."""
-    out: list[Series] = []
-    for item in result:
-        if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
-            continue
-        labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
-        sample = item.get("value")
-        value, stamp = math.nan, None
-        if isinstance(sample, (list, tuple)) and len(sample) == 2:
-            with contextlib.suppress(TypeError, ValueError):
-                stamp = float(sample[0])
-                value = float(sample[1])
-        out.append(Series(labels, value, stamp))
-    return out
+    return [
+        Series({str(k): str(v) for k, v in (item.get("metric") or {}).items()}, sample_value(item))
+        for item in result
+        if isinstance(item, dict) and isinstance(item.get("metric", {}), dict)
+    ]
 
 
 def auth_text(prometheus: PrometheusSettings) -> str:

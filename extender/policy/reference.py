@@ -195,13 +195,9 @@ def values_schema_with_policy(current: str) -> str:
 
 def stale(doc: Path = DOC, values_schema: Path = VALUES_SCHEMA) -> list[tuple[Path, str, str]]:
     """(path, committed text, generated text) of each copy that is out of date."""
-    out: list[tuple[Path, str, str]] = []
-    for path, generate in ((doc, doc_with_reference), (values_schema, values_schema_with_policy)):
-        current = path.read_text(encoding="utf-8")
-        wanted = generate(current)
-        if wanted != current:
-            out.append((path, current, wanted))
-    return out
+    copies = ((doc, doc_with_reference), (values_schema, values_schema_with_policy))
+    texts = ((path, path.read_text(encoding="utf-8"), generate) for path, generate in copies)
+    return [(path, text, wanted) for path, text, make in texts if (wanted := make(text)) != text]
 
 
 def check(doc: Path = DOC, values_schema: Path = VALUES_SCHEMA) -> str:
