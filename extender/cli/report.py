@@ -149,14 +149,11 @@ def report_text(doc: dict[str, Any]) -> str:
     if not kept:
         return f"placements judged: {seen}\nnothing to report yet"
     verdicts = doc.get("verdicts", {})
-    rows: list[tuple[str, str]] = []
-    for label, verdict in VERDICT_LABELS:
-        count = verdicts.get(verdict, 0)
-        rows.append((label, f"{_share(count / kept)} ({count})"))
-    for reason, count in (doc.get("rejected") or {}).items():
-        rows.append((f"  {reason}", f"{_share(count / kept)} ({count})"))
-    for metric, share in (doc.get("over") or {}).items():
-        rows.append((f"onto nodes over the {metric} threshold", _share(share)))
+    counts = [(label, verdicts.get(verdict, 0)) for label, verdict in VERDICT_LABELS]
+    counts += [(f"  {reason}", n) for reason, n in (doc.get("rejected") or {}).items()]
+    rows = [(label, f"{_share(n / kept)} ({n})") for label, n in counts]
+    over = (doc.get("over") or {}).items()
+    rows += [(f"onto nodes over the {metric} threshold", _share(share)) for metric, share in over]
     rows.append(("median score gap (our best - chosen, 0..10)", str(doc.get("medianGap"))))
     lines = [f"placements judged: {seen} (the last {kept} below)", *_aligned(rows)]
     against = doc.get("againstAdvice") or []

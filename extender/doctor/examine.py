@@ -101,10 +101,6 @@ async def _prometheus_rows(
         rows.append(tenant)
     if error is not None:
         return rows
-    users: dict[str, list[str]] = {}
-    for name, policy in settings.policy_map.items():
-        for m in policy.metrics:
-            users.setdefault(m.name, []).append(name)
     for metric in settings.fetched_metrics:
         series = await ask(metric.query)
         row = query_row(metric, series)
@@ -117,7 +113,9 @@ async def _prometheus_rows(
             )
             series = parse_series(series.result)
         if settings.policies is not None:  # named policies: say which use the metric
-            row = replace(row, detail=f"{row.detail} (policies {', '.join(users[metric.name])})")
+            uses = {n: {m.name for m in p.metrics} for n, p in settings.policy_map.items()}
+            users = [n for n, names in uses.items() if metric.name in names]
+            row = replace(row, detail=f"{row.detail} (policies {', '.join(users)})")
         rows.append(row)
         if isinstance(series, BaseException) or not series:
             continue

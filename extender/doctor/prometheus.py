@@ -81,17 +81,6 @@ def query_row(metric: MetricSettings, series: Sequence[Series] | BaseException) 
     return Row(check, "ok", f"{len(series)} series")
 
 
-def _node_names_label(series: Sequence[Series], names: set[str]) -> str | None:
-    """A label (other than `instance`) whose values are node names, if any series has one."""
-    counts = Counter(
-        label
-        for s in series
-        for label, value in s.labels.items()
-        if label not in ("instance", "__name__") and value in names
-    )
-    return max(sorted(counts), key=counts.__getitem__) if counts else None
-
-
 def mapping_row(
     metric: MetricSettings, series: Sequence[Series], nodes: Sequence[NodeInfo], node_label: str
 ) -> Row:
@@ -120,8 +109,15 @@ def mapping_row(
             f"{len(unlabelled)} of {len(series)} series have no {node_label!r} label "
             f"(prometheus.nodeLabel wrong?); their labels: {', '.join(sorted(others)) or 'none'}"
         )
-        better = _node_names_label(unlabelled, names)
-        if better is not None:
+        # A label (other than `instance`) whose values are node names, if a series has one.
+        holders = Counter(
+            label
+            for s in unlabelled
+            for label, value in s.labels.items()
+            if label not in ("instance", "__name__") and value in names
+        )
+        if holders:
+            better = max(sorted(holders), key=holders.__getitem__)
             text += f"; {better!r} holds node names: set prometheus.nodeLabel: {better}"
         elif any(
             node_of(s.labels, "instance", inventory) in names
