@@ -19,7 +19,6 @@ from extender.decisions.scoring import has_candidates_metric, score_candidates, 
 from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.state import NOMINATED
 from extender.decisions.table import Table
-from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
 from extender.policy.policies import Policy
 
@@ -74,10 +73,15 @@ class Engine(HeldPods):
         self.pods.remember(
             _memo(args, policy, table, rejected, self._snapshot, now, since, shortlisted)
         )
-        if self.turned_away is not None:
-            waits = since is not None and overflow is None
-            until = since + self.settings.herd_guard.wait_for_room if waits else None  # type: ignore[operator]
-            _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
+        pod, away = args.pod, self.turned_away
+        if away is not None and since is not None and len(rejected) == len(names):
+            # Turned away from every node (an overflow node passes): kept for the requeue.
+            until = since + self.settings.herd_guard.wait_for_room
+            away.remember(
+                pod.uid, pod.namespace, pod.name, names, now, table.evals.keys(), needs, until
+            )
+        elif away is not None:
+            away.forget(pod.uid)
         return FilterDecision(failed=failed, passed=passed)
 
     def _shortlisted(
@@ -259,25 +263,6 @@ def _waiting_since(memo: PodMemo | None, pod: PodFacts, now: float) -> float:
     if created is not None and created <= now:
         return created if since is None else min(since, created)
     return now if since is None else since
-
-
-def _track(
-    turned_away: TurnedAwayPods,
-    pod: PodFacts,
-    names: list[str],
-    failed: int,
-    table: Table,
-    now: float,
-    needs: float = 0.0,
-    until: float | None = None,
-) -> None:
-    """Remember a pod turned away from every node for the requeue; forget one that passed."""
-    if names and failed == len(names):
-        known = table.evals.keys()
-        room = needs if until is not None else 0.0
-        turned_away.remember(pod.uid, pod.namespace, pod.name, names, now, known, room, until)
-    else:
-        turned_away.forget(pod.uid)
 
 
 def _scored(policy: Policy, table: Table, args: ExtenderArgs, max_hosts: int | None) -> Priorities:

@@ -67,6 +67,12 @@ class Headroom:
     def of(cls, by_node: Mapping[NodeName, float]) -> Headroom:
         return cls(dict(by_node), sorted((r, n) for n, r in by_node.items()))
 
+    @classmethod
+    def index(cls, rule: FitRule, evals: Mapping[NodeName, NodeEval], sizes: Sizes) -> Headroom:
+        """Every node of `evals` that has a headroom figure."""
+        found = headroom_of(rule, evals, evals, sizes)
+        return cls.of({n: r for n, r in found.items() if r is not None})
+
     def too_small(self, cores: float) -> list[NodeName]:
         """The indexed nodes with less headroom than `cores`."""
         return self._names[: bisect_left(self._cores, cores)]
@@ -119,23 +125,16 @@ class Sizes:
         return self.cores.get(node) or self.default
 
 
-def node_headroom(rule: FitRule, e: NodeEval, cores: float) -> float | None:
-    """Cores a node can take before `rule`'s metric crosses its threshold; None when the
-    node is not indexed (the filter rejects it anyway, or it has no value to judge by)."""
-    value = e.values[rule.index]
-    if e.reason is not None or value is None:
-        return None
-    return (rule.above - value) * cores
-
-
 def headroom_of(
     rule: FitRule, evals: Mapping[NodeName, NodeEval], nodes: Iterable[NodeName], sizes: Sizes
 ) -> dict[NodeName, float | None]:
-    """node -> its headroom (None: not indexed), for `nodes`."""
+    """node -> cores it can take before `rule`'s metric crosses its threshold, for `nodes`;
+    None when not indexed (the filter rejects it anyway, or no value or size to judge by)."""
     out: dict[NodeName, float | None] = {}
     for n in nodes:
-        size = sizes.of(n)
-        out[n] = None if size is None else node_headroom(rule, evals[n], size)
+        e, size = evals[n], sizes.of(n)
+        value = None if e.reason is not None else e.values[rule.index]
+        out[n] = None if size is None or value is None else (rule.above - value) * size
     return out
 
 
