@@ -1,6 +1,6 @@
 """Pods the herd guard holds as they change before the metric shows them: expected on the
 node our prioritize answer ranks first, nominated to a node (kube-scheduler keeps the room
-for a preemptor there), landed, or resized in place.
+for a preemptor there), or resized in place (one landed: DecisionState.reserve).
 
 `HeldPods` adds these to the state (state.DecisionState); the pod watch (cluster.podwatch),
 /prioritize and /preempt (engine.Engine) tell them. Pure: `now` is passed in.
@@ -21,29 +21,6 @@ no longer."""
 
 
 class HeldPods(DecisionState):
-    def reserve(
-        self,
-        uid: str,
-        node: NodeName,
-        cores: float | None,
-        now: float,
-        source: str = "bind",
-        *,
-        pod: PodFacts | None = None,
-        assigned_at: float | None = None,
-    ) -> bool:
-        """A placed pod counted (state.DecisionState.reserve); one held as nominated or
-        expected that our bind or the pod watch now shows placed counts as placed, from its
-        bind, on the node it went to (where we expected it, or elsewhere)."""
-        held = self._herd.reservations.get(uid)
-        if held is not None and held.source != source and held.source in (NOMINATED, EXPECTED):
-            self.release(uid, now)
-            if held.source == NOMINATED:
-                self.nominations(uid, False)
-                self._tentative.pop(uid, None)
-            self._expected.pop(uid, None)
-        return super().reserve(uid, node, cores, now, source, pod=pod, assigned_at=assigned_at)
-
     def nominate(
         self, uid: str, node: NodeName, pod: PodFacts, now: float, *, tentative: bool = False
     ) -> bool:
