@@ -14,7 +14,6 @@ from extender.decisions.herd import data_time, unshown_share
 from extender.decisions.model import FilterDecision, NodeName, Priorities, Snapshot
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
 from extender.decisions.preemption import ShownUse, passing_after_victims
-from extender.decisions.readiness import readiness
 from extender.decisions.scoring import has_candidates_metric, score_candidates, tie_start, top_hosts
 from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.state import NOMINATED
@@ -213,10 +212,29 @@ class Engine(HeldPods):
         return shown
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
-        """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""
-        return readiness(
-            self.policies.values(), self._snapshot, lambda p: self.table(now, p).stale, now
-        )
+        """/readyz's metrics section, metric -> detail: ready when every fail-closed metric
+        has fresh values (fail-open ones always serve, a node without data scored neutral)."""
+        detail: dict[str, object] = {}
+        ready = True
+        for policy in self.policies.values():
+            stale = self.table(now, policy).stale
+            for m in policy.metrics:
+                series = self._snapshot.metrics.get(m.name)
+                fetched = series.fetched_at if series else None
+                fresh = m.name not in stale
+                # fail-closed with no fresh values (or empty) filters every node: not ready.
+                if m.on_missing == "fail-closed" and (not fresh or not series or not series.values):
+                    ready = False
+                # One entry per metric: fail-closed in any policy decides.
+                if m.name not in detail or m.on_missing == "fail-closed":
+                    detail[m.name] = {
+                        "fresh": fresh,
+                        "ageSeconds": None if fetched is None else round(now - fetched, 3),
+                        "nodes": len(series.values) if series else 0,
+                        "onMissing": m.on_missing,
+                        "error": series.error if series else None,
+                    }
+        return ready, detail
 
 
 def node_figures(
