@@ -139,10 +139,7 @@ def headroom_of(
 
 
 def tight_nodes(
-    headroom: Headroom,
-    needs: float,
-    names: Sequence[NodeName],
-    failed: Mapping[NodeName, str],
+    headroom: Headroom, needs: float, names: Sequence[NodeName], failed: Mapping[NodeName, str]
 ) -> set[NodeName]:
     """The asked nodes (`names`) too small for a pod that needs `needs` cores, less those
     the filter rejects anyway."""
@@ -156,10 +153,7 @@ def tight_nodes(
 
 
 def overflow_node(
-    rule: FitRule,
-    evals: Mapping[NodeName, NodeEval],
-    candidates: Iterable[NodeName],
-    sizes: Sizes,
+    rule: FitRule, evals: Mapping[NodeName, NodeEval], candidates: Iterable[NodeName], sizes: Sizes
 ) -> NodeName | None:
     """The node with the most headroom (cores under the threshold, negative above it) of
     `candidates`, for a pod that has waited `herdGuard.waitForRoom` for room on any node:
