@@ -13,7 +13,7 @@ from extender.decisions.held import HeldPods
 from extender.decisions.herd import data_time, unshown_share
 from extender.decisions.model import FilterDecision, NodeName, Priorities, Snapshot
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
-from extender.decisions.preemption import ShownUse, passing_after_victims
+from extender.decisions.preemption import passing_after_victims
 from extender.decisions.scoring import has_candidates_metric, score_candidates, tie_start, top_hosts
 from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.state import NOMINATED
@@ -41,7 +41,7 @@ class Engine(HeldPods):
             return FilterDecision(failed=dict.fromkeys(names, reason))
         table = self.table(now, policy)
         failed = _rejected(table, names)
-        cleared = self._cleared_for_preemptor(policy, table, args.pod, now)
+        cleared = self._cleared_for_preemptor(policy, args.pod, now)
         if cleared:
             failed = {n: r for n, r in failed.items() if n not in cleared}
         tight, needs = self.guard.fit(policy, table, args.pod, names, failed, self._snapshot, now)
@@ -148,12 +148,7 @@ class Engine(HeldPods):
         policy = self.policy_of(args.pod)
         if policy is None:
             return {}
-        table = self.table(now, policy)
-        cores = self.guard.expected(args.pod, self._snapshot, now).cores
-        shown = self._shown_use(policy, now)
-        kept = passing_after_victims(
-            policy, table, self._snapshot, self._herd, args.victims, cores, now, shown, args.pod.uid
-        )
+        kept = self._passing_after(policy, args.pod, args.victims, now)
         self.preemptions.remember(args.pod.uid, kept, now)
         if len(kept) == 1:
             # Nominated there at once: counted now, not when the watch shows it.
@@ -162,7 +157,7 @@ class Engine(HeldPods):
         return kept
 
     def _cleared_for_preemptor(
-        self, policy: Policy, table: Table, pod: PodFacts, now: float
+        self, policy: Policy, pod: PodFacts, now: float
     ) -> frozenset[NodeName]:
         """The nodes where /preempt accepted victims for `pod` that pass without them (the
         scheduler asks again before our watch sees them deleted)."""
@@ -174,16 +169,21 @@ class Engine(HeldPods):
         victims = dict(accepted.victims) if accepted is not None else {}
         if nominated is not None:  # its own room: judged without it, then with it
             victims.setdefault(nominated, {"Pods": [], "NumPDBViolations": 0})
-        cores = self.guard.expected(pod, self._snapshot, now).cores
-        shown = self._shown_use(policy, now, gone_at=accepted.at if accepted else None)
-        kept = passing_after_victims(
-            policy, table, self._snapshot, self._herd, victims, cores, now, shown, pod.uid
+        return frozenset(
+            self._passing_after(policy, pod, victims, now, accepted.at if accepted else None)
         )
-        return frozenset(kept)
 
-    def _shown_use(self, policy: Policy, now: float, gone_at: float | None = None) -> ShownUse:
-        """Cores of a victim's measured use the herd metric shows now (preemption.py);
-        `gone_at`: when the victims were deleted, after which the metric shows them less."""
+    def _passing_after(
+        self,
+        policy: Policy,
+        pod: PodFacts,
+        victims: Mapping[NodeName, object],
+        now: float,
+        gone_at: float | None = None,
+    ) -> dict[NodeName, object]:
+        """preemption.passing_after_victims, with the cores of a victim's measured use the
+        herd metric shows now (`gone_at`: when the victims were deleted, after which the
+        metric shows them less)."""
         snapshot, settle = self._snapshot, self.settings.herd_guard.settle
         window = self.guard.window.seconds
         data_at = data_time(snapshot, [policy.herd_metric]) if policy.herd_metric else None
@@ -209,7 +209,11 @@ class Engine(HeldPods):
                 held = unshown_share(reservation.bound_at, data_at, settle, window)
             return expected.cores * (1.0 - held) * fading
 
-        return shown
+        cores = self.guard.expected(pod, snapshot, now).cores
+        table = self.table(now, policy)
+        return passing_after_victims(
+            policy, table, snapshot, self._herd, victims, cores, now, shown, pod.uid
+        )
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
         """/readyz's metrics section, metric -> detail: ready when every fail-closed metric

@@ -1,12 +1,8 @@
 """Headroom for one more pod: how many cores each node can take before its herd metric
-crosses the filter threshold, indexed so a filter call finds the nodes too small for its pod
-in O(log nodes). Pure.
-
-The table's filter verdict is the same for every pod; whether a node can take *this* pod
-is not: a pod expected to use 4 cores pushes an 8-core node at 60 % past 90 %, a 0.1-core
-pod does not. `Headroom` keeps the passing nodes sorted by their headroom, so the nodes too
-small for a pod expected to use e cores are a prefix of that order (`too_small(e)`), empty
-for most pods, and the common filter call stays a lookup.
+crosses the filter threshold. The table's verdict is the same for every pod; whether a node
+can take *this* pod is not (4 cores push an 8-core node at 60 % past 90 %, 0.1 core does
+not), so the passing nodes are kept sorted by headroom: those too small for a pod are a
+prefix, found in O(log nodes) and empty for most pods. Pure.
 """
 
 from __future__ import annotations

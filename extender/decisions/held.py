@@ -29,11 +29,8 @@ class HeldPods(DecisionState):
         would send elsewhere must not take it first. A pod nominated elsewhere now moves;
         its own filter does not count it against its node (Engine._cleared_for_preemptor).
         Like kube-scheduler's nominator, but for pods of every priority (it counts only
-        those of equal or higher priority than the pod it filters).
-
-        `tentative`: we expect the nomination (/preempt left the scheduler one node) before
-        the pod watch shows it; unless it does within TENTATIVE_SECONDS, the room is freed
-        (the scheduler may have given up, or the pod never existed)."""
+        those of equal or higher priority than the pod it filters). `tentative`: expected
+        from /preempt before the pod watch shows it (TENTATIVE_SECONDS)."""
         if tentative:
             self._tentative[uid] = now + TENTATIVE_SECONDS
         else:
@@ -72,10 +69,8 @@ class HeldPods(DecisionState):
     def unconfirmed(self) -> bool:
         """Pods are counted where we expect them and not seen bound yet: the filter then
         passes only our best node (Engine._shortlisted), so the next pod of the burst goes
-        where it is counted. A guess among several nodes would be wrong whenever the
-        scheduler's own plugins or its random choice among equal totals disagree with our
-        score (measured: a third to half of a 12-pod burst), and each wrong guess overfills
-        the node it was not counted on."""
+        where it is counted: a guess among several nodes is wrong whenever the scheduler's
+        own plugins or its pick among equal totals disagree, and overfills that node."""
         return bool(self._expected)
 
     def expect(self, uid: str, node: NodeName, pod: PodFacts, now: float) -> bool:
@@ -111,11 +106,8 @@ class HeldPods(DecisionState):
             if now < until:
                 break
             self.unexpect(uid, now)
-        if not self._tentative:
-            return
-        for uid, until in list(self._tentative.items()):
-            if now >= until:
-                self.unnominate(uid, now)
+        for uid in [u for u, until in self._tentative.items() if now >= until]:
+            self.unnominate(uid, now)
 
     def resized(self, uid: str, pod: PodFacts, now: float) -> bool:
         """A held pod's CPU request changed (an in-place resize, or its pod-level resources):
