@@ -4,7 +4,7 @@ state.DecisionState; wire.py encodes them. No I/O: it runs on the event loop onl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from itertools import filterfalse
 
 from extender.decisions.estimate import MEASURED
@@ -216,29 +216,10 @@ class Engine(HeldPods):
         )
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
-        """/readyz's metrics section, metric -> detail: ready when every fail-closed metric
-        has fresh values (fail-open ones always serve, a node without data scored neutral)."""
-        detail: dict[str, object] = {}
-        ready = True
-        for policy in self.policies.values():
-            stale = self.table(now, policy).stale
-            for m in policy.metrics:
-                series = self._snapshot.metrics.get(m.name)
-                fetched = series.fetched_at if series else None
-                fresh = m.name not in stale
-                # fail-closed with no fresh values (or empty) filters every node: not ready.
-                if m.on_missing == "fail-closed" and (not fresh or not series or not series.values):
-                    ready = False
-                # One entry per metric: fail-closed in any policy decides.
-                if m.name not in detail or m.on_missing == "fail-closed":
-                    detail[m.name] = {
-                        "fresh": fresh,
-                        "ageSeconds": None if fetched is None else round(now - fetched, 3),
-                        "nodes": len(series.values) if series else 0,
-                        "onMissing": m.on_missing,
-                        "error": series.error if series else None,
-                    }
-        return ready, detail
+        """/readyz's metrics section (`readiness`) over the tables in force."""
+        return readiness(
+            self.policies.values(), self._snapshot, lambda p: self.table(now, p).stale, now
+        )
 
 
 def node_figures(
@@ -334,3 +315,34 @@ def _rejected(table: Table, names: list[str]) -> dict[str, str]:
         if reason is not None:
             failed[n] = reason
     return failed
+
+
+def readiness(
+    policies: Iterable[Policy],
+    snapshot: Snapshot,
+    stale_of: Callable[[Policy], frozenset[str]],
+    now: float,
+) -> tuple[bool, dict[str, object]]:
+    """(ready, metric -> detail): ready when every fail-closed metric has fresh values
+    (fail-open ones always serve, a node without data scored neutral)."""
+    detail: dict[str, object] = {}
+    ready = True
+    for policy in policies:
+        stale = stale_of(policy)
+        for m in policy.metrics:
+            series = snapshot.metrics.get(m.name)
+            fetched = series.fetched_at if series else None
+            fresh = m.name not in stale
+            # fail-closed with no fresh values (or empty) filters every node: not ready.
+            if m.on_missing == "fail-closed" and (not fresh or not series or not series.values):
+                ready = False
+            # One entry per metric: fail-closed in any policy decides.
+            if m.name not in detail or m.on_missing == "fail-closed":
+                detail[m.name] = {
+                    "fresh": fresh,
+                    "ageSeconds": None if fetched is None else round(now - fetched, 3),
+                    "nodes": len(series.values) if series else 0,
+                    "onMissing": m.on_missing,
+                    "error": series.error if series else None,
+                }
+    return ready, detail
