@@ -101,15 +101,12 @@ def plan(
         if pod.facts.scheduler_name not in settings.scheduler_names:
             continue
         why = protection(pod, rules, now)
-        if why is not None:
+        policy = settings.policy_map.get(pod.facts.policy or settings.default.name)
+        if why is not None or policy is None:
+            why = why or "unknown policy"
             out.skipped[why] = out.skipped.get(why, 0) + 1
             continue
-        name = pod.facts.policy or settings.default.name
-        policy = settings.policy_map.get(name)
-        if policy is None:
-            out.skipped["unknown policy"] = out.skipped.get("unknown policy", 0) + 1
-            continue
-        scores = moves.scores(policy, tables[name])
+        scores = moves.scores(policy, tables[policy.name])
         decision, gain = _check(pod, policy, scores, rules, streaks, moves)
         if decision.outcome == "stay":
             out.record(decision)
@@ -156,11 +153,10 @@ class Moves:
         self.made_count = 0
 
     def scores(self, policy: Policy, table: Table) -> NodeScores:
-        scores = self._scores.get(policy.name)
-        if scores is None:
+        if policy.name not in self._scores:
             scores = NodeScores(policy, table, self._snapshot, self._extra, self._now)
             self._scores[policy.name] = scores
-        return scores
+        return self._scores[policy.name]
 
     def cores(self, pod: PodFacts) -> float:
         """The cores the pod is expected to use (estimate.py)."""
@@ -173,11 +169,9 @@ class Moves:
         """What the filter counts the pod's successor at (estimate.expected_cores): a new
         pod, with a new name that has no measured use of its own yet (so "" here), judged by
         its workload's median."""
-        guard = self._settings.herd_guard
-        usage = self._snapshot.usage
-        workload = pod.workload
+        guard, usage = self._settings.herd_guard, self._snapshot.usage
         return expected_cores(
-            pod.namespace, "", lambda: workload, pod.cpu_request, usage, guard, self._now
+            pod.namespace, "", lambda: pod.workload, pod.cpu_request, usage, guard, self._now
         )
 
     def claim(self, pod: PodFacts, scores: NodeScores) -> None:
