@@ -21,7 +21,6 @@ from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
 from extender.decisions.engine import Engine
 from extender.decisions.model import NodeName, PodEvent
-from extender.decisions.pods import PodFacts
 from extender.decisions.resources import PodError
 from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
@@ -67,6 +66,23 @@ def refusal_reason(exc: Exception) -> str | None:
     if any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes or ()):
         return "budget-not-processed" if "being processed" in message else "budget"
     return "throttled"
+
+
+async def listed(
+    kube: KubeAPI, names: list[str], phase: str, read: Callable[[Any], T | None]
+) -> list[T]:
+    """The pods of our scheduler `names` in `phase`, read by `read` (None: not wanted)."""
+    pods: list[T] = []
+    for name in names:
+        async for doc in kube.list_pods(f"spec.schedulerName={name},status.phase={phase}"):
+            try:
+                pod = read(doc)
+            except PodError as exc:  # one malformed object never stops the check
+                log.warning("rebalance: pod skipped: %s", exc)
+                continue
+            if pod is not None:
+                pods.append(pod)
+    return pods
 
 
 class Rebalancer:
@@ -116,9 +132,14 @@ class Rebalancer:
             self._counter.rebalance_cycle("skipped")
             log.debug("rebalance check skipped: not the leader")
             return None
+        names = sorted(self._engine.settings.scheduler_names)
+        now, patience = self._clock(), self._engine.settings.herd_guard.wait_for_room
         try:
-            pods = await self._listed("Running", read_running_pod)
-            waiting = await self._waiting()
+            pods = await listed(self._kube, names, "Running", read_running_pod)
+            # Our pods waiting for room: their room is not a move's to take.
+            waiting = await listed(
+                self._kube, names, "Pending", lambda doc: waits_for_room(doc, now, patience)
+            )
         except Exception as exc:
             self._failed()
             log.warning(
@@ -188,26 +209,6 @@ class Rebalancer:
                 for rest in result.due[index:]:
                     result.record(replace(rest, outcome="held", reason="check stopped"))
                 return
-
-    async def _listed(self, phase: str, read: Callable[[Any], T | None]) -> list[T]:
-        """Our pods in `phase`, read by `read` (None: not wanted)."""
-        pods: list[T] = []
-        for name in sorted(self._engine.settings.scheduler_names):
-            selector = f"spec.schedulerName={name},status.phase={phase}"
-            async for doc in self._kube.list_pods(selector):
-                try:
-                    pod = read(doc)
-                except PodError as exc:  # one malformed object never stops the check
-                    log.warning("rebalance: pod skipped: %s", exc)
-                    continue
-                if pod is not None:
-                    pods.append(pod)
-        return pods
-
-    async def _waiting(self) -> list[PodFacts]:
-        """Our pods waiting for room: their room is not a move's to take."""
-        now, patience = self._clock(), self._engine.settings.herd_guard.wait_for_room
-        return await self._listed("Pending", lambda doc: waits_for_room(doc, now, patience))
 
     async def _budgets(self) -> Budgets:
         """The PodDisruptionBudgets; none when they cannot be listed (logged once a streak:
