@@ -10,7 +10,7 @@ one at a time at their arrival time. After the measured time the run drains
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from extender.rebalancing.plan import plan
@@ -42,14 +42,19 @@ class Rebalancer:
         self.interval = max(1, round(ours.settings.rebalance.interval))
         self._streaks: dict[str, int] = {}
 
-    def check(self, running: Mapping[str, Placed], now: float) -> list[str]:
+    def check(
+        self, running: Mapping[str, Placed], now: float, waiting: Sequence[PodSpec]
+    ) -> list[str]:
         self.ours.ready()
         engine = self.ours.engine
         settings = engine.settings
         pods = [_running(p, self.ours.scheduler_name) for p in running.values()]
         tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
         cores = engine.guard.ledger.node_cores
-        result = plan(settings, pods, tables, engine.snapshot, self._streaks, cores, now)
+        queued = [pod_facts(p, "", self.ours.scheduler_name) for p in waiting]
+        result = plan(
+            settings, pods, tables, engine.snapshot, self._streaks, cores, now, waiting=queued
+        )
         self._streaks = result.streaks
         return [d.pod.facts.uid for d in result.moves]
 
@@ -171,7 +176,9 @@ class Cluster:
         """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
         if self.rebalancer is None or t % self.rebalancer.interval:
             return
-        for uid in self.rebalancer.check(self.live, EPOCH + t):
+        patience = self.rebalancer.ours.settings.herd_guard.wait_for_room
+        waiting = [p for p in self.waiting if t - p.arrival < patience]
+        for uid in self.rebalancer.check(self.live, EPOCH + t, waiting):
             self.moved += 1
             self.offer(self.evict(uid, t), t)
 
