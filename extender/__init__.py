@@ -1,14 +1,8 @@
 """decice-extender: a metrics-aware kube-scheduler extender.
 
-The package is split by concept into subpackages. `PACKAGES` below names each (and the
-subpackages nested in it), says what it is and which of the others it may import;
-`LIBRARIES` says which subpackages may import the outside libraries that tie code to a
-server (the Kubernetes client, Prometheus' client, the HTTP server). Those two maps are
-the one source of the import rules: tests/test_architecture.py checks every import
-against them, and checks that pyproject.toml's import-linter contracts are the ones they
-generate (`python -m tests.architecture --write` rewrites that part of pyproject.toml).
-README.md's Layout names every module; tests/test_docs.py holds it and `PACKAGES` to the
-tree.
+`PACKAGES` and `LIBRARIES` below are the one source of the import rules (README.md,
+Layout): tests/test_architecture.py checks every import against them, and that
+pyproject.toml's import-linter contracts are the ones they generate.
 
 The verbs' path, start to end: service.verbs reads the request, decisions.wire parses it,
 decisions.engine decides from the tables the metrics.refresher built, decisions.wire

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from typing import Any
 
-from extender.cli.common import load
 from extender.policy.fields import ConfigError
+from extender.policy.loading import load_settings
 from extender.policy.settings import Settings
 
 
@@ -54,7 +55,7 @@ def check_config(args: argparse.Namespace) -> int:
     if path is None:
         print("decice-extender check-config: give the policy file: --config FILE", file=sys.stderr)
         return 2
-    settings = load(path)
+    settings = load_settings(path, os.environ)
     problems = policy_problems(settings, args.http_timeout)
     if problems:
         raise ConfigError(problems, path)
@@ -96,7 +97,7 @@ def scores(args: argparse.Namespace) -> int:
     from extender.service.compose import build_service
     from extender.service.logs import quieted
 
-    settings = load(args.config)
+    settings = load_settings(args.config, os.environ)
     kube = connect_kube(settings) if settings.prometheus.node_label == "instance" else None
     service = build_service(settings, kube=kube)
 
@@ -139,7 +140,7 @@ def doctor(args: argparse.Namespace) -> int:
     from extender.errors.causes import describe
     from extender.metrics.providers import PrometheusProvider
 
-    settings = load(args.config)
+    settings = load_settings(args.config, os.environ)
     query: Query | None = None
     build_info: AskBuildInfo | None = None
     if settings.provider == "prometheus":

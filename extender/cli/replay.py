@@ -150,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
 def _replay(
     args: argparse.Namespace, settings: Settings, path: str, query: str, pipeline: Pipeline
 ) -> ReplayReport:
-    from extender.cli.progress import Bar
+    from tqdm import tqdm
+
     from extender.doctor.prometheus import auth_text
     from extender.errors.causes import describe
     from extender.metrics.history import HistoryReader
@@ -181,7 +182,18 @@ def _replay(
         max_memory=args.max_memory,
         jobs=args.jobs,
     )
-    bar = Bar()
+    bars: dict[str, tqdm[Any]] = {}
+
+    def bar(stage: str, done: float) -> None:
+        """A bar per stage on stderr, 0..100 % with its ETA (tqdm), closed at 100 %."""
+        if stage not in bars:
+            bars[stage] = tqdm(total=100, desc=stage, unit="%", file=sys.stderr, dynamic_ncols=True)
+        pct = int(100 * min(1.0, max(0.0, done)))
+        if pct > bars[stage].n:
+            bars[stage].update(pct - bars[stage].n)
+        if pct == 100:
+            bars[stage].close()
+
     began = time.perf_counter()
     try:
         reader = HistoryReader(prometheus)

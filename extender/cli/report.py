@@ -47,9 +47,8 @@ def shadow_report(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace, path: str, text: Any) -> int:
-    """GET a running service's JSON document (through aiohttp, the project's one HTTP
-    client) and print it for a person, or as JSON with --json; 1 when there is no answer
-    or an error answer (the cause on stderr)."""
+    """GET a running service's JSON document and print it for a person (or as JSON with
+    --json); 1 when there is no answer or an error answer (the cause on stderr)."""
     import aiohttp
 
     async def get() -> tuple[int, str, bytes]:
@@ -81,21 +80,6 @@ def _show(args: argparse.Namespace, path: str, text: Any) -> int:
 Row = dict[str, Any]
 
 
-def _value(cell: Row) -> str:
-    value = cell["value"]
-    if value is None:
-        return "-"
-    load = cell.get("herdLoad") or 0.0
-    return f"{value:.4g}" + (f" (+{load:.2f})" if load else "")
-
-
-def _norm(cell: Row) -> str:
-    norm = cell["normalised"]
-    if norm is not None:
-        return f"{norm:.2f}"
-    return "-" if cell["value"] is None else "(cand)"
-
-
 def node_table(rows: Sequence[Row], placed: str | None = None) -> str:
     """NODE, each metric's value (herd load) and normalised value, SCORE, FILTER."""
     if not rows:
@@ -109,7 +93,12 @@ def node_table(rows: Sequence[Row], placed: str | None = None) -> str:
     for r in rows:
         cells = [r["node"]]
         for m in metrics:
-            cells += [_value(r["metrics"][m]), _norm(r["metrics"][m])]
+            value, norm = r["metrics"][m]["value"], r["metrics"][m]["normalised"]
+            load = r["metrics"][m].get("herdLoad") or 0.0
+            cells.append(
+                "-" if value is None else f"{value:.4g}" + (f" (+{load:.2f})" if load else "")
+            )
+            cells.append("-" if value is None else "(cand)" if norm is None else f"{norm:.2f}")
         verdict = "pass" if r["passed"] else f"FAIL {r['reason']}"
         if r.get("detail"):
             verdict += f" ({r['detail']})"
@@ -160,14 +149,11 @@ def report_text(doc: dict[str, Any]) -> str:
     if not kept:
         return f"placements judged: {seen}\nnothing to report yet"
     verdicts = doc.get("verdicts", {})
-    rows: list[tuple[str, str]] = []
-    for label, verdict in VERDICT_LABELS:
-        count = verdicts.get(verdict, 0)
-        rows.append((label, f"{_share(count / kept)} ({count})"))
-    for reason, count in (doc.get("rejected") or {}).items():
-        rows.append((f"  {reason}", f"{_share(count / kept)} ({count})"))
-    for metric, share in (doc.get("over") or {}).items():
-        rows.append((f"onto nodes over the {metric} threshold", _share(share)))
+    counts = [(label, verdicts.get(verdict, 0)) for label, verdict in VERDICT_LABELS]
+    counts += [(f"  {reason}", n) for reason, n in (doc.get("rejected") or {}).items()]
+    rows = [(label, f"{_share(n / kept)} ({n})") for label, n in counts]
+    over = (doc.get("over") or {}).items()
+    rows += [(f"onto nodes over the {metric} threshold", _share(share)) for metric, share in over]
     rows.append(("median score gap (our best - chosen, 0..10)", str(doc.get("medianGap"))))
     lines = [f"placements judged: {seen} (the last {kept} below)", *_aligned(rows)]
     against = doc.get("againstAdvice") or []
@@ -183,31 +169,26 @@ def _aligned(rows: list[tuple[str, str]]) -> list[str]:
     return [f"  {label.ljust(width)}  {value}" for label, value in rows]
 
 
-def _window(seconds: float) -> str:
-    return f"{seconds / 60:g} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} s"
-
-
-def _thresholds(thresholds: dict[str, str | None]) -> str:
-    """ "cpu above 0.9" when every policy has that one; else each policy's."""
-    if len(set(thresholds.values())) == 1 and None not in thresholds.values():
-        return str(next(iter(thresholds.values())))
-    return "; ".join(f"{p}: {t or 'no filter.above, not watched'}" for p, t in thresholds.items())
-
-
 def exceedance_lines(doc: dict[str, Any] | None) -> list[str]:
     """Per verdict and overall, the share of the judged placements whose node went over."""
     if not doc:
         return []
-    head = (
-        f"exceedance: the chosen node over the threshold "
-        f"({_thresholds(doc.get('thresholds') or {})}) within {_window(doc.get('window', 0))}"
-        " after, since the start"
-    )
+    # "cpu above 0.9" when every policy has that one; else each policy's.
+    thresholds: dict[str, str | None] = doc.get("thresholds") or {}
+    if len(set(thresholds.values())) == 1 and None not in thresholds.values():
+        limit = str(next(iter(thresholds.values())))
+    else:
+        limit = "; ".join(
+            f"{p}: {t or 'no filter.above, not watched'}" for p, t in thresholds.items()
+        )
+    seconds = doc.get("window", 0)
+    window = f"{seconds / 60:g} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} s"
+    head = f"exceedance: the chosen node over the threshold ({limit}) within {window}"
     rows = [(label, doc["byVerdict"][verdict]) for label, verdict in VERDICT_LABELS]
     rows.append(("all placements", doc["overall"]))
     shares = [(k, f"{_share(r['share'])} ({r['exceeded']} of {r['judged']})") for k, r in rows]
     return [
-        head,
+        f"{head} after, since the start",
         *_aligned(shares),
         f"  not counted: {doc.get('waiting', 0)} in their window still, "
         f"{doc.get('unobserved', 0)} with no fresh data in it, "

@@ -5,13 +5,14 @@ a whole KubeSchedulerConfiguration (--full), or the RBAC its leader election nee
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 import yaml
 
-from extender.cli.common import load
 from extender.policy import scheduler_config as sc
+from extender.policy.loading import load_settings
 from extender.policy.settings import Settings
 
 
@@ -75,11 +76,8 @@ def add_to(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def scheduler_extender(
     settings: Settings, weight: int, timeout: str, host: str | None
 ) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration `extenders:` entry that fits this policy.
-
-    `host` is where the scheduler dials us (checked by scheduler_config.dial_host); None:
-    the policy's server.host, loopback for a wildcard. IPv6 literals are bracketed.
-    """
+    """The KubeSchedulerConfiguration `extenders:` entry that fits this policy; `host` (from
+    dial_host) None: the policy's server.host, loopback for a wildcard."""
     server = settings.server
     scheme = "https" if server.tls.enabled else "http"
     address = sc.url_host(host) if host else sc.scheduler_dials(server.host)
@@ -137,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(sc.rbac_header(lease, namespace))
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
         return 0
-    settings = load(args.config)
+    settings = load_settings(args.config, os.environ)
     weight = sc.DEFAULT_WEIGHT if args.weight is None else args.weight
     timeout = args.http_timeout or sc.DEFAULT_HTTP_TIMEOUT
     entry = scheduler_extender(settings, weight, timeout, args.host)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import socket
 import ssl
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -133,14 +134,8 @@ def rebalance(args: argparse.Namespace) -> int:
 
     def starting(settings: Settings, sha256: str) -> dict[str, Any]:
         rules = settings.rebalance
-        leader = _elector(
-            settings,
-            rules.lease_name,
-            rules.lease_namespace,
-            lease_duration=rules.lease_duration,
-            renew_deadline=rules.renew_deadline,
-            retry_period=rules.retry_period,
-        )
+        timings = rules.model_dump(include={"lease_duration", "renew_deadline", "retry_period"})
+        leader = _elector(settings, rules.lease_name, rules.lease_namespace, **timings)
         log.info(
             "decice-extender rebalancer starting: policy %s (sha256 %s), mode %s, every %gs, "
             "margin %d, sustain %d, lease %s/%s as %s",
@@ -208,21 +203,16 @@ def _elector(settings: Settings, name: str, namespace: str | None, **timings: An
     from extender.cluster.client import load_api_client
     from extender.cluster.leader.elector import LeaderElector
 
+    own = ""
+    with contextlib.suppress(OSError):
+        own = os.environ.get("POD_NAMESPACE") or SERVICE_ACCOUNT_NAMESPACE.read_text("utf-8")
     return LeaderElector(
         load_api_client(settings.kubernetes.kubeconfig),
         name=name,
-        namespace=namespace or _own_namespace(os.environ),
+        namespace=namespace or own.strip() or "default",
         identity=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
         **timings,
     )
-
-
-def _own_namespace(environ: Mapping[str, str]) -> str:
-    try:
-        own = environ.get("POD_NAMESPACE") or SERVICE_ACCOUNT_NAMESPACE.read_text("utf-8")
-    except OSError:
-        own = ""
-    return own.strip() or "default"
 
 
 def run_servers(

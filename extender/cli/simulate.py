@@ -109,13 +109,13 @@ def fail(command: str, message: str, code: int = 2) -> int:
 
 def policy(command: str, args: argparse.Namespace) -> tuple[str, Settings] | None:
     """The policy's path and settings, or None after saying the shipped one is not here."""
-    from extender.cli.common import load
+    from extender.policy.loading import load_settings
 
     if args.config is None and not SHIPPED.is_file():
         fail(command, "the shipped config/extender.yaml is not here; pass --config POLICY")
         return None
     path = args.config or str(SHIPPED)
-    return path, load(path)
+    return path, load_settings(path, os.environ)
 
 
 def emit(args: argparse.Namespace, text: str, document: Any, drawn: Callable[[Path], None]) -> None:
@@ -172,7 +172,8 @@ def _plan(args: argparse.Namespace, settings: Settings) -> Plan:
 
 
 def run(args: argparse.Namespace) -> int:
-    from extender.cli.progress import counter
+    from tqdm import tqdm
+
     from extender.simulation.experiment import run_plan
     from extender.simulation.report import build_report, describe, render, to_json
 
@@ -204,8 +205,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     started = time.perf_counter()
-    jobs = min(args.jobs, len(plan.scenarios) * len(plan.seeds))
-    bar = counter(len(plan.scenarios) * len(plan.seeds), "simulating", "run")
+    runs = len(plan.scenarios) * len(plan.seeds)
+    jobs = min(args.jobs, runs)
+    bar = tqdm(total=runs, desc="simulating", unit="run", file=sys.stderr, dynamic_ncols=True)
 
     def finished(key: tuple[str, int], _: Runs) -> None:
         bar.set_postfix_str(f"{key[0]} seed {key[1]} done", refresh=False)

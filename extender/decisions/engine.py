@@ -4,7 +4,7 @@ state.DecisionState; wire.py encodes them. No I/O: it runs on the event loop onl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from itertools import filterfalse
 
 from extender.decisions.estimate import MEASURED
@@ -13,13 +13,11 @@ from extender.decisions.held import HeldPods
 from extender.decisions.herd import data_time, unshown_share
 from extender.decisions.model import FilterDecision, NodeName, Priorities, Snapshot
 from extender.decisions.pods import CANDIDATES_KEPT_UP_TO, PodFacts, PodMemo, api_time, shown
-from extender.decisions.preemption import ShownUse, passing_after_victims
-from extender.decisions.readiness import readiness
+from extender.decisions.preemption import passing_after_victims
 from extender.decisions.scoring import has_candidates_metric, score_candidates, tie_start, top_hosts
 from extender.decisions.shortlist import shortlist, shortlist_size
 from extender.decisions.state import NOMINATED
 from extender.decisions.table import Table
-from extender.decisions.turnedaway import TurnedAwayPods
 from extender.decisions.wire import NO_SCORES, ExtenderArgs, PreemptionArgs
 from extender.policy.policies import Policy
 
@@ -43,7 +41,7 @@ class Engine(HeldPods):
             return FilterDecision(failed=dict.fromkeys(names, reason))
         table = self.table(now, policy)
         failed = _rejected(table, names)
-        cleared = self._cleared_for_preemptor(policy, table, args.pod, now)
+        cleared = self._cleared_for_preemptor(policy, args.pod, now)
         if cleared:
             failed = {n: r for n, r in failed.items() if n not in cleared}
         tight, needs = self.guard.fit(policy, table, args.pod, names, failed, self._snapshot, now)
@@ -74,10 +72,15 @@ class Engine(HeldPods):
         self.pods.remember(
             _memo(args, policy, table, rejected, self._snapshot, now, since, shortlisted)
         )
-        if self.turned_away is not None:
-            waits = since is not None and overflow is None
-            until = since + self.settings.herd_guard.wait_for_room if waits else None  # type: ignore[operator]
-            _track(self.turned_away, args.pod, names, len(rejected), table, now, needs, until)
+        pod, away = args.pod, self.turned_away
+        if away is not None and since is not None and len(rejected) == len(names):
+            # Turned away from every node (an overflow node passes): kept for the requeue.
+            until = since + self.settings.herd_guard.wait_for_room
+            away.remember(
+                pod.uid, pod.namespace, pod.name, names, now, table.evals.keys(), needs, until
+            )
+        elif away is not None:
+            away.forget(pod.uid)
         return FilterDecision(failed=failed, passed=passed)
 
     def _shortlisted(
@@ -145,12 +148,7 @@ class Engine(HeldPods):
         policy = self.policy_of(args.pod)
         if policy is None:
             return {}
-        table = self.table(now, policy)
-        cores = self.guard.expected(args.pod, self._snapshot, now).cores
-        shown = self._shown_use(policy, now)
-        kept = passing_after_victims(
-            policy, table, self._snapshot, self._herd, args.victims, cores, now, shown, args.pod.uid
-        )
+        kept = self._passing_after(policy, args.pod, args.victims, now)
         self.preemptions.remember(args.pod.uid, kept, now)
         if len(kept) == 1:
             # Nominated there at once: counted now, not when the watch shows it.
@@ -159,7 +157,7 @@ class Engine(HeldPods):
         return kept
 
     def _cleared_for_preemptor(
-        self, policy: Policy, table: Table, pod: PodFacts, now: float
+        self, policy: Policy, pod: PodFacts, now: float
     ) -> frozenset[NodeName]:
         """The nodes where /preempt accepted victims for `pod` that pass without them (the
         scheduler asks again before our watch sees them deleted)."""
@@ -171,16 +169,21 @@ class Engine(HeldPods):
         victims = dict(accepted.victims) if accepted is not None else {}
         if nominated is not None:  # its own room: judged without it, then with it
             victims.setdefault(nominated, {"Pods": [], "NumPDBViolations": 0})
-        cores = self.guard.expected(pod, self._snapshot, now).cores
-        shown = self._shown_use(policy, now, gone_at=accepted.at if accepted else None)
-        kept = passing_after_victims(
-            policy, table, self._snapshot, self._herd, victims, cores, now, shown, pod.uid
+        return frozenset(
+            self._passing_after(policy, pod, victims, now, accepted.at if accepted else None)
         )
-        return frozenset(kept)
 
-    def _shown_use(self, policy: Policy, now: float, gone_at: float | None = None) -> ShownUse:
-        """Cores of a victim's measured use the herd metric shows now (preemption.py);
-        `gone_at`: when the victims were deleted, after which the metric shows them less."""
+    def _passing_after(
+        self,
+        policy: Policy,
+        pod: PodFacts,
+        victims: Mapping[NodeName, object],
+        now: float,
+        gone_at: float | None = None,
+    ) -> dict[NodeName, object]:
+        """preemption.passing_after_victims, with the cores of a victim's measured use the
+        herd metric shows now (`gone_at`: when the victims were deleted, after which the
+        metric shows them less)."""
         snapshot, settle = self._snapshot, self.settings.herd_guard.settle
         window = self.guard.window.seconds
         data_at = data_time(snapshot, [policy.herd_metric]) if policy.herd_metric else None
@@ -206,10 +209,14 @@ class Engine(HeldPods):
                 held = unshown_share(reservation.bound_at, data_at, settle, window)
             return expected.cores * (1.0 - held) * fading
 
-        return shown
+        cores = self.guard.expected(pod, snapshot, now).cores
+        table = self.table(now, policy)
+        return passing_after_victims(
+            policy, table, snapshot, self._herd, victims, cores, now, shown, pod.uid
+        )
 
     def readiness(self, now: float) -> tuple[bool, dict[str, object]]:
-        """Ready when every fail-closed metric has fresh values (fail-open ones always serve)."""
+        """/readyz's metrics section (`readiness`) over the tables in force."""
         return readiness(
             self.policies.values(), self._snapshot, lambda p: self.table(now, p).stale, now
         )
@@ -261,25 +268,6 @@ def _waiting_since(memo: PodMemo | None, pod: PodFacts, now: float) -> float:
     return now if since is None else since
 
 
-def _track(
-    turned_away: TurnedAwayPods,
-    pod: PodFacts,
-    names: list[str],
-    failed: int,
-    table: Table,
-    now: float,
-    needs: float = 0.0,
-    until: float | None = None,
-) -> None:
-    """Remember a pod turned away from every node for the requeue; forget one that passed."""
-    if names and failed == len(names):
-        known = table.evals.keys()
-        room = needs if until is not None else 0.0
-        turned_away.remember(pod.uid, pod.namespace, pod.name, names, now, known, room, until)
-    else:
-        turned_away.forget(pod.uid)
-
-
 def _scored(policy: Policy, table: Table, args: ExtenderArgs, max_hosts: int | None) -> Priorities:
     """Prioritize scored per request: over its own candidates, or its best `max_hosts`."""
     names = args.names
@@ -327,3 +315,34 @@ def _rejected(table: Table, names: list[str]) -> dict[str, str]:
         if reason is not None:
             failed[n] = reason
     return failed
+
+
+def readiness(
+    policies: Iterable[Policy],
+    snapshot: Snapshot,
+    stale_of: Callable[[Policy], frozenset[str]],
+    now: float,
+) -> tuple[bool, dict[str, object]]:
+    """(ready, metric -> detail): ready when every fail-closed metric has fresh values
+    (fail-open ones always serve, a node without data scored neutral)."""
+    detail: dict[str, object] = {}
+    ready = True
+    for policy in policies:
+        stale = stale_of(policy)
+        for m in policy.metrics:
+            series = snapshot.metrics.get(m.name)
+            fetched = series.fetched_at if series else None
+            fresh = m.name not in stale
+            # fail-closed with no fresh values (or empty) filters every node: not ready.
+            if m.on_missing == "fail-closed" and (not fresh or not series or not series.values):
+                ready = False
+            # One entry per metric: fail-closed in any policy decides.
+            if m.name not in detail or m.on_missing == "fail-closed":
+                detail[m.name] = {
+                    "fresh": fresh,
+                    "ageSeconds": None if fetched is None else round(now - fetched, 3),
+                    "nodes": len(series.values) if series else 0,
+                    "onMissing": m.on_missing,
+                    "error": series.error if series else None,
+                }
+    return ready, detail

@@ -12,7 +12,13 @@ from typing import Any
 from extender.decisions.headroom import fit_rule
 from extender.decisions.model import NodeName, Snapshot
 from extender.decisions.pods import PodMemo
-from extender.decisions.scoring import evaluate_node, normalise_range, range_score, score_candidates
+from extender.decisions.scoring import (
+    evaluate_node,
+    has_candidates_metric,
+    normalise_range,
+    range_score,
+    score_candidates,
+)
 from extender.policy.policies import MetricSettings, Policy
 from extender.policy.settings import Settings
 
@@ -48,7 +54,7 @@ def explain_nodes(
     nodes the decision turned away for the pod's size (they pass the table)."""
     evals = [evaluate_node(policy, snapshot, n, stale, herd, now) for n in nodes]
     rule = fit_rule(policy) if too_small else None
-    if any(m.normalize == "candidates" for m in policy.metrics):
+    if has_candidates_metric(policy):
         scores = score_candidates(policy, evals)
     else:
         scores = [range_score(policy, e) for e in evals]
@@ -164,8 +170,10 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
         "takenAt": snapshot.taken_at,
         "ageSecondsAtDecision": round(memo.at - snapshot.taken_at, 3),
     }
-    nodes = list(memo.candidates) if memo.candidates is not None else sorted(_nodes_of(snapshot))
-    if memo.candidates is None:
+    if memo.candidates is not None:
+        nodes = list(memo.candidates)
+    else:
+        nodes = sorted({n for series in snapshot.metrics.values() for n in series.values})
         doc["candidatesListed"] = "the snapshot's nodes (the request named more than 256)"
     rows = explain_nodes(
         memo.policy, snapshot, memo.stale, memo.herd, nodes, memo.at, too_small=memo.rejected
@@ -178,7 +186,3 @@ def explain_pod(settings: Settings, memo: PodMemo, now: float) -> Document:
     doc["nodes"] = shown
     doc["omitted"] = len(rows) - len(shown)
     return doc
-
-
-def _nodes_of(snapshot: Snapshot) -> set[NodeName]:
-    return {n for series in snapshot.metrics.values() for n in series.values}

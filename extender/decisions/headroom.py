@@ -1,12 +1,8 @@
 """Headroom for one more pod: how many cores each node can take before its herd metric
-crosses the filter threshold, indexed so a filter call finds the nodes too small for its pod
-in O(log nodes). Pure.
-
-The table's filter verdict is the same for every pod; whether a node can take *this* pod
-is not: a pod expected to use 4 cores pushes an 8-core node at 60 % past 90 %, a 0.1-core
-pod does not. `Headroom` keeps the passing nodes sorted by their headroom, so the nodes too
-small for a pod expected to use e cores are a prefix of that order (`too_small(e)`), empty
-for most pods, and the common filter call stays a lookup.
+crosses the filter threshold. The table's verdict is the same for every pod; whether a node
+can take *this* pod is not (4 cores push an 8-core node at 60 % past 90 %, 0.1 core does
+not), so the passing nodes are kept sorted by headroom: those too small for a pod are a
+prefix, found in O(log nodes) and empty for most pods. Pure.
 """
 
 from __future__ import annotations
@@ -67,6 +63,12 @@ class Headroom:
     def of(cls, by_node: Mapping[NodeName, float]) -> Headroom:
         return cls(dict(by_node), sorted((r, n) for n, r in by_node.items()))
 
+    @classmethod
+    def index(cls, rule: FitRule, evals: Mapping[NodeName, NodeEval], sizes: Sizes) -> Headroom:
+        """Every node of `evals` that has a headroom figure."""
+        found = headroom_of(rule, evals, evals, sizes)
+        return cls.of({n: r for n, r in found.items() if r is not None})
+
     def too_small(self, cores: float) -> list[NodeName]:
         """The indexed nodes with less headroom than `cores`."""
         return self._names[: bisect_left(self._cores, cores)]
@@ -119,31 +121,21 @@ class Sizes:
         return self.cores.get(node) or self.default
 
 
-def node_headroom(rule: FitRule, e: NodeEval, cores: float) -> float | None:
-    """Cores a node can take before `rule`'s metric crosses its threshold; None when the
-    node is not indexed (the filter rejects it anyway, or it has no value to judge by)."""
-    value = e.values[rule.index]
-    if e.reason is not None or value is None:
-        return None
-    return (rule.above - value) * cores
-
-
 def headroom_of(
     rule: FitRule, evals: Mapping[NodeName, NodeEval], nodes: Iterable[NodeName], sizes: Sizes
 ) -> dict[NodeName, float | None]:
-    """node -> its headroom (None: not indexed), for `nodes`."""
+    """node -> cores it can take before `rule`'s metric crosses its threshold, for `nodes`;
+    None when not indexed (the filter rejects it anyway, or no value or size to judge by)."""
     out: dict[NodeName, float | None] = {}
     for n in nodes:
-        size = sizes.of(n)
-        out[n] = None if size is None else node_headroom(rule, evals[n], size)
+        e, size = evals[n], sizes.of(n)
+        value = None if e.reason is not None else e.values[rule.index]
+        out[n] = None if size is None or value is None else (rule.above - value) * size
     return out
 
 
 def tight_nodes(
-    headroom: Headroom,
-    needs: float,
-    names: Sequence[NodeName],
-    failed: Mapping[NodeName, str],
+    headroom: Headroom, needs: float, names: Sequence[NodeName], failed: Mapping[NodeName, str]
 ) -> set[NodeName]:
     """The asked nodes (`names`) too small for a pod that needs `needs` cores, less those
     the filter rejects anyway."""
@@ -157,10 +149,7 @@ def tight_nodes(
 
 
 def overflow_node(
-    rule: FitRule,
-    evals: Mapping[NodeName, NodeEval],
-    candidates: Iterable[NodeName],
-    sizes: Sizes,
+    rule: FitRule, evals: Mapping[NodeName, NodeEval], candidates: Iterable[NodeName], sizes: Sizes
 ) -> NodeName | None:
     """The node with the most headroom (cores under the threshold, negative above it) of
     `candidates`, for a pod that has waited `herdGuard.waitForRoom` for room on any node:

@@ -1,6 +1,6 @@
 """Pods the herd guard holds as they change before the metric shows them: expected on the
 node our prioritize answer ranks first, nominated to a node (kube-scheduler keeps the room
-for a preemptor there), landed, or resized in place.
+for a preemptor there), or resized in place (one landed: DecisionState.reserve).
 
 `HeldPods` adds these to the state (state.DecisionState); the pod watch (cluster.podwatch),
 /prioritize and /preempt (engine.Engine) tell them. Pure: `now` is passed in.
@@ -21,29 +21,6 @@ no longer."""
 
 
 class HeldPods(DecisionState):
-    def reserve(
-        self,
-        uid: str,
-        node: NodeName,
-        cores: float | None,
-        now: float,
-        source: str = "bind",
-        *,
-        pod: PodFacts | None = None,
-        assigned_at: float | None = None,
-    ) -> bool:
-        """A placed pod counted (state.DecisionState.reserve); one held as nominated or
-        expected that our bind or the pod watch now shows placed counts as placed, from its
-        bind, on the node it went to (where we expected it, or elsewhere)."""
-        held = self._herd.reservations.get(uid)
-        if held is not None and held.source != source and held.source in (NOMINATED, EXPECTED):
-            self.release(uid, now)
-            if held.source == NOMINATED:
-                self.nominations(uid, False)
-                self._tentative.pop(uid, None)
-            self._expected.pop(uid, None)
-        return super().reserve(uid, node, cores, now, source, pod=pod, assigned_at=assigned_at)
-
     def nominate(
         self, uid: str, node: NodeName, pod: PodFacts, now: float, *, tentative: bool = False
     ) -> bool:
@@ -52,11 +29,8 @@ class HeldPods(DecisionState):
         would send elsewhere must not take it first. A pod nominated elsewhere now moves;
         its own filter does not count it against its node (Engine._cleared_for_preemptor).
         Like kube-scheduler's nominator, but for pods of every priority (it counts only
-        those of equal or higher priority than the pod it filters).
-
-        `tentative`: we expect the nomination (/preempt left the scheduler one node) before
-        the pod watch shows it; unless it does within TENTATIVE_SECONDS, the room is freed
-        (the scheduler may have given up, or the pod never existed)."""
+        those of equal or higher priority than the pod it filters). `tentative`: expected
+        from /preempt before the pod watch shows it (TENTATIVE_SECONDS)."""
         if tentative:
             self._tentative[uid] = now + TENTATIVE_SECONDS
         else:
@@ -95,10 +69,8 @@ class HeldPods(DecisionState):
     def unconfirmed(self) -> bool:
         """Pods are counted where we expect them and not seen bound yet: the filter then
         passes only our best node (Engine._shortlisted), so the next pod of the burst goes
-        where it is counted. A guess among several nodes would be wrong whenever the
-        scheduler's own plugins or its random choice among equal totals disagree with our
-        score (measured: a third to half of a 12-pod burst), and each wrong guess overfills
-        the node it was not counted on."""
+        where it is counted: a guess among several nodes is wrong whenever the scheduler's
+        own plugins or its pick among equal totals disagree, and overfills that node."""
         return bool(self._expected)
 
     def expect(self, uid: str, node: NodeName, pod: PodFacts, now: float) -> bool:
@@ -134,11 +106,8 @@ class HeldPods(DecisionState):
             if now < until:
                 break
             self.unexpect(uid, now)
-        if not self._tentative:
-            return
-        for uid, until in list(self._tentative.items()):
-            if now >= until:
-                self.unnominate(uid, now)
+        for uid in [u for u, until in self._tentative.items() if now >= until]:
+            self.unnominate(uid, now)
 
     def resized(self, uid: str, pod: PodFacts, now: float) -> bool:
         """A held pod's CPU request changed (an in-place resize, or its pod-level resources):

@@ -18,17 +18,10 @@ def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
         return False
     for expression in selector.get("matchExpressions") or ():
         key = expression.get("key")
-        operator = expression.get("operator")
-        values = expression.get("values") or ()
         present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
+        listed = present and labels[key] in (expression.get("values") or ())
+        holds = {"In": listed, "NotIn": not listed, "Exists": present, "DoesNotExist": not present}
+        # An operator the API rejects: the selector selects nothing we can judge.
+        if not holds.get(expression.get("operator"), False):
             return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False  # the API rejects such a selector: it selects nothing we can judge
     return True

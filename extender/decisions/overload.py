@@ -72,7 +72,7 @@ def trend_of(
             or now - series.fetched_at > w.max_age
         )
         value = metric_value(series, node, stale, 0.0)
-        if value is None or math.isnan(value):
+        if value is None:  # missing, stale or not finite
             return None
         margin = value - w.above
         if hottest is None or margin > hottest[0]:

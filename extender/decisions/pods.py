@@ -115,6 +115,8 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         spec = {}
     if not isinstance(spec, dict):
         raise PodError(f"{where}.spec: must be an object")
+    if not isinstance(annotations := meta.get("annotations"), dict):
+        annotations = {}
     return PodFacts(
         uid=_str(meta, "uid", f"{where}.metadata"),
         name=_str(meta, "name", f"{where}.metadata", required=True),
@@ -122,17 +124,12 @@ def read_pod(pod: Any, where: str = "Pod") -> PodFacts:
         scheduler_name=_str(spec, "schedulerName", f"{where}.spec") or DEFAULT_SCHEDULER,
         cpu_request=cpu_request(spec, f"{where}.spec", status=pod.get("status")),
         node_name=_str(spec, "nodeName", f"{where}.spec"),
-        policy=_policy_of(meta.get("annotations")),
+        policy=policy if isinstance(policy := annotations.get(POLICY_ANNOTATION), str) else None,
         owners=meta.get("ownerReferences"),
         labels=meta.get("labels"),
         prefers=prefers_nodes(spec),
         created=meta.get("creationTimestamp"),
     )
-
-
-def _policy_of(annotations: Any) -> str | None:
-    value = annotations.get(POLICY_ANNOTATION) if isinstance(annotations, dict) else None
-    return value if isinstance(value, str) else None
 
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -271,9 +268,6 @@ class Preemptions:
             del self._by_uid[uid]
             return None
         return found
-
-    def forget(self, uid: str) -> None:
-        self._by_uid.pop(uid, None)
 
     def __len__(self) -> int:
         return len(self._by_uid)

@@ -62,16 +62,11 @@ def _cpu_of(resources: Any) -> float | None:
     return _cpu_in(resources.get("requests") if isinstance(resources, dict) else None)
 
 
-def _containers(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
+def _list(value: Any, where: str = "") -> list[Any]:
+    """A list field; malformed: empty, or with `where` a PodError."""
+    if where and value is not None and not isinstance(value, list):
         raise PodError(f"{where}: must be a list")
-    return value
-
-
-def _resources(container: Any) -> Any:
-    return container.get("resources") if isinstance(container, dict) else None
+    return value if isinstance(value, list) else []
 
 
 def _most(*values: float | None) -> float | None:
@@ -84,20 +79,27 @@ class _Statuses:
     (KEP-1287): what each runs with and what is allocated to it."""
 
     def __init__(self, status: Any) -> None:
-        self.by_name: dict[str, Any] = {}
-        if not isinstance(status, dict):
-            status = {}
-        for key in ("containerStatuses", "initContainerStatuses"):
-            found = status.get(key)
-            for cs in found if isinstance(found, list) else ():
-                if isinstance(cs, dict) and isinstance(cs.get("name"), str):
-                    self.by_name[cs["name"]] = cs
-        self.infeasible = _resize_infeasible(status)
+        status = status if isinstance(status, dict) else {}
+        self.by_name = {
+            cs["name"]: cs
+            for key in ("containerStatuses", "initContainerStatuses")
+            for cs in _list(status.get(key))
+            if isinstance(cs, dict) and isinstance(cs.get("name"), str)
+        }
+        # component-helpers `IsPodResizeInfeasible`.
+        pending = [
+            c
+            for c in _list(status.get("conditions"))
+            if isinstance(c, dict) and c.get("type") == "PodResizePending"
+        ]
+        self.infeasible = bool(pending) and pending[0].get("reason") == "Infeasible"
 
     def cpu(self, container: Any) -> float | None:
         """component-helpers `determineContainerReqs` (an Infeasible resize: what runs)."""
-        asked = _cpu_of(_resources(container))
-        name = container.get("name") if isinstance(container, dict) else None
+        if not isinstance(container, dict):
+            return None
+        asked = _cpu_of(container.get("resources"))
+        name = container.get("name")
         cs = self.by_name.get(name) if isinstance(name, str) else None
         if cs is None or not isinstance(cs.get("resources"), dict):
             return asked  # the kubelet reported no resources for it: the spec counts
@@ -106,15 +108,6 @@ class _Statuses:
         if self.infeasible:
             return _most(running, allocated)
         return _most(asked, running, allocated)
-
-
-def _resize_infeasible(status: dict[str, Any]) -> bool:
-    """component-helpers `IsPodResizeInfeasible`."""
-    conditions = status.get("conditions")
-    for condition in conditions if isinstance(conditions, list) else ():
-        if isinstance(condition, dict) and condition.get("type") == "PodResizePending":
-            return condition.get("reason") == "Infeasible"
-    return False
 
 
 def cpu_request(
@@ -128,16 +121,18 @@ def cpu_request(
     Upstream: kubernetes staging/src/k8s.io/component-helpers/resource/helpers.go
     (PodRequests, AggregateContainerRequests, determineContainerReqs)."""
     statuses, seen, total = _Statuses(status), False, 0.0
-    for c in _containers(spec.get("containers"), f"{where}.containers"):
+    for c in _list(spec.get("containers"), f"{where}.containers"):
         cpu = statuses.cpu(c)
         if cpu is not None:
             seen = True
             total += cpu
     sidecars = init_peak = 0.0
-    for c in _containers(spec.get("initContainers"), f"{where}.initContainers"):
-        sidecar = isinstance(c, dict) and c.get("restartPolicy") == "Always"
+    for c in _list(spec.get("initContainers"), f"{where}.initContainers"):
+        if not isinstance(c, dict):
+            continue  # no request: it cannot raise the peak
+        sidecar = c.get("restartPolicy") == "Always"
         # Only sidecars keep running, so only their resizes count.
-        cpu = statuses.cpu(c) if sidecar else _cpu_of(_resources(c))
+        cpu = statuses.cpu(c) if sidecar else _cpu_of(c.get("resources"))
         if cpu is not None:
             seen = True
         amount = cpu or 0.0

@@ -18,7 +18,7 @@ import math
 import statistics
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Any, Literal
 
@@ -195,14 +195,12 @@ class Watch:
         }
 
 
+@dataclass(slots=True)
 class _Node:
     """The placements waiting on one node (for one threshold), oldest first."""
 
-    __slots__ = ("seen_at", "waiting")
-
-    def __init__(self) -> None:
-        self.waiting: deque[Watch] = deque()
-        self.seen_at = -math.inf  # the last snapshot with a fresh value of the node
+    waiting: deque[Watch] = field(default_factory=deque)
+    seen_at: float = -math.inf  # the last snapshot with a fresh value of the node
 
 
 class Exceedances:

@@ -158,7 +158,16 @@ class DecisionState:
         assigned_at: float | None = None,
     ) -> bool:
         """Herd guard: count a placed pod on its node until the metric shows it, once per
-        UID; its expected use from `pod`, else our filter call's, else `cores`."""
+        UID; its expected use from `pod`, else our filter call's, else `cores`. One held as
+        nominated or expected (decisions.held) that our bind or the pod watch now shows
+        placed counts as placed, from its bind, on the node it went to."""
+        held = self._herd.reservations.get(uid)
+        if held is not None and held.source != source and held.source in (NOMINATED, EXPECTED):
+            self.release(uid, now)
+            if held.source == NOMINATED:
+                self.nominations(uid, False)
+                self._tentative.pop(uid, None)
+            self._expected.pop(uid, None)
         memo = self.pods.get(uid) if pod is None else None
         facts = pod or (memo.facts if memo is not None else PodFacts(uid, "", "", "", cores))
         expectation = self.guard.reserve(uid, node, facts, self._snapshot, now, source, assigned_at)
@@ -184,7 +193,8 @@ class DecisionState:
         not keep their policy; one that still fails is turned away again)."""
         if self.turned_away is None or not len(self.turned_away):
             return []
-        table, headroom = self.table(now), self.table(now).headroom
+        table = self.table(now)
+        headroom = table.headroom
         room, most = (headroom.for_node, headroom.most()) if headroom is not None else (None, 0.0)
         return self.turned_away.recovered(table.passes, table.ok, now, room, most)
 

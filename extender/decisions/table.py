@@ -143,11 +143,8 @@ def build_table(
     scores = {n: range_score(policy, e) for n, e in evals.items()}
     fragments = Fragments({n: host_priority(n, s) for n, s in scores.items()}, unknown_score)
     ok = frozenset(n for n, e in evals.items() if e.reason is None)
-    rule = fit_rule(policy) if sizes is not None else None
-    headroom = None
-    if rule is not None and sizes is not None:
-        found = headroom_of(rule, evals, evals, sizes)
-        headroom = Headroom.of({n: r for n, r in found.items() if r is not None})
+    rule = fit_rule(policy)
+    headroom = Headroom.index(rule, evals, sizes) if rule and sizes is not None else None
     return Table(
         stale=stale,
         evals=evals,
@@ -188,8 +185,7 @@ def patch_table(
     evals = dict(table.evals)
     for n in changed:
         evals[n] = evaluate_node(policy, snapshot, n, table.stale, herd, now)
-    headroom = table.headroom
-    rule = fit_rule(policy) if headroom is not None and sizes is not None else None
+    headroom, rule = table.headroom, fit_rule(policy)
     if headroom is not None and rule is not None and sizes is not None:
         headroom = headroom.with_changes(headroom_of(rule, evals, changed, sizes))
     # Most binds move a node's load within its score's step: then the maps and answers
@@ -205,24 +201,13 @@ def patch_table(
         fragments[n] = host_priority(n, scores[n])
     # Copied only when a verdict changed: `ok` stays the same object, which
     # Engine.prioritize compares by identity to answer whole.
-    reasons = table.reasons
+    reasons, passing = table.reasons, table.ok
     if any(reasons.get(n) != evals[n].reason for n in moved):
-        reasons = dict(reasons)
-        for n in moved:
-            reason = evals[n].reason
-            if reason is None:
-                reasons.pop(n, None)
-            else:
-                reasons[n] = reason
-    passing = table.ok
+        changed_reasons = {n: evals[n].reason for n in moved}
+        reasons = {n: r for n, r in {**reasons, **changed_reasons}.items() if r is not None}
     if any((n in passing) != (evals[n].reason is None) for n in moved):
-        ok = set(passing)
-        for n in moved:
-            if evals[n].reason is None:
-                ok.add(n)
-            else:
-                ok.discard(n)
-        passing = frozenset(ok)
+        cleared = {n for n in moved if evals[n].reason is None}
+        passing = passing.difference(moved).union(cleared)
     if len(moved) > RESORT_ABOVE:
         ranking = _ranking(scores, passing)
     else:  # a copy, then each changed node moved to its place: O(nodes) memmove at worst
@@ -264,8 +249,7 @@ class PolicyTables:
             if table is None or rule is None:
                 continue
             if table.headroom is None or old is None:
-                found = headroom_of(rule, table.evals, table.evals, sizes)
-                headroom = Headroom.of({n: r for n, r in found.items() if r is not None})
+                headroom = Headroom.index(rule, table.evals, sizes)
             else:
                 moved = [n for n in table.evals if old.of(n) != sizes.of(n)]
                 headroom = table.headroom.with_changes(headroom_of(rule, table.evals, moved, sizes))

@@ -197,30 +197,20 @@ def encode_filter(args: ExtenderArgs, decision: FilterDecision) -> bytes:
     FailedAndUnresolvableNodes: preemption cannot bring load or a metric back in time, and
     kube-scheduler's picks victims by its own Filter plugins, which these nodes passed.
     A shortlist's left-out nodes get no reason (the answer stays small)."""
-    rejected = decision.failed
-    names = args.names
-    shortlisted = decision.passed
-    nodes, passed = args.node_list, None
-    if nodes is None:
-        if shortlisted is not None:
-            passed = list(shortlisted)
-        elif rejected:
-            passed = list(filterfalse(rejected.__contains__, names))
-        else:
-            passed = names
-    elif shortlisted is not None or rejected:  # else the list goes back as it came
-        kept_names = frozenset(shortlisted) if shortlisted is not None else None
-        items = zip(nodes["items"], names, strict=True)
-        kept = [
-            item
-            for item, n in items
-            if (n in kept_names if kept_names is not None else n not in rejected)
-        ]
+    rejected, shortlisted, names = decision.failed, decision.passed, args.names
+    if shortlisted is not None:
+        passed = list(shortlisted)
+    else:
+        passed = list(filterfalse(rejected.__contains__, names)) if rejected else names
+    nodes = args.node_list
+    if nodes is not None and passed is not names:  # the list back without the others
+        keep = frozenset(passed)
+        kept = [item for item, n in zip(nodes["items"], names, strict=True) if n in keep]
         nodes = {"metadata": nodes.get("metadata", {}), "items": kept}
     return orjson.dumps(
         {
             "Nodes": nodes,
-            "NodeNames": passed,
+            "NodeNames": passed if nodes is None else None,
             "FailedNodes": {},
             "FailedAndUnresolvableNodes": rejected,
             "Error": "",

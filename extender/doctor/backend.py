@@ -1,10 +1,6 @@
-"""The doctor's backend checks, pure: which server answers the query API, and whether the
-tenant we send suits it.
-
-From GET /api/v1/status/buildinfo: Mimir names itself (`application`), Thanos answers a 0.x
-version, Prometheus 2.x/3.x; VictoriaMetrics marks every answer with X-Server-Hostname;
-Cortex and older servers answer 404.
-"""
+"""The doctor's backend checks, pure: which server answers the query API (its buildinfo:
+Mimir names itself, Thanos answers a 0.x version, Prometheus 2.x/3.x, VictoriaMetrics marks
+every answer with X-Server-Hostname, Cortex answers 404), and whether our tenant suits it."""
 
 from __future__ import annotations
 
@@ -20,8 +16,6 @@ BuildInfo = tuple[int, Any, Mapping[str, str]]
 """GET /api/v1/status/buildinfo: status, JSON body (None when not JSON), headers."""
 AskBuildInfo = Callable[[], BuildInfo]
 
-MULTI_TENANT = ("Grafana Mimir", "Cortex")
-
 
 @dataclass(frozen=True, slots=True)
 class Backend:
@@ -33,7 +27,7 @@ class Backend:
 
     @property
     def multi_tenant(self) -> bool:
-        return self.name in MULTI_TENANT
+        return self.name in ("Grafana Mimir", "Cortex")
 
     def __str__(self) -> str:
         return f"{self.name} {self.version}" if self.version else self.name
@@ -41,11 +35,10 @@ class Backend:
 
 def identify(answer: BuildInfo) -> Backend:
     status, body, headers = answer
-    lower = {k.lower() for k in headers}
     data = body.get("data") if isinstance(body, dict) else None
     info = data if isinstance(data, dict) else {}
     version = info.get("version") if isinstance(info.get("version"), str) else None
-    if "x-server-hostname" in lower:
+    if any(k.lower() == "x-server-hostname" for k in headers):
         return Backend("VictoriaMetrics", version or None)
     if status != 200:
         return Backend("unknown (no build info: Cortex, or a proxy in front?)", None, known=False)

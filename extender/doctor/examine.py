@@ -1,9 +1,6 @@
-"""`decice-extender doctor`: is this policy going to work against this cluster?
-
-`examine` gathers what the pure checks read, through the blocking Prometheus query function
-and the Kubernetes client it is given (this package imports neither client); the herd
-guard's checks are here too.
-"""
+"""`decice-extender doctor`: is this policy going to work against this cluster? `examine`
+gathers what the pure checks read through the query function and Kubernetes client it is
+given (this package imports neither client); the herd guard's checks are here too."""
 
 from __future__ import annotations
 
@@ -104,10 +101,6 @@ async def _prometheus_rows(
         rows.append(tenant)
     if error is not None:
         return rows
-    users: dict[str, list[str]] = {}
-    for name, policy in settings.policy_map.items():
-        for m in policy.metrics:
-            users.setdefault(m.name, []).append(name)
     for metric in settings.fetched_metrics:
         series = await ask(metric.query)
         row = query_row(metric, series)
@@ -120,7 +113,9 @@ async def _prometheus_rows(
             )
             series = parse_series(series.result)
         if settings.policies is not None:  # named policies: say which use the metric
-            row = replace(row, detail=f"{row.detail} (policies {', '.join(users[metric.name])})")
+            uses = {n: {m.name for m in p.metrics} for n, p in settings.policy_map.items()}
+            users = [n for n, names in uses.items() if metric.name in names]
+            row = replace(row, detail=f"{row.detail} (policies {', '.join(users)})")
         rows.append(row)
         if isinstance(series, BaseException) or not series:
             continue

@@ -15,6 +15,7 @@ from extender.decisions.model import NodeInfo, NodeInventory
 from extender.doctor.rows import Row, Status, few
 from extender.errors.causes import describe
 from extender.metrics.providers import node_of
+from extender.metrics.usage import sample_value
 from extender.policy.backend import PrometheusSettings
 from extender.policy.policies import MetricSettings
 
@@ -25,31 +26,20 @@ _JOIN = re.compile(r"\b(on|ignoring|group_left|group_right)\s*\(|\b(and|unless)\
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    """One series of an instant-vector answer: its labels, value and sample time."""
+    """One series of an instant-vector answer: its labels and value."""
 
     labels: Mapping[str, str]
     value: float
-    timestamp: float | None = None
 
 
 def parse_series(result: Sequence[Any]) -> list[Series]:
     """An instant-vector `data.result` as Series; items that are not series are left out,
     values that are not numbers become NaN."""
-    out: list[Series] = []
-    for item in result:
-        if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
-            continue
-        labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
-        sample = item.get("value")
-        value, stamp = math.nan, None
-        if isinstance(sample, (list, tuple)) and len(sample) == 2:
-            try:
-                stamp = float(sample[0])
-                value = float(sample[1])
-            except (TypeError, ValueError):
-                pass
-        out.append(Series(labels, value, stamp))
-    return out
+    return [
+        Series({str(k): str(v) for k, v in (item.get("metric") or {}).items()}, sample_value(item))
+        for item in result
+        if isinstance(item, dict) and isinstance(item.get("metric", {}), dict)
+    ]
 
 
 def auth_text(prometheus: PrometheusSettings) -> str:
@@ -91,17 +81,6 @@ def query_row(metric: MetricSettings, series: Sequence[Series] | BaseException) 
     return Row(check, "ok", f"{len(series)} series")
 
 
-def _node_names_label(series: Sequence[Series], names: set[str]) -> str | None:
-    """A label (other than `instance`) whose values are node names, if any series has one."""
-    counts = Counter(
-        label
-        for s in series
-        for label, value in s.labels.items()
-        if label not in ("instance", "__name__") and value in names
-    )
-    return max(sorted(counts), key=counts.__getitem__) if counts else None
-
-
 def mapping_row(
     metric: MetricSettings, series: Sequence[Series], nodes: Sequence[NodeInfo], node_label: str
 ) -> Row:
@@ -130,8 +109,15 @@ def mapping_row(
             f"{len(unlabelled)} of {len(series)} series have no {node_label!r} label "
             f"(prometheus.nodeLabel wrong?); their labels: {', '.join(sorted(others)) or 'none'}"
         )
-        better = _node_names_label(unlabelled, names)
-        if better is not None:
+        # A label (other than `instance`) whose values are node names, if a series has one.
+        holders = Counter(
+            label
+            for s in unlabelled
+            for label, value in s.labels.items()
+            if label not in ("instance", "__name__") and value in names
+        )
+        if holders:
+            better = max(sorted(holders), key=holders.__getitem__)
             text += f"; {better!r} holds node names: set prometheus.nodeLabel: {better}"
         elif any(
             node_of(s.labels, "instance", inventory) in names

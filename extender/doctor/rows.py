@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -9,8 +10,6 @@ from typing import Literal
 from tabulate import tabulate
 
 Status = Literal["ok", "warn", "FAIL"]
-
-_SHOWN = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +19,7 @@ class Row:
     detail: str
 
 
-def few(items: Iterable[str], n: int = _SHOWN) -> str:
+def few(items: Iterable[str], n: int = 3) -> str:
     listed = sorted(set(items))
     more = f" (+{len(listed) - n} more)" if len(listed) > n else ""
     return ", ".join(listed[:n]) + more
@@ -34,10 +33,8 @@ def render(rows: Sequence[Row]) -> str:
         tablefmt="plain",
         disable_numparse=True,
     )
-    failed = sum(r.status == "FAIL" for r in rows)
-    warned = sum(r.status == "warn" for r in rows)
-    summary = f"{failed} FAIL, {warned} warn, {len(rows) - failed - warned} ok"
-    return f"{table}\n\n{summary}"
+    n = Counter(r.status for r in rows)
+    return f"{table}\n\n{n['FAIL']} FAIL, {n['warn']} warn, {n['ok']} ok"
 
 
 def exit_code(rows: Iterable[Row]) -> int:

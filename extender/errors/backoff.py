@@ -8,25 +8,22 @@ import random
 from dataclasses import dataclass, field
 
 MAX_EXPONENT = 60
-"""`factor ** (n - 1)` stops growing here: long past any cap, short of a float overflow."""
+"""`2 ** (n - 1)` stops growing here: long past any cap, short of a float overflow."""
 
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """`base`: the ceiling after the first failure (seconds), multiplied by `factor` per
-    further failure up to `cap`; `floor`: the shortest wait."""
+    """`base`: the ceiling after the first failure (seconds), doubled per further failure
+    up to `cap`; `floor`: the shortest wait."""
 
     base: float
     cap: float
-    factor: float = 2.0
     floor: float = 0.0
     rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.base > 0:
             raise ValueError(f"back-off base must be > 0, got {self.base}")
-        if self.factor < 1:
-            raise ValueError(f"back-off factor must be >= 1, got {self.factor}")
         if self.cap < self.base:
             raise ValueError(f"back-off cap ({self.cap}) must be >= its base ({self.base})")
         if not 0 <= self.floor <= self.cap:
@@ -35,7 +32,7 @@ class Backoff:
     def ceiling(self, failures: int) -> float:
         """The longest wait after `failures` consecutive failures (at least 1)."""
         exponent = min(max(failures, 1) - 1, MAX_EXPONENT)
-        return min(self.cap, self.base * self.factor**exponent)
+        return min(self.cap, self.base * 2.0**exponent)
 
     def wait(self, failures: int) -> float:
         """The wait after `failures` consecutive failures: uniform in [floor, ceiling]."""

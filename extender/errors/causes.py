@@ -108,7 +108,10 @@ def _told(chain: list[BaseException]) -> str | None:
 def _name_resolution(chain: list[BaseException]) -> str | None:
     for exc in chain:
         if isinstance(exc, socket.gaierror) or _named(exc, "NameResolutionError"):
-            host = _resolved_host(chain) or "the server"
+            named = (m.group(1) for e in chain if (m := _RESOLVE.search(_first_line(e))))
+            address = _address(chain)
+            host = next(named, None) or (address and address.rsplit(":", 1)[0].strip("[]"))
+            host = host or "the server"
             reason = next(
                 (e.strerror for e in chain if isinstance(e, socket.gaierror) and e.strerror), None
             )
@@ -229,14 +232,6 @@ def _at(chain: list[BaseException], template: str) -> str:
     """`template` filled with the chain's host:port, or "" when it names none."""
     address = _address(chain)
     return template.format(address) if address else ""
-
-
-def _resolved_host(chain: list[BaseException]) -> str | None:
-    for exc in chain:
-        if (m := _RESOLVE.search(_first_line(exc))) is not None:
-            return m.group(1)
-    address = _address(chain)
-    return address.rsplit(":", 1)[0].strip("[]") if address else None
 
 
 def _join(host: str, port: int) -> str:

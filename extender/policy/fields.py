@@ -27,8 +27,6 @@ NonEmpty = Annotated[str, Strict(), Field(min_length=1)]
 Count = Annotated[int, Strict(), Field(ge=1)]
 Port = Annotated[int, Strict(), Field(ge=0, le=65535)]
 MetricName = Annotated[str, Strict(), Field(pattern=r"^[a-z][a-z0-9_]*$")]
-Unslashed = AfterValidator(lambda text: text.rstrip("/"))
-"""A URL or path kept without its trailing slashes."""
 
 
 def _http_url(text: str) -> str:

@@ -32,12 +32,12 @@ def parse_settings(
         raise ConfigError(describe_errors(exc), source) from None
 
 
-def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+def load_settings(path: str | Path, environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate a policy file. Environment: PROMETHEUS_URL, KUBECONFIG."""
     return read_policy(path, environ or {})[0]
 
 
-def read_policy(path: Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
+def read_policy(path: str | Path, environ: Mapping[str, str]) -> tuple[Settings, str]:
     """The file's Settings and the sha256 of the very bytes they came from (one read)."""
     try:
         data = Path(path).read_bytes()

@@ -1,6 +1,6 @@
 """What one policy is: its metrics (query, weight, direction, normalisation, filter,
-what missing data means) and the policy the engine resolves from them.
-"""
+what missing data means) and the policy the engine resolves from them; the default PromQL
+of node CPU and of pods' use (herdGuard.usageQuery, podUsageQuery)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,46 @@ DEFAULT_CPU_QUERY = """max by (node) (
 1-minute rate of node-exporter's counters (a rise shows within a minute) and
 kube-prometheus-stack's 5-minute rule (a fall shows slowly, so one quiet minute does not
 invite a herd). node-exporter series carry no node label, so they join kube_pod_info."""
+
+_PODS_OF_WORKLOADS = """
+    sum by (namespace, pod) (
+      node_namespace_pod_container:container_cpu_usage_seconds_total:sum_rate5m
+    )
+    * on (namespace, pod) group_left (workload, workload_type)
+      topk by (namespace, pod) (1,
+        namespace_workload_pod:kube_pod_owner:relabel{workload_type!~"(?i:barepod|staticpod)"}
+      )
+  )"""
+"""Each running pod's CPU use, labelled with its workload (the aggregations' operand)."""
+
+
+def _stat(aggregation: str, stat: str, parameter: str = "") -> str:
+    """One statistic per workload, labelled `stat` so one query answers all three."""
+    return f"""label_replace(
+  {aggregation} by (namespace, workload, workload_type) ({parameter}{_PODS_OF_WORKLOADS},
+  "stat", "{stat}", "", ""
+)"""
+
+
+DEFAULT_WORKLOAD_USAGE_QUERY = "\nor\n".join(
+    (
+        _stat("quantile", "quantile", "{quantile},"),  # filled in with herdGuard.quantile
+        _stat("quantile", "median", "0.5,"),
+        _stat("count", "pods"),
+    )
+)
+"""Per workload, the quantile and the count of its running pods' CPU use, from the
+kube-prometheus-stack recording rules (kubernetes-mixin rules/apps.libsonnet). Bare and
+static pods are no workload of siblings (the rules name each after itself): left out."""
+
+DEFAULT_POD_USAGE_QUERY = """sum by (namespace, pod) (
+  node_namespace_pod_container:container_cpu_usage_seconds_total:sum_irate
+)
+and on (namespace, pod)
+  (time() - max by (namespace, pod) (kube_pod_created{job="kube-state-metrics"}) < 900)"""
+"""Per pod created in the last 15 minutes, its own CPU use now: the stock `sum_irate` rule
+(the rate between its last two samples). Not the `sum_rate5m` rule: a rate divides by its
+whole window, so a pod seconds old would show a few seconds' worth of its use."""
 
 
 class FilterThreshold(Model):

@@ -74,11 +74,6 @@ def sections(node: Schema | None = None, path: str = "", about: str = "") -> Ite
             yield from sections(child, child_path, str(sub.get("description", "")))
 
 
-def key_paths() -> list[str]:
-    """Every key path of the reference, e.g. `policies.NAME.metrics[].filter.above`."""
-    return [row.path for section in sections() for row in section.rows]
-
-
 def _objects(path: str, node: Schema) -> Iterator[tuple[str, Schema]]:
     """The objects with keys of their own reachable from `node`, with their paths."""
     if "properties" in node:
@@ -107,7 +102,12 @@ def _readable(node: Schema, kind: Any) -> str:
     if "enum" in node:
         return "one of " + ", ".join(f"`{v}`" for v in node["enum"] if v is not None)
     if kind in ("number", "integer"):
-        return _bounded(node, kind)
+        if "minimum" in node and "maximum" in node:
+            return f"{kind} {node['minimum']:g}..{node['maximum']:g}"
+        for key, sign in (("exclusiveMinimum", ">"), ("minimum", ">="), ("maximum", "<=")):
+            if key in node:
+                return f"{kind} {sign} {node[key]:g}"
+        return str(kind)
     if kind == "string":
         text = "non-empty string" if node.get("minLength") == 1 else "string"
         if "pattern" in node:
@@ -116,7 +116,8 @@ def _readable(node: Schema, kind: Any) -> str:
             text += f", at most {node['maxLength']} characters"
         return text
     if kind == "array":
-        what = _plural(readable_type(node.get("items", {})))
+        items = readable_type(node.get("items", {}))
+        what = re.sub(r"\b(string|number|integer|boolean|object)\b", r"\1s", items, count=1)
         unique = "unique " if node.get("uniqueItems") else ""
         least = f" (at least {node['minItems']})" if "minItems" in node else ""
         return f"list{least} of {unique}{what}"
@@ -129,25 +130,6 @@ def _readable(node: Schema, kind: Any) -> str:
         least = f" (at least {node['minProperties']})" if "minProperties" in node else ""
         return f"map{least} of {key_text} to {value_text}"
     return str(kind)
-
-
-def _plural(text: str) -> str:
-    return re.sub(r"\b(string|number|integer|boolean|object)\b", r"\1s", text, count=1)
-
-
-def _bounded(node: Schema, kind: str) -> str:
-    if "minimum" in node and "maximum" in node:
-        return f"{kind} {_number(node['minimum'])}..{_number(node['maximum'])}"
-    for key, sign in (("exclusiveMinimum", ">"), ("minimum", ">="), ("maximum", "<=")):
-        if key in node:
-            return f"{kind} {sign} {_number(node[key])}"
-    return kind
-
-
-def _number(value: float) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _default(node: Schema) -> str:
@@ -213,13 +195,9 @@ def values_schema_with_policy(current: str) -> str:
 
 def stale(doc: Path = DOC, values_schema: Path = VALUES_SCHEMA) -> list[tuple[Path, str, str]]:
     """(path, committed text, generated text) of each copy that is out of date."""
-    out: list[tuple[Path, str, str]] = []
-    for path, generate in ((doc, doc_with_reference), (values_schema, values_schema_with_policy)):
-        current = path.read_text(encoding="utf-8")
-        wanted = generate(current)
-        if wanted != current:
-            out.append((path, current, wanted))
-    return out
+    copies = ((doc, doc_with_reference), (values_schema, values_schema_with_policy))
+    texts = ((path, path.read_text(encoding="utf-8"), generate) for path, generate in copies)
+    return [(path, text, wanted) for path, text, make in texts if (wanted := make(text)) != text]
 
 
 def check(doc: Path = DOC, values_schema: Path = VALUES_SCHEMA) -> str:

@@ -237,12 +237,9 @@ def full_header(name: str, namespace: str) -> str:
 
 
 def rbac_documents(name: str, namespace: str, subject: Subject) -> list[dict[str, Any]]:
-    """The Role + RoleBinding kube-scheduler's leader election needs on its own lease.
-
-    client-go's LeaseLock gets, creates and updates the Lease, nothing else; `create`
-    cannot be narrowed by resourceNames, so it has a rule of its own. Its Events are
-    covered by system:kube-scheduler, bound cluster-wide.
-    """
+    """The Role + RoleBinding kube-scheduler's leader election needs on its own lease:
+    client-go's LeaseLock gets, creates and updates it (`create` cannot be narrowed by
+    resourceNames, so it has a rule of its own)."""
     rbac, role = "rbac.authorization.k8s.io", f"{name}{ROLE_SUFFIX}"
 
     def meta() -> dict[str, Any]:  # one each: a shared dict would print as a YAML alias

@@ -73,7 +73,11 @@ def _simplified(node: Schema, defs: dict[str, Schema]) -> Schema:
             out[key] = _simplified(value, defs)
         elif key == "description":
             out[key] = " ".join(str(value).split())
-        elif key == "default" and _structured(value):
+        elif key == "default" and (  # an object, or a list of objects: each key has its own
+            bool(value)
+            if isinstance(value, dict)
+            else isinstance(value, list) and any(isinstance(v, dict) for v in value)
+        ):
             continue
         else:
             out[key] = value
@@ -93,15 +97,6 @@ def _simplified(node: Schema, defs: dict[str, Schema]) -> Schema:
         out["propertyNames"] = {"pattern": pattern, **names}
         out["additionalProperties"] = value_schema
     return out
-
-
-def _structured(value: Any) -> bool:
-    """An object, or a list of objects (a default each key of which has its own)."""
-    return (
-        bool(value)
-        if isinstance(value, dict)
-        else isinstance(value, list) and any(isinstance(v, dict) for v in value)
-    )
 
 
 def _nullable(node: Schema) -> Schema:

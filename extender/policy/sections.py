@@ -26,7 +26,7 @@ from extender.policy.fields import (
     Share,
     TaintEffect,
 )
-from extender.policy.usage_queries import DEFAULT_POD_USAGE_QUERY, DEFAULT_WORKLOAD_USAGE_QUERY
+from extender.policy.policies import DEFAULT_POD_USAGE_QUERY, DEFAULT_WORKLOAD_USAGE_QUERY
 
 RETRY_BACKOFF = 0.2
 """Seconds before the first retry of a Kubernetes call; doubled for each next one."""

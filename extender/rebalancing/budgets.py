@@ -96,17 +96,10 @@ class Refusal:
 
 
 class RefusalBackoff:
-    def __init__(
-        self, first: float, ceiling: float = CEILING, rng: random.Random | None = None
-    ) -> None:
+    def __init__(self, first: float, rng: random.Random | None = None) -> None:
         self.first = first  # the rebalance interval; a reload changes it
-        self.ceiling = ceiling
         self._rng = rng or random.Random()
         self._refusals: dict[str, Refusal] = {}
-
-    def policy(self) -> Backoff:
-        ceiling = max(self.ceiling, self.first)
-        return Backoff(base=self.first, cap=ceiling, floor=self.first, rng=self._rng)
 
     def __len__(self) -> int:
         return len(self._refusals)
@@ -121,7 +114,8 @@ class RefusalBackoff:
     def refused(self, uid: str, reason: str, now: float) -> float:
         """The API refused to evict this pod: the seconds until it is asked again."""
         count = self._refusals[uid].count + 1 if uid in self._refusals else 1
-        wait = self.policy().wait(count)
+        cap = max(CEILING, self.first)
+        wait = Backoff(base=self.first, cap=cap, floor=self.first, rng=self._rng).wait(count)
         self._refusals[uid] = Refusal(count, now + wait, reason)
         return wait
 

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from extender.cluster.kubeapi import KubeAPI
 from extender.cluster.leader import Leadership
@@ -26,11 +26,12 @@ from extender.errors.causes import describe
 from extender.errors.rounds import backoff, check_forever
 from extender.rebalancing.budgets import Budgets, RefusalBackoff
 from extender.rebalancing.plan import Decision, Plan, plan
-from extender.rebalancing.pods import RunningPod, read_running_pod
+from extender.rebalancing.pods import read_running_pod, waits_for_room
 
 log = logging.getLogger("decice.rebalancer")
 
 Made = Literal["made", "refused", "gone", "stop"]
+T = TypeVar("T")
 
 
 class RebalanceCounter(Protocol):
@@ -67,87 +68,21 @@ def refusal_reason(exc: Exception) -> str | None:
     return "throttled"
 
 
-class Evictor:
-    """Asks the API to move pods, one at a time, as the leader."""
-
-    def __init__(
-        self,
-        kube: KubeAPI,
-        leader: Leadership,
-        counter: RebalanceCounter,
-        backoff: RefusalBackoff,
-        clock: Callable[[], float] = time.time,
-        instance: str | None = None,
-    ) -> None:
-        self._kube = kube
-        self._leader = leader
-        self._counter = counter
-        self._backoff = backoff
-        self._clock = clock
-        self._instance = instance or socket.gethostname()
-
-    async def move(self, decision: Decision, mode: str) -> Made:
-        """Evict one pod (in dry-run, ask whether the API would): "made" when accepted."""
-        pod = decision.pod.facts
-        dry_run = mode == "dry-run"
-        if not dry_run and not self._leader.is_leader:  # lost the lease: stop at once
-            log.warning("rebalance: lost the lease; no more evictions this check")
-            return "stop"
-        try:
-            await self._kube.evict(pod.namespace, pod.name, pod.uid, dry_run=dry_run)
-        except Exception as exc:
-            return self._failed(decision, exc, mode)
-        self._backoff.forget(pod.uid)
-        if dry_run:
-            log.info("rebalance (dry-run): would move %s", decision.text)
-            self._counter.rebalanced("dry-run", "would_move")
-            await self._event(decision, "WouldMove", f"would move: {decision.text}")
-        else:
-            self._counter.rebalanced("evict", "evicted")
-            log.info("rebalance: evicted %s", decision.text)
-            await self._event(decision, "Evicted", f"evicted: {decision.text}")
-        return "made"
-
-    def _failed(self, decision: Decision, exc: Exception, mode: str) -> Made:
-        pod = decision.pod.facts
-        who, why = f"{pod.namespace}/{pod.name}", describe(exc)
-        outcome, reason = eviction_outcome(exc), refusal_reason(exc)
-        self._counter.rebalanced(mode, outcome)
-        if reason is not None:
-            self._counter.refused(reason)
-            wait = self._backoff.refused(pod.uid, reason, self._clock())
-            log.info(
-                "rebalance: eviction of %s refused (%s), next try in %.0fs: %s",
-                who,
-                reason,
-                wait,
-                why,
-            )
-            return "refused"
-        if outcome == "gone":
-            log.info("rebalance: %s is gone: %s", who, why)
-            return "gone"
-        log.warning("rebalance: eviction of %s failed: %s; stopping this check", who, why)
-        return "stop"
-
-    async def _event(self, decision: Decision, reason: str, note: str) -> None:
-        """Best-effort: an Event that cannot be posted is logged, never retried."""
-        pod = decision.pod.facts
-        event = PodEvent(
-            namespace=pod.namespace,
-            name=pod.name,
-            uid=pod.uid,
-            reason=reason,
-            action="Rebalance",
-            note=note[:1024],
-            time=self._clock(),
-            instance=self._instance,
-        )
-        try:
-            await self._kube.create_event(event)
-        except Exception as exc:
-            who = f"{pod.namespace}/{pod.name}"
-            log.warning("rebalance: event on %s not posted: %s", who, describe(exc))
+async def listed(
+    kube: KubeAPI, names: list[str], phase: str, read: Callable[[Any], T | None]
+) -> list[T]:
+    """The pods of our scheduler `names` in `phase`, read by `read` (None: not wanted)."""
+    pods: list[T] = []
+    for name in names:
+        async for doc in kube.list_pods(f"spec.schedulerName={name},status.phase={phase}"):
+            try:
+                pod = read(doc)
+            except PodError as exc:  # one malformed object never stops the check
+                log.warning("rebalance: pod skipped: %s", exc)
+                continue
+            if pod is not None:
+                pods.append(pod)
+    return pods
 
 
 class Rebalancer:
@@ -173,7 +108,7 @@ class Rebalancer:
         self._failures = 0
         self._budgets_failed = False
         self.backoff = RefusalBackoff(engine.settings.rebalance.interval, rng=self._rng)
-        self._evictor = Evictor(kube, leader, counter, self.backoff, clock, instance)
+        self._instance = instance or socket.gethostname()
         self.last: Plan | None = None  # the last check's plan (/readyz)
 
     @property
@@ -197,11 +132,16 @@ class Rebalancer:
             self._counter.rebalance_cycle("skipped")
             log.debug("rebalance check skipped: not the leader")
             return None
+        names = sorted(self._engine.settings.scheduler_names)
+        now, patience = self._clock(), self._engine.settings.herd_guard.wait_for_room
         try:
-            pods = await self._running_pods()
+            pods = await listed(self._kube, names, "Running", read_running_pod)
+            # Our pods waiting for room: their room is not a move's to take.
+            waiting = await listed(
+                self._kube, names, "Pending", lambda doc: waits_for_room(doc, now, patience)
+            )
         except Exception as exc:
-            self._failures += 1
-            self._counter.rebalance_cycle("failed")
+            self._failed()
             log.warning(
                 "rebalance check skipped: listing pods failed (%s); next in %.0fs",
                 describe(exc),
@@ -230,6 +170,7 @@ class Rebalancer:
             now,
             held,
             admit=False,
+            waiting=waiting,
         )
         await self._move_due(result, budgets)
         self._streaks = result.streaks
@@ -255,7 +196,7 @@ class Rebalancer:
             if admitted.outcome != "move":
                 result.record(admitted)
                 continue
-            made = await self._evictor.move(admitted, self.mode)
+            made = await self._move(admitted)
             if made == "made":
                 moves.made(admitted)
                 budgets.evicted(admitted.pod)
@@ -268,17 +209,6 @@ class Rebalancer:
                 for rest in result.due[index:]:
                     result.record(replace(rest, outcome="held", reason="check stopped"))
                 return
-
-    async def _running_pods(self) -> list[RunningPod]:
-        pods: list[RunningPod] = []
-        for name in sorted(self._engine.settings.scheduler_names):
-            selector = f"spec.schedulerName={name},status.phase=Running"
-            async for doc in self._kube.list_pods(selector):
-                try:
-                    pods.append(read_running_pod(doc))
-                except PodError as exc:  # one malformed object never stops the check
-                    log.warning("rebalance: pod skipped: %s", exc)
-        return pods
 
     async def _budgets(self) -> Budgets:
         """The PodDisruptionBudgets; none when they cannot be listed (logged once a streak:
@@ -298,3 +228,56 @@ class Rebalancer:
             log.info("rebalance: PodDisruptionBudgets listed again")
         self._budgets_failed = False
         return Budgets(docs)
+
+    async def _move(self, decision: Decision) -> Made:
+        """Evict one pod (in dry-run, ask whether the API would): "made" when accepted."""
+        pod, mode = decision.pod.facts, self.mode
+        dry_run = mode == "dry-run"
+        if not dry_run and not self._leader.is_leader:  # lost the lease: stop at once
+            log.warning("rebalance: lost the lease; no more evictions this check")
+            return "stop"
+        try:
+            await self._kube.evict(pod.namespace, pod.name, pod.uid, dry_run=dry_run)
+        except Exception as exc:
+            return self._refused(decision, exc, mode)
+        self.backoff.forget(pod.uid)
+        done, reason = ("would move", "WouldMove") if dry_run else ("evicted", "Evicted")
+        log.info("rebalance%s: %s %s", " (dry-run)" if dry_run else "", done, decision.text)
+        self._counter.rebalanced(mode, done.replace(" ", "_"))
+        await self._event(decision, reason, f"{done}: {decision.text}")
+        return "made"
+
+    def _refused(self, decision: Decision, exc: Exception, mode: str) -> Made:
+        pod = decision.pod.facts
+        who, why = f"{pod.namespace}/{pod.name}", describe(exc)
+        outcome, reason = eviction_outcome(exc), refusal_reason(exc)
+        self._counter.rebalanced(mode, outcome)
+        if reason is not None:
+            self._counter.refused(reason)
+            wait = self.backoff.refused(pod.uid, reason, self._clock())
+            log.info(
+                "rebalance: eviction of %s refused (%s), next try in %.0fs: %s",
+                who,
+                reason,
+                wait,
+                why,
+            )
+            return "refused"
+        if outcome == "gone":
+            log.info("rebalance: %s is gone: %s", who, why)
+            return "gone"
+        log.warning("rebalance: eviction of %s failed: %s; stopping this check", who, why)
+        return "stop"
+
+    async def _event(self, decision: Decision, reason: str, note: str) -> None:
+        """Best-effort: an Event that cannot be posted is logged, never retried."""
+        pod = decision.pod.facts
+        note, now = note[:1024], self._clock()
+        event = PodEvent(
+            pod.namespace, pod.name, pod.uid, reason, "Rebalance", note, now, self._instance
+        )
+        try:
+            await self._kube.create_event(event)
+        except Exception as exc:
+            who = f"{pod.namespace}/{pod.name}"
+            log.warning("rebalance: event on %s not posted: %s", who, describe(exc))

@@ -81,28 +81,32 @@ def plan(
     held: Mapping[str, str] | None = None,
     *,
     admit: bool = True,
+    waiting: Sequence[PodFacts] = (),
 ) -> Plan:
     """Every running pod's decision. `admit`: the due ones admitted in turn, every eviction
     taken as accepted (the simulation's); else left in `due` for the caller to ask the API
-    about and admit (`Plan.limits`). `held`: uid -> why the API would refuse to evict now."""
+    about and admit (`Plan.limits`). `held`: uid -> why the API would refuse to evict now.
+    `waiting`: pods of ours waiting for room (`pods.waits_for_room`): the room they fit in
+    is theirs before any move's, as a successor would queue behind them."""
     rules = settings.rebalance
     held = held or {}
     out = Plan(Moves(settings, node_cores, snapshot, now, streaks))
     moves = out.limits
+    for facts in waiting:
+        policy = settings.policy_map.get(facts.policy or settings.default.name)
+        if policy is not None:
+            moves.claim(facts, moves.scores(policy, tables[policy.name]))
     candidates: list[tuple[Decision, float]] = []
     for pod in pods:
         if pod.facts.scheduler_name not in settings.scheduler_names:
             continue
         why = protection(pod, rules, now)
-        if why is not None:
+        policy = settings.policy_map.get(pod.facts.policy or settings.default.name)
+        if why is not None or policy is None:
+            why = why or "unknown policy"
             out.skipped[why] = out.skipped.get(why, 0) + 1
             continue
-        name = pod.facts.policy or settings.default.name
-        policy = settings.policy_map.get(name)
-        if policy is None:
-            out.skipped["unknown policy"] = out.skipped.get("unknown policy", 0) + 1
-            continue
-        scores = moves.scores(policy, tables[name])
+        scores = moves.scores(policy, tables[policy.name])
         decision, gain = _check(pod, policy, scores, rules, streaks, moves)
         if decision.outcome == "stay":
             out.record(decision)
@@ -149,11 +153,10 @@ class Moves:
         self.made_count = 0
 
     def scores(self, policy: Policy, table: Table) -> NodeScores:
-        scores = self._scores.get(policy.name)
-        if scores is None:
+        if policy.name not in self._scores:
             scores = NodeScores(policy, table, self._snapshot, self._extra, self._now)
             self._scores[policy.name] = scores
-        return scores
+        return self._scores[policy.name]
 
     def cores(self, pod: PodFacts) -> float:
         """The cores the pod is expected to use (estimate.py)."""
@@ -166,12 +169,24 @@ class Moves:
         """What the filter counts the pod's successor at (estimate.expected_cores): a new
         pod, with a new name that has no measured use of its own yet (so "" here), judged by
         its workload's median."""
-        guard = self._settings.herd_guard
-        usage = self._snapshot.usage
-        workload = pod.workload
+        guard, usage = self._settings.herd_guard, self._snapshot.usage
         return expected_cores(
-            pod.namespace, "", lambda: workload, pod.cpu_request, usage, guard, self._now
+            pod.namespace, "", lambda: pod.workload, pod.cpu_request, usage, guard, self._now
         )
+
+    def claim(self, pod: PodFacts, scores: NodeScores) -> None:
+        """A pod waiting for room takes it on the best node it fits, as the scheduler would
+        place it (judged as the filter judges a new pod): the moves see what is left."""
+        needs = self.successor_cores(pod)
+        best = scores.best("", lambda n: fits(scores.headroom(n), self.size(n), needs))
+        if best is not None:
+            self._shift(best[0], needs)
+
+    def _shift(self, node: NodeName, cores: float) -> None:
+        """`cores` of expected use arrive on `node` (negative: leave it)."""
+        self._extra[node] = self._extra.get(node, 0.0) + cores / self.size(node)
+        for scores in self._scores.values():
+            scores.touch((node,))
 
     def size(self, node: NodeName) -> float:
         return self._node_cores.get(node) or self._settings.herd_guard.default_node_cores
@@ -202,10 +217,8 @@ class Moves:
         self.made_count += 1
         self._per_node[source] = self._per_node.get(source, 0) + 1
         cores = self.cores(facts)
-        for node, sign in ((source, -1.0), (decision.target, 1.0)):
-            self._extra[node] = self._extra.get(node, 0.0) + sign * cores / self.size(node)
-        for scores in self._scores.values():
-            scores.touch((source, decision.target))
+        self._shift(source, -cores)
+        self._shift(decision.target, cores)
 
 
 def _check(
@@ -224,11 +237,7 @@ def _check(
     # which may need more than this pod's own measured use.
     needs = max(cores, moves.successor_cores(facts))
 
-    def fits(node: NodeName) -> bool:
-        room = scores.headroom(node)
-        return room is None or room * moves.size(node) >= needs
-
-    best = scores.best(exclude=facts.node_name, fits=fits)
+    best = scores.best(facts.node_name, lambda n: fits(scores.headroom(n), moves.size(n), needs))
     stay = Decision(pod, "stay", "", policy=policy.name)
     if best is None:  # evicting would leave the successor nowhere to go
         detail = f"{reason}, but" if reason is not None else "stays:"
@@ -255,6 +264,11 @@ def _check(
         why += f"; candidate {checks}/{rules.sustain} checks"
     decision = Decision(pod, outcome, why, policy.name, source_score, target, there, checks)
     return decision, priority
+
+
+def fits(room: float | None, size: float, needs: float) -> bool:
+    """A node with `room` (a share of its `size` cores; None: no limit) has `needs` cores."""
+    return room is None or room * size >= needs
 
 
 def relief(share: float, overshoot: float | None) -> float:

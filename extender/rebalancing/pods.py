@@ -37,24 +37,45 @@ def read_running_pod(doc: Any) -> RunningPod:
     """A v1.Pod (decoded JSON) as a RunningPod; PodError names a bad field."""
     facts = read_pod(doc)
     meta = doc["metadata"]  # read_pod checked it is an object
-    owner = None
     refs = meta.get("ownerReferences")
-    if isinstance(refs, list):
-        for ref in refs:
-            if isinstance(ref, dict) and ref.get("controller") is True:
-                kind = ref.get("kind")
-                owner = kind if isinstance(kind, str) else None
+    refs = refs if isinstance(refs, list) else []
+    controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
+    owner = controllers[-1].get("kind") if controllers else None
     annotations = meta.get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
+    labels = facts.labels if isinstance(facts.labels, dict) else {}
     return RunningPod(
         facts=facts,
-        owner_kind=owner,
+        owner_kind=owner if isinstance(owner, str) else None,
         created=api_time(meta.get("creationTimestamp")),
         opted_out=str(annotations.get(OPT_OUT_ANNOTATION, "")).lower() == "false",
         mirror=MIRROR_ANNOTATION in annotations,
         terminating=meta.get("deletionTimestamp") is not None,
-        labels=_labels(meta.get("labels")),
+        labels={str(k): v for k, v in labels.items() if isinstance(v, str)},
     )
+
+
+def waits_for_room(doc: Any, now: float, patience: float) -> PodFacts | None:
+    """A pending pod the scheduler found no node for (PodScheduled False, Unschedulable),
+    created less than `patience` (herdGuard.waitForRoom) ago, as PodFacts; else None. Past
+    its wait our filter lets it overflow, so a pod stuck for another reason holds no room
+    for long. PodError names a bad field."""
+    status = doc.get("status") if isinstance(doc, dict) else None
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    unschedulable = isinstance(conditions, list) and any(
+        isinstance(c, dict)
+        and c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in conditions
+    )
+    if not unschedulable:
+        return None
+    facts = read_pod(doc)
+    created = api_time(doc["metadata"].get("creationTimestamp"))
+    if facts.node_name or created is None or now - created >= patience:
+        return None
+    return facts
 
 
 def protection(pod: RunningPod, rules: RebalanceSettings, now: float) -> str | None:
@@ -74,9 +95,3 @@ def protection(pod: RunningPod, rules: RebalanceSettings, now: float) -> str | N
     if pod.created is None or now - pod.created < rules.min_age:
         return f"younger than minAge {rules.min_age:g}s"
     return None
-
-
-def _labels(raw: object) -> dict[str, str]:
-    if not isinstance(raw, dict):
-        return {}
-    return {str(k): str(v) for k, v in raw.items() if isinstance(v, str)}

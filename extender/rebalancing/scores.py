@@ -8,7 +8,13 @@ from collections.abc import Callable, Iterable, Mapping
 
 from extender.decisions.headroom import fit_rule
 from extender.decisions.model import NodeName, Snapshot
-from extender.decisions.scoring import NodeEval, evaluate_node, range_score, score_candidates
+from extender.decisions.scoring import (
+    NodeEval,
+    evaluate_node,
+    has_candidates_metric,
+    range_score,
+    score_candidates,
+)
 from extender.decisions.table import Table
 from extender.policy.policies import Policy
 
@@ -30,7 +36,7 @@ class NodeScores:
         self._snapshot = snapshot
         self._extra = extra  # node -> load the planned moves add (negative: free)
         self._now = now
-        self._candidates = any(m.normalize == "candidates" for m in policy.metrics)
+        self._candidates = has_candidates_metric(policy)
         self._scores = self._score_all(table.evals)
         self._touched: dict[NodeName, tuple[str | None, int]] = {}
         self._evals: dict[NodeName, NodeEval] = {}  # of the touched nodes
@@ -77,7 +83,7 @@ class NodeScores:
         return e.reason, score
 
     def best(
-        self, exclude: NodeName, fits: Callable[[NodeName], bool] = lambda n: True
+        self, exclude: NodeName, fits: Callable[[NodeName], bool]
     ) -> tuple[NodeName, int] | None:
         """The passing node with the highest score that `fits` the pod (ties by name)."""
         found: tuple[int, NodeName] | None = None

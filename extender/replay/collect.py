@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -173,17 +173,12 @@ class Collector:
         return sorted(out)
 
     # --- the steps
-    def reachable(self) -> None:
-        with self.asking():
-            self.source.probe()
-
     def covered(self, now: float) -> None:
         # The stated retention first: a server deletes what it no longer keeps at its next
         # compaction, so data still there past it may vanish in the middle of the replay.
-        try:
+        retention = None
+        with suppress(Exception):
             retention = self.source.retention()
-        except Exception:
-            retention = None
         start = self.ask.start
         problem = problems.beyond_retention(start, retention, now)
         if problem is not None:
@@ -202,10 +197,7 @@ class Collector:
         ask, grid, facts = self.ask, self.grid, self.facts
         node_ips = ask.node_label == "instance"
         inputs = queries.window_inputs(f"{ask.window:g}s", node_ips)
-        pods = max(
-            (v for _, v in self.counts("count(kube_pod_info)")),
-            default=1.0,
-        )
+        pods = max((v for _, v in self.counts("count(kube_pod_info)")), default=1.0)
         for i, item in enumerate(inputs):
             if item.key in ("allocatable", "taints", "node_info"):
                 hint = max(1, len(facts.nodes))
@@ -277,14 +269,10 @@ class Collector:
     def fine(self, alive: int, progress: Progress) -> None:
         ask, grid, facts = self.ask, self.grid, self.facts
         inventory = NodeInventory(by_ip=dict(facts.ips))
-
-        def node(labels: Any) -> str | None:
-            return node_of(labels, ask.node_label, inventory)
-
         last = grid.time(grid.steps - 1)
         nodes = max(1, len(facts.nodes))
         for answer in self.range(ask.cpu_query, grid.start, last, grid.step, nodes):
-            facts.fold_node_cpu(answer.result, node)
+            facts.fold_node_cpu(answer.result, lambda x: node_of(x, ask.node_label, inventory))
             progress("node CPU", answer.done)
         if facts.unnamed is not None and "node_cpu" not in facts.seen:
             raise problems.unnamed_nodes(facts.unnamed, ask.node_label)
@@ -305,7 +293,8 @@ def collect(
     source: Source, ask: Ask, now: float, progress: Progress, *, url: str, auth: str, policy: str
 ) -> Collected:
     collector = Collector(source, ask, url, auth, policy)
-    collector.reachable()
+    with collector.asking():
+        source.probe()
     collector.covered(now)
     collector.windows(progress)
     collector.check_present()

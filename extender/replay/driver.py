@@ -13,7 +13,7 @@ import itertools
 import math
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from extender.policy.settings import Settings
@@ -69,7 +69,7 @@ def spec_of(pod: ReplayPod, start: float) -> PodSpec:
         pod.uid,
         pod.cpu_milli,
         pod.memory,
-        pod.mean_use,
+        sum(pod.usage) / len(pod.usage) if pod.usage else 0.0,
         pod.arrival - start,
         pod.runs,
         workload=workload,
@@ -100,7 +100,7 @@ class Replay(Cluster):
         self.pods: dict[str, ReplayPod] = {}  # uid -> each replayed pod offered and not yet placed
         self.events: list[tuple[float, int, int, ReplayPod, str]] = []
         self._seq = itertools.count()
-        self.offered = self.lost = 0
+        self.offered = 0
 
     # --- events
     def push(self, t: float, kind: int, pod: ReplayPod, node: str = "") -> None:
@@ -115,20 +115,13 @@ class Replay(Cluster):
                 self.offered += 1
                 self.push((pod.bound if real else pod.arrival) - start, ARRIVAL, pod)
 
-    def due(self, until: float) -> Iterator[tuple[float, int, ReplayPod, str]]:
-        while self.events and self.events[0][0] < until:
-            r, kind, _, pod, node = heapq.heappop(self.events)
-            yield r, kind, pod, node
-
     # --- CPU and memory
     def occupy(self, spec: PodSpec, node: str, sign: int) -> None:
         """A pod keeping its real node: kube-scheduler's cache counts its requests all the same."""
         self.requested(spec, node, sign)
         cache = self.scheduler.nodes.get(node) if self.scheduler is not None else None
-        if cache is not None and sign > 0:
-            cache.add(spec.cpu_milli, spec.memory, spec.replicaset)
-        elif cache is not None:
-            cache.remove(spec.cpu_milli, spec.memory, spec.replicaset)
+        if cache is not None:
+            cache.add(spec.cpu_milli, spec.memory, spec.replicaset, sign)
 
     def observe_and_record(self, r: int, elapsed: int) -> None:
         """The step holding r - tick ran `elapsed` s since the last look; recorded at its end."""
@@ -158,8 +151,7 @@ class Replay(Cluster):
                 self.join(node)
             elif node.last == k - 1 and node.name in self.present:
                 for uid in [u for u, p in self.running.items() if p.node == node.name]:
-                    self.lost += 1  # its node left: in reality it would be a new pod
-                    self.end(self.running[uid], r)
+                    self.end(self.running[uid], r)  # in reality: a new pod, elsewhere
                 del self.present[node.name]
                 self._columns = self.columns()
                 self.joined.pop(node.name, None)
@@ -269,7 +261,8 @@ def replay(
             run.look(r)
             run.retry(r)
             run.rebalance(r)
-        for at, kind, pod, node in run.due(r + tick):
+        while run.events and run.events[0][0] < r + tick:
+            at, kind, _, pod, node = heapq.heappop(run.events)
             run.handle(at, kind, pod, node, real)
     name = REAL if model is None else model.name
     return run.result("replay", seed, name, run.offered, end)

@@ -47,10 +47,6 @@ class KeyLabels:
             into = self.had if labels.get(label) else self.lacked
             into.setdefault(key, set()).add(label)
 
-    def bound(self) -> None:
-        """A kube_pod_info series named a node."""
-        self.had.setdefault("pod_info", set()).add("node")
-
     def lacking(self) -> list[tuple[str, str, bool]]:
         """(input key, label, on every series) of each label lacked."""
         out = [
@@ -174,10 +170,7 @@ class Facts:
 
     # --- keys
     def node(self, name: str) -> NodeFacts:
-        found = self.nodes.get(name)
-        if found is None:
-            found = self.nodes[name] = NodeFacts(name)
-        return found
+        return self.nodes.get(name) or self.nodes.setdefault(name, NodeFacts(name))
 
     def pod(self, labels: Labels) -> PodFacts | None:
         ns, name, uid = labels.get("namespace"), labels.get("pod"), labels.get("uid", "")
@@ -277,7 +270,7 @@ class Facts:
         pod.last_seen = max(pod.last_seen, points[-1][0])
         node = labels.get("node", "")
         if node:
-            self.keys.bound()
+            self.keys.had.setdefault("pod_info", set()).add("node")  # a series named a node
             pod.nodes[node] = min(pod.nodes.get(node, math.inf), points[0][0])
             if pod.tail is None or points[-1] > pod.tail:
                 pod.tail = points[-1]
@@ -306,9 +299,7 @@ class Facts:
             key = (labels.get("namespace", ""), labels.get("pod", ""))
             if not all(key):
                 continue
-            trace = self.usage.get(key)
-            if trace is None:
-                trace = Trace(self.grid.steps)
+            trace = self.usage.get(key) or Trace(self.grid.steps)
             if fold_trace(trace, series, self.grid, keep_highest=False, floor=0.0):
                 self.usage[key] = trace
                 self.seen.add("usage")

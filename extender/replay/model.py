@@ -91,10 +91,6 @@ class ReplayPod:
     def runs(self) -> float:
         return max(0.0, self.end - self.start)
 
-    @property
-    def mean_use(self) -> float:
-        return sum(self.usage) / len(self.usage) if self.usage else 0.0
-
 
 @dataclass(slots=True)
 class History:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from extender.policy.windows import duration
-from extender.replay.queries import setting_of
+from extender.replay.queries import SETTINGS
 
 
 class ReplayProblem(Exception):
@@ -91,7 +91,8 @@ def missing(
         ]
         parts.append(f"series without a label the replay keys on, {span}:\n" + "\n".join(lines))
     if names:
-        lines = [f"  {series} ({use}): recorded by {setting_of(series)}" for series, use in names]
+        unknown = "not a kube-prometheus-stack series: check the query"
+        lines = [f"  {s} ({use}): recorded by {SETTINGS.get(s, unknown)}" for s, use in names]
         parts.append(f"series missing {span}:\n" + "\n".join(lines))
     return MissingSeries("\n".join(parts))
 

@@ -130,7 +130,3 @@ def _walk(node: Any) -> Iterator[Any]:
             yield from _walk(child)
     for arg in getattr(node, "args", None) or []:
         yield from _walk(arg)
-
-
-def setting_of(series: str) -> str:
-    return SETTINGS.get(series, "not a kube-prometheus-stack series: check the query")

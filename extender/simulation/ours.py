@@ -1,6 +1,9 @@
 """Our extender as kube-scheduler reaches it: the body it sends is parsed by decisions.wire,
 decided by the real Engine, encoded and read back. Only the values' source differs: the
-simulation installs what the refresher would fetch (MetricPipeline.metric, usagefeed).
+simulation installs what the refresher would fetch: node CPU (MetricPipeline.metric) and
+the measured use beside it (the shipped `herdGuard.usageQuery` and `podUsageQuery`): per
+Deployment the quantile and median of its pods' `...:sum_rate5m`; per pod younger than
+YOUNG_POD its own `...:sum_irate` (`usage_table`).
 """
 
 from __future__ import annotations
@@ -15,20 +18,22 @@ from extender.decisions.engine import Engine
 from extender.decisions.model import MetricSeries, Snapshot
 from extender.decisions.peaks import NodePeaks
 from extender.decisions.pods import PodFacts
-from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable
+from extender.decisions.usage import EMPTY, TEMPLATE_HASH, UsageTable, WorkloadKey, WorkloadUse
 from extender.decisions.wire import (
     encode_filter,
     encode_priorities,
     parse_extender_args,
 )
 from extender.policy.settings import Settings
-from extender.simulation.usagefeed import NAMESPACE, usage_table
+from extender.simulation.ledger import PodMeter
+from extender.simulation.stats import percentile
 from extender.simulation.workload import EPOCH, PodSpec
 
 if TYPE_CHECKING:
     from extender.simulation.framework import Feeds
 
-DEFAULT_QUANTILE = 0.9
+NAMESPACE = "sim"
+YOUNG_POD = 900.0  # the shipped podUsageQuery's age limit
 
 
 class OurExtender:
@@ -52,10 +57,15 @@ class OurExtender:
         self._pods: dict[str, bytes] = {}
         self.refresh_interval = refresh_interval or max(1, round(settings.prometheus.interval))
         guard = settings.herd_guard
-        self.quantile: float = getattr(guard, "quantile", DEFAULT_QUANTILE)
-        self.usage_interval = max(1, round(getattr(guard, "usage_interval", self.refresh_interval)))
+        self.quantile = guard.quantile
+        self.usage_interval = max(1, round(guard.usage_interval))
         self._peaks = NodePeaks(guard.peak_window, 1.0)
         self._predictions: Mapping[str, tuple[float, float]] = {}
+        self.deferred = False
+        """A replay's: a week has ten times more refreshes than decisions, so the engine's
+        tables (an install's cost) are built when next read; the herd guard and the peaks
+        follow every refresh at once (test_driver.py checks the placements are the same)."""
+        self._due: tuple[Snapshot, float] | None = None
 
     def install(
         self,
@@ -67,18 +77,23 @@ class OurExtender:
         """A refresh: node CPU and the pods' use; other metrics' `onMissing` decides."""
         self._predict(cpu, now)
         self.engine.set_node_cores(dict(cores))
-        self.engine.install(self.snapshot_of(cpu, now, usage), None, now)
-
-    def snapshot_of(self, cpu: Mapping[str, float], now: float, usage: UsageTable) -> Snapshot:
         self._generation += 1
         series = {
             m: MetricSeries(values=dict(cpu) if m == self.cpu_metric else {}, fetched_at=now)
             for m in self.metrics
         }
-        return Snapshot(series, now, self._generation, usage=usage)
+        snapshot = Snapshot(series, now, self._generation, usage=usage)
+        if self.deferred:
+            self.engine.guard.install(snapshot)
+            self._due = (snapshot, now)
+        else:
+            self.engine.install(snapshot, None, now)
 
     def ready(self) -> None:
-        """Before the tables are read (a decision, the rebalancer); a replay defers installs."""
+        """Before the tables are read (a decision, the rebalancer): a deferred install's."""
+        if self._due is not None:
+            (snapshot, now), self._due = self._due, None
+            self.engine.install(snapshot, None, now)
 
     def _predict(self, cpu: Mapping[str, float], now: float) -> None:
         """Each node's predicted peak and spread (peaks.py), for PeakCalibration; as the
@@ -97,16 +112,11 @@ class OurExtender:
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         """The refresher's two loops: node CPU, then the pods' use, each on its interval."""
         if t % self.refresh_interval == 0:
-            self.install(
-                feeds.prometheus.metric(t), self._cores(feeds), now, self.engine.snapshot.usage
-            )
+            cores = {name: float(n.cores) for name, n in feeds.nodes.items()}
+            self.install(feeds.prometheus.metric(t), cores, now, self.engine.snapshot.usage)
         evaluated = feeds.prometheus.evaluated_at
         if t % self.usage_interval == 0 and evaluated is not None:
             self.engine.install_usage(usage_table(feeds.meter, evaluated, self.quantile, now), now)
-
-    @staticmethod
-    def _cores(feeds: Feeds) -> dict[str, float]:
-        return {name: float(n.cores) for name, n in feeds.nodes.items()}
 
     def _pod(self, pod: PodSpec) -> bytes:
         doc = self._pods.get(pod.uid)
@@ -121,8 +131,7 @@ class OurExtender:
     def filter(self, pod: PodSpec, names: Sequence[str], now: float) -> list[str]:
         args = parse_extender_args(self._body(pod, names), self.engine.answered_nodes(now))
         answer = orjson.loads(encode_filter(args, self.engine.filter(args, now)))
-        passed: list[str] = answer["NodeNames"] or []
-        return passed
+        return list(answer["NodeNames"] or [])
 
     def prioritize(self, pod: PodSpec, names: Sequence[str], now: float) -> dict[str, int]:
         """host -> our 0..10 score; a host missing from the answer (maxHosts) scores 0."""
@@ -139,24 +148,17 @@ class OurExtender:
 
     def released(self, pod: PodSpec, node: str, now: float) -> None:
         """The pod watch saw it go: its reservation is freed."""
-        meta = orjson.loads(self._pod(pod))["metadata"]
-        facts = PodFacts(
-            pod.uid,
-            meta["name"],
-            meta["namespace"],
-            self.scheduler_name,
-            pod.cores,
-            node,
-            owners=meta.get("ownerReferences"),
-            labels=meta.get("labels"),
-        )
-        self.engine.release(pod.uid, now, facts)
+        self.engine.release(pod.uid, now, pod_facts(pod, node, self.scheduler_name))
         self._pods.pop(pod.uid, None)
 
 
-def _timestamp(arrival: float) -> str:
-    stamp = datetime.datetime.fromtimestamp(EPOCH + arrival, tz=datetime.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+def pod_facts(pod: PodSpec, node: str, scheduler_name: str) -> PodFacts:
+    """The pod as the pod watch tells it."""
+    meta = pod_document(pod, scheduler_name)["metadata"]
+    owners, labels = meta.get("ownerReferences"), meta.get("labels")
+    return PodFacts(
+        pod.uid, pod.uid, NAMESPACE, scheduler_name, pod.cores, node, None, owners, labels
+    )
 
 
 def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
@@ -169,7 +171,9 @@ def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
         "name": pod.uid,
         "namespace": NAMESPACE,
         "uid": pod.uid,
-        "creationTimestamp": _timestamp(pod.arrival),
+        "creationTimestamp": datetime.datetime.fromtimestamp(
+            EPOCH + pod.arrival, tz=datetime.UTC
+        ).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     if pod.workload:
         metadata["labels"] = {TEMPLATE_HASH: pod.template_hash}
@@ -190,3 +194,24 @@ def pod_document(pod: PodSpec, scheduler_name: str) -> dict[str, Any]:
             "containers": [{"name": "main", "resources": resources}],
         },
     }
+
+
+def usage_table(meter: PodMeter, evaluated_at: float, quantile: float, now: float) -> UsageTable:
+    by_workload: dict[str, list[float]] = {}
+    pods: dict[tuple[str, str], float] = {}
+    for uid, entry in meter.running.items():
+        if entry.pod.workload:
+            rate = meter.rate(entry, evaluated_at)
+            if rate is not None:
+                by_workload.setdefault(entry.pod.workload, []).append(rate)
+        if evaluated_at - entry.pod.arrival < YOUNG_POD:
+            own = meter.irate(entry, evaluated_at)
+            if own is not None:
+                pods[(NAMESPACE, uid)] = own
+    workloads = {
+        WorkloadKey(NAMESPACE, "deployment", name): WorkloadUse(
+            percentile(values, 100 * quantile), len(values), percentile(values, 50)
+        )
+        for name, values in sorted(by_workload.items())
+    }
+    return UsageTable(workloads=workloads, pods=pods, fetched_at=now)

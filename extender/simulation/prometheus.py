@@ -40,16 +40,6 @@ class Pipeline:
         """The simulation's step: every event of the pipeline falls on a tick."""
         return math.gcd(self.scrape_interval, self.rule_interval, self.refresh_interval)
 
-    @property
-    def intervals_in_window(self) -> int:
-        return math.ceil(self.rate_window / self.scrape_interval) - 1
-
-    @property
-    def fast_intervals(self) -> int:
-        if self.fast_window == 0:
-            return 0
-        return math.ceil(self.fast_window / self.scrape_interval) - 1
-
 
 Evaluation = tuple[float, float, float]
 """One rule evaluation for load-watcher: (time, `instance:node_cpu:ratio`, memory)."""
@@ -87,7 +77,9 @@ class MetricPipeline:
         self.evaluated_at: float | None = None
         self._memory: dict[str, float] = {}
         self._history: dict[str, deque[Evaluation]] = {}
-        self._keep = max(pipeline.intervals_in_window, pipeline.fast_intervals)
+        # The scrape intervals the longer window (the rule's or the raw rate's) holds.
+        widest = max(pipeline.rate_window, pipeline.fast_window)
+        self._keep = math.ceil(widest / pipeline.scrape_interval) - 1
         self._evaluations = pipeline.history_window // pipeline.rule_interval
 
     def observe(self, node: str, utilisation: float, seconds: float) -> None:
@@ -135,7 +127,7 @@ class MetricPipeline:
             samples = min(samples, round((last - first) / scrape) + 1)
         if samples < 2:
             return None
-        used = _last(intervals, samples - 1)
+        used = list(intervals)[1 - samples :]
         mean = sum(used) / len(used)
         if first == -math.inf:
             return mean, 1.0
@@ -176,8 +168,3 @@ class MetricPipeline:
 
     def history(self, node: str) -> Sequence[Evaluation]:
         return self._history.get(node, ())
-
-
-def _last(window: deque[float], k: int) -> list[float]:
-    n = len(window)
-    return list(window) if n <= k else [window[i] for i in range(n - k, n)]

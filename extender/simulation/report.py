@@ -119,21 +119,6 @@ def pipeline_text(p: Pipeline) -> str:
     )
 
 
-def _header(report: Report) -> list[str]:
-    plan, size = report.plan, report.plan.size
-    seeds = plan.seeds
-    seed_text = f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), mean ± sd"
-    seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else seed_text
-    return [
-        f"decice-extender simulate: {size.nodes} nodes, {seed_text}; policy {report.policy}, "
-        f"maxHosts {hosts_text(plan.max_hosts)}, extender weight {plan.weight}",
-        f"{pipeline_text(plan.pipeline)}; warm-up {size.warmup / 60:g} min, measured "
-        f"{size.duration / 60:g} min, then {DRAIN_SECONDS / 60:g} min for the waiting pods "
-        "(unplaced: still waiting then); node CPU capped at 100% (demand uncapped); change: "
-        "against kube-scheduler alone",
-    ]
-
-
 def block(sc: ScenarioReport, seeds: int, plain: Collection[str] = (KUBE_SCHEDULER,)) -> list[str]:
     """The scenario's table; a column of `plain` shows no change against kube-scheduler."""
     base = sc.baseline
@@ -153,11 +138,20 @@ def block(sc: ScenarioReport, seeds: int, plain: Collection[str] = (KUBE_SCHEDUL
 
 
 def render(report: Report) -> str:
-    seeds = len(report.plan.seeds)
-    lines = _header(report)
+    plan, size = report.plan, report.plan.size
+    seeds = len(plan.seeds)
+    seed_text = f"{seeds} seeds ({plan.seeds[0]}..{plan.seeds[-1]}), mean ± sd"
+    seed_text = f"seed {plan.seeds[0]}" if seeds == 1 else seed_text
+    lines = [
+        f"decice-extender simulate: {size.nodes} nodes, {seed_text}; policy {report.policy}, "
+        f"maxHosts {hosts_text(plan.max_hosts)}, extender weight {plan.weight}",
+        f"{pipeline_text(plan.pipeline)}; warm-up {size.warmup / 60:g} min, measured "
+        f"{size.duration / 60:g} min, then {DRAIN_SECONDS / 60:g} min for the waiting pods "
+        "(unplaced: still waiting then); node CPU capped at 100% (demand uncapped); change: "
+        "against kube-scheduler alone",
+    ]
     for sc in report.scenarios:
-        first = next(iter(sc.schedulers.values()))
-        mean = first["pods"].mean
+        mean = next(iter(sc.schedulers.values()))["pods"].mean
         pods = f"{mean:.0f} pods" + (" a run on average" if mean != int(mean) else "")
         drawn = f"; as drawn for seed {sc.seeds[0]}" if seeds > 1 else ""
         lines += ["", f"{sc.name}: {sc.description} ({pods}{drawn})", *block(sc, seeds)]

@@ -10,15 +10,14 @@ one at a time at their arrival time. After the measured time the run drains
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
-from extender.decisions.pods import PodFacts
 from extender.rebalancing.plan import plan
 from extender.rebalancing.pods import RunningPod
 from extender.simulation.framework import Feeds
 from extender.simulation.ledger import POD_WINDOW, NodeLedger, PodMeter
-from extender.simulation.ours import OurExtender, pod_document
+from extender.simulation.ours import OurExtender, pod_facts
 from extender.simulation.prometheus import MetricPipeline, Pipeline
 from extender.simulation.scenarios import Scenario
 from extender.simulation.scheduler import KubeScheduler
@@ -43,52 +42,32 @@ class Rebalancer:
         self.interval = max(1, round(ours.settings.rebalance.interval))
         self._streaks: dict[str, int] = {}
 
-    @staticmethod
-    def active(ours: OurExtender) -> bool:
-        return ours.settings.rebalance.mode == "evict"
-
-    def check(self, running: Mapping[str, Placed], now: float) -> list[str]:
+    def check(
+        self, running: Mapping[str, Placed], now: float, waiting: Sequence[PodSpec]
+    ) -> list[str]:
         self.ours.ready()
         engine = self.ours.engine
         settings = engine.settings
         pods = [_running(p, self.ours.scheduler_name) for p in running.values()]
         tables = {name: engine.table(now, p) for name, p in settings.policy_map.items()}
         cores = engine.guard.ledger.node_cores
-        result = plan(settings, pods, tables, engine.snapshot, self._streaks, cores, now)
+        queued = [pod_facts(p, "", self.ours.scheduler_name) for p in waiting]
+        result = plan(
+            settings, pods, tables, engine.snapshot, self._streaks, cores, now, waiting=queued
+        )
         self._streaks = result.streaks
         return [d.pod.facts.uid for d in result.moves]
 
 
 def successor(pod: PodSpec, left: float, now: float, generation: int) -> PodSpec:
     """The pod its ReplicaSet creates once `pod` is evicted with `left` seconds to run."""
-    return PodSpec(
-        uid=f"{pod.uid.split('~')[0]}~{generation}",
-        cpu_milli=pod.cpu_milli,
-        memory=pod.memory,
-        usage=pod.usage,
-        arrival=now,
-        duration=max(1.0, left),
-        workload=pod.workload,
-        template_hash=pod.template_hash,
-        cpu_limit_milli=pod.cpu_limit_milli,
-    )
+    uid = f"{pod.uid.split('~')[0]}~{generation}"
+    return replace(pod, uid=uid, arrival=now, duration=max(1.0, left))
 
 
 def _running(p: Placed, scheduler_name: str) -> RunningPod:
-    doc = pod_document(p.pod, scheduler_name)
-    meta = doc["metadata"]
-    facts = PodFacts(
-        uid=p.pod.uid,
-        name=meta["name"],
-        namespace=meta["namespace"],
-        scheduler_name=scheduler_name,
-        cpu_request=p.pod.cores,
-        node_name=p.node,
-        owners=meta.get("ownerReferences"),
-        labels=meta.get("labels"),
-    )
     owner = "ReplicaSet" if p.pod.workload else None
-    return RunningPod(facts=facts, owner_kind=owner, created=p.since)
+    return RunningPod(pod_facts(p.pod, p.node, scheduler_name), owner, p.since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +109,8 @@ class Cluster:
         self.live: dict[str, Placed] = {}
         self.overcommitted = self.moved = 0
         ours = scheduler.extender if scheduler is not None else None
-        self.rebalancer = Rebalancer(ours) if ours and Rebalancer.active(ours) else None
+        evicts = ours is not None and ours.settings.rebalance.mode == "evict"
+        self.rebalancer = Rebalancer(ours) if ours and evicts else None
 
     def look(self, t: float) -> None:
         """Prometheus scrapes and evaluates on its intervals; the scheduler reads."""
@@ -196,7 +176,9 @@ class Cluster:
         """The rebalancer's check: each pod it evicts stops, and its successor arrives."""
         if self.rebalancer is None or t % self.rebalancer.interval:
             return
-        for uid in self.rebalancer.check(self.live, EPOCH + t):
+        patience = self.rebalancer.ours.settings.herd_guard.wait_for_room
+        waiting = [p for p in self.waiting if t - p.arrival < patience]
+        for uid in self.rebalancer.check(self.live, EPOCH + t, waiting):
             self.moved += 1
             self.offer(self.evict(uid, t), t)
 
@@ -246,11 +228,6 @@ class Run(Cluster):
                 self.usage[node.name] = 0.0
                 self.memory[node.name] = 0.0
                 self.scheduler.add_node(node)
-
-    def observe(self, t: float) -> None:
-        for node, utilisation in self.last.items():
-            self.metrics.observe(node, utilisation, self.pipeline.tick)
-        self.look(t)
 
     def leave(self, until: float) -> None:
         while self.running and self.running[0][0] <= until:
@@ -304,7 +281,9 @@ def simulate(scenario: Scenario, scheduler: KubeScheduler, pipeline: Pipeline) -
     while t < end or (run.waiting and t < end + DRAIN_SECONDS):
         run.measuring = t < end
         run.join(t)
-        run.observe(t)
+        for node, utilisation in run.last.items():  # the tick just ended
+            run.metrics.observe(node, utilisation, tick)
+        run.look(t)
         run.retry(t)
         run.rebalance(t)
         while run.measuring and next_pod < len(pods) and pods[next_pod].arrival < t + tick:

@@ -103,11 +103,6 @@ def _switching(
     return _series(rng, [before] * switch + [after] * (_steps(size) - switch))
 
 
-def _calm(rng: random.Random, nodes: Sequence[NodeSpec], size: Size) -> dict[str, Sequence[float]]:
-    steps = _steps(size)
-    return {n.name: _series(rng, [rng.uniform(*CALM)] * steps) for n in nodes}
-
-
 @dataclass(frozen=True, slots=True)
 class Base:
     nodes: list[NodeSpec]
@@ -132,7 +127,8 @@ def _calm_start(
 ) -> tuple[Base, random.Random, dict[str, Sequence[float]]]:
     """The seed's workload, the scenario's RNG, and every node's calm background from it."""
     base, rng = _workload(seed, size), random.Random(f"{name}:{seed}")
-    return base, rng, _calm(rng, base.nodes, size)
+    steps = _steps(size)
+    return base, rng, {n.name: _series(rng, [rng.uniform(*CALM)] * steps) for n in base.nodes}
 
 
 def _scenario(
@@ -252,11 +248,11 @@ def misrequested(seed: int, size: Size) -> Scenario:
     for w in odd:  # an equal share of MISREQUESTED_LOAD by requests each
         rate = stream_rate(base.nodes, MISREQUESTED_LOAD / len(odd), w.cpu_milli / 1000)
         times = arrivals(rng, 0.0, size.end, rate)
-        pods += make_pods(rng, times, [w], f"{w.name}-pod", 0)
+        pods += make_pods(rng, times, [w], f"{w.name}-pod")
     at = size.warmup + min(600.0, size.duration / 4)
     each = max(1, size.burst // 5 // len(odd))
     for w in odd:
-        pods += make_pods(rng, [at] * each, [w], f"{w.name}-burst", 0)
+        pods += make_pods(rng, [at] * each, [w], f"{w.name}-burst")
     text = (
         f"{count} deployments use {OVER_FACTOR[0]:g}-{OVER_FACTOR[1]:g}x their CPU requests and "
         f"{count} a tenth; their pods arrive over the run and {each} each at once "

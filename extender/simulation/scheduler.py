@@ -54,9 +54,10 @@ class KubeScheduler:
         self.filters = list(filters)
         self.name = name or ("kube-scheduler" if extender is None else "decice")
         self.nodes: dict[str, NodeRequests] = {}
-        plugins: dict[int, Plugin] = {id(p): p for p in self.filters}
+        plugins: dict[int, Plugin | OurExtender] = {id(p): p for p in self.filters}
         plugins.update((id(w.plugin), w.plugin) for w in self.scores)
-        self._plugins = list(plugins.values())
+        self._plugins = [*plugins.values(), *([extender] if extender is not None else [])]
+        """Each once, our extender last: what hears of ticks, binds and pods gone."""
 
     def add_node(self, node: NodeSpec) -> None:
         self.nodes[node.name] = NodeRequests(node.name, node.cores * 1000, node.memory)
@@ -64,13 +65,9 @@ class KubeScheduler:
     def observe(self, t: float, now: float, feeds: Feeds) -> None:
         for plugin in self._plugins:
             plugin.observe(t, now, feeds)
-        if self.extender is not None:
-            self.extender.observe(t, now, feeds)
 
     def predicted_peaks(self) -> Mapping[str, tuple[float, float]]:
         """node -> (mean, spread) of the peaks it predicts, when new this tick."""
-        if self.extender is not None:
-            return self.extender.take_predictions()
         for plugin in self._plugins:
             found = plugin.take_predictions()
             if found:
@@ -90,37 +87,28 @@ class KubeScheduler:
         extender = self.extender
         if extender is not None:
             extender.ready()
-        if extender is not None and extender.filters:
-            passed = set(extender.filter(pod, [n.name for n in feasible], now))
-            feasible = [n for n in feasible if n.name in passed]
-            if not feasible:
-                return None
+            if extender.filters:
+                passed = set(extender.filter(pod, [n.name for n in feasible], now))
+                feasible = [n for n in feasible if n.name in passed]
+                if not feasible:
+                    return None
         if len(feasible) == 1:
             chosen = feasible[0].name
         else:
             chosen = select_host(self._totals(pod, feasible, now), self.rng)
         self.nodes[chosen].add(cpu, memory, pod.replicaset)
-        for plugin in self._plugins:
-            plugin.bound(pod, chosen, now)
-        if extender is not None:
-            extender.bound(pod, chosen, now)
+        for listener in self._plugins:
+            listener.bound(pod, chosen, now)
         return chosen
 
     def _totals(
         self, pod: PodSpec, feasible: list[NodeRequests], now: float
     ) -> list[tuple[str, int]]:
-        totals: list[int] | None = None
+        totals = [0] * len(feasible)
         for w in self.scores:
             scores = w.plugin.score(pod, feasible, now)
-            if scores is None:
-                continue
-            weight = w.weight
-            if totals is None:
-                totals = [s * weight for s in scores] if weight != 1 else scores
-            else:
-                totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
-        if totals is None:
-            totals = [0] * len(feasible)
+            if scores is not None:
+                totals = [t + s * w.weight for t, s in zip(totals, scores, strict=True)]
         names = [n.name for n in feasible]
         if self.extender is not None:
             ours: Mapping[str, int] = self.extender.prioritize(pod, names, now)
@@ -129,8 +117,6 @@ class KubeScheduler:
         return list(zip(names, totals, strict=True))
 
     def unbind(self, pod: PodSpec, node: str, now: float) -> None:
-        self.nodes[node].remove(pod.cpu_milli, pod.memory, pod.replicaset)
+        self.nodes[node].add(pod.cpu_milli, pod.memory, pod.replicaset, -1)
         for plugin in self._plugins:
             plugin.released(pod, node, now)
-        if self.extender is not None:
-            self.extender.released(pod, node, now)

@@ -65,8 +65,7 @@ class PeakCalibration:
     A node given a pod within the horizon is not judged: a prediction is of the load on
     the node, not of pods placed after it (the herd guard counts those)."""
 
-    def __init__(self, horizon: float = EXCEEDANCE_WINDOW) -> None:
-        self.horizon = horizon
+    def __init__(self) -> None:
         self._due: deque[tuple[float, Mapping[str, tuple[float, float]]]] = deque()
         self._last_placed: dict[str, float] = {}
         self._seen = 0
@@ -74,7 +73,7 @@ class PeakCalibration:
 
     def predicted(self, t: float, peaks: Mapping[str, tuple[float, float]]) -> None:
         if peaks:
-            self._due.append((t + self.horizon, peaks))
+            self._due.append((t + EXCEEDANCE_WINDOW, peaks))
 
     def placed(self, node: str, t: float) -> None:
         self._last_placed[node] = t
@@ -85,7 +84,7 @@ class PeakCalibration:
         now = dict(zip(names, cpu, strict=True))
         while self._due and self._due[0][0] <= t:
             due, peaks = self._due.popleft()
-            since = due - self.horizon
+            since = due - EXCEEDANCE_WINDOW
             for node, (mean, sd) in peaks.items():
                 u = now.get(node)
                 if u is None or sd <= 0 or self._last_placed.get(node, -math.inf) > since:
@@ -184,7 +183,6 @@ class Recorder:
         moved: int = 0,
         peaks: Sequence[float] = (-1.0, -1.0, -1.0),
     ) -> Metrics:
-        waits = self._waits
         return Metrics(
             node_minutes_hot=self._hot_ticks * self.tick / 60,
             cpu_p95=percentile(self._cpu, 95),
@@ -195,9 +193,9 @@ class Recorder:
             placed_on_hot=self.placed_on_hot,
             unplaced=unplaced,
             pods=pods,
-            waited=len(waits),
-            wait_p95=percentile(waits, 95) / 60,
-            wait_max=max(waits, default=0.0) / 60,
+            waited=len(self._waits),
+            wait_p95=percentile(self._waits, 95) / 60,
+            wait_max=max(self._waits, default=0.0) / 60,
             wait_minutes=self._wait_seconds / 60,
             moved=moved,
             peak_1sd=peaks[0],

@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass
 
 from extender.simulation.experiment import Runs
 from extender.simulation.profiles import DECICE, KUBE_SCHEDULER
-from extender.simulation.stats import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +24,6 @@ def spread(values: Sequence[float]) -> Spread:
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
     return Spread(mean, sd, min(values), max(values), tuple(values))
-
-
-def side_spreads(metrics: Sequence[Metrics]) -> dict[str, Spread]:
-    rows = [asdict(m) for m in metrics]
-    return {key: spread([float(r[key]) for r in rows]) for key in rows[0]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +48,8 @@ class ScenarioReport:
 
 def scenario_report(name: str, description: str, runs: Sequence[Runs]) -> ScenarioReport:
     names = list(runs[0])
-    schedulers = {s: side_spreads([r[s].metrics for r in runs]) for s in names}
+    rows = {s: [asdict(r[s].metrics) for r in runs] for s in names}
+    schedulers = {s: {k: spread([float(r[k]) for r in rows[s]]) for k in rows[s][0]} for s in names}
     others = [s for s in names if s != KUBE_SCHEDULER] if KUBE_SCHEDULER in names else []
     only = {s: sum(len(r[s].unplaced - r[KUBE_SCHEDULER].unplaced) for r in runs) for s in others}
     return ScenarioReport(

@@ -15,12 +15,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.simulation.profiles import DECICE, KOORDINATOR, PEERS, SHORT
-from extender.simulation.summary import ScenarioReport, Spread, spread
+from extender.simulation.summary import ScenarioReport, spread
 
 HOT = "node_minutes_hot"
-WAIT = "wait_minutes"
 WAITING_PEERS = (KOORDINATOR,)
 """The peers whose filter turns a pod away for load; the Trimaran plugins only score."""
+NO_MORE_THAN = (
+    (HOT, "node-minutes above 90% CPU", PEERS, "peer"),
+    ("wait_minutes", "pod-wait minutes", WAITING_PEERS, "peer that waits for load"),
+)
+"""(Metrics field, what the target calls it, the peers ours is held to, what they are)."""
 NO_WORSE = "uniform"
 NO_WORSE_METRICS = {
     "node_minutes_hot": ("node-minutes above 90%", 1),
@@ -48,22 +52,13 @@ def halved(sc: ScenarioReport) -> Verdict:
     return Verdict(target, cut >= 0.5, f"{base:.0f} -> {ours:.0f} ({change})")
 
 
-def beats_peers(sc: ScenarioReport) -> Verdict:
-    target = f"{sc.name}: no more node-minutes above 90% CPU than any peer"
-    return _no_more_than(sc, target, PEERS, HOT, "every peer")
-
-
-def waits_no_longer(sc: ScenarioReport) -> Verdict:
-    target = f"{sc.name}: no more pod-wait minutes than any peer that waits for load"
-    return _no_more_than(sc, target, WAITING_PEERS, WAIT, "every peer that waits for load")
-
-
-def _no_more_than(
-    sc: ScenarioReport, target: str, candidates: Sequence[str], key: str, who: str
+def no_more_than(
+    sc: ScenarioReport, key: str, what: str, candidates: Sequence[str], who: str
 ) -> Verdict:
+    target = f"{sc.name}: no more {what} than any {who}"
     peers = [p for p in candidates if p in sc.schedulers]
     if sc.ours is None or not peers:
-        return Verdict(target, None, f"decice or {who} not run")
+        return Verdict(target, None, f"decice or every {who} not run")
     ours = sc.ours[key].mean
     listed = ", ".join(f"{SHORT[p]} {sc.schedulers[p][key].mean:.0f}" for p in peers)
     detail = f"ours {ours:.0f}; {listed}"
@@ -73,13 +68,6 @@ def _no_more_than(
     return Verdict(target, not fewer, detail)
 
 
-def _paired(base: Spread, ours: Spread) -> tuple[float, float | None]:
-    """(mean of ours - baseline seed by seed, its standard error; None with one seed)."""
-    diffs = spread([o - b for b, o in zip(base.values, ours.values, strict=True)])
-    n = len(diffs.values)
-    return diffs.mean, diffs.sd / math.sqrt(n) if n > 1 else None
-
-
 def no_worse(sc: ScenarioReport) -> Verdict:
     target = f"{sc.name}: no worse than kube-scheduler alone within noise"
     if sc.baseline is None or sc.ours is None:
@@ -87,7 +75,11 @@ def no_worse(sc: ScenarioReport) -> Verdict:
     met = True
     parts = []
     for key, (label, scale) in NO_WORSE_METRICS.items():
-        mean, se = _paired(sc.baseline[key], sc.ours[key])
+        # ours - kube-scheduler seed by seed: its mean against two standard errors
+        pairs = zip(sc.baseline[key].values, sc.ours[key].values, strict=True)
+        diffs = spread([o - b for b, o in pairs])
+        mean, n = diffs.mean, len(diffs.values)
+        se = diffs.sd / math.sqrt(n) if n > 1 else None
         bound = 0.0 if se is None else 2 * se
         met = met and mean <= bound
         noise = "1 seed: no noise estimate" if se is None else f"2 SE {scale * bound:.1f}"
@@ -109,8 +101,7 @@ def nobody_left_behind(scenarios: Sequence[ScenarioReport]) -> Verdict:
 
 def judge(scenarios: Sequence[ScenarioReport]) -> list[Verdict]:
     by_name: Mapping[str, ScenarioReport] = {sc.name: sc for sc in scenarios}
-    out = [beats_peers(sc) for sc in scenarios]
-    out += [waits_no_longer(sc) for sc in scenarios]
+    out = [no_more_than(sc, *compared) for compared in NO_MORE_THAN for sc in scenarios]
     out += [halved(sc) for sc in scenarios if sc.name != NO_WORSE]
     sc = by_name.get(NO_WORSE)
     out.append(no_worse(sc) if sc else Verdict(f"{NO_WORSE}: no worse", None, "not run"))

@@ -45,24 +45,15 @@ class NodeRequests:
     memo: dict[tuple[int, ...], int] = field(default_factory=dict)
     """What plugins computed from this node's requests, emptied on every change."""
 
-    def add(self, cpu: int, memory: int, owner: str = "") -> None:
-        self.cpu_requested += cpu
-        self.memory_requested += memory
-        self.pods += 1
+    def add(self, cpu: int, memory: int, owner: str = "", sign: int = 1) -> None:
+        """A pod counted in (`sign` 1) or out (-1)."""
+        self.cpu_requested += sign * cpu
+        self.memory_requested += sign * memory
+        self.pods += sign
         self.memo.clear()
         if owner:
-            self.owners[owner] = self.owners.get(owner, 0) + 1
-
-    def remove(self, cpu: int, memory: int, owner: str = "") -> None:
-        self.cpu_requested -= cpu
-        self.memory_requested -= memory
-        self.pods -= 1
-        self.memo.clear()
-        if owner:
-            left = self.owners[owner] - 1
-            if left:
-                self.owners[owner] = left
-            else:
+            self.owners[owner] = self.owners.get(owner, 0) + sign
+            if not self.owners[owner]:
                 del self.owners[owner]
 
 

@@ -121,90 +121,52 @@ def _pick(rng: random.Random, table: Sequence[tuple[T, float]]) -> T:
     return table[-1][0]
 
 
-def make_nodes(rng: random.Random, count: int, prefix: str = "node") -> list[NodeSpec]:
+def make_nodes(rng: random.Random, count: int) -> list[NodeSpec]:
     sizes = [((cores, gib), share) for cores, gib, share in NODE_SIZES]
     out = []
     for i in range(count):
         cores, gib = _pick(rng, sizes)
-        out.append(NodeSpec(f"{prefix}-{i:03d}", cores, gib * GIB))
+        out.append(NodeSpec(f"node-{i:03d}", cores, gib * GIB))
     return out
-
-
-def usage_factor(rng: random.Random, kind: str | None) -> float:
-    """A workload's real use / request of `kind`."""
-    if kind == "idle":
-        return rng.uniform(*IDLE_FACTOR)
-    if kind == "hog":
-        return rng.uniform(*HOG_FACTOR)
-    return rng.lognormvariate(math.log(NORMAL_MEDIAN), NORMAL_SIGMA)
-
-
-def kinds(rng: random.Random, count: int) -> list[str]:
-    """`count` workloads' kinds in DISTRIBUTION's exact shares, shuffled."""
-    idle, hog = round(count * IDLE_SHARE), round(count * HOG_SHARE)
-    out = ["idle"] * idle + ["hog"] * hog + ["normal"] * (count - idle - hog)
-    rng.shuffle(out)
-    return out
-
-
-def template_hash(rng: random.Random) -> str:
-    return "".join(rng.choice(HASH_ALPHABET) for _ in range(10))
 
 
 def make_workload(
-    rng: random.Random,
-    name: str,
-    factor: float | None = None,
-    cpu_milli: int | None = None,
-    kind: str | None = None,
+    rng: random.Random, name: str, factor: float | None = None, cpu_milli: int = 0, kind: str = ""
 ) -> Workload:
-    """A workload drawn from DISTRIBUTION; `factor`, `cpu_milli` or `kind` pin a draw."""
-    if cpu_milli is None:
-        cpu = _pick(rng, HOG_REQUESTS if kind == "hog" else CPU_REQUESTS)
-    else:
-        cpu = cpu_milli
-    memory = cpu * rng.choice(GIB_PER_CORE) * GIB // 1000
-    use = usage_factor(rng, kind) if factor is None else factor
+    """A workload drawn from DISTRIBUTION (of `kind`); `factor` and `cpu_milli` pin a draw."""
+    cpu_milli = cpu_milli or _pick(rng, HOG_REQUESTS if kind == "hog" else CPU_REQUESTS)
+    memory = cpu_milli * rng.choice(GIB_PER_CORE) * GIB // 1000
+    if factor is None and kind in ("idle", "hog"):
+        factor = rng.uniform(*(IDLE_FACTOR if kind == "idle" else HOG_FACTOR))
+    elif factor is None:
+        factor = rng.lognormvariate(math.log(NORMAL_MEDIAN), NORMAL_SIGMA)
     popularity = rng.lognormvariate(0.0, POPULARITY_SIGMA)
-    return Workload(name, template_hash(rng), cpu, memory, use, popularity)
+    template_hash = "".join(rng.choice(HASH_ALPHABET) for _ in range(10))
+    return Workload(name, template_hash, cpu_milli, memory, factor, popularity)
 
 
-def make_workloads(rng: random.Random, count: int, prefix: str = "app") -> list[Workload]:
-    return [
-        make_workload(rng, f"{prefix}-{i:03d}", kind=kind)
-        for i, kind in enumerate(kinds(rng, count))
-    ]
-
-
-def make_pod(rng: random.Random, uid: str, arrival: float, workload: Workload) -> PodSpec:
-    factor = workload.factor * rng.lognormvariate(0.0, POD_SIGMA)
-    duration = rng.lognormvariate(math.log(DURATION_MEDIAN), DURATION_SIGMA)
-    duration = min(max(duration, DURATION_CLIP[0]), DURATION_CLIP[1])
-    return PodSpec(
-        uid,
-        workload.cpu_milli,
-        workload.memory,
-        workload.cpu_milli / 1000 * factor,
-        arrival,
-        duration,
-        workload.name,
-        workload.template_hash,
-    )
+def make_workloads(rng: random.Random, count: int) -> list[Workload]:
+    """`count` workloads, their kinds in DISTRIBUTION's exact shares, shuffled."""
+    idle, hog = round(count * IDLE_SHARE), round(count * HOG_SHARE)
+    kinds = ["idle"] * idle + ["hog"] * hog + ["normal"] * (count - idle - hog)
+    rng.shuffle(kinds)
+    return [make_workload(rng, f"app-{i:03d}", kind=kind) for i, kind in enumerate(kinds)]
 
 
 def make_pods(
-    rng: random.Random,
-    times: Sequence[float],
-    workloads: Sequence[Workload],
-    prefix: str = "pod",
-    first: int = 0,
+    rng: random.Random, times: Sequence[float], workloads: Sequence[Workload], prefix: str = "pod"
 ) -> list[PodSpec]:
     weights = list(accumulate(w.popularity for w in workloads))
     picked = rng.choices(workloads, cum_weights=weights, k=len(times))
-    return [
-        make_pod(rng, f"{prefix}-{first + i:05d}", t, w)
-        for i, (t, w) in enumerate(zip(times, picked, strict=True))
-    ]
+    pods = []
+    for i, (t, w) in enumerate(zip(times, picked, strict=True)):
+        factor = w.factor * rng.lognormvariate(0.0, POD_SIGMA)
+        duration = rng.lognormvariate(math.log(DURATION_MEDIAN), DURATION_SIGMA)
+        duration = min(max(duration, DURATION_CLIP[0]), DURATION_CLIP[1])
+        use = w.cpu_milli / 1000 * factor
+        uid = f"{prefix}-{i:05d}"
+        pods.append(PodSpec(uid, w.cpu_milli, w.memory, use, t, duration, w.name, w.template_hash))
+    return pods
 
 
 def _means() -> tuple[float, float, float, float, float]:

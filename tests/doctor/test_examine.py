@@ -50,7 +50,7 @@ def by_node(values: dict[str, float], label: str = "node", **extra: str) -> list
 # --- parsing ---------------------------------------------------------------------------
 
 
-def test_parse_series_keeps_labels_value_and_time() -> None:
+def test_parse_series_keeps_labels_and_value() -> None:
     got = parse_series(
         [
             {"metric": {"node": "node-1"}, "value": [1700000000.5, "0.25"]},
@@ -59,9 +59,9 @@ def test_parse_series_keeps_labels_value_and_time() -> None:
             {"metric": {}, "value": None},
         ]
     )
-    assert got[0] == Series({"node": "node-1"}, 0.25, 1700000000.5)
+    assert got[0] == Series({"node": "node-1"}, 0.25)
     assert got[1].labels == {"node": "node-2"} and math.isnan(got[1].value)
-    assert len(got) == 3 and math.isnan(got[2].value) and got[2].timestamp is None
+    assert len(got) == 3 and math.isnan(got[2].value)
 
 
 # --- Prometheus --------------------------------------------------------------------------

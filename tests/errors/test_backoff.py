@@ -10,15 +10,15 @@ from extender.errors.backoff import MAX_EXPONENT, Backoff
 from extender.errors.rounds import MAX_BACKOFF_FACTOR, backoff
 
 
-def test_the_ceiling_grows_by_the_factor_from_the_base_up_to_the_cap() -> None:
+def test_the_ceiling_doubles_from_the_base_up_to_the_cap() -> None:
     policy = Backoff(base=1.0, cap=30.0)
     assert [policy.ceiling(n) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
     assert policy.ceiling(0) == policy.ceiling(1) == 1.0  # no failure counts as the first
-    assert Backoff(base=0.5, cap=100.0, factor=3.0).ceiling(3) == 4.5
+    assert Backoff(base=0.5, cap=100.0).ceiling(3) == 2.0
 
 
 def test_a_huge_failure_count_stays_at_the_cap_without_overflow() -> None:
-    policy = Backoff(base=0.1, cap=600.0, factor=10.0)
+    policy = Backoff(base=0.1, cap=600.0)
     assert policy.ceiling(10**9) == 600.0
     assert policy.ceiling(MAX_EXPONENT + 5) == 600.0
     assert 0.0 <= policy.wait(10**9) <= 600.0
@@ -57,7 +57,6 @@ def test_the_same_seed_draws_the_same_waits_and_replicas_do_not_move_in_lockstep
     [
         ({"base": 0.0, "cap": 1.0}, "base must be > 0"),
         ({"base": 1.0, "cap": 0.5}, "cap (0.5) must be >= its base (1.0)"),
-        ({"base": 1.0, "cap": 5.0, "factor": 0.5}, "factor must be >= 1"),
         ({"base": 1.0, "cap": 5.0, "floor": 6.0}, "floor must be within 0..cap"),
         ({"base": 1.0, "cap": 5.0, "floor": -1.0}, "floor must be within 0..cap"),
     ],
@@ -66,7 +65,7 @@ def test_a_policy_that_makes_no_sense_is_refused_with_its_reason(
     kwargs: dict[str, float], problem: str
 ) -> None:
     with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace(")", r"\)")):
-        Backoff(kwargs["base"], kwargs["cap"], kwargs.get("factor", 2.0), kwargs.get("floor", 0.0))
+        Backoff(kwargs["base"], kwargs["cap"], kwargs.get("floor", 0.0))
 
 
 def test_checking_loops_wait_one_interval_then_up_to_eight() -> None:

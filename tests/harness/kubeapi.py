@@ -614,6 +614,24 @@ class FakeKubeAPI:
                 raise ValueError(f"pod {namespace}/{name} is bound to {pod['spec']['nodeName']}")
             self._assign_locked(pod, node)
 
+    def unschedulable(self, namespace: str, name: str, message: str) -> None:
+        """The PodScheduled condition kube-scheduler writes when no node fits the pod
+        (fixture filter-nodecache-nominated.json): a MODIFIED event."""
+        with self._lock:
+            pod = self._pods[(namespace, name)]
+            condition = {
+                "type": "PodScheduled",
+                "observedGeneration": 1,
+                "status": "False",
+                "lastProbeTime": None,
+                "lastTransitionTime": _now(),
+                "reason": "Unschedulable",
+                "message": message,
+            }
+            pod["status"]["conditions"] = [condition]
+            pod["metadata"]["resourceVersion"] = self._next_version()
+            self._record("pods", "MODIFIED", pod)
+
     def set_phase(self, namespace: str, name: str, phase: str) -> None:
         """status.phase (Running, Succeeded, Failed, ...): a MODIFIED event."""
         if phase not in _PHASES:

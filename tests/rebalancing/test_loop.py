@@ -87,8 +87,8 @@ async def api() -> AsyncIterator[FakeKubeAPI]:
 
 
 class Hooked(KubeCalls):
-    """The real client, with `after_list` run once the pods were listed: a test's way to
-    change the cluster between the check's list and its evictions."""
+    """The real client, with `after_list` run once the pods (running, then waiting) were
+    listed: a test's way to change the cluster between the check's lists and its evictions."""
 
     def __init__(self, kube: KubeClient) -> None:
         self.kube = kube
@@ -104,7 +104,8 @@ class Hooked(KubeCalls):
         pods = self.kube.list_pods(field_selector, limit=limit, max_pages=max_pages)
         async for doc in pods:
             yield doc
-        self.after_list()
+        if "status.phase=Pending" in field_selector:  # the last of the check's lists
+            self.after_list()
 
     async def list_pdbs(self, *, limit: int = 500, max_pages: int = 100) -> list[dict[str, Any]]:
         return await self.kube.list_pdbs(limit=limit, max_pages=max_pages)
@@ -481,3 +482,33 @@ def test_refusals_are_told_apart_from_failures(
     assert eviction_outcome(error) == (
         "blocked" if reason else "gone" if status == 404 else "failed"
     )
+
+
+async def test_a_pod_the_scheduler_left_unschedulable_keeps_its_room_from_a_move(
+    api: FakeKubeAPI,
+) -> None:
+    """b (0.6 of 4 cores) has 1.2 cores under 0.9: room for the 0.5-core pod on hot a, or
+    for the 1-core pod kube-scheduler left unschedulable; the waiting pod comes first. Once
+    bound, it holds no room back and the move is made."""
+    cpu = {
+        "provider": "static",
+        "static": {"nodes": {"a": {"cpu": 0.95}, "b": {"cpu": 0.6}}},
+        "bind": {"enabled": False},
+        "metrics": [{"name": "cpu", "filter": {"above": 0.9}}],
+        "rebalance": {"mode": "evict", "sustain": 1, "margin": 3},
+    }
+    stack = Stack(api, parse_settings(cpu))
+    try:
+        stack.engine.install(make_snapshot({"cpu": {"a": 0.95, "b": 0.6}}), None, NOW)
+        app_pod(api)
+        api.add_pod("shop", "queued", "uid-queued", cpu_request="1", created=NOW - 60)
+        api.unschedulable("shop", "queued", "0/2 nodes are available: 2 decice: cpu above 0.9.")
+        held = await stack.rebalancer.check()
+        assert held is not None and not held.moves and api.evictions == []
+        assert "no other node has headroom for it" in held.decisions[0].reason
+        api.assign("shop", "queued", "c")  # placed elsewhere: it waits no more
+        moved = await stack.rebalancer.check()
+        assert moved is not None and [d.target for d in moved.moves] == ["b"]
+        assert api.evictions == [("shop", "app", "uid-app")]
+    finally:
+        await stack.kube.close()

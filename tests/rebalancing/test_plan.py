@@ -10,12 +10,13 @@ import pytest
 
 from extender.decisions.model import Snapshot
 from extender.decisions.pods import PodFacts
+from extender.decisions.resources import PodError
 from extender.decisions.state import build_tables
 from extender.decisions.usage import TEMPLATE_HASH, UsageTable, WorkloadKey, WorkloadUse
 from extender.policy.loading import parse_settings
 from extender.policy.settings import Settings
 from extender.rebalancing.plan import Plan, plan, relief
-from extender.rebalancing.pods import RunningPod, protection, read_running_pod
+from extender.rebalancing.pods import RunningPod, protection, read_running_pod, waits_for_room
 from tests.harness.fixtures import NOW, make_snapshot
 
 OLD = NOW - 3600  # created an hour ago: past minAge
@@ -60,10 +61,12 @@ def check(
     values: dict[str, dict[str, float]],
     streaks: dict[str, int] | None = None,
     cores: dict[str, float] | None = None,
+    waiting: list[PodFacts] | None = None,
 ) -> Plan:
     snapshot: Snapshot = make_snapshot(values)
     tables = build_tables(s, snapshot, {}, NOW)
-    return plan(s, pods, tables, snapshot, streaks or {}, cores or {}, NOW)
+    queued = waiting or []
+    return plan(s, pods, tables, snapshot, streaks or {}, cores or {}, NOW, waiting=queued)
 
 
 # -- Krake's worked example ---------------------------------------------------------------
@@ -207,6 +210,59 @@ def test_no_move_where_the_successor_would_wait_for_its_workloads_use() -> None:
 
     assert moves({"a": 0.95, "b": 0.6}) == []
     assert moves({"a": 0.95, "b": 0.6, "c": 0.2}) == ["c"]
+
+
+def test_a_pod_waiting_for_room_takes_it_before_a_move() -> None:
+    """b (0.6 of 8 cores) has 2.4 cores under 0.9. A 2-core pod waiting for room would be
+    placed there first, so moving a 2-core pod off hot a would leave its successor queued
+    behind it: no move. With c (0.55) too, the waiting pod takes c, the best node, and the
+    move goes to b."""
+    s = settings()
+    hot = running("p", "a", cpu=2.0)
+    pending = replace(running("w", "", cpu=2.0).facts, uid="uid-waiting")
+    cores = {"a": 8.0, "b": 8.0, "c": 8.0}
+    two = {"cpu": {"a": 0.95, "b": 0.6}}
+    assert [d.target for d in check(s, [hot], two, cores=cores).moves] == ["b"]
+    held = check(s, [hot], two, cores=cores, waiting=[pending])
+    assert not held.moves
+    assert "no other node has headroom for it" in held.decisions[0].reason
+    three = {"cpu": {"a": 0.95, "b": 0.6, "c": 0.55}}
+    assert [d.target for d in check(s, [hot], three, cores=cores).moves] == ["c"]
+    moved = check(s, [hot], three, cores=cores, waiting=[pending]).moves
+    assert [d.target for d in moved] == ["b"]
+    # A waiting pod that fits nowhere claims nothing.
+    huge = replace(pending, cpu_request=16.0)
+    assert [d.target for d in check(s, [hot], two, cores=cores, waiting=[huge]).moves] == ["b"]
+
+
+def unschedulable_pod(
+    created: str = "2026-11-23T13:26:23Z", node: str = "", reason: str = "Unschedulable"
+) -> dict[str, Any]:
+    condition = {"type": "PodScheduled", "status": "False", "reason": reason}
+    return {
+        "metadata": {
+            "name": "w-2",
+            "namespace": "shop",
+            "uid": "u-2",
+            "creationTimestamp": created,
+        },
+        "spec": {"schedulerName": "decice_sched", "nodeName": node, "containers": []},
+        "status": {"phase": "Pending", "conditions": [condition]},
+    }
+
+
+def test_waits_for_room_reads_the_schedulers_unschedulable_pods_within_their_wait() -> None:
+    created = datetime(2026, 11, 23, 13, 26, 23, tzinfo=UTC).timestamp()
+    facts = waits_for_room(unschedulable_pod(), created + 60, 1800)
+    assert facts is not None and facts.uid == "u-2"
+    assert waits_for_room(unschedulable_pod(), created + 1800, 1800) is None  # overflows now
+    assert waits_for_room(unschedulable_pod(node="n1"), created + 60, 1800) is None
+    assert waits_for_room(unschedulable_pod(reason="SchedulerError"), created + 60, 1800) is None
+    assert waits_for_room({"metadata": {"name": "x"}, "status": {}}, created, 1800) is None
+    with pytest.raises(PodError):
+        bad = unschedulable_pod()
+        bad["metadata"]["namespace"] = 7
+        waits_for_room(bad, created + 60, 1800)
 
 
 def test_of_a_filtered_node_the_pod_that_brings_it_back_under_moves_first() -> None:

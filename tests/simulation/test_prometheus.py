@@ -112,8 +112,6 @@ def test_extrapolated_share_is_promqls(
 def test_the_pipeline_steps_on_the_gcd_and_refuses_nonsense() -> None:
     assert Pipeline().tick == 15
     assert Pipeline(scrape_interval=10, rule_interval=30, refresh_interval=15).tick == 5
-    assert Pipeline().intervals_in_window == 19
-    assert Pipeline().fast_intervals == 3 and Pipeline(fast_window=0).fast_intervals == 0
     with pytest.raises(ValueError):
         Pipeline(rate_window=20)  # fewer than two scrapes
     with pytest.raises(ValueError):

@@ -181,9 +181,9 @@ def test_a_node_counts_its_pods_by_replicaset() -> None:
     n.add(100, 100)
     assert n.owners == {"web-abc": 2} and n.pods == 3
     n.memo[(1,)] = 5
-    n.remove(100, 100, "web-abc")
+    n.add(100, 100, "web-abc", -1)
     assert n.memo == {}  # what plugins computed from the node's requests is stale
-    n.remove(100, 100, "web-abc")
+    n.add(100, 100, "web-abc", -1)
     assert n.owners == {}
 
 
