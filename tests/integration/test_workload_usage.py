@@ -101,10 +101,21 @@ def test_the_default_usage_queries_read_the_stock_rules(
     db = WorkloadKey(NS, "statefulset", "db")
     found: list[UsageTable] = []
 
+    # The young pods (created in the last 15 minutes) and their own use; not db-0, db-1.
+    expected = {
+        (NS, name): use * (SERVED if node == "node-2" else 1.0)
+        for name, (node, use) in WEB_PODS.items()
+    }
+    expected[(NS, "debug")] = 0.3
+
     def measured() -> bool:
+        """Every series there, and every rate settled (a slow scrape bends a young rate)."""
         table = fetch_usage(provider, guard, time.time())
         found[:] = [table]
-        return {web, db} <= set(table.workloads) and len(table.pods) == 5
+        settled = set(table.pods) == set(expected) and all(
+            table.pods[pod] == pytest.approx(use, rel=0.01) for pod, use in expected.items()
+        )
+        return {web, db} <= set(table.workloads) and settled
 
     server.wait_for("up", lambda _: measured(), timeout=60)
     table = found[0]
@@ -115,12 +126,6 @@ def test_the_default_usage_queries_read_the_stock_rules(
     # A bare pod is its own workload to the stock rules (workload_type barepod): it has no
     # siblings to tell anything, so the default query leaves it out.
     assert all(key.kind != "barepod" for key in table.workloads)
-    # The young pods (created in the last 15 minutes) and their own use; not db-0, db-1.
-    expected = {
-        (NS, name): use * (SERVED if node == "node-2" else 1.0)
-        for name, (node, use) in WEB_PODS.items()
-    }
-    expected[(NS, "debug")] = 0.3
     assert set(table.pods) == set(expected)
     for pod, use in expected.items():
         assert table.pods[pod] == pytest.approx(use, rel=0.01), pod
