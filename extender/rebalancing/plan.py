@@ -92,6 +92,8 @@ def plan(
     held = held or {}
     out = Plan(Moves(settings, node_cores, snapshot, now, streaks))
     moves = out.limits
+    for pod in pods:  # every running pod of ours holds its request, protected ones too
+        moves.request(pod.facts.node_name, pod.facts.cpu_request)
     for facts in waiting:
         policy = settings.policy_map.get(facts.policy or settings.default.name)
         if policy is not None:
@@ -150,6 +152,7 @@ class Moves:
         self._extra: dict[NodeName, float] = {}  # node -> load the moves add (or free)
         self._scores: dict[str, NodeScores] = {}
         self._per_node: dict[NodeName, int] = {}
+        self._requested: dict[NodeName, float] = {}  # node -> CPU requests of ours on it
         self.made_count = 0
 
     def scores(self, policy: Policy, table: Table) -> NodeScores:
@@ -174,13 +177,28 @@ class Moves:
             pod.namespace, "", lambda: pod.workload, pod.cpu_request, usage, guard, self._now
         )
 
+    def request(self, node: NodeName, cpu: float | None) -> None:
+        if node and cpu:
+            self._requested[node] = self._requested.get(node, 0.0) + cpu
+
+    def fits(self, scores: NodeScores, node: NodeName, needs: float, cpu: float | None) -> bool:
+        """`node` has headroom for `needs` cores of use and, as kube-scheduler's
+        NodeResourcesFit counts, allocatable CPU for a `cpu` request beside ours (other
+        schedulers' pods are not listed: an unknown size or request passes)."""
+        room = scores.headroom(node)
+        if room is not None and room * self.size(node) < needs:
+            return False
+        allocatable = self._node_cores.get(node)
+        return not (allocatable and cpu) or self._requested.get(node, 0.0) + cpu <= allocatable
+
     def claim(self, pod: PodFacts, scores: NodeScores) -> None:
         """A pod waiting for room takes it on the best node it fits, as the scheduler would
         place it (judged as the filter judges a new pod): the moves see what is left."""
-        needs = self.successor_cores(pod)
-        best = scores.best("", lambda n: fits(scores.headroom(n), self.size(n), needs))
+        needs, cpu = self.successor_cores(pod), pod.cpu_request
+        best = scores.best("", lambda n: self.fits(scores, n, needs, cpu))
         if best is not None:
             self._shift(best[0], needs)
+            self.request(best[0], cpu)
 
     def _shift(self, node: NodeName, cores: float) -> None:
         """`cores` of expected use arrive on `node` (negative: leave it)."""
@@ -219,6 +237,7 @@ class Moves:
         cores = self.cores(facts)
         self._shift(source, -cores)
         self._shift(decision.target, cores)
+        self.request(decision.target, facts.cpu_request)  # the source's until it is gone
 
 
 def _check(
@@ -237,7 +256,8 @@ def _check(
     # which may need more than this pod's own measured use.
     needs = max(cores, moves.successor_cores(facts))
 
-    best = scores.best(facts.node_name, lambda n: fits(scores.headroom(n), moves.size(n), needs))
+    cpu = facts.cpu_request
+    best = scores.best(facts.node_name, lambda n: moves.fits(scores, n, needs, cpu))
     stay = Decision(pod, "stay", "", policy=policy.name)
     if best is None:  # evicting would leave the successor nowhere to go
         detail = f"{reason}, but" if reason is not None else "stays:"
@@ -264,11 +284,6 @@ def _check(
         why += f"; candidate {checks}/{rules.sustain} checks"
     decision = Decision(pod, outcome, why, policy.name, source_score, target, there, checks)
     return decision, priority
-
-
-def fits(room: float | None, size: float, needs: float) -> bool:
-    """A node with `room` (a share of its `size` cores; None: no limit) has `needs` cores."""
-    return room is None or room * size >= needs
 
 
 def relief(share: float, overshoot: float | None) -> float:

@@ -212,6 +212,21 @@ def test_no_move_where_the_successor_would_wait_for_its_workloads_use() -> None:
     assert moves({"a": 0.95, "b": 0.6, "c": 0.2}) == ["c"]
 
 
+def test_no_move_to_a_node_without_cpu_left_by_requests() -> None:
+    """b has the headroom by its metric, but its 4 allocatable cores are requested by pods
+    of ours already: kube-scheduler would not place the successor there; c has CPU left."""
+    s = settings()
+    hot = running("p", "a", cpu=1.0)
+    full = [running(f"b{i}", "b", cpu=1.0) for i in range(4)]
+    cores = {"a": 4.0, "b": 4.0, "c": 4.0}
+    values = {"cpu": {"a": 0.95, "b": 0.2, "c": 0.5}}
+    assert [d.target for d in check(s, [hot, *full], values, cores=cores).moves] == ["c"]
+    assert [d.target for d in check(s, [hot, *full[:3]], values, cores=cores).moves] == ["b"]
+    # An unknown size is no veto (other schedulers' pods are not listed either).
+    unknown = {"a": 4.0, "c": 4.0}
+    assert [d.target for d in check(s, [hot, *full], values, cores=unknown).moves] == ["b"]
+
+
 def test_a_pod_waiting_for_room_takes_it_before_a_move() -> None:
     """b (0.6 of 8 cores) has 2.4 cores under 0.9. A 2-core pod waiting for room would be
     placed there first, so moving a 2-core pod off hot a would leave its successor queued
@@ -327,20 +342,22 @@ def test_per_node_and_per_cycle_limits() -> None:
 
 
 def test_one_hot_node_does_not_empty_onto_one_cool_node() -> None:
-    # Ten 1-core pods on a hot 4-core node; one cool 4-core node, one lukewarm. Each planned
-    # move adds a quarter of the cool node's cores to it: after two, it is no better.
+    # Ten 1-core pods on a hot node; one cool 8-core node, one lukewarm. Each planned move
+    # adds an eighth of the cool node's cores to it: after four, it is no better.
     s = settings({"maxEvictionsPerCycle": 10, "maxEvictionsPerNode": 10})
     pods = [running(f"p{i}", "hot", cpu=1.0) for i in range(10)]
     values = {"cpu": {"hot": 0.95, "cool": 0.0, "warm": 0.45}}
-    result = check(s, pods, values, cores={"hot": 4, "cool": 4, "warm": 4})
+    cores = {"hot": 16, "cool": 8, "warm": 8}
+    result = check(s, pods, values, cores=cores)
     targets = [d.target for d in result.moves]
     assert 0 < targets.count("cool") <= 4
     assert len(result.moves) < 10  # the rest wait for fresh metrics
     herdless = settings(
         {"maxEvictionsPerCycle": 10, "maxEvictionsPerNode": 10}, herdGuard={"enabled": False}
     )
-    blind = check(herdless, pods, values, cores={"hot": 4, "cool": 4, "warm": 4})
-    assert [d.target for d in blind.moves] == ["cool"] * 10  # what the guard prevents
+    blind = check(herdless, pods, values, cores=cores)
+    # What the guard prevents: without it only cool's allocatable CPU (8 cores) stops them.
+    assert [d.target for d in blind.moves] == ["cool"] * 8 + ["warm"] * 2
 
 
 # -- reading pods ----------------------------------------------------------------------------
