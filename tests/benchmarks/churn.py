@@ -66,7 +66,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 import yaml
 
 from extender.decisions.assignments import CLOCK_SKEW
@@ -357,8 +356,9 @@ class Bench:
                 raise ChurnFailed("variant before needs --before-tree")
             env["PYTHONPATH"] = str(self.before_tree)
         if self.segment:
-            gate, env["KUBECONFIG"] = self.cp.api_gate(self.work, segment=self.segment, gap=self.gap)
+            gate, kubeconfig = self.cp.api_gate(self.work, segment=self.segment, gap=self.gap)
             gate.open()  # closed with the service
+            env["KUBECONFIG"] = str(kubeconfig)
         service = self.cp.start_extender(policy, env=env, workdir=self.work, log_level="warning")
         try:
             return self._phases(variant, index, service.port, service.pid)
