@@ -2,7 +2,8 @@
 
     python -m tests.benchmarks.churn [--quick] [--nodes 2000] [--pods 4000] [--rate 200]
         [--seconds 20] [--runs 3] [--variants on,off] [--before-tree DIR]
-        [--shape kubelet|lean] [--json FILE]
+        [--shape kubelet|lean] [--policy shipped|static] [--segment 1448] [--gap 0.0001]
+        [--json FILE]
 
 A real control plane (tests/harness/controlplane.py: etcd and kube-apiserver on
 127.0.0.1), N fake nodes, P pods created already bound to them (`spec.nodeName`, placed
@@ -10,10 +11,17 @@ by another scheduler, long before the service starts: the first run waits until 
 are older than the herd guard's span, so no variant counts them as recent assignments).
 Then for each run of each variant, interleaved (on 1, off 1, on 2, ...):
 
-1. our service starts (`decice-extender serve`, a static policy over the N nodes, bind
-   and Events off) with the pod watch on (`on`), off (`off`: `kubernetes.watchPods:
-   false`), or on from the code in `--before-tree` (`before`: a `git archive` of an older
-   commit, run with PYTHONPATH there), and lists;
+1. our service starts (`decice-extender serve`) with the pod watch on (`on`), off (`off`:
+   `kubernetes.watchPods: false`), or on from the code in `--before-tree` (`before`: a
+   `git archive` of an older commit, run with PYTHONPATH there), and lists. Its policy
+   (`--policy shipped`, the default) is config/extender.yaml unchanged, with only
+   PROMETHEUS_URL set, at a real Prometheus on loopback scraping every node's CPU
+   (tests/harness/promharness.py): bind, Events, requeue, the herd guard with its usage
+   queries, as a user runs it; `static` is a static 2-metric policy, bind off.
+   It reads the API server through a TCP gate (tests/harness/gate.py) that delivers the
+   bytes as a network does, in `--segment`-byte TCP segments `--gap` seconds apart: over
+   loopback (`--segment 0`) a whole watch event arrives at once and wakes the service
+   once, across a network it arrives a segment at a time, and each can wake it;
 2. **churn**: the pods' status is patched at R a second (the Ready condition flipped and
    its time moved, through the status subresource, as kubelets report) for S seconds;
    with `--shape kubelet` (the default) the pods are a Deployment's (labels, an owner)
@@ -22,8 +30,10 @@ Then for each run of each variant, interleaved (on 1, off 1, on 2, ...):
    IDs, resources and mounts): about twice the bytes of a `lean` one (the Ready and
    PodScheduled conditions alone), and what a user's cluster sends;
    the service's CPU seconds over that window (utime + stime of the process and its
-   children, /proc) per 1,000 updates (`cpu_ms_per_1000`), and the API server's and
-   etcd's (`apiserver_cpu_ms_per_1000`: what the watch costs on the other side of it);
+   children, /proc) per 1,000 updates (`cpu_ms_per_1000`), its threads' voluntary
+   context switches (`wakeups_per_1000`: what a dropped event costs is mostly the wake-up
+   that reads it), and the API server's and etcd's (`apiserver_cpu_ms_per_1000`: what
+   the watch costs on the other side of it);
 3. **churn + verbs**: the same churn while one client sends filter and prioritize (every
    node's name, the captured pod) at `VERB_RATE` a second each: server time
    (`Server-Timing`) and round trip, p50 and p99, and the service's CPU per 1,000 updates
@@ -35,7 +45,7 @@ Then for each run of each variant, interleaved (on 1, off 1, on 2, ...):
 Printed: medians (min-max) per variant, and the ratios on / off of CPU per 1,000 updates
 and of the verbs' p99 during churn. Bounded: each phase stops after S seconds, each wait
 has a ceiling; a stuck phase raises naming the logs. `--quick` (50 nodes, 100 pods, 20
-updates a second, 3 s phases, 1 run) is what test_churn_quick.py runs.
+updates a second, 1.5 s phases, 1 run) is what test_churn_quick.py runs.
 """
 
 from __future__ import annotations
@@ -56,20 +66,32 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from extender.decisions.assignments import CLOCK_SKEW
+from extender.decisions.guard import HerdGuard
+from extender.policy.loading import load_settings
 from extender.policy.sections import HerdGuardSettings
 from tests.benchmarks.bench import cpu_model
 from tests.benchmarks.burst import cpu_with_children
 from tests.benchmarks.realburst import policy as burst_policy
-from tests.harness.controlplane import ControlPlane, Kube, fake_nodes, pod_manifest
+from tests.harness.controlplane import ControlPlane, FakeNode, Kube, fake_nodes, pod_manifest
 from tests.harness.loopback import LOCALHOST
+from tests.harness.promharness import FakeExporter, running_exporter, running_prometheus
 
 JSON = dict[str, Any]
 Log = Callable[[str], None]
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURED = ROOT / "tests" / "fixtures" / "kube-scheduler" / "filter-nodecache.json"
+SHIPPED = ROOT / "config" / "extender.yaml"
+POLICIES = ("shipped", "static")
+MSS = 1448
+"""An Ethernet link's TCP segment payload (1500-byte MTU, timestamps on)."""
+GAP = 0.0001
+"""Seconds between two segments of one write: a reader woken by the first has not read
+the whole event when the next arrives, as across a network (the relay's sleep is coarse:
+the link it makes is slower than a data centre's, never the bottleneck at 200 updates/s)."""
 VARIANTS = ("on", "off")
 CONTROL_PLANE = ("kube-apiserver", "etcd")
 """The processes whose CPU during the churn is `apiserver_cpu_ms_per_1000`: with the watch
@@ -105,6 +127,7 @@ RUN_KEYS = (
     "updates_per_s",
     "cpu_s",
     "cpu_ms_per_1000",
+    "wakeups_per_1000",
     "apiserver_cpu_ms_per_1000",
     "churn",
     "quiet",
@@ -317,14 +340,25 @@ class Bench:
     before_tree: Path | None
     log: Log
     shape: str = "kubelet"
+    env: dict[str, str] = field(default_factory=dict)
+    """The service's environment beyond KUBECONFIG (PROMETHEUS_URL for the shipped policy)."""
+    segment: int = 0
+    """The TCP segments the API server's bytes reach the service in (0: loopback's whole writes)."""
+    gap: float = GAP
     runs: list[JSON] = field(default_factory=list)
 
     def run(self, variant: str, index: int) -> JSON:
         policy = dict(self.policy)
-        policy["kubernetes"] = {"watchPods": variant != "off"}
-        env = {"PYTHONPATH": str(self.before_tree)} if variant == "before" else None
-        if variant == "before" and self.before_tree is None:
-            raise ChurnFailed("variant before needs --before-tree")
+        policy["kubernetes"] = {**(policy.get("kubernetes") or {}), "watchPods": variant != "off"}
+        env = dict(self.env)
+        if variant == "before":
+            if self.before_tree is None:
+                raise ChurnFailed("variant before needs --before-tree")
+            env["PYTHONPATH"] = str(self.before_tree)
+        if self.segment:
+            gate, kubeconfig = self.cp.api_gate(self.work, segment=self.segment, gap=self.gap)
+            gate.open()  # closed with the service
+            env["KUBECONFIG"] = str(kubeconfig)
         service = self.cp.start_extender(policy, env=env, workdir=self.work, log_level="warning")
         try:
             return self._phases(variant, index, service.port, service.pid)
@@ -338,9 +372,9 @@ class Bench:
         load0 = os.getloadavg()[0]
         plane = [p for name, p in self.cp.pids().items() if name in CONTROL_PLANE]
         plane0 = sum(cpu_with_children(p) for p in plane)
-        cpu0, t0 = cpu_with_children(pid), time.monotonic()
+        woken0, cpu0, t0 = wakeups(pid), cpu_with_children(pid), time.monotonic()
         updates = churn(kube, self.names, sizes.rate, sizes.seconds, self.shape)
-        cpu1, t1 = cpu_with_children(pid), time.monotonic()
+        cpu1, t1, woken = cpu_with_children(pid), time.monotonic(), wakeups(pid) - woken0
         plane_cpu = sum(cpu_with_children(p) for p in plane) - plane0
         halt = threading.Event()
         cpu2 = cpu_with_children(pid)
@@ -362,6 +396,7 @@ class Bench:
             "updates_per_s": round(updates / (t1 - t0), 1),
             "cpu_s": round(cpu, 3),
             "cpu_ms_per_1000": round(cpu * 1000 / updates * 1000, 2),
+            "wakeups_per_1000": round(woken / updates * 1000, 1),
             "apiserver_cpu_ms_per_1000": round(plane_cpu * 1000 / updates * 1000, 2),
             "churn": {
                 "updates": updates_b,
@@ -387,6 +422,18 @@ class Bench:
         return pods
 
 
+def wakeups(pid: int) -> int:
+    """Voluntary context switches of the process's threads so far (/proc): each is a wait
+    that ended, for a socket, a timer or a lock."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
 # -- summary ----------------------------------------------------------------------------------
 
 
@@ -403,6 +450,7 @@ def spread(values: Sequence[float | None]) -> JSON:
 
 SUMMARY: tuple[tuple[str, Callable[[JSON], float | None]], ...] = (
     ("cpu_ms_per_1000", lambda r: r["cpu_ms_per_1000"]),
+    ("wakeups_per_1000", lambda r: r.get("wakeups_per_1000")),
     ("apiserver_cpu_ms_per_1000", lambda r: r.get("apiserver_cpu_ms_per_1000")),
     ("churn_cpu_ms_per_1000", lambda r: r["churn"].get("cpu_ms_per_1000")),
     ("churn_filter_server_p99", lambda r: r["churn"]["filter_server_p99"]),
@@ -490,9 +538,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=SHAPES[0],
         help="the pods and their status reports: a kubelet's (default) or lean",
     )
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default=POLICIES[0],
+        help="config/extender.yaml as shipped, at a real Prometheus (default), or a static one",
+    )
+    p.add_argument(
+        "--segment",
+        type=int,
+        default=MSS,
+        help=f"TCP segment the API server's bytes arrive in (default {MSS}; 0: loopback's)",
+    )
+    p.add_argument("--gap", type=float, default=GAP, help="seconds between two segments")
     p.add_argument("--json", type=Path)
     p.add_argument("--workdir", type=Path)
     args = p.parse_args(argv)
+    if args.segment < 0 or args.gap < 0:
+        p.error("--segment and --gap must be >= 0")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not variants or set(variants) - set(ALL_VARIANTS) or len(set(variants)) != len(variants):
         p.error(f"--variants: distinct names among {', '.join(ALL_VARIANTS)}")
@@ -528,12 +591,33 @@ def stderr_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def served_policy(
+    name: str, nodes: Sequence[FakeNode], work: Path, stack: contextlib.ExitStack
+) -> tuple[JSON, dict[str, str], float]:
+    """The policy, the service's environment and the herd guard's span (seconds after
+    which a placed pod no longer counts); `shipped` starts its Prometheus in `stack`."""
+    if name == "static":
+        # A static provider has no window: settle alone.
+        return burst_policy(nodes, False), {}, HerdGuardSettings().settle
+    exporter: FakeExporter = stack.enter_context(running_exporter())
+    for i, node in enumerate(nodes):
+        exporter.set(node.name, 0.05 + 0.8 * (i * 7919 % 1000) / 1000)  # spread, none hot
+    prometheus = stack.enter_context(running_prometheus(exporter, work / "prometheus"))
+    env = {"PROMETHEUS_URL": prometheus.url}
+    return yaml.safe_load(SHIPPED.read_text()), env, HerdGuard(load_settings(SHIPPED, env)).span
+
+
 def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
     args = parse_args(argv)
     sizes: Sizes = args.sizes
     began = time.monotonic()
-    with workdir(args.workdir) as work, ControlPlane(work / "cluster") as cp:
+    with (
+        workdir(args.workdir) as work,
+        ControlPlane(work / "cluster") as cp,
+        contextlib.ExitStack() as stack,
+    ):
         nodes = fake_nodes(sizes.nodes)
+        policy, env, span = served_policy(args.policy, nodes, work, stack)
         made = cp.kube.ensure_nodes(nodes)
         log(f"control plane up, {sizes.nodes} fake nodes in {made:.1f} s")
         cp.kube.create_namespace(NAMESPACE)
@@ -546,11 +630,10 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
         log(f"{sizes.pods} pods placed by another scheduler in {time.monotonic() - t:.1f} s")
         if not args.quick:
             # Placed long before the service starts, as the story goes: older than the
-            # herd guard's span (settle, no window for the static provider, the clock
-            # skew allowed), so no variant holds them as recent assignments (20,000
-            # reservations in `on` against none in `off` had made the verbs' p99 differ).
-            # --quick checks the shape only and does not wait.
-            span = HerdGuardSettings().settle + CLOCK_SKEW + 1.0
+            # herd guard's span (the clock skew allowed), so no variant holds them as
+            # recent assignments (20,000 reservations in `on` against none in `off` had
+            # made the verbs' p99 differ). --quick checks the shape only and does not wait.
+            span += CLOCK_SKEW + 1.0
             log(f"waiting {span:.0f} s until the pods are older than the herd guard's span")
             time.sleep(span)
         captured = orjson.loads(CAPTURED.read_bytes())
@@ -563,10 +646,13 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
             sizes,
             names,
             body,
-            burst_policy(nodes, False),
+            policy,
             args.before_tree,
             log,
             args.shape,
+            env,
+            args.segment,
+            args.gap,
         )
         for index in range(1, sizes.runs + 1):
             for variant in args.variants:
@@ -574,7 +660,8 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
                 bench.runs.append(row)
                 log(
                     f"{variant} run {index}: {row['updates']} updates at "
-                    f"{row['updates_per_s']}/s, {row['cpu_ms_per_1000']} ms CPU per 1,000; "
+                    f"{row['updates_per_s']}/s, {row['cpu_ms_per_1000']} ms CPU and "
+                    f"{row['wakeups_per_1000']} wake-ups per 1,000; "
                     f"during churn filter p99 {row['churn']['filter_server_p99']} ms, "
                     f"prioritize p99 {row['churn']['prioritize_server_p99']} ms (server); "
                     f"{row['reservations']} herd reservations"
@@ -584,6 +671,8 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
         "quick": args.quick,
         "sizes": vars(sizes),
         "shape": args.shape,
+        "policy": args.policy,
+        "delivery": {"segment": args.segment, "gap": args.gap},
         "variants": args.variants,
         "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "python": sys.version.split()[0]},
         "runs": bench.runs,
@@ -592,7 +681,9 @@ def main(argv: Sequence[str] | None = None, log: Log = stderr_log) -> int:
         "seconds": round(time.monotonic() - began, 1),
     }
     print(
-        f"{sizes.nodes} nodes, {sizes.pods} {args.shape} pods, {sizes.rate:g} updates/s for "
+        f"{sizes.nodes} nodes, {sizes.pods} {args.shape} pods, the {args.policy} policy, "
+        + (f"{args.segment}-byte segments, " if args.segment else "over loopback, ")
+        + f"{sizes.rate:g} updates/s for "
         f"{sizes.seconds:g} s a phase, {sizes.runs} run(s); medians (min-max); "
         f"{result['seconds']} s in all"
     )

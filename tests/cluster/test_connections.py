@@ -5,14 +5,16 @@ can end or fail, as KubeClient reports it."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import aiohttp
 import kubernetes.client
 import pytest
 
-from extender.cluster.client import KubeClient
+from extender.cluster.client import KubeClient, watching
 from extender.cluster.client.errors import KubeUnavailable
 
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
@@ -214,3 +216,55 @@ async def test_connections_stay_within_the_limit() -> None:
         hold.set()
         assert [await t for t in tasks] == [{}] * 10
     assert server.most_open <= 3
+
+
+# --- the watch's batch pause -------------------------------------------------------------
+
+WATCH_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def rcvlowat(response: aiohttp.ClientResponse) -> int:
+    assert response.connection is not None and response.connection.transport is not None
+    sock = response.connection.transport.get_extra_info("socket")
+    return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
+
+
+async def test_the_batch_pause_leaves_the_socket_unwoken_until_it_ends() -> None:
+    """While a watch sleeps between batches, its socket wakes the loop only once a batch's
+    bytes wait (SO_RCVLOWAT), not for each event the server sends; cancelled or done, it
+    wakes at the first byte again and the transport reads, and what came meanwhile is read."""
+    first = WATCH_HEAD + chunk(b'{"type":"BOOKMARK"}\n')
+    async with (
+        scripted(lambda request, n: first) as server,
+        client_for(server) as client,
+        client.stream("/w", {}, total=10, what="watch /w") as response,
+    ):
+        assert await response.content.readany() == b'{"type":"BOOKMARK"}\n'
+        assert rcvlowat(response) == 1
+        pause = asyncio.create_task(watching.unread(response, 30.0))
+        await until(lambda: rcvlowat(response) == watching.BATCH_BYTES)
+        transport = response.connection.transport if response.connection else None
+        assert transport is not None and not transport.is_reading()
+        server.writers[0].write(chunk(b'{"type":"ADDED"}\n'))  # sent during the pause
+        pause.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pause
+        assert rcvlowat(response) == 1 and transport.is_reading()
+        assert await response.content.readany() == b'{"type":"ADDED"}\n'
+        await watching.unread(response, 0.0)  # a pause that runs out
+        assert rcvlowat(response) == 1 and transport.is_reading()
+
+
+async def test_a_watch_reads_on_after_its_pauses() -> None:
+    """Events sent one by one, each under a batch: every one arrives, in order."""
+    events = [b'{"type":"MODIFIED","object":{"n":%d}}\n' % i for i in range(3)]
+    answer = WATCH_HEAD + b"".join(chunk(e) for e in events) + b"0\r\n\r\n"
+    async with scripted(lambda request, n: answer) as server, client_for(server) as client:
+        seen = [e async for e in client.watch("/w", resource_version="1", timeout_seconds=5)]
+    assert [e["object"]["n"] for e in seen] == [0, 1, 2]

@@ -1570,13 +1570,16 @@ class ControlPlane:
         """The API gate `api_gate` made, while it stands."""
         return self._api_gate
 
-    def api_gate(self, workdir: Path) -> tuple[TcpGate, Path]:
+    def api_gate(
+        self, workdir: Path, *, segment: int | None = None, gap: float = 0.0
+    ) -> tuple[TcpGate, Path]:
         """A TCP gate in front of the API server (closed: nothing answers) and a kubeconfig
         of the user decice-extender through it (the same TLS name), for a service started
-        before the API server answers it; closed with the extender (`stop_extender`)."""
+        before the API server answers it, or (`segment`, `gap`) reading it as across a
+        network; closed with the extender (`stop_extender`)."""
         if self._api_gate is not None:
             raise ControlPlaneError("an API gate is open already")
-        gate = TcpGate(self.apiserver_port)
+        gate = TcpGate(self.apiserver_port, segment=segment, gap=gap)
         config = yaml.safe_load(self.kubeconfig(EXTENDER_USER).read_text())
         for cluster in config["clusters"]:
             cluster["cluster"]["server"] = with_port(self.server, gate.port)

@@ -1,5 +1,8 @@
 """A loopback TCP gate in front of a server: connections are refused until `open()`, then
-relayed byte for byte to the server (TLS passes through untouched).
+relayed byte for byte to the server (TLS passes through untouched). With `segment`, the
+server's bytes reach the client as a network delivers them: in TCP segments of at most
+that many bytes (an Ethernet MSS is 1448), `gap` seconds apart, where loopback delivers a
+whole write at once (its MTU is 64 KiB) and the reader wakes once for it.
 
 For stories where a client starts before its server answers (a chart rollout, or a
 control-plane restart, starts the extender before the API server): point the client at
@@ -20,6 +23,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 
@@ -30,8 +34,21 @@ _TICK = 0.2  # seconds between checks of the stop flag while idle
 
 
 class TcpGate:
-    def __init__(self, target_port: int, target_host: str = LOCALHOST) -> None:
+    def __init__(
+        self,
+        target_port: int,
+        target_host: str = LOCALHOST,
+        *,
+        segment: int | None = None,
+        gap: float = 0.0,
+    ) -> None:
+        if segment is not None and segment < 1:
+            raise ValueError("segment must be >= 1")
+        if gap < 0:
+            raise ValueError("gap must be >= 0")
         self._target = (target_host, target_port)
+        self._segment = segment
+        self._gap = gap
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind((LOCALHOST, 0))
         self.port: int = self._listener.getsockname()[1]
@@ -96,6 +113,8 @@ class TcpGate:
             except OSError:
                 client.close()
                 continue
+            if self._segment is not None:
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._sockets += [client, server]
                 self.relayed += 1
@@ -111,10 +130,20 @@ class TcpGate:
                     data = sock.recv(_CHUNK)
                     if not data:
                         return
-                    peers[sock].sendall(data)
+                    if sock is b and self._segment is not None:
+                        self._deliver(a, data, self._segment)
+                    else:
+                        peers[sock].sendall(data)
         except OSError:
             return
         finally:
             for sock in (a, b):
                 with contextlib.suppress(OSError):
                     sock.close()
+
+    def _deliver(self, client: socket.socket, data: bytes, segment: int) -> None:
+        """`data` to the client a segment at a time (a pacing gap, not a wait on anything)."""
+        for at in range(0, len(data), segment):
+            if at and self._gap:
+                time.sleep(self._gap)
+            client.sendall(data[at : at + segment])

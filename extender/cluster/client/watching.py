@@ -5,6 +5,7 @@ watches); lines a watch filter drops are never decoded, each is bounded in size.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -95,15 +96,31 @@ async def watch(
 
 
 async def unread(response: aiohttp.ClientResponse, seconds: float) -> None:
-    """Leave the connection unread for `seconds` (its transport paused)."""
+    """Leave the connection unread for `seconds`: its transport paused, and its socket
+    woken only once BATCH_BYTES wait (SO_RCVLOWAT), so events arriving meanwhile (a
+    segment at a time) do not each wake the loop to be read into the TLS layer."""
     connection = response.connection
     transport = connection.transport if connection is not None else None
     if transport is None or transport.is_closing():
         await asyncio.sleep(seconds)
         return
+    sock = transport.get_extra_info("socket")
     transport.pause_reading()
+    lowered = _wake_at(sock, BATCH_BYTES)
     try:
         await asyncio.sleep(seconds)
     finally:
+        if lowered:
+            _wake_at(sock, 1)
         if not transport.is_closing():
             transport.resume_reading()
+
+
+def _wake_at(sock: Any, size: int) -> bool:
+    """Set the socket's SO_RCVLOWAT (readable once `size` bytes are queued); False when it
+    cannot be set (no socket, or a platform without it)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, size)
+    except (AttributeError, OSError):
+        return False
+    return True
