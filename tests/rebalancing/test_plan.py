@@ -347,7 +347,7 @@ def test_one_hot_node_does_not_empty_onto_one_cool_node() -> None:
     s = settings({"maxEvictionsPerCycle": 10, "maxEvictionsPerNode": 10})
     pods = [running(f"p{i}", "hot", cpu=1.0) for i in range(10)]
     values = {"cpu": {"hot": 0.95, "cool": 0.0, "warm": 0.45}}
-    cores = {"hot": 16, "cool": 8, "warm": 8}
+    cores = {"hot": 16.0, "cool": 8.0, "warm": 8.0}
     result = check(s, pods, values, cores=cores)
     targets = [d.target for d in result.moves]
     assert 0 < targets.count("cool") <= 4
