@@ -56,6 +56,7 @@ class Plan:
     streaks: dict[str, int] = field(default_factory=dict)
     """uid -> consecutive checks as a candidate, for the next check (candidates only)."""
     skipped: dict[str, int] = field(default_factory=dict)  # protected pods by reason
+    waiting: int = 0  # our pods waiting for room, that took theirs first
     due: list[Decision] = field(default_factory=list)
     """Pods due to move, most to gain first, before the cycle's limits (`Moves.admit`)."""
 
@@ -94,6 +95,7 @@ def plan(
     moves = out.limits
     for pod in pods:  # every running pod of ours holds its request, protected ones too
         moves.request(pod.facts.node_name, pod.facts.cpu_request)
+    out.waiting = len(waiting)
     for facts in waiting:
         policy = settings.policy_map.get(facts.policy or settings.default.name)
         if policy is not None:

@@ -288,7 +288,11 @@ def build_rebalancer(
         out: dict[str, object] = {"mode": engine.settings.rebalance.mode, "leader": leader.detail()}
         if (last := rebalancer.last) is not None:
             counts = dict(Counter(d.outcome for d in last.decisions))
-            out["lastCheck"] = {"decisions": counts, "protected": dict(last.skipped)}
+            out["lastCheck"] = {
+                "decisions": counts,
+                "protected": dict(last.skipped),
+                "waiting": last.waiting,
+            }
         return out
 
     service.details["rebalancer"] = detail

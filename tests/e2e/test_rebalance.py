@@ -26,7 +26,9 @@ each; node-4 none. Every pod requests and uses half a core (0.125 of a node). no
 0.85. Two pods must leave for it to pass again (0.825). `db-0` ranks first to move (the
 same relief, the first name): the case once measured on this chain, where a refused pod
 kept its node's one eviction slot and the movable pods beside it stayed where they were.
-Then the load moves away (background 0.2 again).
+Then the load moves away (background 0.2 again). Throughout, a pod of ours too big for any
+node waits, left Unschedulable by kube-scheduler: the rebalancer counts it as waiting for
+room (/readyz), and it takes none from the moves.
 
 What the first runs found (3 of 3 green, 28-31 s each): the two `web` pods of node-1
 moved 3.3-4.1 s after the load did (sustain 2 at a 1 s interval, plus a scrape and a
@@ -37,6 +39,7 @@ the checks after node-1 passed again, nor in the 5 after it cooled.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,7 @@ from tests.harness.controlplane import (
     StartStack,
     fake_nodes,
     metric_value,
+    pod_manifest,
 )
 from tests.harness.loopback import wait_until
 from tests.harness.promharness import FakeExporter, PrometheusServer, prometheus_binary
@@ -115,6 +119,13 @@ def rebalancer_metric(service: Service, name: str, labels: dict[str, str]) -> fl
     status, body = service.get("/metrics")
     assert status == 200, body
     return metric_value(body.decode(), name, labels)
+
+
+def waiting(service: Service) -> int | None:
+    """Our pods waiting for room at the rebalancer's last check (/readyz)."""
+    _status, body = service.get("/readyz")  # 503 while not ready: the same body
+    last = json.loads(body).get("rebalancer", {}).get("lastCheck")
+    return last["waiting"] if last else None
 
 
 def test_pods_move_off_a_node_load_moved_onto_and_stay_when_it_cools(
@@ -194,6 +205,16 @@ def test_pods_move_off_a_node_load_moved_onto_and_stay_when_it_cools(
                     return bool(condition())
 
                 wait_until(check, timeout, what, interval=POLL)
+
+            # A pod of ours no node fits (8 cores; nodes have 4): the real kube-scheduler
+            # leaves it Unschedulable, and the rebalancer reads it as waiting for room. It
+            # fits nowhere, so it takes no room from the moves below.
+            kube.create_pods(namespace, [pod_manifest("too-big", cpu="8")])
+            kube.wait_until(
+                lambda: waiting(rebalancer) == 1, 60, "the rebalancer sees the pod waiting"
+            )
+            condition = kube.pod(namespace, "too-big")["status"]["conditions"][0]
+            assert (condition["type"], condition["reason"]) == ("PodScheduled", "Unschedulable")
 
             # All cool: checks run and nothing moves (stickiness).
             first = checks()
