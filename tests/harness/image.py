@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.harness.loopback import LOCALHOST
+from tests.harness.loopback import LOCALHOST, wait_until
 from tests.harness.service import Service
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,27 +151,43 @@ class ImageService(Service):
         return dict(os.environ)
 
     def remove(self) -> None:
-        """Stop the process and remove buildah's working container."""
+        """Stop the process and remove buildah's working container. `buildah run
+        --isolation chroot` leaves its chroot child (and the service in it) running when
+        killed, reparented to init: those are killed by the port they serve."""
         self.kill()
+        for pid in serving(self.port):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not serving(self.port), 10, "the image's processes are gone")
         if self.container is not None:
             subprocess.run(["buildah", "rm", self.container], capture_output=True, timeout=60)
             self.container = None
 
 
-def uids_of(port: int) -> set[int]:
-    """The real uids of the processes serving `port` from the image: those whose command
-    line runs `decice-extender ... --port PORT`, but for the engine's own client
-    (`buildah run`, `docker run`), which runs as its caller."""
-    uids: set[int] = set()
+def serving(port: int) -> dict[int, list[str]]:
+    """pid -> argv of the processes whose command line runs `decice-extender ... --port
+    PORT` (the engine's client, its chroot child and the service)."""
+    found = {}
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            status = (proc / "status").read_text()
         except (OSError, NotADirectoryError):
             continue
-        if not any(a.endswith("decice-extender") for a in argv) or str(port) not in argv:
-            continue
+        if any(a.endswith("decice-extender") for a in argv) and str(port) in argv:
+            found[int(proc.name)] = argv
+    return found
+
+
+def uids_of(port: int) -> set[int]:
+    """The real uids of the processes serving `port` from the image, but for the engine's
+    own client (`buildah run`, `docker run`), which runs as its caller."""
+    uids: set[int] = set()
+    for pid, argv in serving(port).items():
         if Path(argv[0]).name in ("buildah", "docker", "podman"):
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
             continue
         uid = next(line for line in status.splitlines() if line.startswith("Uid:"))
         uids.add(int(uid.split()[1]))
