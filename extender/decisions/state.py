@@ -19,7 +19,7 @@ from extender.decisions.table import PolicyTables, Table, build_table
 from extender.decisions.turnedaway import TurnedAway, TurnedAwayPods
 from extender.decisions.usage import UsageTable
 from extender.policy.policies import Policy
-from extender.policy.settings import Settings
+from extender.policy.settings import Settings, policy_for
 
 NOMINATED = "nominated"
 """The source of a reservation held for a nominated pod (decisions.held)."""
@@ -127,9 +127,7 @@ class DecisionState:
 
     def policy_of(self, pod: PodFacts) -> Policy | None:
         """The policy the pod asks for, else the default; None when it does not exist."""
-        if pod.policy is None:
-            return self._default
-        return self.policies.get(pod.policy)
+        return policy_for(self.policies, self._default, pod.policy)
 
     def table(self, now: float, policy: Policy | None = None) -> Table:
         """The policy's current table (the default's when None), rebuilt when a metric of it

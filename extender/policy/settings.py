@@ -107,6 +107,10 @@ class Settings(Model):
         """The policy of pods that do not name one."""
         return self._policies[self._default]
 
+    def policy_for(self, name: str | None) -> Policy | None:
+        """The policy a pod names, else the default (`policy_for`)."""
+        return policy_for(self._policies, self.default, name)
+
     @property
     def fetched_metrics(self) -> tuple[MetricSettings, ...]:
         """Each metric to fetch, once, whichever policies use it (same name, same query)."""
@@ -235,3 +239,10 @@ def _overload_problems(s: Settings) -> list[str]:
             "to taint by"
         ]
     return []
+
+
+def policy_for(policies: Mapping[str, Policy], default: Policy, name: str | None) -> Policy | None:
+    """The policy a pod names (`decice.io/policy`), else `default`; None when the named one
+    does not exist. (A function of its own so the request path can call it with the
+    policies it resolved once per install: Settings' private attributes are slow to read.)"""
+    return default if name is None else policies.get(name)

@@ -97,7 +97,7 @@ def plan(
         moves.request(pod.facts.node_name, pod.facts.cpu_request)
     out.waiting = len(waiting)
     for facts in waiting:
-        policy = settings.policy_map.get(facts.policy or settings.default.name)
+        policy = settings.policy_for(facts.policy)
         if policy is not None:
             moves.claim(facts, moves.scores(policy, tables[policy.name]))
     candidates: list[tuple[Decision, float]] = []
@@ -105,7 +105,7 @@ def plan(
         if pod.facts.scheduler_name not in settings.scheduler_names:
             continue
         why = protection(pod, rules, now)
-        policy = settings.policy_map.get(pod.facts.policy or settings.default.name)
+        policy = settings.policy_for(pod.facts.policy)
         if why is not None or policy is None:
             why = why or "unknown policy"
             out.skipped[why] = out.skipped.get(why, 0) + 1
