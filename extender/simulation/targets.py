@@ -64,8 +64,19 @@ def no_more_than(
     detail = f"ours {ours:.0f}; {listed}"
     fewer = [p for p in peers if sc.schedulers[p][key].mean < ours]
     if fewer:
-        detail += f" (fewer: {', '.join(SHORT[p] for p in fewer)})"
+        detail += f" (fewer: {', '.join(_ahead(sc, p) for p in fewer)})"
     return Verdict(target, not fewer, detail)
+
+
+def _ahead(sc: ScenarioReport, peer: str) -> str:
+    """A peer ahead of ours, with the pods it never placed that kube-scheduler did: what its
+    lead cost, which a reader of the verdict alone would not see."""
+    left = sc.unplaced_only.get(peer, 0)
+    return (
+        f"{SHORT[peer]}, which left {left} pods unplaced that kube-scheduler placed"
+        if left
+        else SHORT[peer]
+    )
 
 
 def no_worse(sc: ScenarioReport) -> Verdict:

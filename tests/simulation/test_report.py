@@ -123,6 +123,21 @@ def test_ours_must_have_no_more_than_any_peer() -> None:
     assert verdicts({"skewed": runs([100] * 3, [40] * 3)})[target] is None  # no peer run
 
 
+def test_a_peer_ahead_by_leaving_pods_unplaced_is_named_with_them() -> None:
+    results = runs([100] * 3, [40] * 3, peers=39)
+    for r in results:  # Koordinator's lead: 2 pods kube-scheduler placed, per seed
+        left = frozenset({f"a{r.seed}", f"b{r.seed}"})
+        r.results[KOORDINATOR] = replace(r[KOORDINATOR], unplaced=left)  # type: ignore[index]
+    report = build_report(
+        Plan(scenarios=("skewed",), seeds=(1, 2, 3)), "p", {"skewed": results}, {}
+    )
+    (hot,) = [v for v in report.verdicts if v.target.startswith("skewed: no more node-minutes")]
+    assert hot.met is False
+    assert (
+        "fewer: trimaran-tlp, trimaran-lvrb, koordinator, which left 6 pods unplaced" in hot.detail
+    )
+
+
 def test_uniform_is_no_worse_within_noise() -> None:
     target = "uniform: no worse than kube-scheduler alone within noise"
     assert verdicts({"uniform": runs([100, 100, 100], [90, 112, 95])})[target] is True
