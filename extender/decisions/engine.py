@@ -56,11 +56,14 @@ class Engine(HeldPods):
         since = overflow = None
         if rejected and rejected.issuperset(names):  # it fits on no node: it waits for room
             since = _waiting_since(self.pods.get(args.pod.uid), args.pod, now)
-            if now - since >= self.settings.herd_guard.wait_for_room:
+            guard = self.settings.herd_guard
+            waited = now - since >= guard.wait_for_room
+            if waited or _spread_thin(table, tight, guard.spare_room):
+                below = None if waited else needs  # never past a node's capacity, unwaited
                 overflow = self.guard.overflow(
-                    policy, table, failed, self._snapshot, self.sizes, now
+                    policy, table, failed, self._snapshot, self.sizes, now, below
                 )
-            if overflow is not None:  # waited long enough: where it does least harm
+            if overflow is not None:  # least harm; counted there at once: a backlog spreads
                 failed = {n: r for n, r in failed.items() if n != overflow}
                 rejected = rejected - {overflow}
         passed = None
@@ -257,6 +260,13 @@ def _memo(
         room_wait_since=waiting,
         shortlisted=shortlisted,
     )
+
+
+def _spread_thin(table: Table, tight: Set[NodeName], share: float) -> bool:
+    """Too big for every node (`tight`) of a cluster with room (its headroom adds up to
+    `share` of its cores, herdGuard.spareRoom): waiting for one node to free that much costs
+    the pod more than a node over its threshold, never past its capacity, costs the node."""
+    return bool(tight) and table.headroom is not None and table.headroom.spare() >= share
 
 
 def _waiting_since(memo: PodMemo | None, pod: PodFacts, now: float) -> float:

@@ -163,11 +163,11 @@ class HerdGuard:
         snapshot: Snapshot,
         sizes: Sizes,
         now: float,
+        below_capacity: float | None = None,
     ) -> NodeName | None:
-        """For a pod that has waited waitForRoom on every node: the one it goes to anyway,
-        the node with the most headroom of those rejected for the herd metric's threshold
-        alone (never for missing data or another metric); None when there is none. Each
-        pod let on is counted there at once (its bind reserves), so a backlog spreads."""
+        """Where a pod that fits on no node goes anyway (engine.py says when): the node with
+        the most headroom of those rejected for the herd metric's threshold alone, not for
+        missing data or another metric (`below_capacity`: overflow_node's); None if none."""
         rule = fit_rule(policy)
         if rule is None or not self._settings.herd_guarded:
             return None
@@ -181,7 +181,7 @@ class HerdGuard:
             for n in candidates
             if evaluate_node(policy, snapshot, n, table.stale, clear, now).reason is None
         ]
-        return overflow_node(rule, table.evals, candidates, sizes)
+        return overflow_node(rule, table.evals, candidates, sizes, below_capacity)
 
     def install(self, snapshot: Snapshot) -> None:
         """A new snapshot: the reservations fade, the nodes' spreads move (peaks.py; those

@@ -50,24 +50,38 @@ class Headroom:
     """Passing nodes sorted by headroom (cores left under the threshold). Read-only once built:
     `with_changes` gives a new index, as tables are replaced rather than changed."""
 
-    __slots__ = ("_by_node", "_cores", "_names")
+    __slots__ = ("_by_node", "_cores", "_names", "_spare", "cluster_cores")
 
-    def __init__(self, by_node: dict[NodeName, float], order: list[tuple[float, NodeName]]) -> None:
+    def __init__(
+        self,
+        by_node: dict[NodeName, float],
+        order: list[tuple[float, NodeName]],
+        cluster_cores: float = 0.0,
+    ) -> None:
         self._by_node = by_node
         # Two aligned lists, headroom ascending: a bisect on the floats and a slice of the
         # names answer too_small at C speed (a burst's big pods ask it of every node).
         self._cores = [r for r, _ in order]
         self._names = [n for _, n in order]
+        self._spare = sum(r for r in self._cores if r > 0)
+        self.cluster_cores = cluster_cores
+        """Cores of every node with a size, passing or not (`spare`'s whole)."""
 
     @classmethod
-    def of(cls, by_node: Mapping[NodeName, float]) -> Headroom:
-        return cls(dict(by_node), sorted((r, n) for n, r in by_node.items()))
+    def of(cls, by_node: Mapping[NodeName, float], cluster_cores: float = 0.0) -> Headroom:
+        return cls(dict(by_node), sorted((r, n) for n, r in by_node.items()), cluster_cores)
 
     @classmethod
     def index(cls, rule: FitRule, evals: Mapping[NodeName, NodeEval], sizes: Sizes) -> Headroom:
         """Every node of `evals` that has a headroom figure."""
         found = headroom_of(rule, evals, evals, sizes)
-        return cls.of({n: r for n, r in found.items() if r is not None})
+        total = sum(size for n in evals if (size := sizes.of(n)) is not None)
+        return cls.of({n: r for n, r in found.items() if r is not None}, total)
+
+    def spare(self) -> float:
+        """The nodes' headroom added up, a share of the cluster's cores: how much room the
+        cluster has, wherever it lies (0 when no node's size is known)."""
+        return self._spare / self.cluster_cores if self.cluster_cores > 0 else 0.0
 
     def too_small(self, cores: float) -> list[NodeName]:
         """The indexed nodes with less headroom than `cores`."""
@@ -81,16 +95,21 @@ class Headroom:
         """Cores `node` can take (infinite for a node not indexed: no value to judge by)."""
         return self._by_node.get(node, math.inf)
 
-    def with_changes(self, changes: Mapping[NodeName, float | None]) -> Headroom:
-        """A copy with these nodes' headroom changed (None: no longer indexed)."""
+    def with_changes(
+        self, changes: Mapping[NodeName, float | None], grown: float = 0.0
+    ) -> Headroom:
+        """A copy with these nodes' headroom changed (None: no longer indexed), and the
+        cluster `grown` by that many cores (nodes resized)."""
         copy = Headroom.__new__(Headroom)
         copy._by_node, copy._cores, copy._names = (
             self._by_node.copy(),  # not dict(): that re-inserts every key once one was deleted
             list(self._cores),
             list(self._names),
         )
+        copy._spare, copy.cluster_cores = self._spare, self.cluster_cores + grown
         for node, new in changes.items():
             old = copy._by_node.pop(node, None)
+            copy._spare += max(new or 0.0, 0.0) - max(old or 0.0, 0.0)
             if old is not None:
                 i = bisect_left(copy._cores, old)
                 while copy._names[i] != node:  # equal headroom: find this node among them
@@ -149,19 +168,27 @@ def tight_nodes(
 
 
 def overflow_node(
-    rule: FitRule, evals: Mapping[NodeName, NodeEval], candidates: Iterable[NodeName], sizes: Sizes
+    rule: FitRule,
+    evals: Mapping[NodeName, NodeEval],
+    candidates: Iterable[NodeName],
+    sizes: Sizes,
+    below_capacity: float | None = None,
 ) -> NodeName | None:
     """The node with the most headroom (cores under the threshold, negative above it) of
     `candidates`, for a pod that has waited `herdGuard.waitForRoom` for room on any node:
     rather than wait on, it goes where it does least harm. None when no candidate has a
-    value of the herd metric to judge by. A node of unknown size counts as one core."""
+    value of the herd metric to judge by. A node of unknown size counts as one core.
+    `below_capacity`: only a node with that many cores left under 100 %."""
     best: tuple[float, NodeName] | None = None
     for n in candidates:
         e = evals.get(n)
         value = e.values[rule.index] if e is not None else None
         if value is None:
             continue
-        room = (rule.above - value) * (sizes.of(n) or 1.0)
+        size = sizes.of(n) or 1.0
+        if below_capacity is not None and (1.0 - value) * size < below_capacity:
+            continue
+        room = (rule.above - value) * size
         if best is None or (room, n) > best:
             best = (room, n)
     return best[1] if best is not None else None

@@ -252,7 +252,9 @@ class PolicyTables:
                 headroom = Headroom.index(rule, table.evals, sizes)
             else:
                 moved = [n for n in table.evals if old.of(n) != sizes.of(n)]
-                headroom = table.headroom.with_changes(headroom_of(rule, table.evals, moved, sizes))
+                grown = sum((sizes.of(n) or 0.0) - (old.of(n) or 0.0) for n in moved)
+                changes = headroom_of(rule, table.evals, moved, sizes)
+                headroom = table.headroom.with_changes(changes, grown)
             self._tables[policy.name] = replace(table, headroom=headroom)
 
     def replace(

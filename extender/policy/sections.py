@@ -132,6 +132,11 @@ class HerdGuardSettings(Model):
     wait_for_room: NonNegative = 1800.0
     """Seconds a pod that fits on no node waits for room (requeued when a node has some);
     then it goes to the roomiest; 0: at once. The default is the simulation's (BENCHMARKS.md)."""
+    spare_room: Share = 0.2
+    """A pod too big for every node's headroom waits only in a full cluster: while the
+    nodes' headroom adds up to at least this share of the cluster's cores, it goes at once
+    to the node with the most that it leaves under 100 % (the room is there, spread thin);
+    1: it always waits. The default is the simulation's (BENCHMARKS.md)."""
     peak_sigmas: NonNegative = 2.0
     """A node is judged by its predicted peak: the herd metric plus this many times how far
     its spread (standard deviation over peakWindow) is above the typical node's, so a node

@@ -19,6 +19,20 @@ from tests.harness.fixtures import NOW, make_settings, make_snapshot
 RULE = FitRule("cpu", 0, 0.9)
 
 
+def test_spare_is_the_headroom_added_up_over_every_sized_nodes_cores() -> None:
+    evals = {
+        "a": NodeEval(None, 0.0, (0.5,)),  # 8 cores: 3.2 under 0.9
+        "b": NodeEval(None, 0.0, (0.8,)),  # 4 cores: 0.4
+        "c": NodeEval("decice: cpu above 0.9", 0.0, (0.95,)),  # 8 cores, not indexed
+    }
+    headroom = Headroom.index(RULE, evals, Sizes({"a": 8.0, "b": 4.0, "c": 8.0}, None))
+    assert headroom.cluster_cores == 20.0 and headroom.spare() == pytest.approx(3.6 / 20)
+    fuller = headroom.with_changes({"a": 1.2, "b": None})  # a filled, b over now
+    assert fuller.spare() == pytest.approx(1.2 / 20)
+    assert headroom.with_changes({}, grown=-8.0).spare() == pytest.approx(3.6 / 12)
+    assert Headroom.of({"a": 1.0}).spare() == 0.0  # no size known: no room counted
+
+
 def test_headroom_finds_the_nodes_too_small_in_order() -> None:
     headroom = Headroom.of({"a": 0.5, "b": 2.0, "c": 4.0})
     assert headroom.too_small(0.1) == []
@@ -132,7 +146,9 @@ def test_off_the_pod_is_not_counted() -> None:
 
 
 def test_node_sizes_move_the_headroom() -> None:
-    settings = make_settings(metrics=[{"name": "cpu", "filter": {"above": 0.9}}])
+    settings = make_settings(
+        metrics=[{"name": "cpu", "filter": {"above": 0.9}}], herdGuard={"spareRoom": 1.0}
+    )
     e = Engine(settings, make_snapshot({"cpu": {"a": 0.5, "b": 0.5}}), NOW)
     assert e.reserve("r-a", "a", 0.8, NOW) and e.reserve("r-b", "b", 0.8, NOW)  # 0.7 now
     assert ask(e, "p1", "1", ["a", "b"], NOW)["NodeNames"] == []  # 4 cores: 0.2 x 4 < 1
@@ -186,3 +202,27 @@ def test_a_pod_that_waited_its_wait_goes_where_it_does_least_harm() -> None:
     args = parse_extender_args(orjson.dumps({"Pod": old, "NodeNames": nodes}))
     answer = orjson.loads(encode_filter(args, e.filter(args, NOW + 32)))
     assert answer["NodeNames"] == ["b"]  # created NOW - 60: its wait was over on arrival
+
+
+def test_a_pod_too_big_for_every_node_of_a_cluster_with_room_goes_at_once() -> None:
+    """Three 8-core nodes at 0.5, 0.25 and 0.3 (threshold 0.9: 3.2 + 5.2 + 4.8 cores of
+    headroom, 55 % of the cluster's 24): a 5.5-core pod fits under the threshold nowhere, and
+    waiting for one node to free that much would keep it for nothing: it goes at once to the
+    one with the most headroom that it leaves under 100 % (b: 0.25 + 0.69). A pod no node
+    can hold under 100 % waits; so does the pod where the headroom is under spareRoom."""
+    metrics = [{"name": "cpu", "filter": {"above": 0.9}}]
+    sizes = {"a": 8.0, "b": 8.0, "c": 8.0}
+    snapshot = make_snapshot({"cpu": {"a": 0.5, "b": 0.25, "c": 0.3}})
+    e = Engine(make_settings(metrics=metrics), snapshot, NOW)
+    e.set_node_cores(sizes)
+    assert ask(e, "seven", "7", ["a", "b", "c"], NOW)["NodeNames"] == []  # past any capacity
+    at_once = ask(e, "one", "5500m", ["a", "b", "c"], NOW)
+    assert at_once["NodeNames"] == ["b"]
+    assert set(at_once["FailedAndUnresolvableNodes"]) == {"a", "c"}
+    assert e.reserve("one", "b", 5.5, NOW)  # bound there
+    assert ask(e, "two", "5500m", ["a", "b", "c"], NOW)["NodeNames"] == ["c"]
+    guard = {"spareRoom": 0.6, "waitForRoom": 60.0}
+    waits = Engine(make_settings(metrics=metrics, herdGuard=guard), snapshot, NOW)
+    waits.set_node_cores(sizes)
+    assert ask(waits, "one", "5500m", ["a", "b", "c"], NOW)["NodeNames"] == []
+    assert ask(waits, "one", "5500m", ["a", "b", "c"], NOW + 60)["NodeNames"] == ["b"]
