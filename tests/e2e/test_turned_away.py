@@ -93,3 +93,28 @@ def test_a_pod_every_node_turned_away_is_placed_once_a_node_cools(
     assert "decice.io/metrics-recovered" in (pod["metadata"].get("annotations") or {})
     assert s.extender_metric("decice_requeue_patches_total", {"outcome": "patched"}) == 1
     assert s.extender_metric("decice_turned_away_pods") == 0
+
+
+def test_a_pod_too_big_for_every_node_of_a_cluster_with_room_is_placed_at_once(
+    stack: StartStack, tmp_path: Path
+) -> None:
+    """herdGuard.spareRoom, shipped at 0.2: the 8-core nodes are hot, the 4-core ones at 0.2
+    and 0.24, so a 3-core pod fits under 0.85 nowhere (2.6 and 2.44 cores of headroom), yet
+    the cluster's headroom is 27 % of its 28 cores. It is bound at once to the node with the
+    most headroom that it leaves under 100 % (node-3: 0.2 + 0.75), not held for
+    herdGuard.waitForRoom."""
+    values = {"node-1": 0.24, "node-2": 0.95, "node-3": 0.2, "node-4": 0.95, "node-5": 0.24}
+    with FakeExporter() as exporter:
+        for node, value in values.items():
+            exporter.set(node, value)
+        with PrometheusServer(
+            [exporter.target], workdir=tmp_path / "prometheus", binary=prometheus_binary()
+        ) as prometheus:
+            s = stack(policy=shipped_policy(), env={"PROMETHEUS_URL": prometheus.url})
+            s.kube.wait_until(
+                lambda: node_values(s) == values, 60, "our service sees the nodes' values"
+            )
+            s.create_pod("big", cpu="3")
+            node = s.wait_bound("big", INTERVAL + 30)
+    assert node == "node-3"
+    assert s.extender_metric("decice_turned_away_pods") == 0
