@@ -14,7 +14,9 @@ RELOADABLE), and a new `static` section is logged as needing a restart.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,41 +51,48 @@ def node_values(s: Stack) -> dict[str, float]:
     }
 
 
-def test_a_pod_every_node_turned_away_is_placed_once_a_node_cools(
-    stack: StartStack, tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def serving(
+    stack: StartStack, tmp_path: Path, values: Mapping[str, float]
+) -> Iterator[tuple[Stack, FakeExporter]]:
+    """Our service on the shipped policy, reading a real Prometheus that scrapes `values`,
+    once it sees them: until its refresh has them every node passes (the shipped metric is
+    fail-open), and Prometheus scrapes its first ~5 s after it starts."""
     with FakeExporter() as exporter:
-        for node in NODES:
-            exporter.set(node, HOT)
+        for node, value in values.items():
+            exporter.set(node, value)
         with PrometheusServer(
             [exporter.target], workdir=tmp_path / "prometheus", binary=prometheus_binary()
         ) as prometheus:
             s = stack(policy=shipped_policy(), env={"PROMETHEUS_URL": prometheus.url})
-            # Prometheus scrapes its first ~5 s after it starts; until our refresh has
-            # those values every node passes (the shipped metric is fail-open).
             s.kube.wait_until(
-                lambda: node_values(s) == dict.fromkeys(NODES, HOT),
-                60,
-                "our service sees every node hot",
+                lambda: node_values(s) == values, 60, "our service sees the nodes' values"
             )
-            s.create_pod("waiting")
+            yield s, exporter
 
-            failed = s.wait_event("waiting", "FailedScheduling")
-            print(f"\nFailedScheduling: {failed.message}")
-            above = shipped_policy()["metrics"][0]["filter"]["above"]
-            expected = f"0/5 nodes are available: 5 decice: cpu above {above:g}."
-            assert failed.message.startswith(expected), failed.message
-            s.kube.wait_until(
-                lambda: s.extender_metric("decice_turned_away_pods") == 1,
-                30,
-                "our service remembers the pod it turned away",
-            )
-            assert not s.pod("waiting")["spec"].get("nodeName")
 
-            exporter.set("node-3", COOL)
-            cooled = time.monotonic()
-            node = s.wait_bound("waiting", INTERVAL + 30)
-            waited = time.monotonic() - cooled
+def test_a_pod_every_node_turned_away_is_placed_once_a_node_cools(
+    stack: StartStack, tmp_path: Path
+) -> None:
+    with serving(stack, tmp_path, dict.fromkeys(NODES, HOT)) as (s, exporter):
+        s.create_pod("waiting")
+
+        failed = s.wait_event("waiting", "FailedScheduling")
+        print(f"\nFailedScheduling: {failed.message}")
+        above = shipped_policy()["metrics"][0]["filter"]["above"]
+        expected = f"0/5 nodes are available: 5 decice: cpu above {above:g}."
+        assert failed.message.startswith(expected), failed.message
+        s.kube.wait_until(
+            lambda: s.extender_metric("decice_turned_away_pods") == 1,
+            30,
+            "our service remembers the pod it turned away",
+        )
+        assert not s.pod("waiting")["spec"].get("nodeName")
+
+        exporter.set("node-3", COOL)
+        cooled = time.monotonic()
+        node = s.wait_bound("waiting", INTERVAL + 30)
+        waited = time.monotonic() - cooled
 
     print(f"bound to {node} {waited:.2f} s after node-3 cooled (interval {INTERVAL:g} s)")
     assert node == "node-3"
@@ -104,17 +113,8 @@ def test_a_pod_too_big_for_every_node_of_a_cluster_with_room_is_placed_at_once(
     most headroom that it leaves under 100 % (node-3: 0.2 + 0.75), not held for
     herdGuard.waitForRoom."""
     values = {"node-1": 0.24, "node-2": 0.95, "node-3": 0.2, "node-4": 0.95, "node-5": 0.24}
-    with FakeExporter() as exporter:
-        for node, value in values.items():
-            exporter.set(node, value)
-        with PrometheusServer(
-            [exporter.target], workdir=tmp_path / "prometheus", binary=prometheus_binary()
-        ) as prometheus:
-            s = stack(policy=shipped_policy(), env={"PROMETHEUS_URL": prometheus.url})
-            s.kube.wait_until(
-                lambda: node_values(s) == values, 60, "our service sees the nodes' values"
-            )
-            s.create_pod("big", cpu="3")
-            node = s.wait_bound("big", INTERVAL + 30)
+    with serving(stack, tmp_path, values) as (s, _):
+        s.create_pod("big", cpu="3")
+        node = s.wait_bound("big", INTERVAL + 30)
     assert node == "node-3"
     assert s.extender_metric("decice_turned_away_pods") == 0
