@@ -95,18 +95,16 @@ class Headroom:
         """Cores `node` can take (infinite for a node not indexed: no value to judge by)."""
         return self._by_node.get(node, math.inf)
 
-    def with_changes(
-        self, changes: Mapping[NodeName, float | None], grown: float = 0.0
-    ) -> Headroom:
-        """A copy with these nodes' headroom changed (None: no longer indexed), and the
-        cluster `grown` by that many cores (nodes resized)."""
+    def with_changes(self, changes: Mapping[NodeName, float | None]) -> Headroom:
+        """A copy with these nodes' headroom changed (None: no longer indexed); the nodes'
+        sizes are the same (PolicyTables.resize indexes anew)."""
         copy = Headroom.__new__(Headroom)
         copy._by_node, copy._cores, copy._names = (
             self._by_node.copy(),  # not dict(): that re-inserts every key once one was deleted
             list(self._cores),
             list(self._names),
         )
-        copy._spare, copy.cluster_cores = self._spare, self.cluster_cores + grown
+        copy._spare, copy.cluster_cores = self._spare, self.cluster_cores
         for node, new in changes.items():
             old = copy._by_node.pop(node, None)
             copy._spare += max(new or 0.0, 0.0) - max(old or 0.0, 0.0)

@@ -242,19 +242,15 @@ class PolicyTables:
 
     def resize(self, policies: Iterable[Policy], sizes: Sizes) -> None:
         """The nodes' cores changed: the headroom indexes follow (scores are shares)."""
-        old, self.sizes = self.sizes, sizes
+        self.sizes = sizes
         for policy in policies:
             table = self._tables.get(policy.name)
             rule = fit_rule(policy)
             if table is None or rule is None:
                 continue
-            if table.headroom is None or old is None:
-                headroom = Headroom.index(rule, table.evals, sizes)
-            else:
-                moved = [n for n in table.evals if old.of(n) != sizes.of(n)]
-                grown = sum((sizes.of(n) or 0.0) - (old.of(n) or 0.0) for n in moved)
-                changes = headroom_of(rule, table.evals, moved, sizes)
-                headroom = table.headroom.with_changes(changes, grown)
+            # Rebuilt whole (2 ms at 5,000 nodes; sizes change as nodes join or resize):
+            # the cluster's cores, spareRoom's whole, move with them.
+            headroom = Headroom.index(rule, table.evals, sizes)
             self._tables[policy.name] = replace(table, headroom=headroom)
 
     def replace(

@@ -29,7 +29,8 @@ def test_spare_is_the_headroom_added_up_over_every_sized_nodes_cores() -> None:
     assert headroom.cluster_cores == 20.0 and headroom.spare() == pytest.approx(3.6 / 20)
     fuller = headroom.with_changes({"a": 1.2, "b": None})  # a filled, b over now
     assert fuller.spare() == pytest.approx(1.2 / 20)
-    assert headroom.with_changes({}, grown=-8.0).spare() == pytest.approx(3.6 / 12)
+    unsized = Headroom.index(RULE, evals, Sizes({"a": 8.0, "b": 4.0}, None))  # c: no size
+    assert unsized.spare() == pytest.approx(3.6 / 12)
     assert Headroom.of({"a": 1.0}).spare() == 0.0  # no size known: no room counted
 
 
@@ -215,6 +216,8 @@ def test_a_pod_too_big_for_every_node_of_a_cluster_with_room_goes_at_once() -> N
     snapshot = make_snapshot({"cpu": {"a": 0.5, "b": 0.25, "c": 0.3}})
     e = Engine(make_settings(metrics=metrics), snapshot, NOW)
     e.set_node_cores(sizes)
+    headroom = e.table(NOW).headroom  # resized: 24 cores now, not 3 x the default 4
+    assert headroom is not None and headroom.spare() == pytest.approx(13.2 / 24)
     assert ask(e, "seven", "7", ["a", "b", "c"], NOW)["NodeNames"] == []  # past any capacity
     at_once = ask(e, "one", "5500m", ["a", "b", "c"], NOW)
     assert at_once["NodeNames"] == ["b"]
